@@ -1,0 +1,62 @@
+// swift-tools-version:6.0
+// settle: marketplace settlement on Stripe. The stages a batch flows through are
+// modules: read → core (rules, plan) → write, and apply (ledger + HTTP). C libraries
+// sit in their own system-library targets and are imported only by the module that
+// wraps them.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "settle",
+    products: [
+        .executable(name: "settle", targets: ["settle"]),
+    ],
+    targets: [
+        // C libraries from Debian, through pkg-config.
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
+                       providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CLibXML2", path: "Sources/CLibXML2", pkgConfig: "libxml-2.0",
+                       providers: [.apt(["libxml2-dev"])]),
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+
+        // Pure: money, the line model, the rules, instruction forming. No I/O.
+        .target(name: "SettleCore", swiftSettings: strict),
+        // Readers: gzip, CSV, XML (streaming, validated) → records for the rules.
+        .target(name: "SettleRead", dependencies: ["SettleCore", "CZlib", "CLibXML2"],
+                swiftSettings: strict),
+        // Writers: results, errors, deferred, instructions, summary, manifest.
+        .target(name: "SettleWrite", dependencies: ["SettleCore"], swiftSettings: strict),
+        // The SQLite ledger that makes every line settle at most once.
+        .target(name: "SettleLedger", dependencies: ["CSQLite"], swiftSettings: strict),
+        // HTTP on libcurl's multi interface.
+        .target(name: "SettleHTTP", dependencies: ["CCurl"], swiftSettings: strict),
+        // Executing a plan against Stripe exactly once.
+        .target(name: "SettleApply",
+                dependencies: ["SettleCore", "SettleLedger", "SettleHTTP", "SettleWrite"],
+                swiftSettings: strict),
+        // Commands, options, config, exit codes.
+        .target(name: "SettleCLI",
+                dependencies: ["SettleCore", "SettleRead", "SettleWrite", "SettleLedger",
+                               "SettleApply"],
+                swiftSettings: strict),
+        .executableTarget(name: "settle", dependencies: ["SettleCLI"], swiftSettings: strict),
+
+        .testTarget(name: "SettleCoreTests", dependencies: ["SettleCore"],
+                    swiftSettings: strict),
+        .testTarget(name: "SettleReadTests", dependencies: ["SettleRead", "SettleCore"],
+                    resources: [.copy("Fixtures")], swiftSettings: strict),
+        .testTarget(name: "SettleLedgerTests", dependencies: ["SettleLedger"],
+                    swiftSettings: strict),
+        .testTarget(name: "SettleHTTPTests", dependencies: ["SettleHTTP"],
+                    swiftSettings: strict),
+        .testTarget(name: "SettleEndToEndTests", dependencies: [],
+                    resources: [.copy("Fixtures")], swiftSettings: strict),
+    ]
+)

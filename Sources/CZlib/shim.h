@@ -1,0 +1,9 @@
+#ifndef SETTLE_CZLIB_SHIM_H
+#define SETTLE_CZLIB_SHIM_H
+#include <zlib.h>
+
+/// inflateInit2 is a macro; this gives Swift a function for gzip decoding (windowBits 15 + 16).
+static inline int settle_inflate_init_gzip(z_stream *stream) {
+    return inflateInit2(stream, MAX_WBITS + 16);
+}
+#endif

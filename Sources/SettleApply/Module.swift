@@ -1,0 +1,1 @@
+// SettleApply: see the module's files.

@@ -1,0 +1,1 @@
+// SettleCLI: see the module's files.

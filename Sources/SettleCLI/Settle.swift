@@ -1,0 +1,4 @@
+/// Entry point of the `settle` command.
+public enum Settle {
+    public static func main() {}
+}

@@ -1,0 +1,76 @@
+/// One input line as settle keeps it in memory: compact, every string interned.
+///
+/// About 100 bytes whatever the line's text, so memory grows with the number of lines,
+/// not with their size. The original strings stay in the spool file (`spool` offsets) and
+/// are read back only for the lines that go into `errors.csv` or `deferred.csv`.
+public struct OrderLine: Sendable {
+    public var lineID: Symbol = .none
+    public var orderID: Symbol = .none
+    /// Group key: `transfer_group`, else `group_<payment_intent>`, else `order:<order_id>`.
+    public var group: Symbol = .none
+    public var kind: LineKind = .transfer
+    public var status: LineStatus = .planned
+    public var reason: ReasonCode = .none
+    /// 2-letter country of the destination or recipient, 0 when not given.
+    public var destinationCountry: UInt16 = 0
+    public var currency: Currency = .usd
+    /// Destination account (transfer, reversal) or recipient account (payout).
+    public var payee: Symbol = .none
+    public var payoutMethod: Symbol = .none
+    /// The funding charge (`source_transaction`).
+    public var charge: Symbol = .none
+    /// For a reversal: the transfer it reverses, when named.
+    public var transfer: Symbol = .none
+    public var paymentMethodType: Symbol = .none
+    /// Index into ``Batch/extras`` (description, metadata), -1 when none.
+    public var extras: Int32 = -1
+    /// Index into ``Batch/messages`` for the human reason, -1 for the code's default text.
+    public var message: Int32 = -1
+    /// `transfer_on` as days since 1970-01-01, `Int32.min` when not given.
+    public var transferOn: Int32 = .min
+    public var file: UInt16 = 0
+    public var chargeStatus: ChargeStatus = .unknown
+    public var chargeCurrencyGiven: Bool = false
+    /// Physical line (1-based) where the record starts.
+    public var sourceLine: UInt32 = 0
+    public var amount: Int64 = 0
+    /// Charge amount in minor units of the charge currency, -1 when not given.
+    public var chargeAmount: Int64 = -1
+    /// Charge fee in minor units, -1 when not given.
+    public var chargeFee: Int64 = -1
+    public var chargeCurrency: Currency = .usd
+    /// Where the original record sits in the file's spool.
+    public var spoolOffset: UInt64 = 0
+    public var spoolLength: UInt32 = 0
+
+    public init() {}
+}
+
+/// A charge's status as the export states it.
+public enum ChargeStatus: UInt8, Sendable {
+    case unknown, succeeded, pending, failed
+
+    public var name: String {
+        switch self {
+        case .unknown: ""
+        case .succeeded: "succeeded"
+        case .pending: "pending"
+        case .failed: "failed"
+        }
+    }
+}
+
+/// The description and metadata of a line, kept aside because most lines have none.
+public struct LineExtras: Sendable, Equatable {
+    public var description: String?
+    public var metadata: [(key: String, value: String)]
+
+    public init(description: String? = nil, metadata: [(key: String, value: String)] = []) {
+        self.description = description
+        self.metadata = metadata
+    }
+
+    public static func == (lhs: LineExtras, rhs: LineExtras) -> Bool {
+        lhs.description == rhs.description && lhs.metadata.elementsEqual(rhs.metadata, by: { $0 == $1 })
+    }
+}

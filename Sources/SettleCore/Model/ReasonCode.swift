@@ -1,0 +1,65 @@
+/// The fixed reason codes of SPEC §3, so that scripts can rely on them.
+///
+/// Stripe's own error codes at apply time are not in this list: they travel as strings.
+public enum ReasonCode: UInt8, Sendable, CaseIterable {
+    case none
+    // line
+    case amountInvalid, currencyUnsupported, idInvalid, kindInvalid, dateInvalid
+    case fieldMissing, fieldTooLong, encodingInvalid, malformedRecord, schemaInvalid
+    case duplicateLineID, lineConflict, crossBorderUnsupported, payoutCurrencyUnsupported
+    case payoutCountryUnsupported, payoutMethodMissing, chargeInvalid
+    // group
+    case groupRejected, chargeMismatch, currencyMismatch, overAllocated, chargeFailed
+    case reversalExceedsTransfer, reversalTargetUnknown
+    // deferred
+    case chargePending, scheduled
+    // apply
+    case payoutMethodUnusable
+
+    public var code: String {
+        switch self {
+        case .none: ""
+        case .amountInvalid: "amount_invalid"
+        case .currencyUnsupported: "currency_unsupported"
+        case .idInvalid: "id_invalid"
+        case .kindInvalid: "kind_invalid"
+        case .dateInvalid: "date_invalid"
+        case .fieldMissing: "field_missing"
+        case .fieldTooLong: "field_too_long"
+        case .encodingInvalid: "encoding_invalid"
+        case .malformedRecord: "malformed_record"
+        case .schemaInvalid: "schema_invalid"
+        case .duplicateLineID: "duplicate_line_id"
+        case .lineConflict: "line_conflict"
+        case .crossBorderUnsupported: "cross_border_unsupported"
+        case .payoutCurrencyUnsupported: "payout_currency_unsupported"
+        case .payoutCountryUnsupported: "payout_country_unsupported"
+        case .payoutMethodMissing: "payout_method_missing"
+        case .chargeInvalid: "charge_invalid"
+        case .groupRejected: "group_rejected"
+        case .chargeMismatch: "charge_mismatch"
+        case .currencyMismatch: "currency_mismatch"
+        case .overAllocated: "over_allocated"
+        case .chargeFailed: "charge_failed"
+        case .reversalExceedsTransfer: "reversal_exceeds_transfer"
+        case .reversalTargetUnknown: "reversal_target_unknown"
+        case .chargePending: "charge_pending"
+        case .scheduled: "scheduled"
+        case .payoutMethodUnusable: "payout_method_unusable"
+        }
+    }
+}
+
+/// Why a whole input file was rejected (SPEC §3, file codes in the manifest).
+public enum FileRejection: String, Sendable, Error {
+    case emptyFile = "empty_file"
+    case unreadable
+    case gzipTruncated = "gzip_truncated"
+    case gzipCorrupt = "gzip_corrupt"
+    case csvUnclosedQuote = "csv_unclosed_quote"
+    case headerMissingColumn = "header_missing_column"
+    case headerInvalid = "header_invalid"
+    case xmlMalformed = "xml_malformed"
+    case xmlDoctypeForbidden = "xml_doctype_forbidden"
+    case xmlNotAnExport = "xml_not_an_export"
+}

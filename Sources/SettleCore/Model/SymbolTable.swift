@@ -1,0 +1,131 @@
+import Glibc
+
+/// An interned string: a small integer naming a byte string held once in a ``SymbolTable``.
+public struct Symbol: Hashable, Sendable, Comparable {
+    public let raw: Int32
+    public init(raw: Int32) { self.raw = raw }
+    /// No value (an empty field).
+    public static let none = Symbol(raw: 0)
+    public var isNone: Bool { raw == 0 }
+    public static func < (lhs: Symbol, rhs: Symbol) -> Bool { lhs.raw < rhs.raw }
+}
+
+/// Interns byte strings so that a million lines naming the same account store it once.
+///
+/// Bytes live in one growing arena; an open-addressing table maps hashes to symbols.
+/// Interning does not build a `String`: the hot path works on the input's bytes.
+public struct SymbolTable: Sendable {
+    private var arena: [UInt8] = []
+    /// start offset and length of each symbol in the arena; index 0 is ``Symbol/none``.
+    private var starts: [Int] = [0]
+    private var lengths: [Int32] = [0]
+    private var slots: [Int32]
+    private var mask: Int
+
+    public init() {
+        slots = [Int32](repeating: 0, count: 1024)
+        mask = 1023
+        arena.reserveCapacity(1 << 16)
+    }
+
+    /// Number of distinct symbols.
+    public var count: Int { starts.count - 1 }
+
+    /// The symbol for these bytes, adding it when new. Empty bytes are ``Symbol/none``.
+    public mutating func intern(_ bytes: UnsafeRawBufferPointer) -> Symbol {
+        if bytes.isEmpty { return .none }
+        let hash = SymbolTable.hash(bytes)
+        var slot = hash & mask
+        while true {
+            let candidate = slots[slot]
+            if candidate == 0 { break }
+            if equals(Int(candidate), bytes) { return Symbol(raw: candidate) }
+            slot = (slot + 1) & mask
+        }
+        let symbol = Int32(starts.count)
+        starts.append(arena.count)
+        lengths.append(Int32(bytes.count))
+        arena.append(contentsOf: bytes)
+        slots[slot] = symbol
+        if starts.count * 2 > slots.count { grow() }
+        return Symbol(raw: symbol)
+    }
+
+    public mutating func intern(_ text: String) -> Symbol {
+        var text = text
+        return text.withUTF8 { intern(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The symbol for these bytes if it was interned, without adding it.
+    public func lookup(_ text: String) -> Symbol? {
+        var text = text
+        return text.withUTF8 { buffer -> Symbol? in
+            let bytes = UnsafeRawBufferPointer(buffer)
+            if bytes.isEmpty { return Symbol.none }
+            var slot = SymbolTable.hash(bytes) & mask
+            while true {
+                let candidate = slots[slot]
+                if candidate == 0 { return nil }
+                if equals(Int(candidate), bytes) { return Symbol(raw: candidate) }
+                slot = (slot + 1) & mask
+            }
+        }
+    }
+
+    /// The text of a symbol (empty for ``Symbol/none``).
+    public func string(_ symbol: Symbol) -> String {
+        let index = Int(symbol.raw)
+        let start = starts[index]
+        return arena.withUnsafeBufferPointer {
+            String(decoding: UnsafeBufferPointer(rebasing: $0[start..<start + Int(lengths[index])]),
+                   as: UTF8.self)
+        }
+    }
+
+    /// Calls `body` with the bytes of a symbol, without copying.
+    public func withBytes<R>(_ symbol: Symbol, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let index = Int(symbol.raw)
+        let start = starts[index]
+        return arena.withUnsafeBytes {
+            body(UnsafeRawBufferPointer(rebasing: $0[start..<start + Int(lengths[index])]))
+        }
+    }
+
+    /// Length in bytes of a symbol's text.
+    public func length(_ symbol: Symbol) -> Int { Int(lengths[Int(symbol.raw)]) }
+
+    private func equals(_ index: Int, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard Int(lengths[index]) == bytes.count else { return false }
+        let start = starts[index]
+        return arena.withUnsafeBytes { arena in
+            memcmp(arena.baseAddress! + start, bytes.baseAddress!, bytes.count) == 0
+        }
+    }
+
+    private mutating func grow() {
+        let capacity = slots.count * 2
+        var fresh = [Int32](repeating: 0, count: capacity)
+        let newMask = capacity - 1
+        for symbol in 1..<starts.count {
+            let start = starts[symbol]
+            let hash = arena.withUnsafeBytes {
+                SymbolTable.hash(UnsafeRawBufferPointer(rebasing: $0[start..<start + Int(lengths[symbol])]))
+            }
+            var slot = hash & newMask
+            while fresh[slot] != 0 { slot = (slot + 1) & newMask }
+            fresh[slot] = Int32(symbol)
+        }
+        slots = fresh
+        mask = newMask
+    }
+
+    /// FNV-1a, 64-bit, folded: fast on short ids and good enough for a probe sequence.
+    @inline(__always)
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        return Int(truncatingIfNeeded: hash ^ (hash >> 29))
+    }
+}

@@ -1,0 +1,1 @@
+// SettleHTTP: see the module's files.

@@ -1,0 +1,1 @@
+// SettleLedger: see the module's files.

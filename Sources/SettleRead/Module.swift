@@ -1,0 +1,1 @@
+// SettleRead: see the module's files.

@@ -1,0 +1,1 @@
+// SettleWrite: see the module's files.
