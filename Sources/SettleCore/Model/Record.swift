@@ -98,7 +98,7 @@ public struct HeaderProblem: Error, Sendable {
 }
 
 /// What the reader found wrong with one record, before the rules look at it.
-public struct RecordDefect: Sendable {
+public struct RecordDefect: Error, Sendable {
     public let code: ReasonCode
     public let message: String
     public init(code: ReasonCode, message: String) {

@@ -1,0 +1,88 @@
+/// Everything read from the inputs of one run, checked and ready to plan.
+public final class Batch: @unchecked Sendable {
+    /// One input file of the batch.
+    public struct InputFile: Sendable {
+        public var name: String
+        public var layout: FileLayout
+        public var lines = 0
+        public var discarded = false
+    }
+
+    public var symbols = SymbolTable()
+    public var lines: [OrderLine] = []
+    public var extras: [LineExtras] = []
+    /// Human reasons that are more specific than the code's default text.
+    public var messages: [String] = []
+    public var files: [InputFile] = []
+    /// `transfer_group` given explicitly for a group key (sent on transfers).
+    public init() {}
+
+    /// The text of a symbol.
+    @inline(__always)
+    public func text(_ symbol: Symbol) -> String { symbols.string(symbol) }
+
+    /// `file:line` of a line.
+    public func source(of line: OrderLine) -> String {
+        "\(files[Int(line.file)].name):\(line.sourceLine)"
+    }
+
+    /// The reason a person reads for a line's status.
+    public func reasonText(of line: OrderLine) -> String {
+        if line.message >= 0 { return messages[Int(line.message)] }
+        return ReasonText.default(for: line.reason)
+    }
+
+    /// Sets a line's status with a specific message.
+    public func set(_ index: Int, _ status: LineStatus, _ reason: ReasonCode, _ message: String? = nil) {
+        lines[index].status = status
+        lines[index].reason = reason
+        if let message {
+            lines[index].message = Int32(messages.count)
+            messages.append(message)
+        } else {
+            lines[index].message = -1
+        }
+    }
+
+    /// The payee shown in results: destination, recipient, or a reversal's transfer.
+    public func payee(of line: OrderLine) -> Symbol {
+        if line.kind == .reversal, line.payee.isNone { return line.transfer }
+        return line.payee
+    }
+}
+
+/// Default texts for reason codes, written for the finance person who reads errors.csv.
+public enum ReasonText {
+    public static func `default`(for code: ReasonCode) -> String {
+        switch code {
+        case .none: ""
+        case .amountInvalid: "the amount is not a positive decimal exact in the currency's minor unit"
+        case .currencyUnsupported: "the currency is not one Stripe supports"
+        case .idInvalid: "an id does not have the expected prefix"
+        case .kindInvalid: "kind must be transfer, payout or reversal"
+        case .dateInvalid: "the date is not an ISO date YYYY-MM-DD"
+        case .fieldMissing: "a required field is empty"
+        case .fieldTooLong: "a field is too long"
+        case .encodingInvalid: "the line is not valid UTF-8"
+        case .malformedRecord: "the record does not match the header"
+        case .schemaInvalid: "the line does not match the export schema"
+        case .duplicateLineID: "this line_id already appeared earlier in the batch; the first copy counts"
+        case .lineConflict: "the ledger settled this line_id earlier with different content"
+        case .crossBorderUnsupported: "a transfer to this country is not allowed from the platform's country"
+        case .payoutCurrencyUnsupported: "Apple Pay payouts are in USD only"
+        case .payoutCountryUnsupported: "Apple Pay payouts go to US recipients only"
+        case .payoutMethodMissing: "a payout line needs a payout_method"
+        case .chargeInvalid: "a charge column does not parse"
+        case .groupRejected: "another line of the same transfer group was rejected; the group moves together or not at all"
+        case .chargeMismatch: "lines naming the same charge disagree on its amount, currency or status"
+        case .currencyMismatch: "the transfer's currency differs from the charge's currency"
+        case .overAllocated: "transfers on this charge add up to more than the charge"
+        case .chargeFailed: "the funding charge failed"
+        case .reversalExceedsTransfer: "the reversal is larger than the transfer it nets into"
+        case .reversalTargetUnknown: "no transfer to reverse: none in this run and none in the ledger for this group and destination"
+        case .chargePending: "the funding charge has not succeeded yet"
+        case .scheduled: "transfer_on is after the settlement date"
+        case .payoutMethodUnusable: "the payout method cannot receive instant Apple Pay payouts"
+        }
+    }
+}

@@ -1,0 +1,91 @@
+/// One API call that moves money: a transfer, a transfer reversal or an outbound payment.
+public struct Instruction: Sendable {
+    public enum Kind: UInt8, Sendable {
+        case transfer, reversal, payout
+
+        public var name: String {
+            switch self {
+            case .transfer: "transfer"
+            case .reversal: "reversal"
+            case .payout: "payout"
+            }
+        }
+    }
+
+    public var kind: Kind
+    /// Deterministic id (`ins_…`): see ``InstructionID``.
+    public var id: String = ""
+    /// The group; ``Symbol/none`` for a payout aggregated across orders.
+    public var group: Symbol
+    /// Destination (transfer, reversal) or recipient (payout).
+    public var payee: Symbol
+    public var charge: Symbol = .none
+    /// For a reversal: the transfer it reverses.
+    public var target: String = ""
+    public var payoutMethod: Symbol = .none
+    public var currency: Currency
+    public var amount: Int64 = 0
+    /// The lines it settles: a range of ``SettlementPlan/instructionLines``.
+    public var linesStart: Int = 0
+    public var linesCount: Int = 0
+    /// The attempt number of the next send (earlier failed attempts + 1).
+    public var attempt: Int = 1
+    /// The charge must be looked up before sending (the export had no charge columns).
+    public var needsChargeLookup = false
+
+    public init(kind: Kind, group: Symbol, payee: Symbol, currency: Currency) {
+        self.kind = kind
+        self.group = group
+        self.payee = payee
+        self.currency = currency
+    }
+
+    /// `settle-<id>-a<attempt>`: the root is the instruction id, so a retry of the same attempt
+    /// can never create a second object, and a deliberate re-send after a refusal gets a new key.
+    public var idempotencyKey: String { "settle-\(id)-a\(attempt)" }
+
+    public var path: String {
+        switch kind {
+        case .transfer: "/v1/transfers"
+        case .reversal: "/v1/transfers/\(target)/reversals"
+        case .payout: "/v2/money_management/outbound_payments"
+        }
+    }
+}
+
+/// The deterministic id of an instruction.
+public enum InstructionID {
+    /// `ins_` + 24 hex digits of SHA-256 over kind, group, payee, charge, currency, amount and
+    /// the sorted line ids, one per line.
+    public static func make(kind: Instruction.Kind, group: String, payee: String, charge: String,
+                            currency: Currency, amount: Int64, lineIDs: [String]) -> String
+    {
+        var hasher = SHA256()
+        hasher.update("\(kind.name)\n\(group)\n\(payee)\n\(charge)\n\(currency.code)\n\(amount)\n")
+        for id in lineIDs.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            hasher.update(id)
+            hasher.update("\n")
+        }
+        return "ins_" + hasher.finalizeHex().prefix(24)
+    }
+}
+
+/// A 64-bit FNV-1a digest of what a line settles, so the ledger can tell the same line
+/// (already settled) from a line reusing an id with other content (a conflict).
+public enum LineContent {
+    public static func digest(_ batch: Batch, _ line: OrderLine) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        func mix(_ text: String) {
+            for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            hash = (hash ^ 0x1f) &* 0x100_0000_01b3
+        }
+        mix(line.kind.name)
+        for symbol in [line.orderID, line.group, line.payee, line.payoutMethod, line.charge, line.transfer] {
+            mix(batch.text(symbol))
+        }
+        mix(line.currency.code)
+        mix(String(line.amount))
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}

@@ -1,0 +1,23 @@
+/// The outcome of planning: every line with its status, and the instructions to send.
+public final class SettlementPlan: @unchecked Sendable {
+    public let batch: Batch
+    public let options: RuleOptions
+    public var instructions: [Instruction] = []
+    /// Line indices of all instructions, each instruction owning a contiguous range.
+    public var instructionLines: [Int32] = []
+    /// For each line, the index of the instruction that settles it, -1 when none.
+    public var instructionOfLine: [Int32]
+    /// Stripe ids the ledger recorded for `already_settled` lines.
+    public var knownStripeIDs: [Int: String] = [:]
+
+    public init(batch: Batch, options: RuleOptions) {
+        self.batch = batch
+        self.options = options
+        self.instructionOfLine = [Int32](repeating: -1, count: batch.lines.count)
+    }
+
+    /// The line indices of an instruction.
+    public func lines(of instruction: Instruction) -> ArraySlice<Int32> {
+        instructionLines[instruction.linesStart..<instruction.linesStart + instruction.linesCount]
+    }
+}

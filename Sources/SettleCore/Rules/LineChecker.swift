@@ -1,0 +1,352 @@
+/// Turns input records into checked ``OrderLine``s: the per-line rules of SPEC §3.
+///
+/// It is the ``RecordSink`` the readers feed. Every record becomes exactly one line:
+/// a bad one is kept, rejected with its reason and its place.
+public final class LineChecker: RecordSink {
+    public let batch = Batch()
+    private let options: RuleOptions
+    private let platformCountry: String
+    /// For each line_id symbol, 1 + the index of its first line (0: not seen).
+    private var firstLine: [Int32] = []
+    private var fileStarts: [Int] = []
+
+    static let maxIDBytes = 255
+    static let maxDescriptionBytes = 1000
+    static let maxMetadataKeyBytes = 40
+    static let maxMetadataValueBytes = 500
+
+    public init(options: RuleOptions) {
+        self.options = options
+        self.platformCountry = options.platformCountry.uppercased()
+    }
+
+    public func beginFile(name: String, layout: FileLayout) -> Int {
+        batch.files.append(Batch.InputFile(name: name, layout: layout))
+        fileStarts.append(batch.lines.count)
+        return batch.files.count - 1
+    }
+
+    public func endFile(_ file: Int, lines: Int) {
+        batch.files[file].lines = lines
+    }
+
+    public func discardFile(_ file: Int) {
+        let cut = fileStarts[file]
+        for index in cut..<batch.lines.count {
+            let id = Int(batch.lines[index].lineID.raw)
+            if id > 0, id < firstLine.count, Int(firstLine[id]) - 1 >= cut { firstLine[id] = 0 }
+        }
+        batch.lines.removeSubrange(cut...)
+        batch.files[file].discarded = true
+        batch.files[file].lines = 0
+    }
+
+    public func record(_ record: RecordView, file: Int) {
+        var line = OrderLine()
+        line.file = UInt16(file)
+        line.sourceLine = UInt32(record.line)
+        line.spoolOffset = record.spoolOffset
+        line.spoolLength = record.spoolLength
+        let layout = batch.files[file].layout
+        let failure = check(record, layout: layout, into: &line)
+        let index = batch.lines.count
+        // A later copy of a line_id stays outside its group, whatever else is wrong with it.
+        let id = Int(line.lineID.raw)
+        if id > 0 {
+            if id >= firstLine.count {
+                firstLine.append(contentsOf: repeatElement(0, count: max(id + 1 - firstLine.count, firstLine.count)))
+            }
+            if firstLine[id] != 0 {
+                batch.lines.append(line)
+                let first = batch.lines[Int(firstLine[id]) - 1]
+                batch.set(index, .rejected, .duplicateLineID,
+                          "line_id \(batch.text(line.lineID)) already appeared at \(batch.source(of: first)); the first copy counts")
+                return
+            }
+            firstLine[id] = Int32(index + 1)
+        }
+        batch.lines.append(line)
+        if let failure {
+            batch.set(index, .rejected, failure.code, failure.message)
+        }
+    }
+
+    /// Is this line a later copy of another line's id? Such lines do not belong to a group.
+    public static func isDuplicate(_ line: OrderLine) -> Bool { line.reason == .duplicateLineID }
+
+    // MARK: - The per-line rules
+
+    private func check(_ record: RecordView, layout: FileLayout, into line: inout OrderLine) -> RecordDefect? {
+        @inline(__always) func field(_ column: Column) -> UnsafeRawBufferPointer {
+            record.value(layout.indexOfColumn[column.rawValue])
+        }
+        // Identity first, so that even a bad line shows its id and group in results.csv.
+        var encodingProblem: String? = nil
+        for (index, value) in record.fields.enumerated() where !UTF8Check.isValid(value) {
+            encodingProblem = "column \(index < layout.names.count ? layout.names[index] : String(index + 1)) is not valid UTF-8"
+            break
+        }
+        line.lineID = intern(field(.lineID))
+        line.orderID = intern(field(.orderID))
+        let kindField = field(.kind)
+        let payoutMethod = field(.payoutMethod)
+        var kind: LineKind? = nil
+        if kindField.isEmpty {
+            kind = payoutMethod.isEmpty ? .transfer : .payout
+        } else {
+            kind = LineKind(name: kindField)
+        }
+        line.kind = kind ?? .transfer
+        line.group = groupKey(transferGroup: field(.transferGroup), paymentIntent: field(.paymentIntent),
+                              orderID: field(.orderID))
+        line.payee = intern(line.kind == .payout ? field(.recipient) : field(.destination))
+        line.payoutMethod = intern(payoutMethod)
+        line.charge = intern(field(.sourceTransaction))
+        line.transfer = intern(field(.transfer))
+        line.paymentMethodType = intern(field(.paymentMethodType))
+
+        if let defect = record.defect { return defect }
+        if let encodingProblem { return RecordDefect(code: .encodingInvalid, message: encodingProblem) }
+
+        // Lengths.
+        for column in Column.allCases where column != .description {
+            let value = field(column)
+            if value.count > LineChecker.maxIDBytes {
+                return RecordDefect(code: .fieldTooLong,
+                                    message: "\(column.csvName) is \(value.count) bytes; at most \(LineChecker.maxIDBytes)")
+            }
+        }
+        if field(.description).count > LineChecker.maxDescriptionBytes {
+            return RecordDefect(code: .fieldTooLong,
+                                message: "description is longer than \(LineChecker.maxDescriptionBytes) bytes")
+        }
+        // Required fields.
+        for column in Column.required where field(column).isEmpty {
+            return RecordDefect(code: .fieldMissing, message: "\(column.csvName) is empty")
+        }
+        guard let kind else {
+            return RecordDefect(code: .kindInvalid,
+                                message: "kind '\(text(kindField))' is not transfer, payout or reversal")
+        }
+        guard let currency = Currency(code: field(.currency)) else {
+            return RecordDefect(code: .currencyUnsupported,
+                                message: "currency '\(text(field(.currency)))' is not one Stripe supports")
+        }
+        line.currency = currency
+        switch MinorUnits.parse(field(.amount), currency: currency) {
+        case .success(let minor): line.amount = minor
+        case .failure(let problem):
+            return RecordDefect(code: .amountInvalid, message: amountMessage(problem, field(.amount), currency))
+        }
+        switch kind {
+        case .transfer:
+            if field(.destination).isEmpty {
+                return RecordDefect(code: .fieldMissing, message: "a transfer needs a destination")
+            }
+        case .payout:
+            if field(.recipient).isEmpty {
+                return RecordDefect(code: .fieldMissing, message: "a payout needs a recipient")
+            }
+            if payoutMethod.isEmpty {
+                return RecordDefect(code: .payoutMethodMissing, message: "a payout line needs a payout_method")
+            }
+        case .reversal:
+            if field(.destination).isEmpty, field(.transfer).isEmpty {
+                return RecordDefect(code: .fieldMissing, message: "a reversal needs a destination or a transfer")
+            }
+        }
+        // Ids carry their prefixes.
+        let prefixed: [(Column, [String])] = [
+            (.destination, ["acct_"]), (.recipient, ["acct_"]), (.sourceTransaction, ["ch_", "py_"]),
+            (.paymentIntent, ["pi_"]), (.transfer, ["tr_"]),
+        ]
+        for (column, prefixes) in prefixed {
+            let value = field(column)
+            if !value.isEmpty, !IDFormat.matches(value, prefixes: prefixes) {
+                return RecordDefect(code: .idInvalid,
+                                    message: "\(column.csvName) '\(text(value))' is not a \(prefixes.joined(separator: " or "))… id")
+            }
+        }
+        let country = field(.destinationCountry)
+        if !country.isEmpty {
+            guard country.count == 2, country.allSatisfy({ ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7a }) else {
+                return RecordDefect(code: .idInvalid,
+                                    message: "destination_country '\(text(country))' is not a 2-letter ISO country code")
+            }
+            line.destinationCountry = UInt16(country[0] & 0xdf) << 8 | UInt16(country[1] & 0xdf)
+        }
+        let transferOn = field(.transferOn)
+        if !transferOn.isEmpty {
+            guard let day = CivilDate.parse(transferOn) else {
+                return RecordDefect(code: .dateInvalid, message: "transfer_on '\(text(transferOn))' is not a date YYYY-MM-DD")
+            }
+            line.transferOn = day
+        }
+        // Charge columns.
+        let chargeCurrencyField = field(.chargeCurrency)
+        if !chargeCurrencyField.isEmpty {
+            guard let chargeCurrency = Currency(code: chargeCurrencyField) else {
+                return RecordDefect(code: .chargeInvalid,
+                                    message: "charge_currency '\(text(chargeCurrencyField))' is not a supported currency")
+            }
+            line.chargeCurrency = chargeCurrency
+            line.chargeCurrencyGiven = true
+        } else {
+            line.chargeCurrency = currency
+        }
+        let chargeAmount = field(.chargeAmount)
+        if !chargeAmount.isEmpty {
+            guard case .success(let minor) = MinorUnits.parse(chargeAmount, currency: line.chargeCurrency) else {
+                return RecordDefect(code: .chargeInvalid,
+                                    message: "charge_amount '\(text(chargeAmount))' is not an amount in \(line.chargeCurrency.code.uppercased())")
+            }
+            line.chargeAmount = minor
+        }
+        let chargeFee = field(.chargeFee)
+        if !chargeFee.isEmpty {
+            guard case .success(let minor) = MinorUnits.parse(chargeFee, currency: line.chargeCurrency, allowZero: true) else {
+                return RecordDefect(code: .chargeInvalid,
+                                    message: "charge_fee '\(text(chargeFee))' is not an amount in \(line.chargeCurrency.code.uppercased())")
+            }
+            line.chargeFee = minor
+        }
+        let status = field(.chargeStatus)
+        if !status.isEmpty {
+            switch text(status) {
+            case "succeeded": line.chargeStatus = .succeeded
+            case "pending": line.chargeStatus = .pending
+            case "failed": line.chargeStatus = .failed
+            default:
+                return RecordDefect(code: .chargeInvalid,
+                                    message: "charge_status '\(text(status))' is not succeeded, pending or failed")
+            }
+        }
+        // Description and metadata, kept aside.
+        if let extras = extras(record, layout: layout, description: field(.description)) {
+            switch extras {
+            case .success(let value):
+                line.extras = Int32(batch.extras.count)
+                batch.extras.append(value)
+            case .failure(let defect):
+                return defect
+            }
+        }
+        // Payouts: USD to US recipients.
+        if kind == .payout {
+            if currency != .usd {
+                return RecordDefect(code: .payoutCurrencyUnsupported,
+                                    message: "Apple Pay payouts are in USD only, not \(currency.code.uppercased())")
+            }
+            if line.destinationCountry != 0, CrossBorder.code(line.destinationCountry) != "US" {
+                return RecordDefect(code: .payoutCountryUnsupported,
+                                    message: "Apple Pay payouts go to US recipients only, not \(CrossBorder.code(line.destinationCountry))")
+            }
+        }
+        // Cross-border transfers.
+        if kind == .transfer, line.destinationCountry != 0 {
+            let destination = CrossBorder.code(line.destinationCountry)
+            if !CrossBorder.allowed(platform: platformCountry, destination: destination) {
+                return RecordDefect(code: .crossBorderUnsupported,
+                                    message: "a transfer from a \(platformCountry) platform to an account in \(destination) is not allowed")
+            }
+        }
+        return nil
+    }
+
+    private func extras(_ record: RecordView, layout: FileLayout, description: UnsafeRawBufferPointer)
+        -> Result<LineExtras, RecordDefect>?
+    {
+        var extras = LineExtras()
+        if !description.isEmpty { extras.description = text(description) }
+        for (index, role) in layout.roles.enumerated() {
+            guard case .metadata(let key) = role else { continue }
+            let value = record.value(index)
+            if value.isEmpty { continue }
+            if key.utf8.count > LineChecker.maxMetadataKeyBytes || value.count > LineChecker.maxMetadataValueBytes {
+                return .failure(RecordDefect(code: .fieldTooLong,
+                                             message: "metadata.\(key): keys are at most 40 bytes and values at most 500"))
+            }
+            extras.metadata.append((key: key, value: text(value)))
+        }
+        if extras.description == nil, extras.metadata.isEmpty { return nil }
+        return .success(extras)
+    }
+
+    private func groupKey(transferGroup: UnsafeRawBufferPointer, paymentIntent: UnsafeRawBufferPointer,
+                          orderID: UnsafeRawBufferPointer) -> Symbol
+    {
+        if !transferGroup.isEmpty { return intern(transferGroup) }
+        if !paymentIntent.isEmpty { return prefixed("group_", paymentIntent) }
+        if !orderID.isEmpty { return prefixed("order:", orderID) }
+        return .none
+    }
+
+    private var keyScratch: [UInt8] = []
+
+    private func prefixed(_ prefix: StaticString, _ value: UnsafeRawBufferPointer) -> Symbol {
+        keyScratch.removeAll(keepingCapacity: true)
+        keyScratch.append(contentsOf: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
+        keyScratch.append(contentsOf: value)
+        return keyScratch.withUnsafeBytes { batch.symbols.intern($0) }
+    }
+
+    @inline(__always)
+    private func intern(_ bytes: UnsafeRawBufferPointer) -> Symbol {
+        if UTF8Check.isValid(bytes) { return batch.symbols.intern(bytes) }
+        // Keep invalid text readable in results.csv (U+FFFD); the line is rejected anyway.
+        return batch.symbols.intern(String(decoding: bytes, as: UTF8.self))
+    }
+
+    private func text(_ bytes: UnsafeRawBufferPointer) -> String { String(decoding: bytes, as: UTF8.self) }
+
+    private func amountMessage(_ problem: MinorUnits.ParseError, _ value: UnsafeRawBufferPointer, _ currency: Currency)
+        -> String
+    {
+        let shown = "'\(text(value))'"
+        switch problem {
+        case .notADecimal:
+            return "amount \(shown) is not a plain decimal (digits and one '.', no sign, spaces, separators or exponent)"
+        case .tooPrecise:
+            return currency.exponent == .three
+                ? "amount \(shown) is not exact in \(currency.code.uppercased()) (three decimals ending in 0)"
+                : "amount \(shown) has more decimals than \(currency.code.uppercased()) allows"
+        case .notPositive: return "amount \(shown) is not greater than zero"
+        case .tooLarge: return "amount \(shown) has more than 12 digits in minor units"
+        }
+    }
+}
+
+/// Fast UTF-8 validation with an ASCII fast path.
+public enum UTF8Check {
+    @inline(__always)
+    public static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        for byte in bytes where byte >= 0x80 { return validateSlow(bytes) }
+        return true
+    }
+
+    static func validateSlow(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var iterator = bytes.makeIterator()
+        var decoder = UTF8()
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue: continue
+            case .emptyInput: return true
+            case .error: return false
+            }
+        }
+    }
+}
+
+/// Stripe ids: a known prefix, then letters, digits or underscores.
+public enum IDFormat {
+    public static func matches(_ value: UnsafeRawBufferPointer, prefixes: [String]) -> Bool {
+        for prefix in prefixes {
+            let bytes = Array(prefix.utf8)
+            guard value.count > bytes.count, value.starts(with: bytes) else { continue }
+            return value.dropFirst(bytes.count).allSatisfy {
+                ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7a || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5f
+            }
+        }
+        return false
+    }
+}

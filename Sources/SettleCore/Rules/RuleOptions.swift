@@ -1,0 +1,78 @@
+/// The settings the rules depend on.
+public struct RuleOptions: Sendable {
+    /// The platform's 2-letter country (cross-border rules).
+    public var platformCountry: String = "US"
+    /// The settlement date, days since 1970-01-01.
+    public var asOf: Int32
+    public var payouts: PayoutGrouping = .perRecipient
+    /// The financial account payouts are paid from, when known at plan time.
+    public var financialAccount: String?
+
+    public init(asOf: Int32) { self.asOf = asOf }
+}
+
+/// How payout lines become payouts.
+public enum PayoutGrouping: String, Sendable {
+    /// One payout per recipient, payout method and currency in the run (fewer fees).
+    case perRecipient = "per-recipient"
+    /// One payout per line.
+    case perLine = "per-line"
+}
+
+/// What the ledger knows from earlier runs, as the rules need it.
+public protocol SettlementHistory: AnyObject {
+    func line(_ lineID: String) -> HistoricLine?
+    /// Transfers settled (or still in flight) on a charge, in minor units.
+    func transferred(charge: String, currency: String) -> Int64
+    /// The transfer settle recorded for a group and destination, with what is left to reverse.
+    func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer?
+    /// Attempts already made for an instruction (the next key uses attempts + 1).
+    func attempts(instruction: String) -> Int
+}
+
+/// A line as the ledger recorded it.
+public struct HistoricLine: Sendable {
+    public enum State: Sendable { case settled, pending, failed }
+    public var content: String
+    public var state: State
+    public var stripeID: String?
+    public init(content: String, state: State, stripeID: String?) {
+        self.content = content
+        self.state = state
+        self.stripeID = stripeID
+    }
+}
+
+/// A transfer made by an earlier run.
+public struct RecordedTransfer: Sendable {
+    public var stripeID: String
+    public var remaining: Int64
+    public init(stripeID: String, remaining: Int64) {
+        self.stripeID = stripeID
+        self.remaining = remaining
+    }
+}
+
+/// Countries between which Stripe allows cross-border transfers: the US, Canada, the UK,
+/// the EEA and Switzerland.
+public enum CrossBorder {
+    public static let zone: Set<String> = [
+        "US", "CA", "GB", "CH",
+        "AT", "BE", "BG", "HR", "CY", "CZ", "DK", "EE", "FI", "FR", "DE", "GR", "HU", "IE", "IT",
+        "LV", "LT", "LU", "MT", "NL", "PL", "PT", "RO", "SK", "SI", "ES", "SE", "IS", "LI", "NO",
+    ]
+
+    public static func allowed(platform: String, destination: String) -> Bool {
+        platform == destination || (zone.contains(platform) && zone.contains(destination))
+    }
+
+    static func code(_ value: UInt16) -> String {
+        String(decoding: [UInt8(value >> 8), UInt8(value & 0xff)], as: UTF8.self)
+    }
+}
+
+/// Bank debits settle days later: their lines wait until the charge has succeeded.
+public let bankDebitTypes: Set<String> = [
+    "sepa_debit", "au_becs_debit", "bacs_debit", "us_bank_account", "ach_debit", "acss_debit",
+    "bacs_debit", "nz_bank_account", "ach_credit_transfer",
+]

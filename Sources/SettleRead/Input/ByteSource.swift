@@ -1,0 +1,193 @@
+import Glibc
+import CZlib
+public import SettleCore
+
+/// Why an input could not be read to its end. Rejects the file whole.
+public struct ReadFailure: Error, Sendable {
+    public let code: FileRejection
+    public let message: String
+    /// Byte offset (compressed input) or line where it went wrong, when known.
+    public let position: String
+
+    public init(code: FileRejection, message: String, position: String = "") {
+        self.code = code
+        self.message = message
+        self.position = position
+    }
+}
+
+/// Streams the bytes of one input: a file or standard input, decompressed when gzip.
+///
+/// Buffers are reused (256 KiB in and out); nothing holds the whole input.
+public final class ByteSource {
+    public static let chunkSize = 256 * 1024
+
+    private let descriptor: Int32
+    private let ownsDescriptor: Bool
+    private var raw: UnsafeMutableRawBufferPointer
+    private var rawStart = 0
+    private var rawEnd = 0
+    private var rawEOF = false
+    private var inflated: UnsafeMutableRawBufferPointer
+    private var stream = z_stream()
+    private var inflating = false
+    private var memberOpen = false
+    /// Bytes of the input file read so far (compressed bytes for gzip).
+    public private(set) var bytesRead: UInt64 = 0
+    /// Decompressed bytes handed out so far.
+    public private(set) var bytesProduced: UInt64 = 0
+    /// Whether the input starts with the gzip magic bytes and is being decompressed.
+    public private(set) var isGzip = false
+    /// Total size of the file when known (not for pipes).
+    public let fileSize: UInt64?
+
+    /// Opens a path (`-` is standard input) and sniffs gzip magic bytes.
+    public init(path: String) throws(ReadFailure) {
+        if path == "-" {
+            descriptor = 0
+            ownsDescriptor = false
+        } else {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                throw ReadFailure(code: .unreadable, message: "cannot open \(path): \(String(cString: strerror(errno)))")
+            }
+            descriptor = fd
+            ownsDescriptor = true
+        }
+        var info = stat()
+        if fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG {
+            fileSize = UInt64(info.st_size)
+        } else {
+            fileSize = nil
+        }
+        if (info.st_mode & S_IFMT) == S_IFDIR {
+            if ownsDescriptor { close(descriptor) }
+            throw ReadFailure(code: .unreadable, message: "\(path) is a folder, not a file")
+        }
+        raw = .allocate(byteCount: ByteSource.chunkSize, alignment: 16)
+        inflated = .allocate(byteCount: ByteSource.chunkSize, alignment: 16)
+        try fillRaw()
+        if rawEnd - rawStart < 2, !rawEOF { try fillRaw() }
+        let magic = rawEnd - rawStart >= 2 && raw[rawStart] == 0x1f && raw[rawStart + 1] == 0x8b
+        isGzip = magic
+    }
+
+    deinit {
+        if inflating { inflateEnd(&stream) }
+        raw.deallocate()
+        inflated.deallocate()
+        if ownsDescriptor { close(descriptor) }
+    }
+
+    /// The next chunk of decompressed bytes, valid until the next call; nil at the end.
+    public func next() throws(ReadFailure) -> UnsafeRawBufferPointer? {
+        if !isGzip {
+            if rawStart < rawEnd {
+                let chunk = UnsafeRawBufferPointer(rebasing: raw[rawStart..<rawEnd])
+                rawStart = rawEnd
+                bytesProduced += UInt64(chunk.count)
+                return chunk
+            }
+            if rawEOF { return nil }
+            rawStart = 0
+            rawEnd = 0
+            try fillRaw()
+            return rawEnd > 0 ? try next() : nil
+        }
+        return try inflateNext()
+    }
+
+    private func fillRaw() throws(ReadFailure) {
+        if rawStart == rawEnd {
+            rawStart = 0
+            rawEnd = 0
+        }
+        while rawEnd < raw.count {
+            let count = read(descriptor, raw.baseAddress! + rawEnd, raw.count - rawEnd)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw ReadFailure(code: .unreadable, message: "read failed: \(String(cString: strerror(errno)))",
+                                  position: "byte \(bytesRead)")
+            }
+            if count == 0 {
+                rawEOF = true
+                return
+            }
+            rawEnd += count
+            bytesRead += UInt64(count)
+            if rawEnd - rawStart >= 2 { return }
+        }
+    }
+
+    private func inflateNext() throws(ReadFailure) -> UnsafeRawBufferPointer? {
+        while true {
+            if rawStart == rawEnd {
+                if rawEOF {
+                    if memberOpen {
+                        throw ReadFailure(code: .gzipTruncated,
+                                          message: "the gzip stream ends in the middle of a member (truncated file)",
+                                          position: "byte \(bytesRead)")
+                    }
+                    return nil
+                }
+                try fillRaw()
+                continue
+            }
+            if !memberOpen {
+                // A new member must start with the magic bytes; anything else after a
+                // complete member is trailing garbage.
+                if rawEnd - rawStart < 2, !rawEOF {
+                    try fillRaw()
+                    continue
+                }
+                guard rawEnd - rawStart >= 2, raw[rawStart] == 0x1f, raw[rawStart + 1] == 0x8b else {
+                    // Zero padding after the last member is common (tape blocks); tolerate it.
+                    if (rawStart..<rawEnd).allSatisfy({ raw[$0] == 0 }) {
+                        rawStart = rawEnd
+                        continue
+                    }
+                    throw ReadFailure(code: .gzipCorrupt, message: "bytes after the gzip stream are not a gzip member",
+                                      position: "byte \(bytesRead - UInt64(rawEnd - rawStart))")
+                }
+                if !inflating {
+                    stream = z_stream()
+                    guard settle_inflate_init_gzip(&stream) == Z_OK else {
+                        throw ReadFailure(code: .unreadable, message: "zlib could not start")
+                    }
+                    inflating = true
+                } else {
+                    inflateReset(&stream)
+                }
+                memberOpen = true
+            }
+            stream.next_in = raw.baseAddress!.assumingMemoryBound(to: Bytef.self) + rawStart
+            stream.avail_in = uInt(rawEnd - rawStart)
+            stream.next_out = inflated.baseAddress!.assumingMemoryBound(to: Bytef.self)
+            stream.avail_out = uInt(inflated.count)
+            let status = inflate(&stream, Z_NO_FLUSH)
+            let consumed = (rawEnd - rawStart) - Int(stream.avail_in)
+            rawStart += consumed
+            let produced = inflated.count - Int(stream.avail_out)
+            switch status {
+            case Z_OK, Z_BUF_ERROR:
+                break
+            case Z_STREAM_END:
+                memberOpen = false
+            default:
+                let detail = stream.msg.map { String(cString: $0) } ?? "invalid data"
+                let code: FileRejection = .gzipCorrupt
+                throw ReadFailure(code: code, message: "gzip data is corrupt: \(detail)",
+                                  position: "byte \(bytesRead - UInt64(rawEnd - rawStart))")
+            }
+            if produced > 0 {
+                bytesProduced += UInt64(produced)
+                return UnsafeRawBufferPointer(rebasing: inflated[0..<produced])
+            }
+            if status == Z_BUF_ERROR, rawStart == rawEnd, rawEOF {
+                throw ReadFailure(code: .gzipTruncated,
+                                  message: "the gzip stream ends in the middle of a member (truncated file)",
+                                  position: "byte \(bytesRead)")
+            }
+        }
+    }
+}

@@ -1,1 +1,0 @@
-// SettleRead: see the module's files.
