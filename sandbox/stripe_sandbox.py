@@ -375,8 +375,7 @@ class Sandbox:
             return False
 
     def add_effect(self, **fields):
-        fields["seq"] = len(self.effects) + 1
-        self.effects.append(fields)
+        self.effects.append({"seq": len(self.effects) + 1, **fields})
 
     # -- v1: transfers ---------------------------------------------------------
     TRANSFER_PARAMS = {"amount", "currency", "destination", "source_transaction",
@@ -823,6 +822,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     server_version = "stripe-sandbox/1.0"
     sys_version = ""
     timeout = 300  # idle keep-alive connections are closed after this
+
+    def version_string(self):
+        return self.server_version
 
     # -- plumbing ------------------------------------------------------------
     @property

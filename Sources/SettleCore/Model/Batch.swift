@@ -6,6 +6,11 @@ public final class Batch: @unchecked Sendable {
         public var layout: FileLayout
         public var lines = 0
         public var discarded = false
+
+        public init(name: String, layout: FileLayout) {
+            self.name = name
+            self.layout = layout
+        }
     }
 
     public var symbols = SymbolTable()
@@ -20,6 +25,9 @@ public final class Batch: @unchecked Sendable {
     /// The text of a symbol.
     @inline(__always)
     public func text(_ symbol: Symbol) -> String { symbols.string(symbol) }
+
+    /// Charge symbols in a stable order (by symbol, i.e. first appearance).
+    public func chargeOrder(_ symbols: some Sequence<Symbol>) -> [Symbol] { symbols.sorted() }
 
     /// `file:line` of a line.
     public func source(of line: OrderLine) -> String {

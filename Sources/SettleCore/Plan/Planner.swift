@@ -18,6 +18,8 @@ public struct Planner {
         var fee: Int64 = -1
         var paymentMethodType: Symbol = .none
         var mismatch: String? = nil
+        /// The first line's currency, when no line states charge_currency.
+        var lineCurrency: Currency? = nil
         var transfers: Int64 = 0
     }
 
@@ -26,6 +28,11 @@ public struct Planner {
         if let history { applyHistory(batch, plan: plan, history: history) }
         var charges = mergeCharges(batch)
         applyChargeRules(batch, charges: &charges)
+        plan.charges = batch.chargeOrder(charges.keys).compactMap { symbol in
+            let facts = charges[symbol]!
+            guard facts.amount >= 0 else { return nil }
+            return ChargeTotal(currency: facts.currency ?? facts.lineCurrency ?? .usd, amount: facts.amount, fee: max(0, facts.fee))
+        }
         let groups = groupIndex(batch)
         var transfers: [Instruction] = []
         var reversals: [Instruction] = []
@@ -78,6 +85,7 @@ public struct Planner {
         var charges: [Symbol: ChargeFacts] = [:]
         for line in batch.lines where !line.charge.isNone && line.status != .rejected {
             var facts = charges[line.charge] ?? ChargeFacts()
+            if facts.lineCurrency == nil { facts.lineCurrency = line.currency }
             let name = batch.text(line.charge)
             if line.chargeAmount >= 0 {
                 if facts.amount >= 0, facts.amount != line.chargeAmount, facts.mismatch == nil {

@@ -9,6 +9,8 @@ public final class SettlementPlan: @unchecked Sendable {
     public var instructionOfLine: [Int32]
     /// Stripe ids the ledger recorded for `already_settled` lines.
     public var knownStripeIDs: [Int: String] = [:]
+    /// The charges the batch names, once each, for the finance summary.
+    public var charges: [ChargeTotal] = []
 
     public init(batch: Batch, options: RuleOptions) {
         self.batch = batch
@@ -20,4 +22,11 @@ public final class SettlementPlan: @unchecked Sendable {
     public func lines(of instruction: Instruction) -> ArraySlice<Int32> {
         instructionLines[instruction.linesStart..<instruction.linesStart + instruction.linesCount]
     }
+}
+
+/// A charge as the export describes it: its amount and Stripe's fee, for the summary.
+public struct ChargeTotal: Sendable {
+    public var currency: Currency
+    public var amount: Int64
+    public var fee: Int64
 }

@@ -32,6 +32,12 @@ public final class ByteSource {
     private var stream = z_stream()
     private var inflating = false
     private var memberOpen = false
+    private var hasher = SHA256()
+    /// SHA-256 of the input's bytes as stored (compressed for gzip); complete once read to the end.
+    public func sha256() -> String {
+        var copy = hasher
+        return copy.finalizeHex()
+    }
     /// Bytes of the input file read so far (compressed bytes for gzip).
     public private(set) var bytesRead: UInt64 = 0
     /// Decompressed bytes handed out so far.
@@ -79,8 +85,31 @@ public final class ByteSource {
         if ownsDescriptor { close(descriptor) }
     }
 
+    private var peeked: UnsafeRawBufferPointer? = nil
+    private var hasPeeked = false
+
+    /// The first chunk, without consuming it: the next ``next()`` returns it again.
+    /// Used to tell XML from CSV by content.
+    public func peek() throws(ReadFailure) -> UnsafeRawBufferPointer? {
+        if !hasPeeked {
+            peeked = try produce()
+            hasPeeked = true
+        }
+        return peeked
+    }
+
     /// The next chunk of decompressed bytes, valid until the next call; nil at the end.
     public func next() throws(ReadFailure) -> UnsafeRawBufferPointer? {
+        if hasPeeked {
+            hasPeeked = false
+            let chunk = peeked
+            peeked = nil
+            return chunk
+        }
+        return try produce()
+    }
+
+    private func produce() throws(ReadFailure) -> UnsafeRawBufferPointer? {
         if !isGzip {
             if rawStart < rawEnd {
                 let chunk = UnsafeRawBufferPointer(rebasing: raw[rawStart..<rawEnd])
@@ -92,7 +121,7 @@ public final class ByteSource {
             rawStart = 0
             rawEnd = 0
             try fillRaw()
-            return rawEnd > 0 ? try next() : nil
+            return rawEnd > 0 ? try produce() : nil
         }
         return try inflateNext()
     }
@@ -113,6 +142,7 @@ public final class ByteSource {
                 rawEOF = true
                 return
             }
+            hasher.update(UnsafeRawBufferPointer(rebasing: raw[rawEnd..<rawEnd + count]))
             rawEnd += count
             bytesRead += UInt64(count)
             if rawEnd - rawStart >= 2 { return }
@@ -189,5 +219,19 @@ public final class ByteSource {
                                   position: "byte \(bytesRead)")
             }
         }
+    }
+}
+
+/// The format of an input, told from its content.
+public enum InputFormat: String, Sendable {
+    case csv, xml
+
+    /// XML when the first non-blank character after an optional UTF-8 BOM is `<`.
+    public static func detect(_ first: UnsafeRawBufferPointer?) -> InputFormat {
+        guard let first else { return .csv }
+        var index = 0
+        if first.count >= 3, first[0] == 0xEF, first[1] == 0xBB, first[2] == 0xBF { index = 3 }
+        while index < first.count, [0x20, 0x09, 0x0A, 0x0D].contains(first[index]) { index += 1 }
+        return index < first.count && first[index] == UInt8(ascii: "<") ? .xml : .csv
     }
 }

@@ -1,0 +1,86 @@
+import Foundation
+import SettleCore
+import SettleWrite
+
+/// The commands of SPEC §1.
+struct Commands {
+    let options: Options
+    let log: Log
+
+    func plan() throws(CommandFailure) -> ExitCode {
+        let (folder, written) = try planToFolder(mode: "plan")
+        report(written, folder: folder)
+        return written.exit
+    }
+
+    /// Plans into `--out`; shared by `plan` and `run`.
+    func planToFolder(mode: String) throws(CommandFailure) -> (String, PlanOutputs.Written) {
+        guard !options.inputs.isEmpty else { throw CommandFailure(.usage, "\(options.command) needs at least one INPUT") }
+        guard let folder = options.out else { throw CommandFailure(.usage, "\(options.command) needs --out DIR") }
+        try OutputFolder.prepare(folder)
+        let history = try LedgerHistory.openForPlanning(path: options.ledger)
+        let (plan, inputs) = try Pipeline(options: options, log: log).plan(history: history, spoolFolder: folder)
+        let written = try PlanOutputs(folder: folder, options: options).write(plan, inputs: inputs, mode: mode)
+        return (folder, written)
+    }
+
+    func validate() throws(CommandFailure) -> ExitCode {
+        guard !options.inputs.isEmpty else { throw CommandFailure(.usage, "validate needs at least one INPUT") }
+        let history = try LedgerHistory.openForPlanning(path: options.ledger)
+        let (plan, inputs) = try Pipeline(options: options, log: log).plan(history: history, spoolFolder: nil)
+        let batch = plan.batch
+        var counts: [LineStatus: Int] = [:]
+        var reasons: [String: Int] = [:]
+        for line in batch.lines {
+            counts[line.status, default: 0] += 1
+            if line.reason != .none { reasons[line.reason.code, default: 0] += 1 }
+        }
+        var text = "settle validate: \(batch.lines.count) lines in \(inputs.count) file(s)\n"
+        for input in inputs {
+            if let rejection = input.rejection {
+                text += "  \(input.path): rejected whole: \(rejection.code.rawValue) at \(rejection.position): \(rejection.message)\n"
+            } else {
+                text += "  \(input.path): \(input.lines) lines (\(input.format.rawValue))\n"
+            }
+        }
+        for status in LineStatus.allCases where counts[status] != nil {
+            text += "  \(status.name): \(counts[status]!)\n"
+        }
+        for (code, count) in reasons.sorted(by: { $0.key < $1.key }) { text += "  reason \(code): \(count)\n" }
+        let shown = batch.lines.lazy.filter { $0.status == .rejected }.prefix(20)
+        for line in shown {
+            text += "  \(batch.source(of: line)): \(batch.text(line.lineID)): \(line.reason.code): \(batch.reasonText(of: line))\n"
+        }
+        text += "  instructions that would be sent: \(plan.instructions.count)\n"
+        print(text, terminator: "")
+        return PlanOutputs.exitCode(counts: counts, inputs: inputs)
+    }
+
+    func apply() throws(CommandFailure) -> ExitCode {
+        guard options.inputs.count == 1 else { throw CommandFailure(.usage, "apply needs exactly one plan folder") }
+        return try Applier(options: options, log: log).apply(folder: options.inputs[0])
+    }
+
+    func run() throws(CommandFailure) -> ExitCode {
+        // Check what apply needs before planning, so a missing key stops the run before any work.
+        _ = try Applier(options: options, log: log).credentials()
+        let (folder, written) = try planToFolder(mode: "run")
+        log(.info, "planned \(written.counts[.planned] ?? 0) lines; applying")
+        return try Applier(options: options, log: log).apply(folder: folder)
+    }
+
+    func status() throws(CommandFailure) -> ExitCode {
+        try LedgerHistory.printStatus(path: options.ledger)
+    }
+
+    func report(_ written: PlanOutputs.Written, folder: String) {
+        let counts = LineStatus.allCases.compactMap { status in
+            written.counts[status].map { "\($0) \(status.name)" }
+        }.joined(separator: ", ")
+        log(.info, "plan written to \(folder): \(counts.isEmpty ? "no lines" : counts)")
+        for (name, _, rows) in written.files {
+            log(.info, "  \((folder as NSString).appendingPathComponent(name)) (\(rows) rows)")
+        }
+        if written.exit == .linesRejected { log(.warning, "some lines were rejected: see \(folder)/errors.csv") }
+    }
+}

@@ -1,0 +1,30 @@
+/// settle's exit statuses (SPEC §1), documented in `--help` and the README.
+public enum ExitCode: Int32, Sendable {
+    /// Every line is settled, planned, already settled, netted or deferred.
+    case ok = 0
+    /// Some lines were rejected or failed for good: see errors.csv.
+    case linesRejected = 65
+    /// Some outcomes are not known yet, or failed for a passing reason: run again later.
+    case tryAgain = 75
+    case usage = 64
+    case inputUnreadable = 66
+    case outputUnwritable = 73
+    case configuration = 78
+    case internalError = 70
+
+    /// The worse of two outcomes of a run: 75 beats 65 beats 0.
+    func combined(with other: ExitCode) -> ExitCode {
+        let rank: [ExitCode: Int] = [.ok: 0, .linesRejected: 1, .tryAgain: 2]
+        return (rank[other] ?? 3) > (rank[self] ?? 3) ? other : self
+    }
+}
+
+/// An error that stops a command with a message and an exit status.
+public struct CommandFailure: Error, Sendable {
+    public let code: ExitCode
+    public let message: String
+    public init(_ code: ExitCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}

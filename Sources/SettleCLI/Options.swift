@@ -1,0 +1,170 @@
+import Foundation
+import SettleCore
+import SettleWrite
+import SettleRead
+
+/// Everything the command line and the config file say, merged (the command line wins).
+struct Options {
+    var command = ""
+    var inputs: [String] = []
+    var out: String?
+    var ledger = "settle-ledger.sqlite"
+    var config: String?
+    var asOf: Int32?
+    var platformCountry = "US"
+    var financialAccount: String?
+    var payouts = PayoutGrouping.perRecipient
+    var apiBase = "https://api.stripe.com"
+    var apiKeyFile: String?
+    var live = false
+    var stripeVersion: String?
+    var rate: Int?
+    var concurrency = 16
+    var progress = "auto"
+    var logFormat = "text"
+    var verbosity = 0
+    var format: InputFormat?
+    var columns: [String: String] = [:]
+
+    static let valueOptions: Set<String> = [
+        "out", "ledger", "config", "as-of", "platform-country", "financial-account", "payouts", "api-base",
+        "api-key-file", "stripe-version", "rate", "concurrency", "progress", "log-format", "format",
+    ]
+
+    /// Parses arguments after the command word.
+    static func parse(_ arguments: [String]) throws(CommandFailure) -> Options {
+        var options = Options()
+        var explicit: [String: String] = [:]
+        var flags = Set<String>()
+        var index = 0
+        guard let command = arguments.first else { throw CommandFailure(.usage, "no command given; see settle --help") }
+        options.command = command
+        index = 1
+        var onlyInputs = false
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if onlyInputs || argument == "-" || !argument.hasPrefix("-") {
+                options.inputs.append(argument)
+                continue
+            }
+            if argument == "--" {
+                onlyInputs = true
+                continue
+            }
+            if argument == "-q" { options.verbosity -= 1; continue }
+            if argument == "-v" { options.verbosity += 1; continue }
+            guard argument.hasPrefix("--") else { throw CommandFailure(.usage, "unknown option \(argument)") }
+            var name = String(argument.dropFirst(2))
+            var value: String? = nil
+            if let equals = name.firstIndex(of: "=") {
+                value = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            }
+            if name == "live" {
+                flags.insert(name)
+                continue
+            }
+            guard valueOptions.contains(name) else { throw CommandFailure(.usage, "unknown option --\(name)") }
+            if value == nil {
+                guard index < arguments.count else { throw CommandFailure(.usage, "--\(name) needs a value") }
+                value = arguments[index]
+                index += 1
+            }
+            explicit[name] = value!
+        }
+        // The config file first, then the command line over it.
+        if let path = explicit["config"] {
+            options.config = path
+            try options.load(config: path)
+        }
+        for (name, value) in explicit where name != "config" {
+            try options.set(name, value, source: "--\(name)", usage: .usage)
+        }
+        if flags.contains("live") { options.live = true }
+        return options
+    }
+
+    mutating func set(_ name: String, _ value: String, source: String, usage code: ExitCode) throws(CommandFailure) {
+        switch name {
+        case "out": out = value
+        case "ledger": ledger = value
+        case "as-of":
+            guard let day = CivilDate.parse(value) else { throw CommandFailure(code, "\(source): '\(value)' is not a date YYYY-MM-DD") }
+            asOf = day
+        case "platform-country":
+            guard value.count == 2, value.allSatisfy({ $0.isLetter && $0.isASCII }) else {
+                throw CommandFailure(code, "\(source): '\(value)' is not a 2-letter country code")
+            }
+            platformCountry = value.uppercased()
+        case "financial-account":
+            guard value.hasPrefix("fa_") else { throw CommandFailure(code, "\(source): '\(value)' is not a fa_… id") }
+            financialAccount = value
+        case "payouts":
+            guard let mode = PayoutGrouping(rawValue: value) else {
+                throw CommandFailure(code, "\(source): '\(value)' is not per-recipient or per-line")
+            }
+            payouts = mode
+        case "api-base": apiBase = value
+        case "api-key-file": apiKeyFile = value
+        case "stripe-version": stripeVersion = value
+        case "rate":
+            guard let number = Int(value), number > 0 else { throw CommandFailure(code, "\(source): '\(value)' is not a positive whole number") }
+            rate = number
+        case "concurrency":
+            guard let number = Int(value), number > 0, number <= 256 else {
+                throw CommandFailure(code, "\(source): '\(value)' is not a whole number from 1 to 256")
+            }
+            concurrency = number
+        case "progress":
+            guard ["auto", "on", "off"].contains(value) else { throw CommandFailure(code, "\(source): '\(value)' is not auto, on or off") }
+            progress = value
+        case "log-format":
+            guard ["text", "json"].contains(value) else { throw CommandFailure(code, "\(source): '\(value)' is not text or json") }
+            logFormat = value
+        case "format":
+            guard let format = InputFormat(rawValue: value) else { throw CommandFailure(code, "\(source): '\(value)' is not csv or xml") }
+            self.format = format
+        default:
+            throw CommandFailure(code, "unknown option \(source)")
+        }
+    }
+
+    /// Loads the JSON config file; unknown keys are an error so a typo never passes silently.
+    mutating func load(config path: String) throws(CommandFailure) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CommandFailure(.configuration, "cannot read the config file \(path)")
+        }
+        guard let text = String(data: data, encoding: .utf8), case .object(let pairs)? = JSON.parse(text) else {
+            throw CommandFailure(.configuration, "the config file \(path) is not a JSON object")
+        }
+        for (key, value) in pairs {
+            let name = key.replacingOccurrences(of: "_", with: "-")
+            let source = "\(path): \(key)"
+            switch (key, value) {
+            case ("columns", .object(let map)):
+                for (column, header) in map {
+                    guard Column(headerName: column) != nil, case .string(let alias) = header else {
+                        throw CommandFailure(.configuration, "\(source): '\(column)' is not a settle column, or its header is not a string")
+                    }
+                    columns[column] = alias
+                }
+            case ("live", .bool(let flag)): live = flag
+            case (_, .string(let text)) where Options.valueOptions.contains(name) && name != "config":
+                try set(name, text, source: source, usage: .configuration)
+            case (_, .int(let number)) where ["rate", "concurrency"].contains(name):
+                try set(name, String(number), source: source, usage: .configuration)
+            default:
+                throw CommandFailure(.configuration, "\(source): unknown key or wrong type")
+            }
+        }
+    }
+
+    var ruleOptions: RuleOptions {
+        var rules = RuleOptions(asOf: asOf ?? CivilDate.day(fromUnixSeconds: Int(Date().timeIntervalSince1970)))
+        rules.platformCountry = platformCountry
+        rules.payouts = payouts
+        rules.financialAccount = financialAccount
+        return rules
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+import SettleCore
+import SettleRead
+import SettleWrite
+
+/// Writes the plan folder (SPEC §4) and checks conservation before the run exits.
+struct PlanOutputs {
+    let folder: String
+    let options: Options
+
+    struct Written {
+        var files: [(String, String, Int)] = []  // name, sha256, rows
+        var exit: ExitCode = .ok
+        var counts: [LineStatus: Int] = [:]
+    }
+
+    func write(_ plan: SettlementPlan, inputs: [InputReport], mode: String) throws(CommandFailure) -> Written {
+        let batch = plan.batch
+        var written = Written()
+        for line in batch.lines { written.counts[line.status, default: 0] += 1 }
+        written.exit = PlanOutputs.exitCode(counts: written.counts, inputs: inputs)
+        let sums = ControlSums.of(plan)
+        try PlanOutputs.checkConservation(plan, sums: sums)
+        let layout = CorrectionLayout(files: batch.files)
+        let records = SpoolRecords(folder: folder)
+        do {
+            let results = try ResultsFile.write(path: path("results.csv"), plan: plan)
+            written.files.append(("results.csv", results.sha256, results.rows))
+            for (name, status) in [("errors.csv", LineStatus.rejected), ("deferred.csv", LineStatus.deferred)] {
+                let rows = batch.lines.lazy.filter { $0.status == status }.map { line in
+                    CorrectionRow(file: Int(line.file), spoolOffset: line.spoolOffset, spoolLength: line.spoolLength,
+                                  reasonCode: line.reason.code, reason: batch.reasonText(of: line),
+                                  source: batch.source(of: line))
+                }
+                let file = try CorrectionFile.write(path: path(name), layout: layout, rows: rows, records: records)
+                written.files.append((name, file.sha256, file.rows))
+            }
+            let instructions = try InstructionsFile.write(path: path("instructions.jsonl"), plan: plan)
+            written.files.append(("instructions.jsonl", instructions.sha256, instructions.rows))
+            let summary = try sums.write(path: path("summary.csv"))
+            written.files.append(("summary.csv", summary.sha256, summary.rows))
+            let manifest = PlanOutputs.manifest(plan: plan, inputs: inputs, layout: layout, sums: sums,
+                                                written: written, mode: mode, options: options)
+            let file = try OutputFile(path: path("manifest.json"))
+            file.append(manifest.pretty() + "\n")
+            file.endRow()
+            try file.commit()
+        } catch {
+            throw CommandFailure(.outputUnwritable, "cannot write \(error.path): \(error.message)")
+        }
+        return written
+    }
+
+    func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
+
+    static func exitCode(counts: [LineStatus: Int], inputs: [InputReport]) -> ExitCode {
+        var code = ExitCode.ok
+        if (counts[.rejected] ?? 0) + (counts[.failed] ?? 0) > 0 || inputs.contains(where: { $0.rejection != nil }) {
+            code = .linesRejected
+        }
+        if (counts[.unknown] ?? 0) > 0 { code = code.combined(with: .tryAgain) }
+        return code
+    }
+
+    /// Every line exactly once, amounts conserved per currency; a violation is an internal error.
+    static func checkConservation(_ plan: SettlementPlan, sums: ControlSums) throws(CommandFailure) {
+        let batch = plan.batch
+        guard sums.conserved() else {
+            throw CommandFailure(.internalError, "conservation check failed: amounts by status do not add up to the input")
+        }
+        var planned = 0
+        for (index, line) in batch.lines.enumerated() {
+            let owned = plan.instructionOfLine[index] >= 0
+            if (line.status == .planned) != owned {
+                throw CommandFailure(.internalError,
+                                     "conservation check failed: line \(batch.text(line.lineID)) is \(line.status.name) but \(owned ? "is" : "is not") in an instruction")
+            }
+            if owned { planned += 1 }
+        }
+        guard planned == plan.instructionLines.count else {
+            throw CommandFailure(.internalError, "conservation check failed: instructions hold \(plan.instructionLines.count) lines, \(planned) are planned")
+        }
+        for instruction in plan.instructions {
+            var net: Int64 = 0
+            for index in plan.lines(of: instruction) {
+                let line = batch.lines[Int(index)]
+                net += instruction.kind == .transfer && line.kind == .reversal ? -line.amount : line.amount
+            }
+            guard net == instruction.amount else {
+                throw CommandFailure(.internalError, "conservation check failed: instruction \(instruction.id) sends \(instruction.amount) but its lines add up to \(net)")
+            }
+        }
+    }
+
+    static func manifest(plan: SettlementPlan, inputs: [InputReport], layout: CorrectionLayout, sums: ControlSums,
+                         written: Written, mode: String, options: Options) -> JSON
+    {
+        let inputObjects: [JSON] = inputs.enumerated().map { position, input in
+            var pairs: [(String, JSON)] = [
+                ("path", .string(input.path)), ("format", .string(input.format.rawValue)),
+                ("bytes", .int(Int64(input.bytes))), ("sha256", .string(input.sha256)), ("lines", .int(Int64(input.lines))),
+            ]
+            if let rejection = input.rejection {
+                pairs += [("status", .string("rejected")), ("reason_code", .string(rejection.code.rawValue)),
+                          ("reason", .string(rejection.message)), ("position", .string(rejection.position))]
+            } else {
+                pairs.append(("status", .string("read")))
+            }
+            let mapping = position < layout.mapping.count ? layout.mapping[position] : []
+            pairs.append(("columns", .array(mapping.map { .int(Int64($0)) })))
+            return .object(pairs)
+        }
+        return .object([
+            ("tool", .string("settle")),
+            ("version", .string(Settle.version)),
+            ("mode", .string(mode)),
+            ("as_of", .string(CivilDate.format(plan.options.asOf))),
+            ("platform_country", .string(plan.options.platformCountry)),
+            ("payouts", .string(plan.options.payouts.rawValue)),
+            ("financial_account", plan.options.financialAccount.map(JSON.string) ?? .null),
+            ("stripe_version", .string(options.stripeVersion ?? Settle.stripeVersion)),
+            ("stripe_preview_version", .string(Settle.previewVersion)),
+            ("inputs", .array(inputObjects)),
+            ("outputs", .object(written.files.map { ($0.0, .object([("sha256", .string($0.1)), ("rows", .int(Int64($0.2)))])) })),
+            ("counts", .object(LineStatus.allCases.map { ($0.name, .int(Int64(written.counts[$0] ?? 0))) })),
+            ("instructions", .int(Int64(plan.instructions.count))),
+            ("control_sums", sums.json()),
+            ("correction_columns", .array(layout.names.map(JSON.string))),
+            ("exit_status", .int(Int64(written.exit.rawValue))),
+        ])
+    }
+}

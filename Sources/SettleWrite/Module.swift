@@ -1,1 +1,0 @@
-// SettleWrite: see the module's files.

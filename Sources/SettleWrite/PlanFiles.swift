@@ -1,0 +1,198 @@
+public import SettleCore
+
+/// Gives back the original text of input records (from the spool files in the plan folder).
+public protocol OriginalRecords {
+    /// The fields of the record at `offset..<offset+length` in file `file`'s spool.
+    func fields(file: Int, offset: UInt64, length: UInt32) -> [[UInt8]]
+}
+
+/// The columns of `errors.csv` and `deferred.csv`: every input column of every file (known
+/// columns merged by meaning, others by name), in order of first appearance, then
+/// `reason_code, reason, source`.
+public struct CorrectionLayout: Sendable {
+    public var names: [String] = []
+    /// For each file, the output column of each of its input columns (-1: dropped).
+    public var mapping: [[Int]] = []
+
+    public init(names: [String], mapping: [[Int]]) {
+        self.names = names
+        self.mapping = mapping
+    }
+
+    public init(files: [Batch.InputFile]) {
+        var index: [String: Int] = [:]
+        for file in files {
+            var map: [Int] = []
+            for (position, role) in file.layout.roles.enumerated() {
+                let key: String
+                switch role {
+                case .known(let column): key = "known:" + column.csvName
+                case .metadata(let name): key = "metadata:" + name
+                case .extra: key = "extra:" + file.layout.names[position]
+                case .annotation:
+                    map.append(-1)
+                    continue
+                }
+                if let existing = index[key] {
+                    map.append(existing)
+                } else {
+                    index[key] = names.count
+                    map.append(names.count)
+                    names.append(file.layout.names[position])
+                }
+            }
+            mapping.append(map)
+        }
+    }
+
+    /// Header row names, with settle's three annotation columns.
+    public var header: [String] { names + ["reason_code", "reason", "source"] }
+}
+
+/// One line for `errors.csv` or `deferred.csv`.
+public struct CorrectionRow {
+    public var file: Int
+    public var spoolOffset: UInt64
+    public var spoolLength: UInt32
+    public var reasonCode: String
+    public var reason: String
+    public var source: String
+
+    public init(file: Int, spoolOffset: UInt64, spoolLength: UInt32, reasonCode: String, reason: String,
+                source: String) {
+        self.file = file
+        self.spoolOffset = spoolOffset
+        self.spoolLength = spoolLength
+        self.reasonCode = reasonCode
+        self.reason = reason
+        self.source = source
+    }
+}
+
+/// Writes `errors.csv` / `deferred.csv`: input strings byte for byte, so a fixed file can be
+/// fed back in. No formula guard here on purpose: these files are inputs, not reports.
+public enum CorrectionFile {
+    public static func write(path: String, layout: CorrectionLayout, rows: some Sequence<CorrectionRow>,
+                             records: any OriginalRecords, keeping existing: [[UInt8]] = []) throws(WriteFailure)
+        -> (sha256: String, rows: Int)
+    {
+        let file = try OutputFile(path: path)
+        file.withBuffer { CSVField.header(layout.header, to: &$0) }
+        for raw in existing {
+            file.append(bytes: raw)
+            file.endRow()
+        }
+        var values = [[UInt8]](repeating: [], count: layout.names.count)
+        for row in rows {
+            for index in values.indices { values[index].removeAll(keepingCapacity: true) }
+            if row.spoolLength > 0 {
+                let fields = records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
+                let map = row.file < layout.mapping.count ? layout.mapping[row.file] : []
+                for (position, value) in fields.enumerated() where position < map.count && map[position] >= 0 {
+                    values[map[position]] = value
+                }
+            }
+            file.withBuffer { out in
+                for value in values {
+                    CSVField.append(value, to: &out, guardFormula: false)
+                    out.append(0x2C)
+                }
+                CSVField.append(row.reasonCode, to: &out, guardFormula: false)
+                out.append(0x2C)
+                CSVField.append(row.reason, to: &out, guardFormula: false)
+                out.append(0x2C)
+                CSVField.append(row.source, to: &out, guardFormula: false)
+                out.append(0x0A)
+            }
+            file.endRow()
+        }
+        let sha = try file.commit()
+        return (sha, file.rows)
+    }
+}
+
+/// `results.csv`: one row for every input line.
+public enum ResultsFile {
+    public static let header = [
+        "line_id", "order_id", "group", "kind", "payee", "amount", "amount_minor", "currency", "status",
+        "instruction_id", "stripe_id", "reason_code", "reason", "source",
+    ]
+
+    /// Column positions, for readers of the file (apply).
+    public enum Field: Int {
+        case lineID, orderID, group, kind, payee, amount, amountMinor, currency, status, instructionID,
+            stripeID, reasonCode, reason, source
+    }
+
+    public static func write(path: String, plan: SettlementPlan) throws(WriteFailure) -> (sha256: String, rows: Int) {
+        let batch = plan.batch
+        let file = try OutputFile(path: path)
+        file.withBuffer { CSVField.header(header, to: &$0) }
+        for index in batch.lines.indices {
+            let line = batch.lines[index]
+            file.withBuffer { out in
+                symbol(line.lineID, batch, &out)
+                symbol(line.orderID, batch, &out)
+                symbol(line.group, batch, &out)
+                if line.reason != .kindInvalid { out.append(contentsOf: line.kind.name.utf8) }
+                out.append(0x2C)
+                symbol(batch.payee(of: line), batch, &out)
+                if line.amount > 0 {
+                    MinorUnits.append(line.amount, currency: line.currency, to: &out)
+                    out.append(0x2C)
+                    MinorUnits.appendDecimal(line.amount, to: &out)
+                    out.append(0x2C)
+                    out.append(contentsOf: line.currency.code.utf8)
+                    out.append(0x2C)
+                } else {
+                    out.append(contentsOf: [0x2C, 0x2C, 0x2C])
+                }
+                out.append(contentsOf: line.status.name.utf8)
+                out.append(0x2C)
+                let instruction = plan.instructionOfLine[index]
+                if instruction >= 0 { out.append(contentsOf: plan.instructions[Int(instruction)].id.utf8) }
+                out.append(0x2C)
+                if let stripeID = plan.knownStripeIDs[index] {
+                    CSVField.append(stripeID, to: &out, guardFormula: true)
+                }
+                out.append(0x2C)
+                out.append(contentsOf: line.reason.code.utf8)
+                out.append(0x2C)
+                if line.status != .planned {
+                    CSVField.append(batch.reasonText(of: line), to: &out, guardFormula: true)
+                }
+                out.append(0x2C)
+                CSVField.append(batch.source(of: line), to: &out, guardFormula: true)
+                out.append(0x0A)
+            }
+            file.endRow()
+        }
+        let sha = try file.commit()
+        return (sha, file.rows)
+    }
+
+    @inline(__always)
+    static func symbol(_ symbol: Symbol, _ batch: Batch, _ out: inout [UInt8]) {
+        batch.symbols.withBytes(symbol) { CSVField.append($0, to: &out, guardFormula: true) }
+        out.append(0x2C)
+    }
+
+    /// Rewrites rows (apply): each row's fields, already split, written back out.
+    public static func write(path: String, rows: [[[UInt8]]]) throws(WriteFailure) -> (sha256: String, rows: Int) {
+        let file = try OutputFile(path: path)
+        file.withBuffer { CSVField.header(header, to: &$0) }
+        for row in rows {
+            file.withBuffer { out in
+                for (index, value) in row.enumerated() {
+                    if index > 0 { out.append(0x2C) }
+                    // Values read back from results.csv already carry their formula guard.
+                    CSVField.append(value, to: &out, guardFormula: false)
+                }
+                out.append(0x0A)
+            }
+            file.endRow()
+        }
+        let sha = try file.commit()
+        return (sha, file.rows)
+    }
+}
