@@ -14,6 +14,7 @@ let package = Package(
     name: "settle",
     products: [
         .executable(name: "settle", targets: ["settle"]),
+        .executable(name: "settle-gen", targets: ["settle-gen"]),
     ],
     targets: [
         // C libraries from Debian, through pkg-config.
@@ -47,6 +48,9 @@ let package = Package(
                                "SettleApply"],
                 swiftSettings: strict),
         .executableTarget(name: "settle", dependencies: ["SettleCLI"], swiftSettings: strict),
+        // Developer tool: deterministic synthetic exports for benchmarks and load tests.
+        .executableTarget(name: "settle-gen", dependencies: ["CZlib"], path: "Sources/SettleGen",
+                          swiftSettings: strict),
 
         .testTarget(name: "SettleCoreTests", dependencies: ["SettleCore"],
                     swiftSettings: strict),

@@ -1,0 +1,2 @@
+// settle-gen: writes synthetic order exports (see benchmarks/README.md).
+print("settle-gen: not written yet")
