@@ -1,0 +1,134 @@
+import Testing
+import SettleCore
+
+/// SPEC §3, forming instructions.
+@Suite struct PlannerTests {
+    @Test func transfersOfOneGroupDestinationAndChargeAreSummed() throws {
+        let plan = TestExport()
+            .transfer("1", order: "1", amount: "10.00")
+            .transfer("tip", order: "1", amount: "2.50")
+            .transfer("2", order: "1", amount: "5.00", destination: "acct_b")
+            .plan()
+        let summed = try #require(plan.instruction(of: "1"))
+        #expect(summed.amount == 1250)
+        #expect(plan.lineIDs(of: summed) == ["1", "tip"])
+        #expect(plan.instruction(of: "2")?.amount == 500)
+        #expect(plan.instructions.count == 2)
+    }
+
+    @Test func reversalNetsIntoTheSameRunsTransfer() throws {
+        let plan = TestExport()
+            .transfer("1", order: "1", amount: "70.00")
+            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "10.00", "currency": "usd",
+                  "transfer_group": "ORDER1", "destination": "acct_rest"])
+            .plan()
+        let transfer = try #require(plan.instruction(of: "1"))
+        #expect(transfer.amount == 6000)
+        #expect(transfer.kind == .transfer)
+        #expect(plan.lineIDs(of: transfer) == ["1", "r"])
+        #expect(plan.outcome("r") == (.planned, ""))
+        #expect(plan.instructions.count == 1)
+    }
+
+    @Test func transferAndReversalThatCancelAreNetted() {
+        let plan = TestExport()
+            .transfer("1", order: "1", amount: "70.00")
+            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "70.00", "currency": "usd",
+                  "transfer_group": "ORDER1", "destination": "acct_rest"])
+            .plan()
+        #expect(plan.outcome("1") == (.netted, ""))
+        #expect(plan.outcome("r") == (.netted, ""))
+        #expect(plan.instructions.isEmpty)
+    }
+
+    @Test func reversalLargerThanTheTransferRejectsTheGroup() {
+        let plan = TestExport()
+            .transfer("1", order: "1", amount: "70.00")
+            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "80.00", "currency": "usd",
+                  "transfer_group": "ORDER1", "destination": "acct_rest"])
+            .plan()
+        #expect(plan.outcome("r") == (.rejected, "reversal_exceeds_transfer"))
+        #expect(plan.outcome("1") == (.rejected, "group_rejected"))
+        #expect(plan.instructions.isEmpty)
+    }
+
+    @Test func reversalWithoutATargetIsRejected() {
+        let plan = TestExport()
+            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
+                  "transfer_group": "ORDER1", "destination": "acct_rest"])
+            .plan()
+        #expect(plan.outcome("r") == (.rejected, "reversal_target_unknown"))
+    }
+
+    @Test func reversalOfTheLedgersTransfer() throws {
+        let history = RecordedHistory()
+        history.transfers["ORDER1|acct_rest|usd"] = RecordedTransfer(stripeID: "tr_9", remaining: 7000)
+        let plan = TestExport()
+            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
+                  "transfer_group": "ORDER1", "destination": "acct_rest"])
+            .add(["line_id": "r2", "order_id": "2", "kind": "reversal", "amount": "90.00", "currency": "usd",
+                  "transfer_group": "ORDER2", "destination": "acct_rest"])
+            .plan(history: history)
+        let reversal = try #require(plan.instruction(of: "r"))
+        #expect(reversal.kind == .reversal)
+        #expect(reversal.path == "/v1/transfers/tr_9/reversals")
+        #expect(reversal.amount == 500)
+        #expect(plan.outcome("r2") == (.rejected, "reversal_target_unknown"))
+    }
+
+    @Test func namedTransferIsItsOwnReversal() throws {
+        let plan = TestExport()
+            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
+                  "transfer": "tr_42"])
+            .add(["line_id": "r2", "order_id": "1", "kind": "reversal", "amount": "1.00", "currency": "usd",
+                  "transfer": "tr_42"])
+            .plan()
+        #expect(plan.instructions.count == 2)
+        #expect(try #require(plan.instruction(of: "r")).path == "/v1/transfers/tr_42/reversals")
+        #expect(plan.batch.text(plan.batch.payee(of: plan.batch.lines[0])) == "tr_42")
+    }
+
+    @Test func payoutsAggregatePerRecipient() throws {
+        let export = TestExport()
+            .payout("a", order: "1", amount: "5.00")
+            .payout("b", order: "2", amount: "7.50")
+            .payout("c", order: "3", amount: "1.00", recipient: "acct_other", method: "pm_ap_2")
+        let aggregated = export.plan()
+        #expect(aggregated.instructions.count == 2)
+        let payout = try #require(aggregated.instruction(of: "a"))
+        #expect(payout.amount == 1250)
+        #expect(payout.group == .none)
+        #expect(aggregated.lineIDs(of: payout) == ["a", "b"])
+        let perLine = export.plan(options: TestExport.options(payouts: .perLine))
+        #expect(perLine.instructions.count == 3)
+        #expect(perLine.instruction(of: "a")?.amount == 500)
+    }
+
+    @Test func executionOrderIsTransfersReversalsPayouts() {
+        let plan = TestExport()
+            .payout("p", order: "1", amount: "5.00")
+            .add(["line_id": "r", "order_id": "2", "kind": "reversal", "amount": "1.00", "currency": "usd",
+                  "transfer": "tr_1"])
+            .transfer("t", order: "3", amount: "5.00")
+            .plan()
+        #expect(plan.instructions.map(\.kind) == [.transfer, .reversal, .payout])
+    }
+
+    @Test func instructionIDsAreDeterministic() {
+        let first = TestExport().transfer("1", order: "1", amount: "10.00").transfer("2", order: "1", amount: "1.00").plan()
+        let reordered = TestExport().transfer("2", order: "1", amount: "1.00").transfer("1", order: "1", amount: "10.00").plan()
+        let other = TestExport().transfer("1", order: "1", amount: "10.01").transfer("2", order: "1", amount: "1.00").plan()
+        #expect(first.instructions[0].id == reordered.instructions[0].id)
+        #expect(first.instructions[0].id != other.instructions[0].id)
+        #expect(first.instructions[0].id.hasPrefix("ins_"))
+        #expect(first.instructions[0].idempotencyKey == "settle-\(first.instructions[0].id)-a1")
+    }
+
+    @Test func failedAttemptsGetANewKey() throws {
+        let export = TestExport().transfer("1", order: "1", amount: "10.00")
+        let id = export.plan().instructions[0].id
+        let history = RecordedHistory()
+        history.attemptCounts[id] = 2
+        #expect(try #require(export.plan(history: history).instructions.first).idempotencyKey == "settle-\(id)-a3")
+    }
+}
