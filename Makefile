@@ -1,0 +1,48 @@
+# The two commands of the README:
+#   make run    plan and apply the samples against the local Stripe sandbox
+#   make test   every test (Swift unit, integration and end-to-end; the sandbox's own tests)
+# Both install missing Debian -dev packages first, so a fresh machine needs nothing else.
+
+SHELL := /bin/bash
+DEBIAN_PACKAGES := zlib1g-dev libxml2-dev libcurl4-openssl-dev libsqlite3-dev pkg-config python3
+SAMPLES := samples/orders-2026-11-29.csv.gz
+AS_OF := 2026-11-29
+
+.PHONY: run test deps build golden bench clean
+
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	swift build -c release
+
+run: build
+	@bash scripts/run-samples.sh
+
+test: deps
+	swift build --build-tests
+	swift test --skip-build
+	python3 -m unittest sandbox.test_stripe_sandbox
+
+# Regenerates the expected output folders after an intended change of behaviour.
+golden: deps
+	swift build
+	@for sample in $(SAMPLES); do \
+	  name=$$(basename $$sample | sed 's/\.csv\.gz$$//; s/\.xml\.gz$$//'); \
+	  rm -rf /tmp/settle-golden && .build/debug/settle plan $$sample --out /tmp/settle-golden --as-of $(AS_OF) -q; \
+	  mkdir -p samples/expected/$$name; \
+	  for f in results.csv errors.csv deferred.csv instructions.jsonl summary.csv; do cp /tmp/settle-golden/$$f samples/expected/$$name/; done; \
+	done
+
+bench: build
+	bash benchmarks/run.sh
+
+clean:
+	rm -rf .build out

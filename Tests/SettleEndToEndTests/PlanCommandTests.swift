@@ -1,0 +1,161 @@
+import Foundation
+import Testing
+
+/// `settle plan` and `settle validate` end to end: the real binary on real files.
+@Suite struct PlanCommandTests {
+    static let sample = "samples/orders-2026-11-29.csv.gz"
+    static let goldenFiles = ["results.csv", "errors.csv", "deferred.csv", "instructions.jsonl", "summary.csv"]
+
+    @Test func sampleMatchesTheCheckedInExpectedFolder() throws {
+        let out = SettleProcess.temporaryFolder()
+        let outcome = try SettleProcess.run(["plan", Self.sample, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+        #expect(outcome.status == 65)
+        let expected = SettleProcess.root.appendingPathComponent("samples/expected/orders-2026-11-29")
+        for name in Self.goldenFiles {
+            let actual = SettleProcess.read(out.appendingPathComponent(name))
+            let wanted = SettleProcess.read(expected.appendingPathComponent(name))
+            #expect(!wanted.isEmpty, "samples/expected is missing \(name)")
+            #expect(actual == wanted, "\(name) differs from samples/expected (run `make golden` after an intended change)")
+        }
+    }
+
+    @Test func seedExampleSummaryKeepsSixEighty() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("seed.csv")
+        try """
+        line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,charge_fee,recipient,payout_method
+        100-1,100,transfer,70.00,usd,ORDER100,acct_rest,ch_1,100.00,usd,succeeded,3.20,,
+        100-2,100,payout,20.00,usd,ORDER100,,ch_1,100.00,usd,succeeded,3.20,acct_drv,pm_ap_1
+
+        """.write(to: input, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("out")
+        let outcome = try SettleProcess.run(["plan", input.path, "--out", out.path, "--as-of", "2026-11-29"])
+        #expect(outcome.status == 0)
+        let summary = SettleProcess.read(out.appendingPathComponent("summary.csv"))
+        #expect(summary.contains("usd,charges_gross,1,100.00,10000\n"))
+        #expect(summary.contains("usd,charges_fees,,3.20,320\n"))
+        #expect(summary.contains("usd,transferred,,70.00,7000\n"))
+        #expect(summary.contains("usd,paid_out,,20.00,2000\n"))
+        #expect(summary.contains("usd,platform_retained,,6.80,680\n"))
+        #expect(outcome.stderr.contains("results.csv"))
+    }
+
+    @Test func everyLineEndsInExactlyOneStatus() throws {
+        let out = SettleProcess.temporaryFolder()
+        try SettleProcess.run(["plan", Self.sample, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+        let rows = SettleProcess.results(out)
+        #expect(rows.count == 36)
+        #expect(rows.allSatisfy { $0.count == 14 })
+        let statuses = Set(rows.map { $0[8] })
+        #expect(statuses.isSubset(of: ["planned", "rejected", "deferred", "netted"]))
+        let errors = SettleProcess.read(out.appendingPathComponent("errors.csv")).split(separator: "\n").count - 1
+        let deferred = SettleProcess.read(out.appendingPathComponent("deferred.csv")).split(separator: "\n").count - 1
+        #expect(errors == rows.filter { $0[8] == "rejected" }.count)
+        #expect(deferred == rows.filter { $0[8] == "deferred" }.count)
+    }
+
+    @Test func fixedErrorsFileFedBackSettlesOnlyTheFixedLines() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let first = folder.appendingPathComponent("first")
+        try SettleProcess.run(["plan", Self.sample, "--out", first.path, "--as-of", "2026-11-29", "-q"])
+        var errors = SettleProcess.read(first.appendingPathComponent("errors.csv"))
+        // Finance fixes the amount typo of order 117 and the thousands separator of order 118.
+        errors = errors.replacingOccurrences(of: "117-1,117,transfer,70.005,", with: "117-1,117,transfer,70.00,")
+        errors = errors.replacingOccurrences(of: "\"1,250.00\"", with: "1250.00")
+        // and drops the duplicate copy of line 100-1.
+        errors = errors.split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { !$0.hasPrefix("100-1,") }.joined(separator: "\n")
+        let fixed = folder.appendingPathComponent("errors-fixed.csv")
+        try errors.write(to: fixed, atomically: true, encoding: .utf8)
+        let second = folder.appendingPathComponent("second")
+        let outcome = try SettleProcess.run(["plan", fixed.path, "--out", second.path, "--as-of", "2026-11-29", "-q"])
+        #expect(outcome.status == 65)
+        let rows = SettleProcess.results(second)
+        let planned = rows.filter { $0[8] == "planned" }.map { $0[0] }.sorted()
+        #expect(planned == ["117-1", "118-1"])
+        let row117 = try #require(rows.first { $0[0] == "117-1" })
+        #expect(row117[6] == "7000")
+        // The source points into the fed-back file, and the old annotations are not carried twice.
+        #expect(row117[13] == "\(fixed.path):\(try #require(errors.split(separator: "\n").firstIndex { $0.hasPrefix("117-1,") }) + 1)")
+        let header = SettleProcess.read(second.appendingPathComponent("errors.csv")).split(separator: "\n").first ?? ""
+        #expect(header.components(separatedBy: "reason_code").count == 2)
+    }
+
+    @Test func fileRejectedWholeContributesNoLines() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let good = folder.appendingPathComponent("good.csv")
+        try "line_id,order_id,amount,currency,destination\n1,1,1.00,usd,acct_a\n".write(to: good, atomically: true, encoding: .utf8)
+        let truncated = SettleProcess.root.appendingPathComponent("Tests/SettleReadTests/Fixtures/csv/truncated.csv.gz")
+        let out = folder.appendingPathComponent("out")
+        let outcome = try SettleProcess.run(["plan", good.path, truncated.path, "--out", out.path, "--as-of", "2026-11-29"])
+        #expect(outcome.status == 65)
+        #expect(outcome.stderr.contains("gzip_truncated"))
+        #expect(SettleProcess.results(out).map { $0[0] } == ["1"])
+        let manifest = SettleProcess.read(out.appendingPathComponent("manifest.json"))
+        #expect(manifest.contains("\"reason_code\": \"gzip_truncated\""))
+        #expect(manifest.contains("\"exit_status\": 65"))
+    }
+
+    @Test func standardInputIsAnInput() throws {
+        let out = SettleProcess.temporaryFolder()
+        let csv = "line_id,order_id,amount,currency,destination\n1,1,1.00,usd,acct_a\n"
+        let outcome = try SettleProcess.run(["plan", "-", "--out", out.path, "--as-of", "2026-11-29"], stdin: Data(csv.utf8))
+        #expect(outcome.status == 0)
+        #expect(SettleProcess.results(out).first?[13] == "stdin:2")
+    }
+
+    @Test func exitStatusesForBadRuns() throws {
+        let folder = SettleProcess.temporaryFolder()
+        #expect(try SettleProcess.run(["plan", Self.sample, "--out", folder.path, "--bogus"]).status == 64)
+        #expect(try SettleProcess.run(["plan", Self.sample]).status == 64)
+        #expect(try SettleProcess.run(["frobnicate"]).status == 64)
+        #expect(try SettleProcess.run(["plan", "/nonexistent.csv", "--out", folder.appendingPathComponent("o").path]).status == 66)
+        let foreign = folder.appendingPathComponent("foreign")
+        try FileManager.default.createDirectory(at: foreign, withIntermediateDirectories: true)
+        try "x".write(to: foreign.appendingPathComponent("notes.txt"), atomically: true, encoding: .utf8)
+        let refused = try SettleProcess.run(["plan", Self.sample, "--out", foreign.path])
+        #expect(refused.status == 73)
+        #expect(refused.stderr.contains("notes.txt"))
+        let config = folder.appendingPathComponent("config.json")
+        try #"{"platform_country": "US", "finacial_account": "fa_1"}"#.write(to: config, atomically: true, encoding: .utf8)
+        let badConfig = try SettleProcess.run(["plan", Self.sample, "--out", folder.appendingPathComponent("c").path, "--config", config.path])
+        #expect(badConfig.status == 78)
+        #expect(badConfig.stderr.contains("finacial_account"))
+        #expect(try SettleProcess.run(["--help"]).stdout.contains("75  some outcomes are not known yet"))
+        #expect(try SettleProcess.run(["--version"]).status == 0)
+    }
+
+    @Test func configMapsHeaderNames() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("seller.csv")
+        try "Line ID,order_id,amount,currency,Seller Account\nA1,9,5.00,usd,acct_s\n".write(to: input, atomically: true, encoding: .utf8)
+        let config = folder.appendingPathComponent("config.json")
+        try #"{"columns": {"line_id": "Line ID", "destination": "Seller Account"}, "payouts": "per-line"}"#
+            .write(to: config, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("out")
+        let outcome = try SettleProcess.run(["plan", input.path, "--out", out.path, "--config", config.path, "--as-of", "2026-11-29"])
+        #expect(outcome.status == 0)
+        let row = try #require(SettleProcess.results(out).first)
+        #expect(row[0] == "A1")
+        #expect(row[4] == "acct_s")
+        #expect(row[8] == "planned")
+    }
+
+    @Test func validateWritesNothingAndReports() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let sample = SettleProcess.root.appendingPathComponent(Self.sample).path
+        let outcome = try SettleProcess.run(["validate", sample, "--as-of", "2026-11-29"], in: folder)
+        #expect(outcome.status == 65)
+        #expect(outcome.stdout.contains("36 lines in 1 file(s)"))
+        #expect(outcome.stdout.contains("reason over_allocated: 2"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty)
+    }
+
+    @Test func formulaCellsAreGuardedInResultsButNotInErrors() throws {
+        let out = SettleProcess.temporaryFolder()
+        try SettleProcess.run(["plan", Self.sample, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+        let results = SettleProcess.read(out.appendingPathComponent("results.csv"))
+        #expect(results.contains("\"'=HYPERLINK(\"\"http://example.com\"\")\""))
+        #expect(!results.contains(",=HYPERLINK"))
+    }
+}
