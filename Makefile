@@ -4,7 +4,7 @@
 # Both install missing Debian -dev packages first, so a fresh machine needs nothing else.
 
 SHELL := /bin/bash
-DEBIAN_PACKAGES := zlib1g-dev libxml2-dev libcurl4-openssl-dev libsqlite3-dev pkg-config python3
+DEBIAN_PACKAGES := zlib1g-dev libxml2-dev libcurl4-openssl-dev libsqlite3-dev libssl-dev pkg-config python3
 SAMPLES := samples/orders-2026-11-29.csv.gz
 AS_OF := 2026-11-29
 

@@ -24,16 +24,20 @@ let package = Package(
                        providers: [.apt(["libxml2-dev"])]),
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
                        providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
+                       providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"])]),
 
+        // SHA-256 on libcrypto: instruction ids and file checksums.
+        .target(name: "SettleDigest", dependencies: ["CCrypto"], swiftSettings: strict),
         // Pure: money, the line model, the rules, instruction forming. No I/O.
-        .target(name: "SettleCore", swiftSettings: strict),
+        .target(name: "SettleCore", dependencies: ["SettleDigest"], swiftSettings: strict),
         // Readers: gzip, CSV, XML (streaming, validated) → records for the rules.
-        .target(name: "SettleRead", dependencies: ["SettleCore", "CZlib", "CLibXML2"],
+        .target(name: "SettleRead", dependencies: ["SettleCore", "SettleDigest", "CZlib", "CLibXML2"],
                 swiftSettings: strict),
         // Writers: results, errors, deferred, instructions, summary, manifest.
-        .target(name: "SettleWrite", dependencies: ["SettleCore"], swiftSettings: strict),
+        .target(name: "SettleWrite", dependencies: ["SettleCore", "SettleDigest"], swiftSettings: strict),
         // The SQLite ledger that makes every line settle at most once.
         .target(name: "SettleLedger", dependencies: ["CSQLite"], swiftSettings: strict),
         // HTTP on libcurl's multi interface.
@@ -52,7 +56,7 @@ let package = Package(
         .executableTarget(name: "settle-gen", dependencies: ["CZlib"], path: "Sources/SettleGen",
                           swiftSettings: strict),
 
-        .testTarget(name: "SettleCoreTests", dependencies: ["SettleCore"],
+        .testTarget(name: "SettleCoreTests", dependencies: ["SettleCore", "SettleDigest"],
                     swiftSettings: strict),
         .testTarget(name: "SettleReadTests", dependencies: ["SettleRead", "SettleCore"],
                     resources: [.copy("Fixtures")], swiftSettings: strict),

@@ -1,103 +1,169 @@
 public import SettleCore
 
 /// `instructions.jsonl`: one JSON object per API call, in execution order
-/// (docs/PLAN-FORMAT.md has every key).
+/// (docs/PLAN-FORMAT.md has every key). Written straight to bytes: a large run has millions.
 public enum InstructionsFile {
     public static func write(path: String, plan: SettlementPlan) throws(WriteFailure) -> (sha256: String, rows: Int) {
         let file = try OutputFile(path: path)
         for instruction in plan.instructions {
-            let object = json(for: instruction, plan: plan)
-            file.withBuffer { object.append(to: &$0); $0.append(0x0A) }
+            file.withBuffer { append(instruction, plan: plan, to: &$0) }
             file.endRow()
         }
         let sha = try file.commit()
         return (sha, file.rows)
     }
 
-    public static func json(for instruction: Instruction, plan: SettlementPlan) -> JSON {
+    /// One instruction as a JSON line.
+    static func append(_ instruction: Instruction, plan: SettlementPlan, to out: inout [UInt8]) {
         let batch = plan.batch
-        let lines = plan.lines(of: instruction).map { batch.lines[Int($0)] }
-        let group = batch.text(instruction.group)
-        let payee = batch.text(instruction.payee)
-        let (description, metadata) = agreedExtras(lines, batch: batch)
-        var allMetadata: [(String, String)] = [("settle_instruction", instruction.id)]
-        allMetadata += metadata.filter { $0.0 != "settle_instruction" }
-        let params: JSON
-        var preflight: [(String, JSON)] = []
-        switch instruction.kind {
-        case .transfer:
-            var pairs: [(String, JSON)] = [
-                ("amount", .string(String(instruction.amount))),
-                ("currency", .string(instruction.currency.code)),
-                ("destination", .string(payee)),
-            ]
-            if !instruction.charge.isNone {
-                pairs.append(("source_transaction", .string(batch.text(instruction.charge))))
-            }
-            pairs.append(("transfer_group", .string(group)))
-            if let description { pairs.append(("description", .string(description))) }
-            pairs += allMetadata.map { ("metadata[\($0.0)]", .string($0.1)) }
-            params = .object(pairs)
-            if instruction.needsChargeLookup { preflight.append(("charge", .string(batch.text(instruction.charge)))) }
-        case .reversal:
-            var pairs: [(String, JSON)] = [("amount", .string(String(instruction.amount)))]
-            if let description { pairs.append(("description", .string(description))) }
-            pairs += allMetadata.map { ("metadata[\($0.0)]", .string($0.1)) }
-            params = .object(pairs)
-        case .payout:
-            let method = batch.text(instruction.payoutMethod)
-            let currency = JSON.string(instruction.currency.code)
-            var pairs: [(String, JSON)] = [
-                ("from", .object([
-                    ("financial_account", plan.options.financialAccount.map(JSON.string) ?? .null),
-                    ("currency", currency),
-                ])),
-                ("to", .object([("recipient", .string(payee)), ("payout_method", .string(method)), ("currency", currency)])),
-                ("amount", .object([("value", .int(instruction.amount)), ("currency", currency)])),
-                ("delivery_options", .object([("speed", .string("instant"))])),
-            ]
-            if let description { pairs.append(("description", .string(description))) }
-            pairs.append(("metadata", .object(allMetadata.map { ($0.0, .string($0.1)) })))
-            params = .object(pairs)
-            preflight = [("payout_method", .string(method)), ("recipient", .string(payee))]
-        }
-        let lineObjects: [JSON] = plan.lines(of: instruction).map { index in
+        var json = JSONBytes(out: out)
+        out = []
+        json.open()
+        json.key("id"); json.string(instruction.id)
+        json.key("kind"); json.string(instruction.kind.name)
+        json.key("method"); json.string("POST")
+        json.key("path"); json.string(instruction.path)
+        json.key("idempotency_key"); json.string(instruction.idempotencyKey)
+        json.key("stripe_context"); json.null()
+        json.key("params")
+        appendParams(instruction, plan: plan, to: &json)
+        json.key("lines")
+        json.openArray()
+        for index in plan.lines(of: instruction) {
             let line = batch.lines[Int(index)]
-            return .object([
-                ("line_id", .string(batch.text(line.lineID))),
-                ("kind", .string(line.kind.name)),
-                ("amount_minor", .int(line.amount)),
-                ("content", .string(LineContent.digest(batch, line))),
-                ("source", .string(batch.source(of: line))),
-                ("spool", .array([.int(Int64(line.file)), .int(Int64(line.spoolOffset)), .int(Int64(line.spoolLength))])),
-            ])
+            json.open()
+            json.key("line_id"); json.symbol(line.lineID, batch)
+            json.key("kind"); json.string(line.kind.name)
+            json.key("amount_minor"); json.int(line.amount)
+            json.key("content"); json.string(LineContent.digest(batch, line))
+            json.key("spool")
+            json.openArray()
+            json.int(Int64(line.file)); json.int(Int64(line.spoolOffset)); json.int(Int64(line.spoolLength))
+            json.closeArray()
+            json.close()
         }
-        return .object([
-            ("id", .string(instruction.id)),
-            ("kind", .string(instruction.kind.name)),
-            ("method", .string("POST")),
-            ("path", .string(instruction.path)),
-            ("idempotency_key", .string(instruction.idempotencyKey)),
-            ("stripe_context", .null),
-            ("params", params),
-            ("lines", .array(lineObjects)),
-            ("group", .string(group)),
-            ("payee", .string(payee)),
-            ("charge", .string(instruction.kind == .reversal ? "" : batch.text(instruction.charge))),
-            ("currency", .string(instruction.currency.code)),
-            ("amount_minor", .int(instruction.amount)),
-            ("preflight", .object(preflight)),
-        ])
+        json.closeArray()
+        json.key("group"); json.symbol(instruction.group, batch)
+        json.key("payee"); json.symbol(instruction.payee, batch)
+        json.key("charge")
+        if instruction.kind == .reversal { json.string("") } else { json.symbol(instruction.charge, batch) }
+        json.key("currency"); json.string(instruction.currency.code)
+        json.key("amount_minor"); json.int(instruction.amount)
+        json.key("preflight")
+        json.open()
+        switch instruction.kind {
+        case .transfer where instruction.needsChargeLookup:
+            json.key("charge"); json.symbol(instruction.charge, batch)
+        case .payout:
+            json.key("payout_method"); json.symbol(instruction.payoutMethod, batch)
+            json.key("recipient"); json.symbol(instruction.payee, batch)
+        default: break
+        }
+        json.close()
+        json.close()
+        swap(&out, &json.out)
+        out.append(0x0A)
+    }
+
+    static func appendParams(_ instruction: Instruction, plan: SettlementPlan, to json: inout JSONBytes) {
+        let batch = plan.batch
+        let (description, metadata) = agreedExtras(plan.lines(of: instruction), batch: batch)
+        let settleKey = "settle_instruction"
+        json.open()
+        switch instruction.kind {
+        case .transfer, .reversal:
+            json.key("amount"); json.string(String(instruction.amount))
+            if instruction.kind == .transfer {
+                json.key("currency"); json.string(instruction.currency.code)
+                json.key("destination"); json.symbol(instruction.payee, batch)
+                if !instruction.charge.isNone { json.key("source_transaction"); json.symbol(instruction.charge, batch) }
+                json.key("transfer_group"); json.symbol(instruction.group, batch)
+            }
+            if let description { json.key("description"); json.string(description) }
+            json.key("metadata[\(settleKey)]"); json.string(instruction.id)
+            for (key, value) in metadata where key != settleKey {
+                json.key("metadata[\(key)]"); json.string(value)
+            }
+        case .payout:
+            json.key("from")
+            json.open()
+            json.key("financial_account")
+            if let account = plan.options.financialAccount { json.string(account) } else { json.null() }
+            json.key("currency"); json.string(instruction.currency.code)
+            json.close()
+            json.key("to")
+            json.open()
+            json.key("recipient"); json.symbol(instruction.payee, batch)
+            json.key("payout_method"); json.symbol(instruction.payoutMethod, batch)
+            json.key("currency"); json.string(instruction.currency.code)
+            json.close()
+            json.key("amount")
+            json.open()
+            json.key("value"); json.int(instruction.amount)
+            json.key("currency"); json.string(instruction.currency.code)
+            json.close()
+            json.key("delivery_options")
+            json.open()
+            json.key("speed"); json.string("instant")
+            json.close()
+            if let description { json.key("description"); json.string(description) }
+            json.key("metadata")
+            json.open()
+            json.key(settleKey); json.string(instruction.id)
+            for (key, value) in metadata where key != settleKey {
+                json.key(key); json.string(value)
+            }
+            json.close()
+        }
+        json.close()
     }
 
     /// The description if every line has the same one; metadata keys on which all lines agree.
-    static func agreedExtras(_ lines: [OrderLine], batch: Batch) -> (String?, [(String, String)]) {
-        let extras = lines.map { $0.extras >= 0 ? batch.extras[Int($0.extras)] : LineExtras() }
-        guard let first = extras.first else { return (nil, []) }
+    static func agreedExtras(_ lines: ArraySlice<Int32>, batch: Batch) -> (String?, [(String, String)]) {
+        guard lines.contains(where: { batch.lines[Int($0)].extras >= 0 }) else { return (nil, []) }
+        let extras = lines.map { index -> LineExtras in
+            let slot = batch.lines[Int(index)].extras
+            return slot >= 0 ? batch.extras[Int(slot)] : LineExtras()
+        }
+        let first = extras[0]
         let description = extras.allSatisfy { $0.description == first.description } ? first.description : nil
         let metadata = first.metadata.filter { pair in
             extras.allSatisfy { $0.metadata.contains { $0.key == pair.key && $0.value == pair.value } }
         }
         return (description, metadata.map { ($0.key, $0.value) })
+    }
+}
+
+/// Appends JSON tokens to a byte buffer, with commas where they belong.
+struct JSONBytes {
+    var out: [UInt8]
+    private var needsComma = false
+
+    init(out: [UInt8]) { self.out = out }
+
+    mutating func separator() {
+        if needsComma { out.append(UInt8(ascii: ",")) }
+        needsComma = true
+    }
+
+    mutating func open() { separator(); out.append(UInt8(ascii: "{")); needsComma = false }
+    mutating func close() { out.append(UInt8(ascii: "}")); needsComma = true }
+    mutating func openArray() { separator(); out.append(UInt8(ascii: "[")); needsComma = false }
+    mutating func closeArray() { out.append(UInt8(ascii: "]")); needsComma = true }
+
+    mutating func key(_ name: String) {
+        separator()
+        JSON.appendString(name, to: &out)
+        out.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    mutating func string(_ value: String) { separator(); JSON.appendString(value, to: &out) }
+    mutating func null() { separator(); out.append(contentsOf: "null".utf8) }
+    mutating func int(_ value: Int64) { separator(); MinorUnits.appendDecimal(value, to: &out) }
+
+    mutating func symbol(_ symbol: Symbol, _ batch: Batch) {
+        separator()
+        batch.symbols.withBytes(symbol) { JSON.appendBytes($0, to: &out) }
     }
 }

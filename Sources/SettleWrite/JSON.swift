@@ -79,8 +79,24 @@ public indirect enum JSON: Equatable, Sendable {
     }
 
     public static func appendString(_ value: String, to out: inout [UInt8]) {
+        var value = value
+        value.withUTF8 { appendBytes(UnsafeRawBufferPointer($0), to: &out) }
+    }
+
+    /// Appends UTF-8 bytes as a JSON string, escaping what JSON requires.
+    public static func appendBytes(_ value: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
+        var plain = true
+        for byte in value where byte < 0x20 || byte == 0x22 || byte == 0x5C {
+            plain = false
+            break
+        }
+        if plain {
+            out.append(contentsOf: value)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        for byte in value {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
             case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])

@@ -1,5 +1,5 @@
+import SettleDigest
 import Glibc
-public import SettleCore
 
 /// Why an output file could not be written (exit 73).
 public struct WriteFailure: Error, Sendable {
@@ -14,7 +14,7 @@ public final class OutputFile {
     private let temporaryPath: String
     private var descriptor: Int32
     private var buffer: [UInt8] = []
-    private var hasher = SHA256()
+    private let hasher = SHA256()
     public private(set) var rows = 0
     private var failed: String? = nil
 
@@ -82,7 +82,7 @@ public final class OutputFile {
         guard rename(temporaryPath, path) == 0 else {
             throw WriteFailure(path: path, message: String(cString: strerror(errno)))
         }
-        return hasher.finalizeHex()
+        return hasher.hexDigest()
     }
 }
 

@@ -1,5 +1,6 @@
 import Testing
 import SettleCore
+import SettleDigest
 
 @Suite struct MinorUnitsTests {
     static let valid: [(String, String, Int64)] = [

@@ -1,3 +1,4 @@
+import SettleDigest
 /// One API call that moves money: a transfer, a transfer reversal or an outbound payment.
 public struct Instruction: Sendable {
     public enum Kind: UInt8, Sendable {
@@ -60,13 +61,13 @@ public enum InstructionID {
     public static func make(kind: Instruction.Kind, group: String, payee: String, charge: String,
                             currency: Currency, amount: Int64, lineIDs: [String]) -> String
     {
-        var hasher = SHA256()
+        let hasher = SHA256()
         hasher.update("\(kind.name)\n\(group)\n\(payee)\n\(charge)\n\(currency.code)\n\(amount)\n")
         for id in lineIDs.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
             hasher.update(id)
             hasher.update("\n")
         }
-        return "ins_" + hasher.finalizeHex().prefix(24)
+        return "ins_" + hasher.hexDigest().prefix(24)
     }
 }
 
@@ -75,17 +76,25 @@ public enum InstructionID {
 public enum LineContent {
     public static func digest(_ batch: Batch, _ line: OrderLine) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        func mix(_ text: String) {
-            for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        @inline(__always) func mix(_ bytes: UnsafeRawBufferPointer) {
+            for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
             hash = (hash ^ 0x1f) &* 0x100_0000_01b3
         }
-        mix(line.kind.name)
+        var scratch: [UInt8] = []
+        scratch.append(contentsOf: line.kind.name.utf8)
+        scratch.withUnsafeBytes { mix($0) }
         for symbol in [line.orderID, line.group, line.payee, line.payoutMethod, line.charge, line.transfer] {
-            mix(batch.text(symbol))
+            batch.symbols.withBytes(symbol) { mix($0) }
         }
-        mix(line.currency.code)
-        mix(String(line.amount))
-        let hex = String(hash, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        scratch.removeAll(keepingCapacity: true)
+        scratch.append(contentsOf: line.currency.code.utf8)
+        scratch.withUnsafeBytes { mix($0) }
+        scratch.removeAll(keepingCapacity: true)
+        MinorUnits.appendDecimal(line.amount, to: &scratch)
+        scratch.withUnsafeBytes { mix($0) }
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8](repeating: 0, count: 16)
+        for index in 0..<16 { out[index] = digits[Int((hash >> UInt64(60 - 4 * index)) & 0xf)] }
+        return String(decoding: out, as: UTF8.self)
     }
 }

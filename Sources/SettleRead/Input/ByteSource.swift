@@ -1,3 +1,4 @@
+import SettleDigest
 import Glibc
 import CZlib
 public import SettleCore
@@ -32,11 +33,10 @@ public final class ByteSource {
     private var stream = z_stream()
     private var inflating = false
     private var memberOpen = false
-    private var hasher = SHA256()
+    private let hasher = SHA256()
     /// SHA-256 of the input's bytes as stored (compressed for gzip); complete once read to the end.
     public func sha256() -> String {
-        var copy = hasher
-        return copy.finalizeHex()
+        hasher.hexDigest()
     }
     /// Bytes of the input file read so far (compressed bytes for gzip).
     public private(set) var bytesRead: UInt64 = 0
