@@ -1,7 +1,8 @@
 import Foundation
 import SettleCore
-@testable import SettleRead
 import Testing
+
+@testable import SettleRead
 
 // MARK: Test doubles
 
@@ -29,8 +30,10 @@ final class CollectingSink: RecordSink {
 
     func record(_ record: RecordView, file: Int) {
         let fields = (0..<record.fields.count).map { String(decoding: record.value($0), as: UTF8.self) }
-        records.append(Record(fields: fields, line: record.line, spoolOffset: record.spoolOffset,
-                              spoolLength: record.spoolLength, defect: record.defect))
+        records.append(
+            Record(
+                fields: fields, line: record.line, spoolOffset: record.spoolOffset,
+                spoolLength: record.spoolLength, defect: record.defect))
     }
 
     func endFile(_ file: Int, lines: Int) { endedLines = lines }
@@ -183,7 +186,8 @@ struct XMLReaderTests {
             #expect(pieces.rejection == nil)
             #expect(pieces.sink.records.map(\.fields) == whole.sink.records.map(\.fields), "\(name)")
             #expect(pieces.sink.records.map(\.line) == whole.sink.records.map(\.line), "\(name)")
-            #expect(pieces.sink.records.map { $0.defect?.code } == whole.sink.records.map { $0.defect?.code }, "\(name)")
+            #expect(
+                pieces.sink.records.map { $0.defect?.code } == whole.sink.records.map { $0.defect?.code }, "\(name)")
             #expect(pieces.spool.bytes == whole.spool.bytes, "\(name)")
         }
     }
@@ -222,8 +226,11 @@ struct XMLReaderTests {
         #expect(outcome.rejection == nil)
         let sink = outcome.sink
         let codes = Dictionary(uniqueKeysWithValues: sink.records.map { (sink.value($0, "line_id"), $0.defect?.code) })
-        #expect(codes == ["300-1": .schemaInvalid, "300-2": .schemaInvalid,
-                          "301-1": .schemaInvalid, "301-2": .schemaInvalid, "302-1": nil])
+        #expect(
+            codes == [
+                "300-1": .schemaInvalid, "300-2": .schemaInvalid,
+                "301-1": .schemaInvalid, "301-2": .schemaInvalid, "302-1": nil,
+            ])
         #expect(sink.record(lineID: "300-1")?.defect?.message.contains("discount") == true)
         #expect(sink.record(lineID: "301-2")?.defect?.message.contains("summary") == true)
         #expect(sink.value(try #require(sink.record(lineID: "300-2")), "charge_amount") == "9.00")
@@ -277,16 +284,18 @@ struct XMLReaderTests {
 
     // MARK: Whole-file rejections
 
-    @Test("documents rejected whole, with the file code and the line", arguments: [
-        ("malformed", FileRejection.xmlMalformed, 7),
-        ("truncated", .xmlMalformed, 5),
-        ("doctype", .xmlDoctypeForbidden, 2),
-        ("xxe", .xmlDoctypeForbidden, 2),
-        ("billion-laughs", .xmlDoctypeForbidden, 2),
-        ("wrong-root", .xmlNotAnExport, 1),
-        ("wrong-namespace", .xmlNotAnExport, 1),
-        ("deep", .xmlMalformed, 4),
-    ])
+    @Test(
+        "documents rejected whole, with the file code and the line",
+        arguments: [
+            ("malformed", FileRejection.xmlMalformed, 7),
+            ("truncated", .xmlMalformed, 5),
+            ("doctype", .xmlDoctypeForbidden, 2),
+            ("xxe", .xmlDoctypeForbidden, 2),
+            ("billion-laughs", .xmlDoctypeForbidden, 2),
+            ("wrong-root", .xmlNotAnExport, 1),
+            ("wrong-namespace", .xmlNotAnExport, 1),
+            ("deep", .xmlMalformed, 4),
+        ])
     func rejectedWhole(name: String, code: FileRejection, line: Int) throws {
         let loadsBefore = LibXML.refusedLoads.load(ordering: .relaxed)
         for chunkSize in [1, 64 * 1024] {
@@ -306,7 +315,9 @@ struct XMLReaderTests {
         let outcome = try readFixture("xxe")
         #expect(outcome.rejection?.code == .xmlDoctypeForbidden)
         #expect(!outcome.sink.records.contains { $0.fields.contains { $0.contains("root:") } })
-        #expect(!outcome.spool.bytes.contains(0x3A) || !String(decoding: outcome.spool.bytes, as: UTF8.self).contains("root:"))
+        #expect(
+            !outcome.spool.bytes.contains(0x3A)
+                || !String(decoding: outcome.spool.bytes, as: UTF8.self).contains("root:"))
     }
 
     @Test("text that is not XML at all, or only blanks, is malformed")
@@ -376,7 +387,8 @@ struct XMLReaderTests {
         for order in 0..<3000 {
             xml += "<order id=\"\(order)\" sourceTransaction=\"ch_\(order)\">\n"
             for line in 0..<3 {
-                xml += "  <line id=\"\(order)-\(line)\" destination=\"acct_\(line)\" amount=\"\(line).50\" currency=\"usd\">"
+                xml +=
+                    "  <line id=\"\(order)-\(line)\" destination=\"acct_\(line)\" amount=\"\(line).50\" currency=\"usd\">"
                 xml += "<metadata key=\"k\(line)\" value=\"v\(order)\"/></line>\n"
             }
             xml += "</order>\n"
@@ -440,6 +452,38 @@ struct XMLReaderTests {
         #expect(sink.value(second, "metadata.note") == "")
         let spoolText = String(decoding: outcome.spool.bytes, as: UTF8.self)
         #expect(spoolText.contains("\"say \"\"hi\"\", then\na new line & more <tags> — café\""))
+    }
+
+    // MARK: Encodings and line ends
+
+    @Test("CRLF line ends, a BOM and a Latin-1 document read like UTF-8 with LF")
+    func encodingsAndLineEnds() throws {
+        let lf = try fixture("valid")
+        let reference = read(lf)
+        let crlf = read(Array(String(decoding: lf, as: UTF8.self).replacing("\n", with: "\r\n").utf8))
+        let bom = read([0xEF, 0xBB, 0xBF] + lf)
+        for outcome in [crlf, bom] {
+            #expect(outcome.rejection == nil)
+            #expect(outcome.sink.records.map(\.fields) == reference.sink.records.map(\.fields))
+            #expect(outcome.sink.records.map(\.line) == [5, 6])
+        }
+        var latin1 = Array(
+            "<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?>\n<orderExport xmlns=\"urn:settle:order-export:1\">\n<order id=\"1\">\n<line id=\"1-1\" amount=\"1.00\" currency=\"eur\" description=\"caf"
+                .utf8)
+        latin1 += [0xE9] + Array("\"/></order></orderExport>\n".utf8)
+        let outcome = read(latin1, chunkSize: 3)
+        #expect(outcome.rejection == nil)
+        #expect(outcome.sink.records.first.map { outcome.sink.value($0, "description") } == "café")
+        #expect(outcome.sink.records.first?.line == 4)
+    }
+
+    @Test("bytes that are not UTF-8 make the document malformed")
+    func invalidUTF8() {
+        var bytes = Array("<orderExport xmlns=\"urn:settle:order-export:1\"><order id=\"1\">\n<line id=\"".utf8)
+        bytes += [0xC3, 0x28] + Array("\" amount=\"1.00\" currency=\"usd\"/></order></orderExport>".utf8)
+        let outcome = read(bytes)
+        #expect(outcome.rejection?.code == .xmlMalformed)
+        #expect(outcome.rejection?.line == 2)
     }
 
     // MARK: Schema

@@ -4,9 +4,9 @@ import Glibc
 ///
 /// Manual memory on purpose: appends are `memcpy`, and trimming the front is one `memmove`.
 final class ByteArena {
-    private(set) var base: UnsafeMutableRawPointer
-    private(set) var count = 0
-    private var capacity: Int
+    @exclusivity(unchecked) private(set) var base: UnsafeMutableRawPointer
+    @exclusivity(unchecked) private(set) var count = 0
+    @exclusivity(unchecked) private var capacity: Int
 
     init(capacity: Int = 64 * 1024) {
         self.capacity = capacity

@@ -16,6 +16,9 @@ import SettleCore
 /// model checks happen when an element closes, which is why an `</order>` is final only
 /// at the next event or when the chunk is done).
 final class XMLExportParse {
+    // `@exclusivity(unchecked)` on the state the SAX callbacks touch: one object, one
+    // thread, no overlapping access; the dynamic checks cost about a tenth of the read.
+
     private enum Target { case root, order, line }
 
     /// One attribute or metadata value, by layout column, at `start` in the arena.
@@ -58,27 +61,28 @@ final class XMLExportParse {
     private var nameKey: UnsafePointer<xmlChar>?
     private var nameValue: UnsafePointer<xmlChar>?
     private var namespaceURI: UnsafePointer<xmlChar>?
-    private var columnOfName: [UnsafePointer<xmlChar>: Int] = [:]
-    private var columnOfMetadataKey: [String: Int] = [:]
+    private var columnOfName = NameTable()
+    @exclusivity(unchecked) private var metadataKeys: [(key: [UInt8], column: Int)] = []
+    @exclusivity(unchecked) private var columnOfMetadataKey: [String: Int] = [:]
 
-    private var depth = 0
-    private var orderDepth = 0
-    private var lineDepth = 0
-    private var strayLine = false
-    private var target = Target.root
-    private var orderClosing = false
-    private var completeOrders = 0
-    private var schemaErrors = 0
+    @exclusivity(unchecked) private var depth = 0
+    @exclusivity(unchecked) private var orderDepth = 0
+    @exclusivity(unchecked) private var lineDepth = 0
+    @exclusivity(unchecked) private var strayLine = false
+    @exclusivity(unchecked) private var target = Target.root
+    @exclusivity(unchecked) private var orderClosing = false
+    @exclusivity(unchecked) private var completeOrders = 0
+    @exclusivity(unchecked) private var schemaErrors = 0
 
     private let arena = ByteArena()
-    private var values: [PendingValue] = []
-    private var orders: [PendingOrder] = []
-    private var lines: [PendingLine] = []
-    private var views: [UnsafeRawBufferPointer] = []
+    @exclusivity(unchecked) private var values: [PendingValue] = []
+    @exclusivity(unchecked) private var orders: [PendingOrder] = []
+    @exclusivity(unchecked) private var lines: [PendingLine] = []
+    @exclusivity(unchecked) private var views: [UnsafeRawBufferPointer] = []
     private let spoolRecord = ByteArena(capacity: 4096)
 
-    private(set) var rejection: FileRejectionReport?
-    private(set) var deliveredLines = 0
+    @exclusivity(unchecked) private(set) var rejection: FileRejectionReport?
+    @exclusivity(unchecked) private(set) var deliveredLines = 0
 
     init(schema: XMLSchema, layout: FileLayout, limits: XMLReadLimits) {
         self.limits = limits
@@ -88,13 +92,13 @@ final class XMLExportParse {
         var handler = xmlSAXHandler()
         handler.initialized = XML_SAX2_MAGIC
         handler.startElementNs = { context, localName, _, uri, _, _, attributeCount, _, attributes in
-            XMLExportParse.of(context).startElement(localName, uri, Int(attributeCount), attributes)
+            XMLExportParse.with(context) { $0.startElement(localName, uri, Int(attributeCount), attributes) }
         }
         handler.endElementNs = { context, _, _, _ in
-            XMLExportParse.of(context).endElement()
+            XMLExportParse.with(context) { $0.endElement() }
         }
         handler.characters = { context, _, _ in
-            XMLExportParse.of(context).text()
+            XMLExportParse.with(context) { $0.text() }
         }
         // Same function for both, so libxml2 does not look for "ignorable" blanks.
         handler.ignorableWhitespace = handler.characters
@@ -116,7 +120,9 @@ final class XMLExportParse {
 
         let dictionary = parser.pointee.dict
         func intern(_ name: String) -> UnsafePointer<xmlChar>? {
-            name.withCString { xmlDictLookup(dictionary, UnsafeRawPointer($0).assumingMemoryBound(to: xmlChar.self), -1) }
+            name.withCString {
+                xmlDictLookup(dictionary, UnsafeRawPointer($0).assumingMemoryBound(to: xmlChar.self), -1)
+            }
         }
         nameOrderExport = intern("orderExport")
         nameOrder = intern("order")
@@ -127,11 +133,12 @@ final class XMLExportParse {
         nameValue = intern("value")
         namespaceURI = intern(OrderExportSchema.namespace)
         for column in Column.allCases where column != .lineID && column != .orderID {
-            if let name = intern(column.xmlName) { columnOfName[name] = column.rawValue }
+            if let name = intern(column.xmlName) { columnOfName.insert(name, column.rawValue) }
         }
 
         guard let validator = xmlSchemaNewValidCtxt(schema.pointer) else {
-            rejection = FileRejectionReport(code: .unreadable, message: "libxml2 could not start the validator", line: 0)
+            rejection = FileRejectionReport(
+                code: .unreadable, message: "libxml2 could not start the validator", line: 0)
             return
         }
         self.validator = validator
@@ -165,6 +172,13 @@ final class XMLExportParse {
     @inline(__always)
     private static func of(_ context: UnsafeMutableRawPointer?) -> XMLExportParse {
         Unmanaged<XMLExportParse>.fromOpaque(context!).takeUnretainedValue()
+    }
+
+    /// Calls `body` on the parse behind a callback's context, without retaining it (the
+    /// read keeps it alive for as long as libxml2 can call back).
+    @inline(__always)
+    private static func with(_ context: UnsafeMutableRawPointer?, _ body: (XMLExportParse) -> Void) {
+        Unmanaged<XMLExportParse>.fromOpaque(context!)._withUnsafeGuaranteedRef(body)
     }
 
     /// The parser's current line (where a byte-source error or the end was met).
@@ -311,8 +325,9 @@ final class XMLExportParse {
 
     private func parserError(_ error: xmlError) {
         guard error.level.rawValue >= XML_ERR_ERROR.rawValue else { return }
-        reject(.xmlMalformed, "not well-formed XML: \(LibXMLError.message(of: error))",
-               line: error.line > 0 ? Int(error.line) : currentLine)
+        reject(
+            .xmlMalformed, "not well-formed XML: \(LibXMLError.message(of: error))",
+            line: error.line > 0 ? Int(error.line) : currentLine)
     }
 
     private func schemaError(_ error: xmlError) {
@@ -322,15 +337,18 @@ final class XMLExportParse {
         switch target {
         case .line:
             guard !lines.isEmpty else { return }
-            Self.note(RecordDefect(code: .schemaInvalid, message: "schema: \(message)"),
-                      in: &lines[lines.count - 1].defect)
+            Self.note(
+                RecordDefect(code: .schemaInvalid, message: "schema: \(message)"),
+                in: &lines[lines.count - 1].defect)
         case .order:
             guard !orders.isEmpty else { return }
-            Self.note(RecordDefect(code: .schemaInvalid, message: "schema, on the line's <order>: \(message)"),
-                      in: &orders[orders.count - 1].defect)
+            Self.note(
+                RecordDefect(code: .schemaInvalid, message: "schema, on the line's <order>: \(message)"),
+                in: &orders[orders.count - 1].defect)
         case .root:
-            reject(.xmlNotAnExport, "the document does not follow the order export schema: \(message)",
-                   line: currentLine)
+            reject(
+                .xmlNotAnExport, "the document does not follow the order export schema: \(message)",
+                line: currentLine)
         }
     }
 
@@ -358,8 +376,10 @@ final class XMLExportParse {
     private func same(_ a: UnsafePointer<xmlChar>?, _ b: UnsafePointer<xmlChar>?) -> Bool {
         if a == b { return true }
         guard let a, let b else { return false }
-        return a.pointee == b.pointee && strcmp(UnsafeRawPointer(a).assumingMemoryBound(to: CChar.self),
-                                                UnsafeRawPointer(b).assumingMemoryBound(to: CChar.self)) == 0
+        return a.pointee == b.pointee
+            && strcmp(
+                UnsafeRawPointer(a).assumingMemoryBound(to: CChar.self),
+                UnsafeRawPointer(b).assumingMemoryBound(to: CChar.self)) == 0
     }
 
     /// The layout column of an unqualified attribute of `<order>` or `<line>`.
@@ -367,7 +387,7 @@ final class XMLExportParse {
     private func column(ofAttribute name: UnsafePointer<xmlChar>?, id: Column) -> Int? {
         guard let name else { return nil }
         if same(name, nameID) { return id.rawValue }
-        if let column = columnOfName[name] { return column }
+        if let column = columnOfName.lookup(name) { return column }
         // Not interned (should not happen) or not a column: compare by text.
         let text = String(cString: name)
         return Column.allCases.first { $0.xmlName == text && $0 != .lineID && $0 != .orderID }?.rawValue
@@ -375,8 +395,9 @@ final class XMLExportParse {
 
     private func openOrder(_ attributeCount: Int, _ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?) {
         orders.append(
-            PendingOrder(line: tagLine, arenaStart: arena.count, valuesStart: values.count, valuesEnd: values.count,
-                         firstLine: lines.count, defect: nil))
+            PendingOrder(
+                line: tagLine, arenaStart: arena.count, valuesStart: values.count, valuesEnd: values.count,
+                firstLine: lines.count, defect: nil))
         orderDepth = depth
         if let attributes {
             for index in 0..<attributeCount {
@@ -388,12 +409,14 @@ final class XMLExportParse {
             }
         }
         orders[orders.count - 1].valuesEnd = values.count
+        checkOrderSize()
     }
 
     private func openLine(_ attributeCount: Int, _ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?) {
         lines.append(
-            PendingLine(order: orders.count - 1, line: tagLine, valuesStart: values.count, valuesEnd: values.count,
-                        defect: nil))
+            PendingLine(
+                order: orders.count - 1, line: tagLine, valuesStart: values.count, valuesEnd: values.count,
+                defect: nil))
         lineDepth = depth
         if let attributes {
             for index in 0..<attributeCount {
@@ -405,6 +428,7 @@ final class XMLExportParse {
             }
         }
         lines[lines.count - 1].valuesEnd = values.count
+        checkOrderSize()
     }
 
     private func addMetadata(_ attributeCount: Int, _ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?) {
@@ -421,23 +445,54 @@ final class XMLExportParse {
             }
         }
         guard let keyStart = key.0, let keyEnd = key.1, keyEnd > keyStart else { return }  // the validator reports it
-        var keyText = String(decoding: UnsafeRawBufferPointer(start: keyStart, count: keyEnd - keyStart), as: UTF8.self)
-        if keyText.utf8.contains(0x26) { keyText = keyText.replacing("&#38;", with: "&") }
         let column: Int
-        if let known = columnOfMetadataKey[keyText] {
+        if let known = metadataColumn(keyStart, count: keyEnd - keyStart) {
             column = known
         } else {
-            guard layout.count < limits.maxColumns else {
-                Self.note(RecordDefect(code: .malformedRecord,
-                                       message: "the file has more than \(limits.maxColumns) columns (metadata keys)"),
-                          in: &lines[lines.count - 1].defect)
-                return
+            var keyText = String(
+                decoding: UnsafeRawBufferPointer(start: keyStart, count: keyEnd - keyStart), as: UTF8.self)
+            if keyText.utf8.contains(0x26) { keyText = keyText.replacing("&#38;", with: "&") }
+            if let known = columnOfMetadataKey[keyText] {
+                column = known
+            } else {
+                guard layout.count < limits.maxColumns else {
+                    Self.note(
+                        RecordDefect(
+                            code: .malformedRecord,
+                            message: "the file has more than \(limits.maxColumns) columns (metadata keys)"),
+                        in: &lines[lines.count - 1].defect)
+                    return
+                }
+                column = layout.append(name: metadataColumnPrefix + keyText, role: .metadata(key: keyText))
+                columnOfMetadataKey[keyText] = column
             }
-            column = layout.append(name: metadataColumnPrefix + keyText, role: .metadata(key: keyText))
-            columnOfMetadataKey[keyText] = column
+            // The first keys (a file usually has a handful) are found by their bytes,
+            // without building a String.
+            if metadataKeys.count < 32 {
+                metadataKeys.append((Array(UnsafeBufferPointer(start: keyStart, count: keyEnd - keyStart)), column))
+            }
+        }
+        let current = lines[lines.count - 1]
+        for index in current.valuesStart..<current.valuesEnd where values[index].column == column {
+            let name = layout.names[column].dropFirst(metadataColumnPrefix.count)
+            Self.note(
+                RecordDefect(code: .schemaInvalid, message: "schema: metadata key '\(name)' appears twice in the line"),
+                in: &lines[lines.count - 1].defect)
+            break
         }
         addValue(column, value.0, value.1, of: .line, name: nameValue)
         lines[lines.count - 1].valuesEnd = values.count
+        checkOrderSize()
+    }
+
+    /// The column of a metadata key already seen, by its bytes as libxml2 reports them.
+    @inline(__always)
+    private func metadataColumn(_ key: UnsafePointer<xmlChar>, count: Int) -> Int? {
+        for entry in metadataKeys where entry.key.count == count {
+            let equal = entry.key.withUnsafeBufferPointer { memcmp($0.baseAddress!, key, count) == 0 }
+            if equal { return entry.column }
+        }
+        return nil
     }
 
     private func addValue(
@@ -464,7 +519,6 @@ final class XMLExportParse {
             }
         }
         values.append(PendingValue(column: column, start: valueStart, count: arena.count - valueStart))
-        checkOrderSize()
     }
 
     /// Without entity substitution (`XML_PARSE_NOENT`, which settle never sets) libxml2
@@ -488,13 +542,15 @@ final class XMLExportParse {
 
     private func checkOrderSize() {
         guard let order = orders.last else { return }
-        let held = (arena.count - order.arenaStart)
+        let held =
+            (arena.count - order.arenaStart)
             + (lines.count - order.firstLine) * MemoryLayout<PendingLine>.stride
             + (values.count - order.valuesStart) * MemoryLayout<PendingValue>.stride
         if held > limits.maxOrderBytes {
-            reject(.xmlMalformed,
-                   "the <order> starting on line \(order.line) holds more than \(limits.maxOrderBytes >> 20) MiB of lines; split it",
-                   line: order.line)
+            reject(
+                .xmlMalformed,
+                "the <order> starting on line \(order.line) holds more than \(limits.maxOrderBytes >> 20) MiB of lines; split it",
+                line: order.line)
         }
     }
 
@@ -512,10 +568,12 @@ final class XMLExportParse {
             let line = lines[index]
             let order = orders[line.order]
             for column in 0..<columnCount { views[column] = empty }
-            for value in values[order.valuesStart..<order.valuesEnd] {
+            for index in order.valuesStart..<order.valuesEnd {
+                let value = values[index]
                 views[value.column] = arena.bytes(from: value.start, count: value.count)
             }
-            for value in values[line.valuesStart..<line.valuesEnd] {
+            for index in line.valuesStart..<line.valuesEnd {
+                let value = values[index]
                 views[value.column] = arena.bytes(from: value.start, count: value.count)
             }
             var defect = line.defect
@@ -526,8 +584,10 @@ final class XMLExportParse {
             spool.append(spoolRecord.all)
             let length = UInt32(truncatingIfNeeded: spoolRecord.count)
             views.withUnsafeBufferPointer {
-                sink.record(RecordView(fields: $0, line: line.line, spoolOffset: offset, spoolLength: length,
-                                       defect: defect), file: file)
+                sink.record(
+                    RecordView(
+                        fields: $0, line: line.line, spoolOffset: offset, spoolLength: length,
+                        defect: defect), file: file)
             }
             index += 1
             deliveredLines += 1
@@ -601,5 +661,36 @@ final class XMLExportParse {
             out.append(byte: byte)
         }
         out.append(byte: 0x22)
+    }
+}
+
+/// Interned name pointer → column: a small open-addressing table (names compare by
+/// address, so hashing the address is enough).
+struct NameTable {
+    private static let size = 64
+    private var keys = [UInt](repeating: 0, count: NameTable.size)
+    private var columns = [Int](repeating: -1, count: NameTable.size)
+
+    @inline(__always)
+    private static func slot(_ key: UInt) -> Int { Int(truncatingIfNeeded: (key >> 4) ^ (key >> 10)) & (size - 1) }
+
+    mutating func insert(_ name: UnsafePointer<xmlChar>, _ column: Int) {
+        let key = UInt(bitPattern: name)
+        var slot = Self.slot(key)
+        while keys[slot] != 0, keys[slot] != key { slot = (slot + 1) & (Self.size - 1) }
+        keys[slot] = key
+        columns[slot] = column
+    }
+
+    @inline(__always)
+    func lookup(_ name: UnsafePointer<xmlChar>) -> Int? {
+        let key = UInt(bitPattern: name)
+        var slot = Self.slot(key)
+        while true {
+            let found = keys[slot]
+            if found == key { return columns[slot] }
+            if found == 0 { return nil }
+            slot = (slot + 1) & (Self.size - 1)
+        }
     }
 }
