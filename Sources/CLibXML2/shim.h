@@ -10,4 +10,43 @@
 
 /// xmlFree is a mutable C global; Swift 6 refuses to touch it directly.
 static inline void settle_xml_free(void *pointer) { xmlFree(pointer); }
+
+/// The line where the tag the parser just reported starts.
+///
+/// SAX start-element and DOCTYPE callbacks fire with the parser standing at the end of
+/// the tag; a start tag may span lines, and SPEC wants the line where it begins. The
+/// whole tag is still in the input buffer then, and `<` cannot occur inside it (not even
+/// in an attribute value), so walk back to it counting line feeds.
+static inline int settle_xml_tag_start_line(xmlParserCtxtPtr ctxt) {
+    if (ctxt == NULL || ctxt->input == NULL) return 0;
+    xmlParserInputPtr input = ctxt->input;
+    int line = input->line;
+    const xmlChar *cursor = input->cur;
+    if (cursor == NULL || input->base == NULL) return line;
+    while (cursor > input->base) {
+        cursor--;
+        if (*cursor == '<') break;
+        if (*cursor == '\n') line--;
+    }
+    return line;
+}
+
+/// Plugs a schema validator into a parser's SAX event stream (libxml2 keeps the addresses
+/// of the context's `sax` and `userData` fields to restore them when unplugging).
+static inline xmlSchemaSAXPlugPtr settle_xml_plug_schema(xmlSchemaValidCtxtPtr validator,
+                                                         xmlParserCtxtPtr ctxt) {
+    return xmlSchemaSAXPlug(validator, &ctxt->sax, &ctxt->userData);
+}
+
+/// Routes the parser's own errors (well-formedness) to a structured handler. Set after
+/// plugging the validator: the plug's SAX block does not copy `serror`.
+static inline void settle_xml_set_parser_error_handler(xmlParserCtxtPtr ctxt,
+                                                       xmlStructuredErrorFunc handler) {
+    if (ctxt != NULL && ctxt->sax != NULL) ctxt->sax->serror = handler;
+}
+
+/// The parser's current line.
+static inline int settle_xml_current_line(xmlParserCtxtPtr ctxt) {
+    return (ctxt != NULL && ctxt->input != NULL) ? ctxt->input->line : 0;
+}
 #endif
