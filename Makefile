@@ -5,7 +5,7 @@
 
 SHELL := /bin/bash
 DEBIAN_PACKAGES := zlib1g-dev libxml2-dev libcurl4-openssl-dev libsqlite3-dev libssl-dev pkg-config python3
-SAMPLES := samples/orders-2026-11-29.csv.gz
+SAMPLES := samples/orders-2026-11-29.csv.gz samples/orders-2026-11-29.xml.gz
 AS_OF := 2026-11-29
 
 .PHONY: run test deps build golden bench clean
@@ -35,7 +35,7 @@ test: deps
 golden: deps
 	swift build
 	@for sample in $(SAMPLES); do \
-	  name=$$(basename $$sample | sed 's/\.csv\.gz$$//; s/\.xml\.gz$$//'); \
+	  name=$$(basename $$sample .gz | tr . -); \
 	  rm -rf /tmp/settle-golden && .build/debug/settle plan $$sample --out /tmp/settle-golden --as-of $(AS_OF) -q; \
 	  mkdir -p samples/expected/$$name; \
 	  for f in results.csv errors.csv deferred.csv instructions.jsonl summary.csv; do cp /tmp/settle-golden/$$f samples/expected/$$name/; done; \

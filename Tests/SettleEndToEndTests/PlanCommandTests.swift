@@ -6,11 +6,13 @@ import Testing
     static let sample = "samples/orders-2026-11-29.csv.gz"
     static let goldenFiles = ["results.csv", "errors.csv", "deferred.csv", "instructions.jsonl", "summary.csv"]
 
-    @Test func sampleMatchesTheCheckedInExpectedFolder() throws {
+    @Test(arguments: ["orders-2026-11-29.csv.gz", "orders-2026-11-29.xml.gz"])
+    func sampleMatchesTheCheckedInExpectedFolder(_ sample: String) throws {
         let out = SettleProcess.temporaryFolder()
-        let outcome = try SettleProcess.run(["plan", Self.sample, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+        let outcome = try SettleProcess.run(["plan", "samples/" + sample, "--out", out.path, "--as-of", "2026-11-29", "-q"])
         #expect(outcome.status == 65)
-        let expected = SettleProcess.root.appendingPathComponent("samples/expected/orders-2026-11-29")
+        let name = sample.replacingOccurrences(of: ".gz", with: "").replacingOccurrences(of: ".", with: "-")
+        let expected = SettleProcess.root.appendingPathComponent("samples/expected/\(name)")
         for name in Self.goldenFiles {
             let actual = SettleProcess.read(out.appendingPathComponent(name))
             let wanted = SettleProcess.read(expected.appendingPathComponent(name))
@@ -157,5 +159,18 @@ import Testing
         let results = SettleProcess.read(out.appendingPathComponent("results.csv"))
         #expect(results.contains("\"'=HYPERLINK(\"\"http://example.com\"\")\""))
         #expect(!results.contains(",=HYPERLINK"))
+    }
+
+    @Test(arguments: ["xxe.xml", "billion-laughs.xml"])
+    func hostileXMLIsRejectedWholeWithoutExpansion(_ name: String) throws {
+        let input = SettleProcess.root.appendingPathComponent("Tests/SettleReadTests/Fixtures/xml/\(name)")
+        let out = SettleProcess.temporaryFolder()
+        let outcome = try SettleProcess.run(["plan", input.path, "--out", out.path, "--as-of", "2026-11-29"])
+        #expect(outcome.status == 65)
+        #expect(outcome.stderr.contains("xml_doctype_forbidden"))
+        #expect(SettleProcess.results(out).isEmpty)
+        for file in ["results.csv", "errors.csv", "manifest.json"] {
+            #expect(!SettleProcess.read(out.appendingPathComponent(file)).contains("root:x:0:0"))
+        }
     }
 }

@@ -11,11 +11,11 @@ import SettleRead
 
     /// Reads a fixture; returns the sink, the failure and the spool's bytes.
     static func read(_ name: String, aliases: [String: String] = [:], limits: ReadLimits = ReadLimits())
-        throws -> (CollectingSink, ReadFailure?, [UInt8])
+        throws -> (RecordingSink, ReadFailure?, [UInt8])
     {
         let spoolPath = NSTemporaryDirectory() + "spool-\(UUID().uuidString).csv"
         defer { try? FileManager.default.removeItem(atPath: spoolPath) }
-        let sink = CollectingSink()
+        let sink = RecordingSink()
         let source = try ByteSource(path: fixture(name))
         let spool = try SpoolWriter(path: spoolPath)
         let failure = CSVExportReader(aliases: aliases, limits: limits)

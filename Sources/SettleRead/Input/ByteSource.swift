@@ -4,7 +4,7 @@ import CZlib
 public import SettleCore
 
 /// Why an input could not be read to its end. Rejects the file whole.
-public struct ReadFailure: Error, Sendable {
+public struct ReadFailure: FileRejectionError, Sendable {
     public let code: FileRejection
     public let message: String
     /// Byte offset (compressed input) or line where it went wrong, when known.

@@ -4,7 +4,7 @@ import SettleCore
 /// Appends the original text of every record to a file in the output folder, so that
 /// `errors.csv` and `deferred.csv` can later copy a line's strings byte for byte
 /// (and `apply` can, without the inputs).
-public final class SpoolWriter {
+public final class SpoolWriter: RecordSpool {
     public let path: String
     private let descriptor: Int32
     private var buffer: [UInt8] = []

@@ -1,7 +1,7 @@
 import SettleCore
 
-/// A sink that keeps a copy of everything a reader hands it.
-final class CollectingSink: RecordSink {
+/// A sink that keeps a copy of everything the CSV reader hands it, per file.
+final class RecordingSink: RecordSink {
     struct Record {
         var file: Int
         var line: Int
