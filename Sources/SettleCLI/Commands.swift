@@ -20,7 +20,7 @@ struct Commands {
         try OutputFolder.prepare(folder)
         let history = try LedgerHistory.openForPlanning(path: options.ledger)
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(history: history, spoolFolder: folder)
-        let written = try PlanOutputs(folder: folder, options: options).write(plan, inputs: inputs, mode: mode)
+        let written = try PlanOutputs(folder: folder, options: options).write(plan, inputs: inputs, mode: mode, log: log)
         return (folder, written)
     }
 

@@ -32,6 +32,7 @@ struct Pipeline {
                 throw CommandFailure(.inputUnreadable, "\(path): \(error.message)")
             }
         }
+        let started = Date()
         let checker = LineChecker(options: options.ruleOptions)
         let csv = CSVExportReader(aliases: options.columns)
         var reports: [InputReport] = []
@@ -94,8 +95,17 @@ struct Pipeline {
             }
             reports.append(report)
         }
+        log(.debug, "read \(checker.batch.lines.count) lines in \(Pipeline.elapsed(since: started))")
+        let planning = Date()
         let plan = Planner(options: options.ruleOptions, history: history).plan(checker.batch)
+        log(.debug, "planned \(plan.instructions.count) instructions in \(Pipeline.elapsed(since: planning))")
         return (plan, reports)
+    }
+}
+
+extension Pipeline {
+    static func elapsed(since start: Date) -> String {
+        String(format: "%.2f s", Date().timeIntervalSince(start))
     }
 }
 

@@ -14,7 +14,9 @@ struct PlanOutputs {
         var counts: [LineStatus: Int] = [:]
     }
 
-    func write(_ plan: SettlementPlan, inputs: [InputReport], mode: String) throws(CommandFailure) -> Written {
+    func write(_ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log) throws(CommandFailure) -> Written {
+        let started = Date()
+        defer { log(.debug, "wrote the plan folder in \(Pipeline.elapsed(since: started))") }
         let batch = plan.batch
         var written = Written()
         for line in batch.lines { written.counts[line.status, default: 0] += 1 }

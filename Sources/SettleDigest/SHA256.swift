@@ -12,6 +12,9 @@ public final class SHA256: @unchecked Sendable {
 
     deinit { EVP_MD_CTX_free(context) }
 
+    /// Starts over, reusing the context (no allocation per digest).
+    public func reset() { EVP_DigestInit_ex(context, EVP_sha256(), nil) }
+
     public func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         EVP_DigestUpdate(context, base, bytes.count)

@@ -26,8 +26,14 @@ public final class Batch: @unchecked Sendable {
     @inline(__always)
     public func text(_ symbol: Symbol) -> String { symbols.string(symbol) }
 
-    /// Charge symbols in a stable order (by symbol, i.e. first appearance).
-    public func chargeOrder(_ symbols: some Sequence<Symbol>) -> [Symbol] { symbols.sorted() }
+    /// Whether a payment method type is a bank debit (settles days later); cached per symbol.
+    public func isBankDebit(_ type: Symbol) -> Bool {
+        if let known = bankDebitCache[type] { return known }
+        let answer = bankDebitTypes.contains(text(type))
+        bankDebitCache[type] = answer
+        return answer
+    }
+    private var bankDebitCache: [Symbol: Bool] = [:]
 
     /// `file:line` of a line.
     public func source(of line: OrderLine) -> String {

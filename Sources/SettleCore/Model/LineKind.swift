@@ -10,12 +10,15 @@ public enum LineKind: UInt8, Sendable, CaseIterable {
         }
     }
 
-    public init?(name: some Collection<UInt8>) {
-        switch Array(name) {
-        case Array("transfer".utf8): self = .transfer
-        case Array("payout".utf8): self = .payout
-        case Array("reversal".utf8): self = .reversal
-        default: return nil
+    public init?(name: UnsafeRawBufferPointer) {
+        if ByteCompare.equals(name, "transfer") {
+            self = .transfer
+        } else if ByteCompare.equals(name, "payout") {
+            self = .payout
+        } else if ByteCompare.equals(name, "reversal") {
+            self = .reversal
+        } else {
+            return nil
         }
     }
 }

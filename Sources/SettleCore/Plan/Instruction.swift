@@ -56,17 +56,43 @@ public struct Instruction: Sendable {
 
 /// The deterministic id of an instruction.
 public enum InstructionID {
-    /// `ins_` + 24 hex digits of SHA-256 over kind, group, payee, charge, currency, amount and
-    /// the sorted line ids, one per line.
-    public static func make(kind: Instruction.Kind, group: String, payee: String, charge: String,
-                            currency: Currency, amount: Int64, lineIDs: [String]) -> String
+    /// `ins_` + 24 hex digits of SHA-256 over kind, group, payee, charge (the target transfer
+    /// for a reversal), currency, amount and the sorted line ids, one per line.
+    static func make(_ instruction: Instruction, lines: ArraySlice<Int32>, batch: Batch, hasher: SHA256,
+                     scratch: inout [UInt8]) -> String
     {
-        let hasher = SHA256()
-        hasher.update("\(kind.name)\n\(group)\n\(payee)\n\(charge)\n\(currency.code)\n\(amount)\n")
-        for id in lineIDs.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-            hasher.update(id)
-            hasher.update("\n")
+        scratch.removeAll(keepingCapacity: true)
+        let newline: UInt8 = 0x0A
+        scratch.append(contentsOf: instruction.kind.name.utf8)
+        scratch.append(newline)
+        batch.symbols.withBytes(instruction.group) { scratch.append(contentsOf: $0) }
+        scratch.append(newline)
+        batch.symbols.withBytes(instruction.payee) { scratch.append(contentsOf: $0) }
+        scratch.append(newline)
+        if instruction.kind == .reversal {
+            scratch.append(contentsOf: instruction.target.utf8)
+        } else {
+            batch.symbols.withBytes(instruction.charge) { scratch.append(contentsOf: $0) }
         }
+        scratch.append(newline)
+        scratch.append(contentsOf: instruction.currency.code.utf8)
+        scratch.append(newline)
+        MinorUnits.appendDecimal(instruction.amount, to: &scratch)
+        scratch.append(newline)
+        var ids = lines.map { batch.lines[Int($0)].lineID }
+        if ids.count > 1 {
+            ids.sort { left, right in
+                batch.symbols.withBytes(left) { a in
+                    batch.symbols.withBytes(right) { b in a.lexicographicallyPrecedes(b) }
+                }
+            }
+        }
+        for id in ids {
+            batch.symbols.withBytes(id) { scratch.append(contentsOf: $0) }
+            scratch.append(newline)
+        }
+        hasher.reset()
+        scratch.withUnsafeBytes { hasher.update($0) }
         return "ins_" + hasher.hexDigest().prefix(24)
     }
 }

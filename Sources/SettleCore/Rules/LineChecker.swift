@@ -11,6 +11,11 @@ public final class LineChecker: RecordSink {
     private var fileStarts: [Int] = []
 
     static let maxIDBytes = 255
+    static let prefixedColumns: [(Column, [StaticString])] = [
+        (.destination, ["acct_"]), (.recipient, ["acct_"]), (.sourceTransaction, ["ch_", "py_"]),
+        (.paymentIntent, ["pi_"]), (.transfer, ["tr_"]),
+    ]
+    static let lengthChecked = Column.allCases.filter { $0 != .description }
     static let maxDescriptionBytes = 1000
     static let maxMetadataKeyBytes = 40
     static let maxMetadataValueBytes = 500
@@ -109,7 +114,7 @@ public final class LineChecker: RecordSink {
         if let encodingProblem { return RecordDefect(code: .encodingInvalid, message: encodingProblem) }
 
         // Lengths.
-        for column in Column.allCases where column != .description {
+        for column in LineChecker.lengthChecked {
             let value = field(column)
             if value.count > LineChecker.maxIDBytes {
                 return RecordDefect(code: .fieldTooLong,
@@ -156,15 +161,11 @@ public final class LineChecker: RecordSink {
             }
         }
         // Ids carry their prefixes.
-        let prefixed: [(Column, [String])] = [
-            (.destination, ["acct_"]), (.recipient, ["acct_"]), (.sourceTransaction, ["ch_", "py_"]),
-            (.paymentIntent, ["pi_"]), (.transfer, ["tr_"]),
-        ]
-        for (column, prefixes) in prefixed {
+        for (column, prefixes) in LineChecker.prefixedColumns {
             let value = field(column)
             if !value.isEmpty, !IDFormat.matches(value, prefixes: prefixes) {
                 return RecordDefect(code: .idInvalid,
-                                    message: "\(column.csvName) '\(text(value))' is not a \(prefixes.joined(separator: " or "))… id")
+                                    message: "\(column.csvName) '\(text(value))' is not a \(prefixes.map(\.description).joined(separator: " or "))… id")
             }
         }
         let country = field(.destinationCountry)
@@ -212,11 +213,13 @@ public final class LineChecker: RecordSink {
         }
         let status = field(.chargeStatus)
         if !status.isEmpty {
-            switch text(status) {
-            case "succeeded": line.chargeStatus = .succeeded
-            case "pending": line.chargeStatus = .pending
-            case "failed": line.chargeStatus = .failed
-            default:
+            if ByteCompare.equals(status, "succeeded") {
+                line.chargeStatus = .succeeded
+            } else if ByteCompare.equals(status, "pending") {
+                line.chargeStatus = .pending
+            } else if ByteCompare.equals(status, "failed") {
+                line.chargeStatus = .failed
+            } else {
                 return RecordDefect(code: .chargeInvalid,
                                     message: "charge_status '\(text(status))' is not succeeded, pending or failed")
             }
@@ -339,13 +342,16 @@ public enum UTF8Check {
 
 /// Stripe ids: a known prefix, then letters, digits or underscores.
 public enum IDFormat {
-    public static func matches(_ value: UnsafeRawBufferPointer, prefixes: [String]) -> Bool {
+    public static func matches(_ value: UnsafeRawBufferPointer, prefixes: [StaticString]) -> Bool {
         for prefix in prefixes {
-            let bytes = Array(prefix.utf8)
-            guard value.count > bytes.count, value.starts(with: bytes) else { continue }
-            return value.dropFirst(bytes.count).allSatisfy {
-                ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7a || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5f
+            guard value.count > prefix.utf8CodeUnitCount, ByteCompare.hasPrefix(value, prefix) else { continue }
+            for byte in value[prefix.utf8CodeUnitCount...] {
+                let lower = byte | 0x20
+                guard (lower >= 0x61 && lower <= 0x7a) || (byte >= 0x30 && byte <= 0x39) || byte == 0x5f else {
+                    return false
+                }
             }
+            return true
         }
         return false
     }
