@@ -69,10 +69,11 @@ public enum InstructionsFile {
         let batch = plan.batch
         let (description, metadata) = agreedExtras(plan.lines(of: instruction), batch: batch)
         let settleKey = "settle_instruction"
+        let settleParam: StaticString = "metadata[settle_instruction]"
         json.open()
         switch instruction.kind {
         case .transfer, .reversal:
-            json.key("amount"); json.string(String(instruction.amount))
+            json.key("amount"); json.separator(); json.out.append(0x22); MinorUnits.appendDecimal(instruction.amount, to: &json.out); json.out.append(0x22)
             if instruction.kind == .transfer {
                 json.key("currency"); json.string(instruction.currency.code)
                 json.key("destination"); json.symbol(instruction.payee, batch)
@@ -80,7 +81,7 @@ public enum InstructionsFile {
                 json.key("transfer_group"); json.symbol(instruction.group, batch)
             }
             if let description { json.key("description"); json.string(description) }
-            json.key("metadata[\(settleKey)]"); json.string(instruction.id)
+            json.key(settleParam); json.string(instruction.id)
             for (key, value) in metadata where key != settleKey {
                 json.key("metadata[\(key)]"); json.string(value)
             }
@@ -109,7 +110,7 @@ public enum InstructionsFile {
             if let description { json.key("description"); json.string(description) }
             json.key("metadata")
             json.open()
-            json.key(settleKey); json.string(instruction.id)
+            json.key("settle_instruction"); json.string(instruction.id)
             for (key, value) in metadata where key != settleKey {
                 json.key(key); json.string(value)
             }
@@ -151,11 +152,28 @@ struct JSONBytes {
     mutating func openArray() { separator(); out.append(UInt8(ascii: "[")); needsComma = false }
     mutating func closeArray() { out.append(UInt8(ascii: "]")); needsComma = true }
 
+    /// A key settle names (no escaping needed).
+    mutating func key(_ name: StaticString) {
+        separator()
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        needsComma = false
+    }
+
+    /// A key from the input (metadata).
     mutating func key(_ name: String) {
         separator()
         JSON.appendString(name, to: &out)
         out.append(UInt8(ascii: ":"))
         needsComma = false
+    }
+
+    mutating func string(_ value: StaticString) {
+        separator()
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: UnsafeRawBufferPointer(start: value.utf8Start, count: value.utf8CodeUnitCount))
+        out.append(UInt8(ascii: "\""))
     }
 
     mutating func string(_ value: String) { separator(); JSON.appendString(value, to: &out) }

@@ -13,7 +13,7 @@ public final class Batch: @unchecked Sendable {
         }
     }
 
-    public var symbols = SymbolTable()
+    public let symbols = SymbolTable()
     public var lines: [OrderLine] = []
     public var extras: [LineExtras] = []
     /// Human reasons that are more specific than the code's default text.

@@ -13,8 +13,9 @@ public struct Symbol: Hashable, Sendable, Comparable {
 /// Interns byte strings so that a million lines naming the same account store it once.
 ///
 /// Bytes live in one growing arena; an open-addressing table maps hashes to symbols.
-/// Interning does not build a `String`: the hot path works on the input's bytes.
-public struct SymbolTable: Sendable {
+/// Interning does not build a `String`: the hot path works on the input's bytes. A class, so
+/// that reading a symbol never copies (and retains) the table's arrays.
+public final class SymbolTable: @unchecked Sendable {
     private var arena: [UInt8] = []
     /// start offset and length of each symbol in the arena; index 0 is ``Symbol/none``.
     private var starts: [Int] = [0]
@@ -32,7 +33,7 @@ public struct SymbolTable: Sendable {
     public var count: Int { starts.count - 1 }
 
     /// The symbol for these bytes, adding it when new. Empty bytes are ``Symbol/none``.
-    public mutating func intern(_ bytes: UnsafeRawBufferPointer) -> Symbol {
+    public func intern(_ bytes: UnsafeRawBufferPointer) -> Symbol {
         if bytes.isEmpty { return .none }
         let hash = SymbolTable.hash(bytes)
         var slot = hash & mask
@@ -51,7 +52,7 @@ public struct SymbolTable: Sendable {
         return Symbol(raw: symbol)
     }
 
-    public mutating func intern(_ text: String) -> Symbol {
+    public func intern(_ text: String) -> Symbol {
         var text = text
         return text.withUTF8 { intern(UnsafeRawBufferPointer($0)) }
     }
@@ -102,7 +103,7 @@ public struct SymbolTable: Sendable {
         }
     }
 
-    private mutating func grow() {
+    private func grow() {
         let capacity = slots.count * 2
         var fresh = [Int32](repeating: 0, count: capacity)
         let newMask = capacity - 1
@@ -119,13 +120,32 @@ public struct SymbolTable: Sendable {
         mask = newMask
     }
 
-    /// FNV-1a, 64-bit, folded: fast on short ids and good enough for a probe sequence.
+    /// A multiply-xorshift hash taking 8 bytes at a time: ids are short, so this is
+    /// a few multiplications per field.
     @inline(__always)
     static func hash(_ bytes: UnsafeRawBufferPointer) -> Int {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in bytes {
-            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        var hash: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bytes.count)
+        var offset = 0
+        let count = bytes.count
+        let base = bytes.baseAddress!
+        while offset + 8 <= count {
+            let word = base.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            hash = (hash ^ word) &* 0xBF58_476D_1CE4_E5B9
+            hash ^= hash >> 31
+            offset += 8
         }
-        return Int(truncatingIfNeeded: hash ^ (hash >> 29))
+        if offset < count {
+            var tail: UInt64 = 0
+            var shift: UInt64 = 0
+            while offset < count {
+                tail |= UInt64(base.load(fromByteOffset: offset, as: UInt8.self)) << shift
+                shift += 8
+                offset += 1
+            }
+            hash = (hash ^ tail) &* 0x94D0_49BB_1331_11EB
+        }
+        hash ^= hash >> 29
+        hash = hash &* 0xBF58_476D_1CE4_E5B9
+        return Int(truncatingIfNeeded: hash ^ (hash >> 32))
     }
 }
