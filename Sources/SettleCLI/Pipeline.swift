@@ -36,7 +36,8 @@ struct Pipeline {
         let checker = LineChecker(options: options.ruleOptions)
         let csv = CSVExportReader(aliases: options.columns)
         var reports: [InputReport] = []
-        let progress = Progress(enabled: options.progress == "on" || (options.progress == "auto" && isatty(2) == 1),
+        let progress = Progress(options.progress == "off" ? .off
+                                : options.progress == "on" || isatty(2) == 1 ? .terminal : .logLines,
                                 log: log)
         for (position, source) in sources.enumerated() {
             let path = options.inputs[position]
@@ -64,7 +65,9 @@ struct Pipeline {
                 progress.start(name: name, total: source.fileSize)
                 switch report.format {
                 case .csv:
-                    failure = csv.read(name: name, source: source, spool: spool, sink: checker) { progress.update($0) }
+                    failure = csv.read(name: name, source: source, spool: spool, sink: checker) {
+                        progress.update(bytes: $0, lines: checker.batch.lines.count - before)
+                    }
                 case .xml:
                     failure = XMLInput.read(name: name, source: source, spool: spool, sink: checker)
                 }
@@ -120,17 +123,19 @@ enum XMLInput {
     }
 }
 
-/// A progress line on standard error while reading, when it is a terminal.
+/// Progress while reading: a live line on a terminal, a log line every 30 s otherwise
+/// (so a long cron run still shows it is alive), or nothing.
 final class Progress {
-    let enabled: Bool
+    enum Mode { case terminal, logLines, off }
+    let mode: Mode
     let log: Log
     private var name = ""
     private var total: UInt64?
     private var started = Date()
-    private var last = Date.distantPast
+    private var last = Date()
 
-    init(enabled: Bool, log: Log) {
-        self.enabled = enabled
+    init(_ mode: Mode, log: Log) {
+        self.mode = mode
         self.log = log
     }
 
@@ -138,23 +143,31 @@ final class Progress {
         self.name = name
         self.total = total
         started = Date()
+        last = started
     }
 
-    func update(_ bytes: UInt64) {
-        guard enabled else { return }
+    /// Called per input chunk with the bytes of the file read so far (compressed for gzip,
+    /// like the total) and the lines checked so far.
+    func update(bytes: UInt64, lines: Int) {
+        guard mode != .off else { return }
         let now = Date()
-        guard now.timeIntervalSince(last) >= 0.25 else { return }
+        guard now.timeIntervalSince(last) >= (mode == .terminal ? 0.25 : 30) else { return }
         last = now
         let seconds = max(0.001, now.timeIntervalSince(started))
-        let megabytes = Double(bytes) / 1_048_576
-        var line = "\rreading \(name): \(String(format: "%.1f", megabytes)) MiB"
-        if let total, total > 0 { line += " of \(String(format: "%.1f", Double(total) / 1_048_576)) MiB (\(bytes * 100 / total)%)" }
-        line += ", \(String(format: "%.1f", megabytes / seconds)) MiB/s   "
-        FileHandle.standardError.write(Data(line.utf8))
+        var text = "reading \(name): \(String(format: "%.1f", Double(bytes) / 1_048_576)) MiB"
+        if let total, total > 0 {
+            text += " of \(String(format: "%.1f", Double(total) / 1_048_576)) MiB (\(bytes * 100 / total)%)"
+        }
+        text += ", \(lines) lines, \(Int(Double(lines) / seconds)) lines/s"
+        if mode == .terminal {
+            FileHandle.standardError.write(Data("\r\(text)   ".utf8))
+        } else {
+            log(.info, text)
+        }
     }
 
     func finish() {
-        guard enabled else { return }
+        guard mode == .terminal else { return }
         FileHandle.standardError.write(Data("\r\u{1b}[K".utf8))
     }
 }
