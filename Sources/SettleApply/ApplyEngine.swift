@@ -233,7 +233,13 @@ public final class ApplyEngine {
             if let row = try ledgerDo({ () throws(LedgerError) in try ledger.instruction(instruction.id) }) {
                 switch row.status {
                 case .settled:
-                    outcomes[instruction.id] = .alreadySettled(stripeID: row.stripeID ?? "")
+                    // Resolved by this run (its request had gone out before a crash):
+                    // settled now; otherwise an earlier run settled it.
+                    if case .settled(let id)? = resolved[instruction.id] {
+                        outcomes[instruction.id] = .settled(stripeID: id)
+                    } else {
+                        outcomes[instruction.id] = .alreadySettled(stripeID: row.stripeID ?? "")
+                    }
                     continue
                 case .inFlight, .unknown:
                     outcomes[instruction.id] = .unknown(
