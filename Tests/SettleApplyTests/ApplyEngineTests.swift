@@ -295,3 +295,53 @@ func stageInFlight(_ sandbox: Sandbox, _ instruction: PlannedInstruction) throws
             lines: instruction.lines.map { .init(lineID: $0.lineID, kind: $0.kind, amountMinor: $0.amountMinor, content: $0.content) })
     ])
 }
+
+@Suite(
+    "ApplyEngine reversals",
+    .enabled(if: Sandbox.isAvailable, "Stripe sandbox not found at \(Sandbox.script) (set SETTLE_SANDBOX)"))
+struct ApplyEngineReversalTests {
+    func reversal(_ id: String, of transfer: String, amount: Int64) -> PlannedInstruction {
+        PlannedInstruction(
+            id: id, kind: .reversal, path: "/v1/transfers/\(transfer)/reversals",
+            params: .object(["amount": .string(String(amount)), "metadata[settle_instruction]": .string(id)]),
+            lines: [.init(lineID: "\(id)-L1", kind: "reversal", amountMinor: amount, content: "c\(id)")],
+            group: "ORDER100", payee: "acct_rest", currency: "usd", amountMinor: amount)
+    }
+
+    @Test func reversalIsSentAndNetsInTheLedger() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let first = try runEngine(sandbox, [transferInstruction("ins_t", amount: 7000)])
+        guard case .settled(let transferID) = first.outcomes["ins_t"] else {
+            Issue.record("\(String(describing: first.outcomes["ins_t"]))")
+            return
+        }
+        let second = try runEngine(sandbox, [reversal("ins_r", of: transferID, amount: 1500)])
+        guard case .settled(let reversalID) = second.outcomes["ins_r"] else {
+            Issue.record("\(String(describing: second.outcomes["ins_r"]))")
+            return
+        }
+        #expect(reversalID.hasPrefix("trr_"))
+        let ledger = try #require(try LedgerStore.openReadOnly(path: sandbox.ledgerPath))
+        #expect(try ledger.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd") == LedgerTransfer(stripeID: transferID, amountMinor: 7000, reversedMinor: 1500))
+        let reversals = try sandbox.effects().filter { $0["type"] as? String == "reversal" }
+        #expect(reversals.count == 1)
+        #expect(reversals.first?["amount"] as? Int == 1500)
+    }
+
+    @Test func reversalPastTheWindowIsFoundByLookUp() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let first = try runEngine(sandbox, [transferInstruction("ins_t", amount: 7000)])
+        let transferID = try #require({ if case .settled(let id)? = first.outcomes["ins_t"] { id } else { nil } }())
+        let instruction = reversal("ins_r", of: transferID, amount: 700)
+        try stageInFlight(sandbox, instruction)
+        let made = try sandbox.stripe(
+            "POST", "/v1/transfers/\(transferID)/reversals", form: "amount=700&metadata%5Bsettle_instruction%5D=ins_r",
+            key: "settle-ins_r-a1")
+        let later = Date().addingTimeInterval(3 * 24 * 3600)
+        let report = try runEngine(sandbox, [instruction], configuration: configuration(sandbox, now: { later }))
+        #expect(report.outcomes["ins_r"] == .settled(stripeID: made["id"] as? String ?? "?"))
+        #expect(try sandbox.effects().filter { $0["type"] as? String == "reversal" }.count == 1)
+    }
+}
