@@ -67,6 +67,8 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SettleHTTPTests", dependencies: ["SettleHTTP"],
                     swiftSettings: strict),
+        .testTarget(name: "SettleApplyTests", dependencies: ["SettleApply", "SettleLedger", "SettleHTTP"],
+                    swiftSettings: strict),
         .testTarget(name: "SettleEndToEndTests", dependencies: [],
                     resources: [.copy("Fixtures")], swiftSettings: strict),
     ]

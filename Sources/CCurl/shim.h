@@ -11,4 +11,14 @@ static inline CURLcode settle_curl_easy_setopt_header(CURL *h, size_t (*f)(char 
 static inline CURLcode settle_curl_easy_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode settle_curl_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLMcode settle_curl_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
+
+/* CURL_GLOBAL_ALL is a macro expression; call it through a function. */
+static inline CURLcode settle_curl_global_init_all(void) { return curl_global_init(CURL_GLOBAL_ALL); }
+
+/* CURLMsg keeps the result in a union; read it in C. */
+static inline CURLcode settle_curl_msg_result(const CURLMsg *m) { return m->data.result; }
+static inline int settle_curl_msg_is_done(const CURLMsg *m) { return m->msg == CURLMSG_DONE; }
+
+/* CURL_ERROR_SIZE is a plain macro, exposed for buffer sizing. */
+static inline int settle_curl_error_size(void) { return CURL_ERROR_SIZE; }
 #endif

@@ -1,0 +1,133 @@
+public import Foundation
+public import SettleLedger
+
+/// How settle talks to Stripe while applying a plan.
+public struct ApplyConfiguration: Sendable {
+    /// The `Stripe-Version` pinned for v1 calls.
+    public static let pinnedStripeVersion = "2026-10-29.clover"
+    /// The preview version v2 money-management calls need.
+    public static let pinnedPreviewVersion = "2026-11-18.preview"
+
+    /// `https://api.stripe.com`, or `http://` on a loopback address only.
+    public var apiBase: String
+    public var apiKey: APIKey
+    public var stripeVersion: String
+    public var previewVersion: String
+    /// Most requests per second.
+    public var rate: Double
+    /// Most requests in flight.
+    public var concurrency: Int
+    /// The financial account payouts are paid from when the plan has none.
+    public var financialAccount: String?
+    public var connectTimeout: Duration
+    public var totalTimeout: Duration
+    /// Most tries of one request (the first included) before its outcome is `unknown`.
+    public var maxTries: Int
+    /// The first retry waits about this long; later ones double it, with jitter.
+    public var retryBase: Duration
+    /// The version in `User-Agent: settle/<version>`.
+    public var settleVersion: String
+    /// Where log lines go. Messages never hold the key or any header value.
+    public var logger: @Sendable (ApplyLogLevel, String) -> Void
+    /// Called as instructions finish.
+    public var progress: @Sendable (ApplyProgress) -> Void
+    /// The wall clock (idempotency windows); tests move it.
+    public var now: @Sendable () -> Date
+
+    public init(
+        apiBase: String = "https://api.stripe.com", apiKey: APIKey,
+        stripeVersion: String = ApplyConfiguration.pinnedStripeVersion,
+        previewVersion: String = ApplyConfiguration.pinnedPreviewVersion, rate: Double = 20,
+        concurrency: Int = 16, financialAccount: String? = nil, connectTimeout: Duration = .seconds(10),
+        totalTimeout: Duration = .seconds(60), maxTries: Int = 5, retryBase: Duration = .milliseconds(250),
+        settleVersion: String = "0.1.0",
+        logger: @escaping @Sendable (ApplyLogLevel, String) -> Void = { _, _ in },
+        progress: @escaping @Sendable (ApplyProgress) -> Void = { _ in },
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.apiBase = apiBase
+        self.apiKey = apiKey
+        self.stripeVersion = stripeVersion
+        self.previewVersion = previewVersion
+        self.rate = rate
+        self.concurrency = concurrency
+        self.financialAccount = financialAccount
+        self.connectTimeout = connectTimeout
+        self.totalTimeout = totalTimeout
+        self.maxTries = maxTries
+        self.retryBase = retryBase
+        self.settleVersion = settleVersion
+        self.logger = logger
+        self.progress = progress
+        self.now = now
+    }
+}
+
+/// How much a log line matters.
+public enum ApplyLogLevel: Int, Sendable, Comparable {
+    case debug, info, warning, error
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// Where the run stands.
+public struct ApplyProgress: Sendable, Equatable {
+    /// `resolve`, `preflight` or `send`.
+    public var phase: String
+    public var done: Int
+    public var total: Int
+}
+
+/// What became of one instruction.
+public enum InstructionOutcome: Sendable, Equatable {
+    /// The Stripe object exists (made now, or found when resolving).
+    case settled(stripeID: String)
+    /// Stripe refused it for good: its error code and message. The lines are released.
+    case failed(code: String, message: String)
+    /// Sent (or possibly sent), outcome not known: the next run resolves it.
+    case unknown(message: String)
+    /// Refused before sending anything (pre-flight): nothing moved.
+    case rejected(code: String, message: String)
+    /// The ledger had already settled it; nothing sent.
+    case alreadySettled(stripeID: String)
+}
+
+/// The result of ``ApplyEngine/run(_:)``.
+public struct ApplyReport: Sendable {
+    /// The outcome of every instruction of the plan, by instruction id.
+    public var outcomes: [String: InstructionOutcome]
+    /// Ledger instructions from earlier runs that this run resolved first, by id (those
+    /// also in the plan appear in `outcomes` too).
+    public var resolved: [String: InstructionOutcome]
+    /// HTTP calls made (every try counts).
+    public var requests: Int
+    /// Tries after the first.
+    public var retries: Int
+    /// 429 answers.
+    public var rateLimited: Int
+    /// 5xx answers.
+    public var serverErrors: Int
+    /// Transport failures (timeouts, broken connections).
+    public var transportErrors: Int
+    public var elapsed: Duration
+}
+
+/// Why a run could not start or had to stop.
+public enum ApplyError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Bad configuration (exit 78): an insecure API base, no financial account for payouts…
+    case configuration(String)
+    /// `instructions.jsonl` cannot be decoded (the 1-based line).
+    case planInvalid(line: Int, message: String)
+    /// The ledger failed; with `busy`, another process holds it (exit 75).
+    case ledger(LedgerError)
+    /// The HTTP client could not be set up.
+    case transport(String)
+
+    public var description: String {
+        switch self {
+        case .configuration(let message): return "configuration: \(message)"
+        case .planInvalid(let line, let message): return "instructions.jsonl line \(line): \(message)"
+        case .ledger(let error): return error.description
+        case .transport(let message): return "HTTP: \(message)"
+        }
+    }
+}

@@ -1,1 +1,0 @@
-// SettleApply: see the module's files.

@@ -1,1 +1,0 @@
-// SettleHTTP: see the module's files.

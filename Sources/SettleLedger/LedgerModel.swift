@@ -1,0 +1,178 @@
+public import Foundation
+
+/// Where an instruction stands in the ledger.
+public enum LedgerStatus: String, Sendable, Equatable, Hashable, CaseIterable {
+    /// Recorded before the request left; outcome not recorded yet (or the process died).
+    case inFlight = "in_flight"
+    /// The Stripe object exists.
+    case settled
+    /// Stripe refused it for good, or it was found never to have been made; its lines are
+    /// released and may be sent again under a new attempt.
+    case failed
+    /// Sent, outcome not known; the next run resolves it before sending anything.
+    case unknown
+}
+
+/// One input line as the ledger knows it.
+public struct LedgerLine: Sendable, Equatable {
+    public var lineID: String
+    /// The planner's digest of the line's settlement content.
+    public var content: String
+    public var instructionID: String
+    public var kind: String
+    public var amountMinor: Int64
+    /// The status of the instruction that holds the line.
+    public var status: LedgerStatus
+    public var stripeID: String?
+
+    public init(
+        lineID: String, content: String, instructionID: String, kind: String, amountMinor: Int64,
+        status: LedgerStatus, stripeID: String?
+    ) {
+        self.lineID = lineID
+        self.content = content
+        self.instructionID = instructionID
+        self.kind = kind
+        self.amountMinor = amountMinor
+        self.status = status
+        self.stripeID = stripeID
+    }
+}
+
+/// A line an instruction claims when it is marked in flight.
+public struct LedgerLineClaim: Sendable, Equatable {
+    public var lineID: String
+    public var kind: String
+    public var amountMinor: Int64
+    public var content: String
+
+    public init(lineID: String, kind: String, amountMinor: Int64, content: String) {
+        self.lineID = lineID
+        self.kind = kind
+        self.amountMinor = amountMinor
+        self.content = content
+    }
+}
+
+/// Everything the ledger keeps about an instruction about to be sent: enough to re-send
+/// the very same request, or to look the object up, after a crash.
+public struct LedgerDispatch: Sendable, Equatable {
+    public var id: String
+    public var kind: String
+    public var group: String
+    public var payee: String
+    public var charge: String
+    public var currency: String
+    public var amountMinor: Int64
+    public var method: String
+    public var path: String
+    /// The request parameters as JSON (v1: the flat form keys; v2: the body).
+    public var params: String
+    public var stripeContext: String?
+    public var attempt: Int
+    public var idempotencyKey: String
+    public var lines: [LedgerLineClaim]
+
+    public init(
+        id: String, kind: String, group: String, payee: String, charge: String, currency: String,
+        amountMinor: Int64, method: String, path: String, params: String, stripeContext: String?,
+        attempt: Int, idempotencyKey: String, lines: [LedgerLineClaim]
+    ) {
+        self.id = id
+        self.kind = kind
+        self.group = group
+        self.payee = payee
+        self.charge = charge
+        self.currency = currency
+        self.amountMinor = amountMinor
+        self.method = method
+        self.path = path
+        self.params = params
+        self.stripeContext = stripeContext
+        self.attempt = attempt
+        self.idempotencyKey = idempotencyKey
+        self.lines = lines
+    }
+}
+
+/// An instruction row of the ledger.
+public struct LedgerInstruction: Sendable, Equatable {
+    public var dispatch: LedgerDispatch
+    public var status: LedgerStatus
+    /// When this attempt's key was first sent: the start of Stripe's idempotency window.
+    public var firstSentAt: Date
+    public var lastSentAt: Date
+    public var stripeID: String?
+    public var errorCode: String?
+    public var errorMessage: String?
+    public var requestID: String?
+
+    public var id: String { dispatch.id }
+    public var attempt: Int { dispatch.attempt }
+    public var idempotencyKey: String { dispatch.idempotencyKey }
+}
+
+/// What became of a sent instruction.
+public enum LedgerOutcome: Sendable, Equatable {
+    /// The object exists.
+    case settled(stripeID: String)
+    /// Refused for good, or found never made: the lines are released.
+    case failed(code: String, message: String)
+    /// Not known yet.
+    case unknown(message: String)
+}
+
+/// One HTTP call made for an instruction.
+public struct LedgerCall: Sendable, Equatable {
+    public var instructionID: String
+    public var attempt: Int
+    public var idempotencyKey: String
+    public var sentAt: Date
+    /// `settled`, `failed`, `retry`, `unknown`, … as the engine classified the answer.
+    public var outcome: String
+    public var httpStatus: Int?
+    public var requestID: String?
+
+    public init(
+        instructionID: String, attempt: Int, idempotencyKey: String, sentAt: Date, outcome: String,
+        httpStatus: Int?, requestID: String?
+    ) {
+        self.instructionID = instructionID
+        self.attempt = attempt
+        self.idempotencyKey = idempotencyKey
+        self.sentAt = sentAt
+        self.outcome = outcome
+        self.httpStatus = httpStatus
+        self.requestID = requestID
+    }
+}
+
+/// The settled transfer recorded for a group and destination, net of settle's reversals.
+public struct LedgerTransfer: Sendable, Equatable {
+    public var stripeID: String
+    public var amountMinor: Int64
+    /// Reversals of it that are settled, in flight or unknown.
+    public var reversedMinor: Int64
+
+    public init(stripeID: String, amountMinor: Int64, reversedMinor: Int64) {
+        self.stripeID = stripeID
+        self.amountMinor = amountMinor
+        self.reversedMinor = reversedMinor
+    }
+}
+
+/// What `settle status` prints.
+public struct LedgerStatusSummary: Sendable, Equatable {
+    public var linesSettled: Int
+    /// Lines in flight or unknown: resolved by the next apply.
+    public var linesPending: Int
+    public var linesFailed: Int
+    public var instructions: [LedgerStatus: Int]
+
+    public init(linesSettled: Int, linesPending: Int, linesFailed: Int, instructions: [LedgerStatus: Int]) {
+        self.linesSettled = linesSettled
+        self.linesPending = linesPending
+        self.linesFailed = linesFailed
+        self.instructions = instructions
+    }
+}

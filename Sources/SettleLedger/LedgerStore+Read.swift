@@ -1,0 +1,142 @@
+import Foundation
+
+extension LedgerStore {
+    /// The line as the ledger knows it, or nil if it was never claimed.
+    public func line(_ id: String) throws(LedgerError) -> LedgerLine? {
+        var found: LedgerLine?
+        try db.query(
+            "SELECT line_id, content, instruction_id, kind, amount_minor, status, stripe_id FROM lines WHERE line_id = ?",
+            [.text(id)]
+        ) { row in
+            found = LedgerLine(
+                lineID: row.text(0) ?? "", content: row.text(1) ?? "", instructionID: row.text(2) ?? "",
+                kind: row.text(3) ?? "", amountMinor: row.integer(4),
+                status: LedgerStatus(rawValue: row.text(5) ?? "") ?? .unknown, stripeID: row.text(6))
+        }
+        return found
+    }
+
+    /// The minor units transferred on a charge in `currency` by transfers that are settled,
+    /// in flight or unknown (an unknown one may exist, so it counts).
+    public func transferredAmount(charge: String, currency: String) throws(LedgerError) -> Int64 {
+        var total: Int64 = 0
+        try db.query(
+            """
+            SELECT COALESCE(SUM(amount_minor), 0) FROM instructions
+            WHERE kind = 'transfer' AND charge = ? AND currency = ?
+              AND status IN ('settled', 'in_flight', 'unknown')
+            """, [.text(charge), .text(currency)]
+        ) { row in total = row.integer(0) }
+        return total
+    }
+
+    /// The settled transfer recorded for a group and destination in `currency`, with what
+    /// settle's reversals (settled, in flight or unknown) took back from it. When there are
+    /// several, the one with the most left; among equals the latest.
+    public func transfer(group: String, destination: String, currency: String) throws(LedgerError) -> LedgerTransfer? {
+        var found: LedgerTransfer?
+        try db.query(
+            """
+            SELECT t.stripe_id, t.amount_minor,
+                   (SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
+                    WHERE r.kind = 'reversal' AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals'
+                      AND r.status IN ('settled', 'in_flight', 'unknown')) AS reversed
+            FROM instructions t
+            WHERE t.kind = 'transfer' AND t.status = 'settled' AND t.group_key = ? AND t.payee = ?
+              AND t.currency = ? AND t.stripe_id IS NOT NULL
+            ORDER BY t.amount_minor - reversed DESC, t.rowid DESC LIMIT 1
+            """, [.text(group), .text(destination), .text(currency)]
+        ) { row in
+            found = LedgerTransfer(stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(2))
+        }
+        return found
+    }
+
+    /// How many attempts (idempotency keys) the instruction has used: 0 if never sent.
+    /// The next new attempt is this + 1.
+    public func attempts(instruction id: String) throws(LedgerError) -> Int {
+        var count = 0
+        try db.query("SELECT attempt FROM instructions WHERE id = ?", [.text(id)]) { row in
+            count = Int(row.integer(0))
+        }
+        return count
+    }
+
+    /// The instruction row, or nil.
+    public func instruction(_ id: String) throws(LedgerError) -> LedgerInstruction? {
+        try instructions(where: "id = ?", [.text(id)]).first
+    }
+
+    /// Every instruction that is in flight or unknown, oldest first: what a run must
+    /// resolve before it sends anything.
+    public func unresolvedInstructions() throws(LedgerError) -> [LedgerInstruction] {
+        try instructions(where: "status IN ('in_flight', 'unknown')", [])
+    }
+
+    /// The HTTP calls recorded for an instruction, in order.
+    public func calls(instruction id: String) throws(LedgerError) -> [LedgerCall] {
+        var calls: [LedgerCall] = []
+        try db.query(
+            "SELECT attempt, idempotency_key, sent_at, outcome, http_status, request_id FROM attempts WHERE instruction_id = ? ORDER BY seq",
+            [.text(id)]
+        ) { row in
+            calls.append(
+                LedgerCall(
+                    instructionID: id, attempt: Int(row.integer(0)), idempotencyKey: row.text(1) ?? "",
+                    sentAt: Date(ledgerMilliseconds: row.integer(2)), outcome: row.text(3) ?? "",
+                    httpStatus: row.optionalInteger(4).map { Int($0) }, requestID: row.text(5)))
+        }
+        return calls
+    }
+
+    /// Counts for `settle status`.
+    public func statusSummary() throws(LedgerError) -> LedgerStatusSummary {
+        var lines: [LedgerStatus: Int] = [:]
+        try db.query("SELECT status, COUNT(*) FROM lines GROUP BY status") { row in
+            if let status = LedgerStatus(rawValue: row.text(0) ?? "") { lines[status] = Int(row.integer(1)) }
+        }
+        var instructions: [LedgerStatus: Int] = [:]
+        try db.query("SELECT status, COUNT(*) FROM instructions GROUP BY status") { row in
+            if let status = LedgerStatus(rawValue: row.text(0) ?? "") { instructions[status] = Int(row.integer(1)) }
+        }
+        return LedgerStatusSummary(
+            linesSettled: lines[.settled, default: 0],
+            linesPending: lines[.inFlight, default: 0] + lines[.unknown, default: 0],
+            linesFailed: lines[.failed, default: 0], instructions: instructions)
+    }
+
+    private func instructions(where condition: String, _ values: [SQLiteValue]) throws(LedgerError) -> [LedgerInstruction] {
+        var rows: [LedgerInstruction] = []
+        try db.query(
+            """
+            SELECT id, kind, group_key, payee, charge, currency, amount_minor, method, path, params,
+                   stripe_context, status, attempt, idempotency_key, first_sent_at, last_sent_at,
+                   stripe_id, error_code, error_message, request_id
+            FROM instructions WHERE \(condition) ORDER BY first_sent_at, rowid
+            """, values
+        ) { row in
+            let dispatch = LedgerDispatch(
+                id: row.text(0) ?? "", kind: row.text(1) ?? "", group: row.text(2) ?? "", payee: row.text(3) ?? "",
+                charge: row.text(4) ?? "", currency: row.text(5) ?? "", amountMinor: row.integer(6),
+                method: row.text(7) ?? "", path: row.text(8) ?? "", params: row.text(9) ?? "",
+                stripeContext: row.text(10), attempt: Int(row.integer(12)), idempotencyKey: row.text(13) ?? "",
+                lines: [])
+            rows.append(
+                LedgerInstruction(
+                    dispatch: dispatch, status: LedgerStatus(rawValue: row.text(11) ?? "") ?? .unknown,
+                    firstSentAt: Date(ledgerMilliseconds: row.integer(14)),
+                    lastSentAt: Date(ledgerMilliseconds: row.integer(15)), stripeID: row.text(16),
+                    errorCode: row.text(17), errorMessage: row.text(18), requestID: row.text(19)))
+        }
+        for index in rows.indices {
+            try db.query(
+                "SELECT line_id, kind, amount_minor, content FROM lines WHERE instruction_id = ? ORDER BY line_id",
+                [.text(rows[index].id)]
+            ) { row in
+                rows[index].dispatch.lines.append(
+                    LedgerLineClaim(lineID: row.text(0) ?? "", kind: row.text(1) ?? "", amountMinor: row.integer(2), content: row.text(3) ?? ""))
+            }
+        }
+        return rows
+    }
+}

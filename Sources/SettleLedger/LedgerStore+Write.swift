@@ -1,0 +1,143 @@
+public import Foundation
+
+extension LedgerStore {
+    /// Records a batch of instructions as in flight, claiming their lines, in one
+    /// transaction. Commit this **before** the requests leave: after a crash the next run
+    /// finds them and resolves them instead of paying again.
+    ///
+    /// An instruction already in flight or unknown under the same key is a re-send: only
+    /// its `last_sent_at` moves. A failed one starts its new attempt (the attempt must be
+    /// higher). Nothing is written if any instruction or line cannot be claimed.
+    ///
+    /// - Throws: ``LedgerError/lineClaimed(lineID:instructionID:status:)`` when a line is
+    ///   held by another instruction that is in flight, unknown or settled;
+    ///   ``LedgerError/instructionNotSendable(id:status:)`` when the instruction is settled,
+    ///   or pending under another key.
+    public func markInFlight(_ batch: [LedgerDispatch], at now: Date = Date()) throws(LedgerError) {
+        let time = now.ledgerMilliseconds
+        try db.transaction { () throws(LedgerError) in
+            for dispatch in batch {
+                try markOne(dispatch, time: time)
+            }
+        }
+    }
+
+    private func markOne(_ dispatch: LedgerDispatch, time: Int64) throws(LedgerError) {
+        if let existing = try instructionState(dispatch.id) {
+            switch existing.status {
+            case .settled:
+                throw .instructionNotSendable(id: dispatch.id, status: .settled)
+            case .inFlight, .unknown:
+                guard existing.key == dispatch.idempotencyKey else {
+                    throw .instructionNotSendable(id: dispatch.id, status: existing.status)
+                }
+                try db.run("UPDATE instructions SET last_sent_at = ? WHERE id = ?", [.integer(time), .text(dispatch.id)])
+                return
+            case .failed:
+                guard dispatch.attempt > existing.attempt else {
+                    throw .instructionNotSendable(id: dispatch.id, status: .failed)
+                }
+            }
+        }
+        for claim in dispatch.lines {
+            if let holder = try line(claim.lineID), holder.instructionID != dispatch.id, holder.status != .failed {
+                throw .lineClaimed(lineID: claim.lineID, instructionID: holder.instructionID, status: holder.status)
+            }
+        }
+        try db.run(
+            """
+            INSERT INTO instructions (id, kind, group_key, payee, charge, currency, amount_minor, method, path,
+                params, stripe_context, status, attempt, idempotency_key, first_sent_at, last_sent_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?)
+            ON CONFLICT(id) DO UPDATE SET
+                kind = excluded.kind, group_key = excluded.group_key, payee = excluded.payee,
+                charge = excluded.charge, currency = excluded.currency, amount_minor = excluded.amount_minor,
+                method = excluded.method, path = excluded.path, params = excluded.params,
+                stripe_context = excluded.stripe_context, status = 'in_flight', attempt = excluded.attempt,
+                idempotency_key = excluded.idempotency_key, first_sent_at = excluded.first_sent_at,
+                last_sent_at = excluded.last_sent_at, stripe_id = NULL, error_code = NULL,
+                error_message = NULL, request_id = NULL
+            """,
+            [
+                .text(dispatch.id), .text(dispatch.kind), .text(dispatch.group), .text(dispatch.payee),
+                .text(dispatch.charge), .text(dispatch.currency), .integer(dispatch.amountMinor),
+                .text(dispatch.method), .text(dispatch.path), .text(dispatch.params), SQLiteValue(dispatch.stripeContext),
+                .integer(Int64(dispatch.attempt)), .text(dispatch.idempotencyKey), .integer(time), .integer(time),
+            ])
+        for claim in dispatch.lines {
+            try db.run(
+                """
+                INSERT INTO lines (line_id, content, instruction_id, kind, amount_minor, status, stripe_id)
+                VALUES (?, ?, ?, ?, ?, 'in_flight', NULL)
+                ON CONFLICT(line_id) DO UPDATE SET content = excluded.content,
+                    instruction_id = excluded.instruction_id, kind = excluded.kind,
+                    amount_minor = excluded.amount_minor, status = 'in_flight', stripe_id = NULL
+                """,
+                [.text(claim.lineID), .text(claim.content), .text(dispatch.id), .text(claim.kind), .integer(claim.amountMinor)])
+        }
+    }
+
+    /// Records what became of an instruction, with the HTTP call that told (if any), in
+    /// one transaction. `failed` releases the lines so that a later run may send them
+    /// again under a new attempt.
+    public func recordOutcome(
+        instruction id: String, _ outcome: LedgerOutcome, requestID: String? = nil, call: LedgerCall? = nil
+    ) throws(LedgerError) {
+        try db.transaction { () throws(LedgerError) in
+            if let call { try insert(call) }
+            let status: LedgerStatus
+            var stripeID: String?
+            var code: String?
+            var message: String?
+            switch outcome {
+            case .settled(let id):
+                status = .settled
+                stripeID = id
+            case .failed(let failureCode, let failureMessage):
+                status = .failed
+                code = failureCode
+                message = failureMessage
+            case .unknown(let unknownMessage):
+                status = .unknown
+                message = unknownMessage
+            }
+            let changed = try db.run(
+                """
+                UPDATE instructions SET status = ?, stripe_id = ?, error_code = ?, error_message = ?,
+                    request_id = COALESCE(?, request_id)
+                WHERE id = ?
+                """,
+                [.text(status.rawValue), SQLiteValue(stripeID), SQLiteValue(code), SQLiteValue(message), SQLiteValue(requestID), .text(id)])
+            guard changed == 1 else { throw .unknownInstruction(id) }
+            try db.run(
+                "UPDATE lines SET status = ?, stripe_id = ? WHERE instruction_id = ?",
+                [.text(status.rawValue), SQLiteValue(stripeID), .text(id)])
+        }
+    }
+
+    /// Records one HTTP call that did not decide the outcome (a retried try).
+    public func recordCall(_ call: LedgerCall) throws(LedgerError) {
+        try db.transaction { () throws(LedgerError) in try insert(call) }
+    }
+
+    private func insert(_ call: LedgerCall) throws(LedgerError) {
+        try db.run(
+            """
+            INSERT INTO attempts (instruction_id, attempt, idempotency_key, sent_at, outcome, http_status, request_id)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(call.instructionID), .integer(Int64(call.attempt)), .text(call.idempotencyKey),
+                .integer(call.sentAt.ledgerMilliseconds), .text(call.outcome), SQLiteValue(call.httpStatus.map { Int64($0) }),
+                SQLiteValue(call.requestID),
+            ])
+    }
+
+    private func instructionState(_ id: String) throws(LedgerError) -> (status: LedgerStatus, attempt: Int, key: String)? {
+        var state: (LedgerStatus, Int, String)?
+        try db.query("SELECT status, attempt, idempotency_key FROM instructions WHERE id = ?", [.text(id)]) { row in
+            state = (LedgerStatus(rawValue: row.text(0) ?? "") ?? .unknown, Int(row.integer(1)), row.text(2) ?? "")
+        }
+        return state
+    }
+}

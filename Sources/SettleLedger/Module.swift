@@ -1,1 +1,0 @@
-// SettleLedger: see the module's files.

@@ -1,0 +1,144 @@
+import CSQLite
+
+/// A thin, internal layer over one SQLite connection with a prepared-statement cache.
+/// Not thread-safe: the ledger is used from one thread.
+final class SQLiteDatabase {
+    private var handle: OpaquePointer?
+    private var statements: [String: OpaquePointer] = [:]
+    let path: String
+
+    init(path: String, readOnly: Bool) throws(LedgerError) {
+        self.path = path
+        let flags = readOnly
+            ? SQLITE_OPEN_READONLY
+            : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        var db: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, nil)
+        handle = db
+        guard rc == SQLITE_OK else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(db)
+            handle = nil
+            throw .cannotOpen(path: path, message: message)
+        }
+        sqlite3_extended_result_codes(db, 1)
+        sqlite3_busy_timeout(db, 5000)
+    }
+
+    deinit { close() }
+
+    func close() {
+        for (_, statement) in statements { sqlite3_finalize(statement) }
+        statements.removeAll()
+        if let handle { sqlite3_close_v2(handle) }
+        handle = nil
+    }
+
+    /// Runs SQL with no parameters and no rows (schema, pragmas, transaction control).
+    func execute(_ sql: String) throws(LedgerError) {
+        var error: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &error)
+        if rc != SQLITE_OK {
+            let message = error.map { String(cString: $0) } ?? "error \(rc)"
+            sqlite3_free(error)
+            throw Self.error(rc, message)
+        }
+    }
+
+    /// Runs a statement for its effect; returns the number of changed rows.
+    @discardableResult
+    func run(_ sql: String, _ values: [SQLiteValue] = []) throws(LedgerError) -> Int {
+        let statement = try prepared(sql)
+        defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
+        try bind(values, to: statement)
+        let rc = sqlite3_step(statement)
+        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw Self.error(rc, message) }
+        return Int(sqlite3_changes(handle))
+    }
+
+    /// Runs a query and hands each row to `row`.
+    func query(_ sql: String, _ values: [SQLiteValue] = [], row: (SQLiteRow) throws(LedgerError) -> Void) throws(LedgerError) {
+        let statement = try prepared(sql)
+        defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
+        try bind(values, to: statement)
+        while true {
+            let rc = sqlite3_step(statement)
+            if rc == SQLITE_DONE { return }
+            guard rc == SQLITE_ROW else { throw Self.error(rc, message) }
+            try row(SQLiteRow(statement: statement))
+        }
+    }
+
+    /// Runs `body` in one `BEGIN IMMEDIATE … COMMIT` transaction; rolls back if it throws.
+    func transaction<T>(_ body: () throws(LedgerError) -> T) throws(LedgerError) -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    private var message: String {
+        handle.map { String(cString: sqlite3_errmsg($0)) } ?? "closed"
+    }
+
+    private func prepared(_ sql: String) throws(LedgerError) -> OpaquePointer {
+        if let statement = statements[sql] { return statement }
+        var statement: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard rc == SQLITE_OK, let statement else { throw Self.error(rc, message) }
+        statements[sql] = statement
+        return statement
+    }
+
+    private func bind(_ values: [SQLiteValue], to statement: OpaquePointer) throws(LedgerError) {
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let rc: Int32
+            switch value {
+            case .null: rc = sqlite3_bind_null(statement, index)
+            case .integer(let number): rc = sqlite3_bind_int64(statement, index, number)
+            case .text(let text): rc = sqlite3_bind_text(statement, index, text, -1, settle_sqlite_transient())
+            }
+            guard rc == SQLITE_OK else { throw Self.error(rc, message) }
+        }
+    }
+
+    static func error(_ code: Int32, _ message: String) -> LedgerError {
+        let primary = code & 0xFF
+        if primary == SQLITE_BUSY || primary == SQLITE_LOCKED { return .busy(message) }
+        return .sqlite(code: Int(code), message: message)
+    }
+}
+
+/// A value bound to a statement parameter.
+enum SQLiteValue {
+    case null
+    case integer(Int64)
+    case text(String)
+
+    init(_ text: String?) { self = text.map { .text($0) } ?? .null }
+    init(_ number: Int64?) { self = number.map { .integer($0) } ?? .null }
+}
+
+/// The current row of a query, read by column index.
+struct SQLiteRow {
+    let statement: OpaquePointer
+
+    func text(_ column: Int32) -> String? {
+        guard sqlite3_column_type(statement, column) != SQLITE_NULL,
+            let bytes = sqlite3_column_text(statement, column)
+        else { return nil }
+        return String(cString: bytes)
+    }
+
+    func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+
+    func optionalInteger(_ column: Int32) -> Int64? {
+        sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, column)
+    }
+}

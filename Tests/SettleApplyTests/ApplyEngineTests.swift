@@ -1,0 +1,347 @@
+import Foundation
+import SettleApply
+import SettleLedger
+import Testing
+
+@Suite(
+    "ApplyEngine against the Stripe sandbox",
+    .enabled(if: Sandbox.isAvailable, "Stripe sandbox not found at \(Sandbox.script) (set SETTLE_SANDBOX)"))
+struct ApplyEngineTests {
+    @Test func cleanRunSettlesEachInstructionOnce() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let plan = (1...12).map { transferInstruction("ins_t\($0)", amount: Int64(1000 + $0)) }
+            + (1...3).map { payoutInstruction("ins_p\($0)", amount: Int64(2000 + $0)) }
+        let report = try runEngine(sandbox, plan)
+
+        #expect(report.outcomes.count == 15)
+        for instruction in plan {
+            guard case .settled(let id) = report.outcomes[instruction.id] else {
+                Issue.record("\(instruction.id): \(String(describing: report.outcomes[instruction.id]))")
+                continue
+            }
+            #expect(id.hasPrefix(instruction.kind == .payout ? "obp_" : "tr_"))
+        }
+        #expect(report.requests == 16)  // 15 creates + 1 payout-method check
+        #expect(report.retries == 0)
+
+        let effects = try sandbox.effects()
+        #expect(effects.count == 15)
+        #expect(try sandbox.effectCounts() == Dictionary(uniqueKeysWithValues: plan.map { ($0.id, 1) }))
+        let t3 = try #require(effects.first { ($0["metadata"] as? [String: Any])?["settle_instruction"] as? String == "ins_t3" })
+        #expect(t3["amount"] as? Int == 1003)
+        #expect(t3["idempotency_key"] as? String == "settle-ins_t3-a1")
+        #expect(t3["destination"] as? String == "acct_rest")
+        #expect(t3["source_transaction"] as? String == "ch_1")
+        let p2 = try #require(effects.first { ($0["metadata"] as? [String: Any])?["settle_instruction"] as? String == "ins_p2" })
+        #expect(p2["amount"] as? Int == 2002)
+        #expect(p2["financial_account"] as? String == "fa_1")
+        #expect(p2["idempotency_key"] as? String == "settle-ins_p2-a1")
+
+        let ledger = try #require(try LedgerStore.openReadOnly(path: sandbox.ledgerPath))
+        #expect(try ledger.statusSummary() == LedgerStatusSummary(linesSettled: 15, linesPending: 0, linesFailed: 0, instructions: [.settled: 15]))
+        #expect(try ledger.line("ins_t3-L1")?.stripeID == t3["id"] as? String)
+        #expect(try ledger.calls(instruction: "ins_t3").map(\.requestID).allSatisfy { $0?.hasPrefix("req_") == true })
+    }
+
+    @Test func secondRunSendsNothing() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let plan = (1...5).map { transferInstruction("ins_t\($0)") } + [payoutInstruction("ins_p1")]
+        let first = try runEngine(sandbox, plan)
+        let settled = first.outcomes.compactMapValues { if case .settled(let id) = $0 { return id } else { return nil } }
+        #expect(settled.count == 6)
+        let before = try sandbox.requestCount()
+
+        let second = try runEngine(sandbox, plan)
+        #expect(second.requests == 0)
+        #expect(try sandbox.requestCount() == before)
+        for instruction in plan {
+            #expect(second.outcomes[instruction.id] == .alreadySettled(stripeID: settled[instruction.id]!))
+        }
+        #expect(try sandbox.effects().count == 6)
+    }
+
+    @Test func faultsStillSettleEveryInstructionExactlyOnce() throws {
+        let sandbox = try Sandbox(flags: ["--fail-5xx", "0.2", "--fail-429", "0.15", "--drop-after-commit", "0.3", "--latency-ms", "5"])
+        try sandbox.seed()
+        let plan = (1...24).map { transferInstruction("ins_t\($0)", amount: Int64(500 + $0)) }
+            + (1...6).map { payoutInstruction("ins_p\($0)", amount: Int64(100 + $0)) }
+        let logs = LogCollector()
+        let report = try runEngine(sandbox, plan, configuration: configuration(sandbox, logs: logs, maxTries: 8))
+        #expect(report.retries > 0)
+        #expect(report.serverErrors > 0)
+        #expect(report.rateLimited > 0)
+        // Responses were dropped after commit (libcurl may itself re-send such a request
+        // once on a fresh connection: same key, so a replay).
+        let stats = try sandbox.control("GET", "/_sandbox/stats") as? [String: Any]
+        #expect(((stats?["by_status"] as? [String: Any])?["dropped"] as? Int ?? 0) > 0)
+        for instruction in plan {
+            switch report.outcomes[instruction.id] {
+            case .settled, .unknown: break
+            case let other: Issue.record("\(instruction.id): \(String(describing: other))")
+            }
+        }
+        // Whatever is still unknown, a fault-free second run resolves, without paying twice.
+        try sandbox.configure(#"{"fail_5xx": 0, "fail_429": 0, "drop_after_commit": 0}"#)
+        let second = try runEngine(sandbox, plan, configuration: configuration(sandbox, logs: logs))
+        for instruction in plan {
+            switch second.outcomes[instruction.id] {
+            case .alreadySettled, .settled: break
+            case let other: Issue.record("second run \(instruction.id): \(String(describing: other))")
+            }
+        }
+        #expect(try sandbox.effectCounts() == Dictionary(uniqueKeysWithValues: plan.map { ($0.id, 1) }))
+        let effects = try sandbox.effects()
+        #expect(effects.count == 30)
+        #expect(effects.reduce(0) { $0 + ($1["amount"] as? Int ?? 0) } == plan.reduce(0) { $0 + Int($1.amountMinor) })
+        let ledger = try #require(try LedgerStore.openReadOnly(path: sandbox.ledgerPath))
+        #expect(try ledger.statusSummary().linesSettled == 30)
+        #expect(try ledger.unresolvedInstructions().isEmpty)
+        // Every retried call reused attempt 1's key.
+        #expect(effects.allSatisfy { ($0["idempotency_key"] as? String)?.hasSuffix("-a1") == true })
+        #expect(!logs.lines.isEmpty)
+        #expect(!logs.lines.contains { $0.contains(testKey) })
+    }
+
+    @Test func archivedPayoutMethodIsRejectedBeforeMoneyMoves() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let plan = [payoutInstruction("ins_bad", method: "pm_ap_archived"), payoutInstruction("ins_good"),
+                    payoutInstruction("ins_nosuch", method: "pm_missing")]
+        let report = try runEngine(sandbox, plan)
+        guard case .rejected(let code, let message) = report.outcomes["ins_bad"] else {
+            Issue.record("ins_bad: \(String(describing: report.outcomes["ins_bad"]))")
+            return
+        }
+        #expect(code == "payout_method_unusable")
+        #expect(message.contains("archived"))
+        guard case .rejected(let missingCode, _) = report.outcomes["ins_nosuch"] else {
+            Issue.record("ins_nosuch: \(String(describing: report.outcomes["ins_nosuch"]))")
+            return
+        }
+        #expect(missingCode == "payout_method_unusable")
+        guard case .settled = report.outcomes["ins_good"] else {
+            Issue.record("ins_good: \(String(describing: report.outcomes["ins_good"]))")
+            return
+        }
+        #expect(try sandbox.effectCounts() == ["ins_good": 1])
+        let ledger = try #require(try LedgerStore.openReadOnly(path: sandbox.ledgerPath))
+        #expect(try ledger.instruction("ins_bad") == nil)
+        #expect(try ledger.line("ins_bad-L1") == nil)
+    }
+
+    @Test func pendingAndFailedChargesAreRejectedBeforeSending() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let plan = [
+            transferInstruction("ins_pending", amount: 100, charge: "ch_pending", group: "G1", preflightCharge: true),
+            transferInstruction("ins_failedch", amount: 100, charge: "ch_failed", group: "G2", preflightCharge: true),
+            transferInstruction("ins_ok", amount: 100, charge: "ch_1", preflightCharge: true),
+        ]
+        let report = try runEngine(sandbox, plan)
+        #expect(report.outcomes["ins_pending"] == .rejected(code: "charge_pending", message: "charge ch_pending is still pending"))
+        #expect(report.outcomes["ins_failedch"] == .rejected(code: "charge_failed", message: "charge ch_failed failed"))
+        guard case .settled = report.outcomes["ins_ok"] else {
+            Issue.record("ins_ok: \(String(describing: report.outcomes["ins_ok"]))")
+            return
+        }
+        #expect(try sandbox.effectCounts() == ["ins_ok": 1])
+    }
+
+    @Test func definiteRefusalFailsReleasesLinesAndTheNextRunUsesANewAttempt() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let plan = [transferInstruction("ins_closed", destination: "acct_closed")]
+        let first = try runEngine(sandbox, plan)
+        guard case .failed(let code, _) = first.outcomes["ins_closed"] else {
+            Issue.record("\(String(describing: first.outcomes["ins_closed"]))")
+            return
+        }
+        #expect(code == "transfers_not_allowed")
+        #expect(first.retries == 0)
+        do {
+            let ledger = try #require(try LedgerStore.openReadOnly(path: sandbox.ledgerPath))
+            #expect(try ledger.line("ins_closed-L1")?.status == .failed)
+            #expect(try ledger.instruction("ins_closed")?.errorCode == "transfers_not_allowed")
+        }
+        // Fixed on Stripe's side; the next run sends again under attempt 2.
+        try sandbox.seed(#"{"accounts": [{"id": "acct_closed", "transfers_disabled": false}]}"#)
+        let second = try runEngine(sandbox, plan)
+        guard case .settled = second.outcomes["ins_closed"] else {
+            Issue.record("\(String(describing: second.outcomes["ins_closed"]))")
+            return
+        }
+        let effects = try sandbox.effects()
+        #expect(effects.count == 1)
+        #expect(effects.first?["idempotency_key"] as? String == "settle-ins_closed-a2")
+    }
+
+    @Test func inFlightFromACrashBeforeSendingIsSentWithTheSameKey() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let instruction = transferInstruction("ins_crash1", amount: 4242)
+        try stageInFlight(sandbox, instruction)
+        let report = try runEngine(sandbox, [instruction])
+        guard case .settled(let id) = report.outcomes["ins_crash1"] else {
+            Issue.record("\(String(describing: report.outcomes["ins_crash1"]))")
+            return
+        }
+        #expect(report.resolved["ins_crash1"] == .settled(stripeID: id))
+        let effects = try sandbox.effects()
+        #expect(effects.count == 1)
+        #expect(effects.first?["idempotency_key"] as? String == "settle-ins_crash1-a1")
+    }
+
+    @Test func inFlightFromACrashAfterSendingIsNotPaidTwice() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let instruction = transferInstruction("ins_crash2", amount: 4343)
+        try stageInFlight(sandbox, instruction)
+        // The request had reached Stripe before the process died.
+        let made = try sandbox.stripe(
+            "POST", "/v1/transfers",
+            form: "amount=4343&currency=usd&description=Order%20100%20%26%20co%2F%C3%A9&destination=acct_rest&metadata%5Bsettle_instruction%5D=ins_crash2&source_transaction=ch_1&transfer_group=ORDER100",
+            key: "settle-ins_crash2-a1")
+        let madeID = try #require(made["id"] as? String)
+        let report = try runEngine(sandbox, [instruction])
+        #expect(report.outcomes["ins_crash2"] == .settled(stripeID: madeID))
+        #expect(try sandbox.effects().count == 1)
+    }
+
+    @Test func pastTheWindowItLooksUpInsteadOfResending() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let found = transferInstruction("ins_old_found", amount: 111)
+        let lost = transferInstruction("ins_old_lost", amount: 222)
+        try stageInFlight(sandbox, found)
+        try stageInFlight(sandbox, lost)
+        let made = try sandbox.stripe(
+            "POST", "/v1/transfers",
+            form: "amount=111&currency=usd&destination=acct_rest&metadata%5Bsettle_instruction%5D=ins_old_found&source_transaction=ch_1&transfer_group=ORDER100",
+            key: "some-other-key")
+        let madeID = try #require(made["id"] as? String)
+        // Two days later: outside the v1 idempotency window.
+        let later = Date().addingTimeInterval(2 * 24 * 3600)
+        let report = try runEngine(sandbox, [found, lost], configuration: configuration(sandbox, now: { later }))
+        #expect(report.resolved["ins_old_found"] == .settled(stripeID: madeID))
+        #expect(report.outcomes["ins_old_found"] == .settled(stripeID: madeID))
+        guard case .failed(let code, _) = report.resolved["ins_old_lost"] else {
+            Issue.record("\(String(describing: report.resolved["ins_old_lost"]))")
+            return
+        }
+        #expect(code == "not_sent")
+        guard case .settled = report.outcomes["ins_old_lost"] else {
+            Issue.record("\(String(describing: report.outcomes["ins_old_lost"]))")
+            return
+        }
+        let keys = try sandbox.effects().compactMap { $0["idempotency_key"] as? String }.sorted()
+        #expect(keys == ["settle-ins_old_lost-a2", "some-other-key"])
+    }
+
+    @Test func missingFinancialAccountStopsBeforeAnythingIsSent() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let plan = [transferInstruction("ins_t1"), payoutInstruction("ins_p1")]
+        #expect(throws: ApplyError.self) {
+            _ = try runEngine(sandbox, plan, configuration: configuration(sandbox, financialAccount: nil))
+        }
+        #expect(try sandbox.requestCount() == 0)
+        #expect(try LedgerStore.openReadOnly(path: sandbox.ledgerPath)?.instruction("ins_t1") == nil)
+        // A plan that names the account itself needs no configuration.
+        let named = try runEngine(sandbox, [payoutInstruction("ins_p2", account: "fa_1")], configuration: configuration(sandbox, financialAccount: nil))
+        guard case .settled = named.outcomes["ins_p2"] else {
+            Issue.record("\(String(describing: named.outcomes["ins_p2"]))")
+            return
+        }
+    }
+
+    @Test func theKeyNeverAppearsInLogsOrTheLedger() throws {
+        let sandbox = try Sandbox(flags: ["--fail-5xx", "0.3", "--seed", "3"])
+        try sandbox.seed()
+        let logs = LogCollector()
+        let plan = (1...6).map { transferInstruction("ins_t\($0)") } + [transferInstruction("ins_bad", destination: "acct_closed")]
+        _ = try runEngine(sandbox, plan, configuration: configuration(sandbox, logs: logs, maxTries: 8))
+        #expect(logs.lines.count >= 7)
+        #expect(!logs.lines.contains { $0.contains(testKey) || $0.contains("SECRET") })
+        for suffix in ["", "-wal"] {
+            let data = (try? Data(contentsOf: URL(fileURLWithPath: sandbox.ledgerPath + suffix))) ?? Data()
+            #expect(data.range(of: Data("SECRETsettleKEY".utf8)) == nil)
+        }
+    }
+
+    @Test func rateIsRespected() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let plan = (1...10).map { transferInstruction("ins_t\($0)") }
+        let started = Date()
+        let report = try runEngine(sandbox, plan, configuration: configuration(sandbox, rate: 10, concurrency: 4))
+        #expect(report.requests == 10)
+        // 10 requests at 10/s: the first goes at once, the last about 0.9 s later.
+        #expect(Date().timeIntervalSince(started) >= 0.85)
+    }
+}
+
+/// Leaves the ledger as a run that died right after committing `in_flight` would.
+func stageInFlight(_ sandbox: Sandbox, _ instruction: PlannedInstruction) throws {
+    let ledger = try LedgerStore.open(path: sandbox.ledgerPath)
+    defer { ledger.close() }
+    try ledger.markInFlight([
+        LedgerDispatch(
+            id: instruction.id, kind: instruction.kind.rawValue, group: instruction.group, payee: instruction.payee,
+            charge: instruction.charge, currency: instruction.currency, amountMinor: instruction.amountMinor,
+            method: "POST", path: instruction.path, params: instruction.params.serialized, stripeContext: nil,
+            attempt: 1, idempotencyKey: "settle-\(instruction.id)-a1",
+            lines: instruction.lines.map { .init(lineID: $0.lineID, kind: $0.kind, amountMinor: $0.amountMinor, content: $0.content) })
+    ])
+}
+
+@Suite(
+    "ApplyEngine reversals",
+    .enabled(if: Sandbox.isAvailable, "Stripe sandbox not found at \(Sandbox.script) (set SETTLE_SANDBOX)"))
+struct ApplyEngineReversalTests {
+    func reversal(_ id: String, of transfer: String, amount: Int64) -> PlannedInstruction {
+        PlannedInstruction(
+            id: id, kind: .reversal, path: "/v1/transfers/\(transfer)/reversals",
+            params: .object(["amount": .string(String(amount)), "metadata[settle_instruction]": .string(id)]),
+            lines: [.init(lineID: "\(id)-L1", kind: "reversal", amountMinor: amount, content: "c\(id)")],
+            group: "ORDER100", payee: "acct_rest", currency: "usd", amountMinor: amount)
+    }
+
+    @Test func reversalIsSentAndNetsInTheLedger() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let first = try runEngine(sandbox, [transferInstruction("ins_t", amount: 7000)])
+        guard case .settled(let transferID) = first.outcomes["ins_t"] else {
+            Issue.record("\(String(describing: first.outcomes["ins_t"]))")
+            return
+        }
+        let second = try runEngine(sandbox, [reversal("ins_r", of: transferID, amount: 1500)])
+        guard case .settled(let reversalID) = second.outcomes["ins_r"] else {
+            Issue.record("\(String(describing: second.outcomes["ins_r"]))")
+            return
+        }
+        #expect(reversalID.hasPrefix("trr_"))
+        let ledger = try #require(try LedgerStore.openReadOnly(path: sandbox.ledgerPath))
+        #expect(try ledger.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd") == LedgerTransfer(stripeID: transferID, amountMinor: 7000, reversedMinor: 1500))
+        let reversals = try sandbox.effects().filter { $0["type"] as? String == "reversal" }
+        #expect(reversals.count == 1)
+        #expect(reversals.first?["amount"] as? Int == 1500)
+    }
+
+    @Test func reversalPastTheWindowIsFoundByLookUp() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let first = try runEngine(sandbox, [transferInstruction("ins_t", amount: 7000)])
+        let transferID = try #require({ if case .settled(let id)? = first.outcomes["ins_t"] { id } else { nil } }())
+        let instruction = reversal("ins_r", of: transferID, amount: 700)
+        try stageInFlight(sandbox, instruction)
+        let made = try sandbox.stripe(
+            "POST", "/v1/transfers/\(transferID)/reversals", form: "amount=700&metadata%5Bsettle_instruction%5D=ins_r",
+            key: "settle-ins_r-a1")
+        let later = Date().addingTimeInterval(3 * 24 * 3600)
+        let report = try runEngine(sandbox, [instruction], configuration: configuration(sandbox, now: { later }))
+        #expect(report.outcomes["ins_r"] == .settled(stripeID: made["id"] as? String ?? "?"))
+        #expect(try sandbox.effects().filter { $0["type"] as? String == "reversal" }.count == 1)
+    }
+}

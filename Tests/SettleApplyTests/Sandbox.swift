@@ -1,0 +1,114 @@
+import Foundation
+import SettleHTTP
+import Testing
+
+/// The Python Stripe sandbox in a child process, on a loopback port of its own.
+/// `SETTLE_SANDBOX` names the script (default `/work/main/sandbox/stripe_sandbox.py`).
+final class Sandbox {
+    static let script = ProcessInfo.processInfo.environment["SETTLE_SANDBOX"] ?? "/work/main/sandbox/stripe_sandbox.py"
+    static var isAvailable: Bool { FileManager.default.fileExists(atPath: script) }
+
+    let process = Process()
+    let base: String
+    let directory: URL
+    private let client: HTTPClient
+
+    init(flags: [String] = []) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("settle-apply-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let portFile = directory.appendingPathComponent("port")
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", Self.script, "--port", "0", "--port-file", portFile.path, "--quiet", "--seed", "7"] + flags
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(20)
+        var port: Int?
+        while Date() < deadline {
+            if let text = try? String(contentsOf: portFile, encoding: .utf8),
+                let value = Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
+            {
+                port = value
+                break
+            }
+            usleep(20_000)
+        }
+        guard let port else {
+            kill(process.processIdentifier, SIGKILL)
+            throw SandboxError.didNotStart
+        }
+        base = "http://127.0.0.1:\(port)"
+        client = try HTTPClient(configuration: .init(version: "test"))
+    }
+
+    enum SandboxError: Error { case didNotStart, badAnswer(String) }
+
+    deinit {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    var ledgerPath: String { directory.appendingPathComponent("ledger.sqlite").path }
+
+    @discardableResult
+    func control(_ method: String, _ path: String, json: String? = nil) throws -> Any {
+        let request = HTTPRequest(
+            method: method, url: base + path, headers: json == nil ? [] : [("Content-Type", "application/json")],
+            body: Array((json ?? "").utf8))
+        guard case .response(let response) = client.perform(request), response.status == 200 else {
+            throw SandboxError.badAnswer("\(method) \(path)")
+        }
+        return try JSONSerialization.jsonObject(with: Data(response.body))
+    }
+
+    /// A raw Stripe call with the test key (to stage what a crashed run had sent).
+    func stripe(_ method: String, _ path: String, form: String, key: String) throws -> [String: Any] {
+        let request = HTTPRequest(
+            method: method, url: base + path,
+            headers: [("Authorization", "Bearer \(testKey)"), ("Content-Type", "application/x-www-form-urlencoded"), ("Idempotency-Key", key)],
+            body: Array(form.utf8))
+        guard case .response(let response) = client.perform(request) else { throw SandboxError.badAnswer(path) }
+        return (try JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
+    }
+
+    func seed(_ fixtures: String = Sandbox.standardFixtures) throws {
+        try control("POST", "/_sandbox/fixtures", json: fixtures)
+    }
+
+    func configure(_ json: String) throws { try control("POST", "/_sandbox/config", json: json) }
+
+    /// The committed effects, in order.
+    func effects() throws -> [[String: Any]] {
+        let body = try control("GET", "/_sandbox/effects") as? [String: Any]
+        return body?["data"] as? [[String: Any]] ?? []
+    }
+
+    /// How many effects carry each `settle_instruction`.
+    func effectCounts() throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for effect in try effects() {
+            if let id = (effect["metadata"] as? [String: Any])?["settle_instruction"] as? String { counts[id, default: 0] += 1 }
+        }
+        return counts
+    }
+
+    func requestCount() throws -> Int {
+        ((try control("GET", "/_sandbox/stats") as? [String: Any])?["requests"] as? Int) ?? -1
+    }
+
+    static let standardFixtures = """
+        {"balances": {"usd": 100000000},
+         "charges": [
+           {"id": "ch_1", "amount": 100000000, "currency": "usd", "status": "succeeded", "transfer_group": "ORDER100"},
+           {"id": "ch_pending", "amount": 5000, "currency": "usd", "status": "pending"},
+           {"id": "ch_failed", "amount": 5000, "currency": "usd", "status": "failed"}],
+         "accounts": [{"id": "acct_rest"}, {"id": "acct_closed", "transfers_disabled": true}],
+         "financial_accounts": [{"id": "fa_1", "balance": {"usd": 100000000}}],
+         "payout_methods": [
+           {"id": "pm_ap_1", "recipient": "acct_drv"},
+           {"id": "pm_ap_archived", "recipient": "acct_drv", "archived": true}]}
+        """
+}
+
+let testKey = "sk_test_51SECRETsettleKEY0123456789"

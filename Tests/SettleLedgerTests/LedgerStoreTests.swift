@@ -1,0 +1,211 @@
+import Foundation
+import SettleLedger
+import Testing
+
+/// A fresh folder per test, removed afterwards.
+final class TemporaryFolder {
+    let url: URL
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("settle-ledger-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+    var ledgerPath: String { url.appendingPathComponent("ledger.sqlite").path }
+    deinit { try? FileManager.default.removeItem(at: url) }
+}
+
+func transfer(
+    _ id: String, lines: [String], amount: Int64 = 7000, charge: String = "ch_1", group: String = "ORDER100",
+    destination: String = "acct_rest", attempt: Int = 1
+) -> LedgerDispatch {
+    LedgerDispatch(
+        id: id, kind: "transfer", group: group, payee: destination, charge: charge, currency: "usd",
+        amountMinor: amount, method: "POST", path: "/v1/transfers",
+        params: #"{"amount":"\#(amount)","currency":"usd"}"#, stripeContext: nil, attempt: attempt,
+        idempotencyKey: "settle-\(id)-a\(attempt)",
+        lines: lines.map { LedgerLineClaim(lineID: $0, kind: "transfer", amountMinor: amount / Int64(lines.count), content: "c-\($0)") })
+}
+
+func reversal(_ id: String, of transferID: String, amount: Int64, line: String) -> LedgerDispatch {
+    LedgerDispatch(
+        id: id, kind: "reversal", group: "ORDER100", payee: "acct_rest", charge: "", currency: "usd",
+        amountMinor: amount, method: "POST", path: "/v1/transfers/\(transferID)/reversals", params: "{}",
+        stripeContext: nil, attempt: 1, idempotencyKey: "settle-\(id)-a1",
+        lines: [LedgerLineClaim(lineID: line, kind: "reversal", amountMinor: amount, content: "c-\(line)")])
+}
+
+@Suite("LedgerStore")
+struct LedgerStoreTests {
+    @Test func secondOpenIsBusyUntilTheFirstCloses() throws {
+        let folder = try TemporaryFolder()
+        let first = try LedgerStore.open(path: folder.ledgerPath)
+        #expect(throws: LedgerError.busy("another settle process is using \(folder.ledgerPath)")) {
+            _ = try LedgerStore.open(path: folder.ledgerPath)
+        }
+        // Readers do not take the lock.
+        let reader = try #require(try LedgerStore.openReadOnly(path: folder.ledgerPath))
+        #expect(try reader.statusSummary().linesSettled == 0)
+        first.close()
+        let again = try LedgerStore.open(path: folder.ledgerPath)
+        again.close()
+    }
+
+    @Test func lockIsHeldAgainstAnotherProcess() throws {
+        let folder = try TemporaryFolder()
+        let store = try LedgerStore.open(path: folder.ledgerPath)
+        defer { store.close() }
+        // flock(1) in another process cannot take the lock while we hold it.
+        let probe = Process()
+        probe.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        probe.arguments = ["-n", folder.ledgerPath + ".lock", "true"]
+        try probe.run()
+        probe.waitUntilExit()
+        #expect(probe.terminationStatus == 1)
+    }
+
+    @Test func openReadOnlyReturnsNilWithoutAFile() throws {
+        let folder = try TemporaryFolder()
+        #expect(try LedgerStore.openReadOnly(path: folder.ledgerPath) == nil)
+        #expect(!FileManager.default.fileExists(atPath: folder.ledgerPath))
+    }
+
+    @Test func journalIsWALAndSchemaVersioned() throws {
+        let folder = try TemporaryFolder()
+        let store = try LedgerStore.open(path: folder.ledgerPath)
+        try store.markInFlight([transfer("ins_a", lines: ["L1"])])
+        #expect(FileManager.default.fileExists(atPath: folder.ledgerPath + "-wal"))
+        store.close()
+        let output = try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'; PRAGMA journal_mode;")
+        #expect(output == "1\nwal\n")
+    }
+
+    @Test func inFlightIsCommittedAndVisibleToAnotherConnectionBeforeAnyOutcome() throws {
+        let folder = try TemporaryFolder()
+        let store = try LedgerStore.open(path: folder.ledgerPath)
+        let sentAt = Date(timeIntervalSince1970: 1_800_000_000)
+        try store.markInFlight([transfer("ins_a", lines: ["L1", "L2"]), transfer("ins_b", lines: ["L3"], amount: 2000, destination: "acct_b")], at: sentAt)
+        // A second connection (as a crash-restarted process would have) sees it.
+        let reader = try #require(try LedgerStore.openReadOnly(path: folder.ledgerPath))
+        let row = try #require(try reader.instruction("ins_a"))
+        #expect(row.status == .inFlight)
+        #expect(row.idempotencyKey == "settle-ins_a-a1")
+        #expect(row.attempt == 1)
+        #expect(row.firstSentAt == sentAt)
+        #expect(row.dispatch.lines.map(\.lineID) == ["L1", "L2"])
+        #expect(try reader.line("L3")?.status == .inFlight)
+        #expect(try reader.unresolvedInstructions().map(\.id) == ["ins_a", "ins_b"])
+        #expect(try reader.transferredAmount(charge: "ch_1", currency: "usd") == 9000)
+        let summary = try reader.statusSummary()
+        #expect(summary.linesPending == 3)
+        #expect(summary.instructions == [.inFlight: 2])
+    }
+
+    @Test func settledOutcomeSettlesLinesAndCallsAreRecorded() throws {
+        let folder = try TemporaryFolder()
+        let store = try LedgerStore.open(path: folder.ledgerPath)
+        try store.markInFlight([transfer("ins_a", lines: ["L1", "L2"])])
+        let now = Date()
+        try store.recordCall(LedgerCall(instructionID: "ins_a", attempt: 1, idempotencyKey: "settle-ins_a-a1", sentAt: now, outcome: "retry", httpStatus: 503, requestID: "req_1"))
+        try store.recordOutcome(
+            instruction: "ins_a", .settled(stripeID: "tr_123"), requestID: "req_2",
+            call: LedgerCall(instructionID: "ins_a", attempt: 1, idempotencyKey: "settle-ins_a-a1", sentAt: now, outcome: "settled", httpStatus: 200, requestID: "req_2"))
+        let line = try #require(try store.line("L2"))
+        #expect(line == LedgerLine(lineID: "L2", content: "c-L2", instructionID: "ins_a", kind: "transfer", amountMinor: 3500, status: .settled, stripeID: "tr_123"))
+        let row = try #require(try store.instruction("ins_a"))
+        #expect(row.status == .settled)
+        #expect(row.stripeID == "tr_123")
+        #expect(row.requestID == "req_2")
+        #expect(try store.calls(instruction: "ins_a").map { "\($0.outcome):\($0.httpStatus ?? 0):\($0.requestID ?? "")" } == ["retry:503:req_1", "settled:200:req_2"])
+        #expect(try store.unresolvedInstructions().isEmpty)
+        #expect(try store.attempts(instruction: "ins_a") == 1)
+        #expect(try store.attempts(instruction: "ins_none") == 0)
+        #expect(try store.statusSummary() == LedgerStatusSummary(linesSettled: 2, linesPending: 0, linesFailed: 0, instructions: [.settled: 1]))
+        // A settled instruction is never sent again.
+        #expect(throws: LedgerError.instructionNotSendable(id: "ins_a", status: .settled)) {
+            try store.markInFlight([transfer("ins_a", lines: ["L1", "L2"], attempt: 2)])
+        }
+    }
+
+    @Test func failureReleasesLinesForANewAttempt() throws {
+        let folder = try TemporaryFolder()
+        let store = try LedgerStore.open(path: folder.ledgerPath)
+        try store.markInFlight([transfer("ins_a", lines: ["L1"])])
+        try store.recordOutcome(instruction: "ins_a", .failed(code: "balance_insufficient", message: "Insufficient funds"))
+        #expect(try store.line("L1")?.status == .failed)
+        #expect(try store.transferredAmount(charge: "ch_1", currency: "usd") == 0)
+        let failed = try #require(try store.instruction("ins_a"))
+        #expect(failed.errorCode == "balance_insufficient")
+        #expect(failed.errorMessage == "Insufficient funds")
+        // The same attempt number again is refused; attempt 2 is fine.
+        #expect(throws: LedgerError.instructionNotSendable(id: "ins_a", status: .failed)) {
+            try store.markInFlight([transfer("ins_a", lines: ["L1"], attempt: 1)])
+        }
+        try store.markInFlight([transfer("ins_a", lines: ["L1"], attempt: 2)])
+        let second = try #require(try store.instruction("ins_a"))
+        #expect(second.status == .inFlight)
+        #expect(second.idempotencyKey == "settle-ins_a-a2")
+        #expect(second.errorCode == nil)
+        #expect(try store.attempts(instruction: "ins_a") == 2)
+        // A released line may also move to another instruction.
+        try store.recordOutcome(instruction: "ins_a", .failed(code: "x", message: "y"))
+        try store.markInFlight([transfer("ins_other", lines: ["L1"])])
+        #expect(try store.line("L1")?.instructionID == "ins_other")
+    }
+
+    @Test func aLineHeldByAnotherInstructionCannotBeClaimedAndTheBatchIsAtomic() throws {
+        let folder = try TemporaryFolder()
+        let store = try LedgerStore.open(path: folder.ledgerPath)
+        try store.markInFlight([transfer("ins_a", lines: ["L1"])])
+        try store.recordOutcome(instruction: "ins_a", .unknown(message: "timeout"))
+        #expect(throws: LedgerError.lineClaimed(lineID: "L1", instructionID: "ins_a", status: .unknown)) {
+            try store.markInFlight([transfer("ins_c", lines: ["L9"], charge: "ch_9"), transfer("ins_b", lines: ["L1"])])
+        }
+        // Nothing of the refused batch was written.
+        #expect(try store.instruction("ins_c") == nil)
+        #expect(try store.line("L9") == nil)
+        // A re-send of the unknown one under the same key is allowed; another key is not.
+        try store.markInFlight([transfer("ins_a", lines: ["L1"])])
+        #expect(try store.instruction("ins_a")?.status == .unknown)
+        #expect(throws: LedgerError.instructionNotSendable(id: "ins_a", status: .unknown)) {
+            try store.markInFlight([transfer("ins_a", lines: ["L1"], attempt: 2)])
+        }
+    }
+
+    @Test func transferLookupIsNetOfReversals() throws {
+        let folder = try TemporaryFolder()
+        let store = try LedgerStore.open(path: folder.ledgerPath)
+        try store.markInFlight([transfer("ins_t", lines: ["L1"], amount: 7000)])
+        #expect(try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd") == nil)
+        try store.recordOutcome(instruction: "ins_t", .settled(stripeID: "tr_9"))
+        try store.markInFlight([reversal("ins_r1", of: "tr_9", amount: 1500, line: "R1"), reversal("ins_r2", of: "tr_9", amount: 500, line: "R2")])
+        try store.recordOutcome(instruction: "ins_r1", .settled(stripeID: "trr_1"))
+        try store.recordOutcome(instruction: "ins_r2", .failed(code: "balance_insufficient", message: "no"))
+        #expect(try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd") == LedgerTransfer(stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500))
+        #expect(try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "eur") == nil)
+        #expect(try store.transfer(group: "OTHER", destination: "acct_rest", currency: "usd") == nil)
+        #expect(try store.transferredAmount(charge: "ch_1", currency: "usd") == 7000)
+        #expect(try store.transferredAmount(charge: "ch_1", currency: "eur") == 0)
+    }
+
+    @Test func ledgerSurvivesReopen() throws {
+        let folder = try TemporaryFolder()
+        do {
+            let store = try LedgerStore.open(path: folder.ledgerPath)
+            try store.markInFlight([transfer("ins_a", lines: ["L1"])])
+            try store.recordOutcome(instruction: "ins_a", .settled(stripeID: "tr_1"))
+        }
+        let store = try LedgerStore.open(path: folder.ledgerPath)
+        #expect(try store.line("L1")?.stripeID == "tr_1")
+    }
+}
+
+func sqlite(_ path: String, _ sql: String) throws -> String {
+    let process = Process()
+    let pipe = Pipe()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", "-c", "import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\nfor s in sys.argv[2].split(';'):\n  s=s.strip()\n  if s:\n    for r in c.execute(s): print(*r)", path, sql]
+    process.standardOutput = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
