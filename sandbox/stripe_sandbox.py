@@ -265,7 +265,7 @@ class Sandbox:
         if not isinstance(fx, dict):
             raise ValueError("fixtures must be a JSON object")
         known = {"balances", "charges", "accounts", "financial_accounts", "payout_methods",
-                 "auto_charges"}
+                 "transfers", "auto_charges"}
         for k in fx:
             if k not in known:
                 raise ValueError(f"unknown fixture key: {k}")
@@ -290,6 +290,26 @@ class Sandbox:
             for p in fx.get("payout_methods", []):
                 pm = _fixture_payout_method(p)
                 self.payout_methods[pm["id"]] = pm
+            for t in fx.get("transfers", []):
+                # Transfers made before settle (for example by an earlier system): not effects.
+                if not isinstance(t, dict) or not str(t.get("id", "")).startswith("tr_"):
+                    raise ValueError(f"transfer needs a tr_ id: {t!r}")
+                if not isinstance(t.get("amount"), int) or not str(t.get("destination", "")).startswith("acct_"):
+                    raise ValueError(f"transfer {t['id']}: needs an integer amount and an acct_ destination")
+                tr = {
+                    "id": t["id"], "object": "transfer", "amount": t["amount"],
+                    "amount_reversed": int(t.get("amount_reversed", 0)),
+                    "balance_transaction": "txn_" + t["id"].split("_", 1)[-1], "created": _now(),
+                    "currency": str(t.get("currency", "usd")).lower(), "description": t.get("description"),
+                    "destination": t["destination"], "destination_payment": "py_" + t["id"].split("_", 1)[-1],
+                    "livemode": False, "metadata": dict(t.get("metadata", {})), "reversed": False,
+                    "source_transaction": t.get("source_transaction"), "source_type": "card",
+                    "transfer_group": t.get("transfer_group"),
+                }
+                if t["id"] not in self.transfers:
+                    self.transfer_order.append(t["id"])
+                self.transfers[t["id"]] = tr
+                self._account(t["destination"])
             if "auto_charges" in fx:
                 self.auto_charges = bool(fx["auto_charges"])
 

@@ -483,7 +483,7 @@ public final class ApplyEngine {
         switch result {
         case .settled(let id), .alreadySettled(let id):
             ledgerOutcome = .settled(stripeID: id)
-            log(.info, "\(dispatch.id) settled: \(id) \(requestIDText(outcome))")
+            log(.debug, "\(dispatch.id) settled: \(id) \(requestIDText(outcome))")
         case .failed(let code, let message), .rejected(let code, let message):
             ledgerOutcome = .failed(code: code, message: message)
             log(.warning, "\(dispatch.id) failed: \(code): \(message) \(requestIDText(outcome))")

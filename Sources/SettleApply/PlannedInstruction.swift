@@ -13,16 +13,19 @@ public struct PlannedInstruction: Sendable, Equatable, Decodable {
         public var amountMinor: Int64
         /// The planner's digest of the line's settlement content.
         public var content: String
+        /// `[file, offset, length]` of the line's original record in the plan folder's spool.
+        public var spool: [Int64]?
 
-        public init(lineID: String, kind: String, amountMinor: Int64, content: String) {
+        public init(lineID: String, kind: String, amountMinor: Int64, content: String, spool: [Int64]? = nil) {
             self.lineID = lineID
             self.kind = kind
             self.amountMinor = amountMinor
             self.content = content
+            self.spool = spool
         }
 
         enum CodingKeys: String, CodingKey {
-            case lineID = "line_id", kind, amountMinor = "amount_minor", content
+            case lineID = "line_id", kind, amountMinor = "amount_minor", content, spool
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import SettleCore
 import SettleWrite
+import SettleLedger
 
 /// The commands of SPEC §1.
 struct Commands {
@@ -14,12 +15,16 @@ struct Commands {
     }
 
     /// Plans into `--out`; shared by `plan` and `run`.
-    func planToFolder(mode: String) throws(CommandFailure) -> (String, PlanOutputs.Written) {
+    /// With `ledger`, plans against that (locked) ledger, as `run` does; else reads the ledger
+    /// without a lock.
+    func planToFolder(mode: String, ledger: LedgerStore? = nil) throws(CommandFailure) -> (String, PlanOutputs.Written) {
         guard !options.inputs.isEmpty else { throw CommandFailure(.usage, "\(options.command) needs at least one INPUT") }
         guard let folder = options.out else { throw CommandFailure(.usage, "\(options.command) needs --out DIR") }
         try OutputFolder.prepare(folder)
-        let history = try LedgerHistory.openForPlanning(path: options.ledger)
+        let history: LedgerHistory?
+        if let ledger { history = LedgerHistory(store: ledger) } else { history = try LedgerHistory.openForPlanning(path: options.ledger) }
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(history: history, spoolFolder: folder)
+        try history?.checkReads()
         let written = try PlanOutputs(folder: folder, options: options).write(plan, inputs: inputs, mode: mode, log: log)
         return (folder, written)
     }
@@ -28,6 +33,7 @@ struct Commands {
         guard !options.inputs.isEmpty else { throw CommandFailure(.usage, "validate needs at least one INPUT") }
         let history = try LedgerHistory.openForPlanning(path: options.ledger)
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(history: history, spoolFolder: nil)
+        try history?.checkReads()
         let batch = plan.batch
         var counts: [LineStatus: Int] = [:]
         var reasons: [String: Int] = [:]
@@ -62,11 +68,14 @@ struct Commands {
     }
 
     func run() throws(CommandFailure) -> ExitCode {
-        // Check what apply needs before planning, so a missing key stops the run before any work.
-        _ = try Applier(options: options, log: log).credentials()
-        let (folder, written) = try planToFolder(mode: "run")
+        // Check what apply needs before planning, so a missing key stops the run before any work,
+        // and hold the ledger from plan to apply so no other process settles in between.
+        let applier = Applier(options: options, log: log)
+        _ = try applier.credentials()
+        let ledger = try LedgerHistory.openExclusive(path: options.ledger)
+        let (folder, written) = try planToFolder(mode: "run", ledger: ledger)
         log(.info, "planned \(written.counts[.planned] ?? 0) lines; applying")
-        return try Applier(options: options, log: log).apply(folder: folder)
+        return try applier.apply(folder: folder, ledger: ledger, mode: "run")
     }
 
     func status() throws(CommandFailure) -> ExitCode {

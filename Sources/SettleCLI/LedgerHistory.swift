@@ -1,27 +1,101 @@
 import Foundation
 import SettleCore
+import SettleLedger
 
-/// The ledger as the planner sees it. Until the ledger module lands this reads nothing.
-enum LedgerHistory {
-    static func openForPlanning(path: String) throws(CommandFailure) -> (any SettlementHistory)? {
-        nil
+/// The ledger as the planner sees it (SettlementHistory over LedgerStore).
+///
+/// A read that fails is remembered and turns the run into exit 75 after planning: the plan
+/// would otherwise be made without knowing what earlier runs settled.
+final class LedgerHistory: SettlementHistory {
+    let store: LedgerStore
+    private(set) var failure: LedgerError?
+
+    init(store: LedgerStore) { self.store = store }
+
+    /// The ledger for `plan`/`validate`: read-only, no lock; nil when there is no ledger yet.
+    static func openForPlanning(path: String) throws(CommandFailure) -> LedgerHistory? {
+        do {
+            return try LedgerStore.openReadOnly(path: path).map(LedgerHistory.init(store:))
+        } catch {
+            throw CommandFailure(.tryAgain, "cannot read the ledger \(path): \(error)")
+        }
     }
 
+    /// The ledger for `apply`/`run`: one process at a time (a second one exits 75).
+    static func openExclusive(path: String) throws(CommandFailure) -> LedgerStore {
+        do {
+            return try LedgerStore.open(path: path)
+        } catch {
+            if case .busy = error {
+                throw CommandFailure(.tryAgain, "the ledger \(path) is in use by another settle process; run again later")
+            }
+            throw CommandFailure(.tryAgain, "cannot open the ledger \(path): \(error)")
+        }
+    }
+
+    func checkReads() throws(CommandFailure) {
+        if let failure { throw CommandFailure(.tryAgain, "reading the ledger failed: \(failure)") }
+    }
+
+    private func read<T>(_ fallback: T, _ body: () throws(LedgerError) -> T) -> T {
+        do {
+            return try body()
+        } catch {
+            if failure == nil { failure = error }
+            return fallback
+        }
+    }
+
+    func line(_ lineID: String) -> HistoricLine? {
+        read(nil) { () throws(LedgerError) -> HistoricLine? in
+            guard let line = try store.line(lineID) else { return nil }
+            let state: HistoricLine.State
+            switch line.status {
+            case .settled: state = .settled
+            case .failed: state = .failed
+            case .inFlight, .unknown: state = .pending
+            }
+            return HistoricLine(content: line.content, state: state, stripeID: line.stripeID)
+        }
+    }
+
+    func transferred(charge: String, currency: String) -> Int64 {
+        read(0) { () throws(LedgerError) -> Int64 in try store.transferredAmount(charge: charge, currency: currency) }
+    }
+
+    func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer? {
+        read(nil) { () throws(LedgerError) -> RecordedTransfer? in
+            guard let transfer = try store.transfer(group: group, destination: destination, currency: currency) else {
+                return nil
+            }
+            return RecordedTransfer(stripeID: transfer.stripeID, remaining: transfer.amountMinor - transfer.reversedMinor)
+        }
+    }
+
+    func attempts(instruction: String) -> Int {
+        read(0) { () throws(LedgerError) -> Int in try store.attempts(instruction: instruction) }
+    }
+
+    /// settle status: what the ledger knows.
     static func printStatus(path: String) throws(CommandFailure) -> ExitCode {
-        throw CommandFailure(.internalError, "status: the ledger module is not built in yet")
-    }
-}
-
-/// Executes a plan folder. Until the apply engine lands, apply refuses to run.
-struct Applier {
-    let options: Options
-    let log: Log
-
-    func credentials() throws(CommandFailure) -> String {
-        throw CommandFailure(.internalError, "apply: the Stripe client is not built in yet")
-    }
-
-    func apply(folder: String) throws(CommandFailure) -> ExitCode {
-        throw CommandFailure(.internalError, "apply: the Stripe client is not built in yet")
+        guard let history = try openForPlanning(path: path) else {
+            print("settle status: no ledger at \(path) (nothing settled yet)")
+            return .ok
+        }
+        let summary: LedgerStatusSummary
+        do {
+            summary = try history.store.statusSummary()
+        } catch {
+            throw CommandFailure(.tryAgain, "cannot read the ledger \(path): \(error)")
+        }
+        var text = "settle status: ledger \(path)\n"
+        text += "  lines settled: \(summary.linesSettled)\n"
+        text += "  lines unknown (sent, outcome not known yet): \(summary.linesPending)\n"
+        text += "  lines failed: \(summary.linesFailed)\n"
+        for status in [LedgerStatus.settled, .inFlight, .unknown, .failed] {
+            text += "  instructions \(status.rawValue): \(summary.instructions[status] ?? 0)\n"
+        }
+        print(text, terminator: "")
+        return summary.linesPending > 0 ? .tryAgain : .ok
     }
 }

@@ -41,12 +41,11 @@ struct PlanOutputs {
             written.files.append(("instructions.jsonl", instructions.sha256, instructions.rows))
             let summary = try sums.write(path: path("summary.csv"))
             written.files.append(("summary.csv", summary.sha256, summary.rows))
+            let index = try LineIndex.write(path: path(LineIndex.name), plan: plan)
+            written.files.append((LineIndex.name, index.sha256, index.rows))
             let manifest = PlanOutputs.manifest(plan: plan, inputs: inputs, layout: layout, sums: sums,
                                                 written: written, mode: mode, options: options)
-            let file = try OutputFile(path: path("manifest.json"))
-            file.append(manifest.pretty() + "\n")
-            file.endRow()
-            try file.commit()
+            try PlanOutputs.writeManifest(manifest, folder: folder)
         } catch {
             throw CommandFailure(.outputUnwritable, "cannot write \(error.path): \(error.message)")
         }
@@ -54,6 +53,21 @@ struct PlanOutputs {
     }
 
     func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
+
+    /// Writes manifest.json and, beside the spool, its SHA-256, so `apply` can tell that
+    /// neither the manifest nor the instructions changed since they were written.
+    static func writeManifest(_ manifest: JSON, folder: String) throws(WriteFailure) {
+        let file = try OutputFile(path: (folder as NSString).appendingPathComponent("manifest.json"))
+        file.append(manifest.pretty() + "\n")
+        file.endRow()
+        let sha = try file.commit()
+        let seal = try OutputFile(path: (folder as NSString).appendingPathComponent(manifestSealName))
+        seal.append(sha + "\n")
+        seal.endRow()
+        try seal.commit()
+    }
+
+    static let manifestSealName = ".settle/manifest.sha256"
 
     static func exitCode(counts: [LineStatus: Int], inputs: [InputReport]) -> ExitCode {
         var code = ExitCode.ok

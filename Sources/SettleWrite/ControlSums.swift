@@ -57,6 +57,15 @@ public struct ControlSums: Sendable {
         currencies[currency] = sums
     }
 
+    /// Charges as a plan's manifest recorded them (apply recomputes the rest from results.csv).
+    public mutating func addCharges(currency: String, count: Int, gross: Int64, fees: Int64) {
+        var sums = currencies[currency] ?? PerCurrency()
+        sums.charges += count
+        sums.chargesGross += gross
+        sums.chargesFees += fees
+        currencies[currency] = sums
+    }
+
     /// Sums over a plan's lines and the charges it saw.
     public static func of(_ plan: SettlementPlan) -> ControlSums {
         var sums = ControlSums()

@@ -135,6 +135,35 @@ public enum CSVField {
         out.append(0x0A)
     }
 
+    /// Splits a whole CSV file into raw records (quotes respected), without their line ends.
+    public static func records(_ bytes: [UInt8]) -> [[UInt8]] {
+        var records: [[UInt8]] = []
+        var start = 0
+        var inQuotes = false
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == 0x22 {
+                inQuotes.toggle()
+            } else if byte == 0x0A, !inQuotes {
+                var end = index
+                if end > start, bytes[end - 1] == 0x0D { end -= 1 }
+                records.append(Array(bytes[start..<end]))
+                start = index + 1
+            }
+            index += 1
+        }
+        if start < bytes.count { records.append(Array(bytes[start...])) }
+        return records
+    }
+
+    /// A text cell for a file finance opens, with the formula guard applied.
+    public static func guarded(_ value: String) -> [UInt8] {
+        var bytes = Array(value.utf8)
+        if let first = bytes.first, isFormulaStart(first) { bytes.insert(0x27, at: 0) }
+        return bytes
+    }
+
     /// Splits one CSV record (as written by settle or spooled from an input) into fields.
     public static func split(_ record: [UInt8]) -> [[UInt8]] {
         var fields: [[UInt8]] = []

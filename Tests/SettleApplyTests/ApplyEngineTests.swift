@@ -4,8 +4,7 @@ import SettleLedger
 import Testing
 
 @Suite(
-    "ApplyEngine against the Stripe sandbox",
-    .enabled(if: Sandbox.isAvailable, "Stripe sandbox not found at \(Sandbox.script) (set SETTLE_SANDBOX)"))
+    "ApplyEngine against the Stripe sandbox")
 struct ApplyEngineTests {
     @Test func cleanRunSettlesEachInstructionOnce() throws {
         let sandbox = try Sandbox()
@@ -297,8 +296,7 @@ func stageInFlight(_ sandbox: Sandbox, _ instruction: PlannedInstruction) throws
 }
 
 @Suite(
-    "ApplyEngine reversals",
-    .enabled(if: Sandbox.isAvailable, "Stripe sandbox not found at \(Sandbox.script) (set SETTLE_SANDBOX)"))
+    "ApplyEngine reversals")
 struct ApplyEngineReversalTests {
     func reversal(_ id: String, of transfer: String, amount: Int64) -> PlannedInstruction {
         PlannedInstruction(

@@ -3,10 +3,17 @@ import SettleHTTP
 import Testing
 
 /// The Python Stripe sandbox in a child process, on a loopback port of its own.
-/// `SETTLE_SANDBOX` names the script (default `/work/main/sandbox/stripe_sandbox.py`).
+/// The script is the repository's `sandbox/stripe_sandbox.py` (found from this file's path).
 final class Sandbox {
-    static let script = ProcessInfo.processInfo.environment["SETTLE_SANDBOX"] ?? "/work/main/sandbox/stripe_sandbox.py"
-    static var isAvailable: Bool { FileManager.default.fileExists(atPath: script) }
+    static let script: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.pathComponents.count > 1 {
+            url.deleteLastPathComponent()
+            let candidate = url.appendingPathComponent("sandbox/stripe_sandbox.py")
+            if FileManager.default.fileExists(atPath: candidate.path) { return candidate.path }
+        }
+        return "sandbox/stripe_sandbox.py"
+    }()
 
     let process = Process()
     let base: String

@@ -1,0 +1,127 @@
+import Foundation
+import SettleApply
+import SettleCore
+import SettleDigest
+import SettleLedger
+import SettleWrite
+
+/// `settle apply DIR`: executes exactly the plan in the folder, exactly once, and rewrites
+/// results.csv, errors.csv, deferred.csv, summary.csv and manifest.json with the outcomes.
+struct Applier {
+    let options: Options
+    let log: Log
+
+    /// The secret key: `--api-key-file` (owner-only) or `STRIPE_API_KEY`. Never printed.
+    func credentials() throws(CommandFailure) -> APIKey {
+        var secret: String
+        if let path = options.apiKeyFile {
+            var info = stat()
+            guard stat(path, &info) == 0 else { throw CommandFailure(.configuration, "cannot read --api-key-file \(path)") }
+            guard info.st_mode & 0o077 == 0 else {
+                throw CommandFailure(.configuration,
+                                     "--api-key-file \(path) is readable by group or others; chmod 600 it")
+            }
+            guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+                throw CommandFailure(.configuration, "cannot read --api-key-file \(path)")
+            }
+            secret = text
+        } else if let value = ProcessInfo.processInfo.environment["STRIPE_API_KEY"] {
+            secret = value
+        } else {
+            throw CommandFailure(.configuration, "no API key: set STRIPE_API_KEY or pass --api-key-file")
+        }
+        secret = secret.trimmingCharacters(in: .whitespacesAndNewlines)
+        let key = APIKey(secret)
+        guard key.isWellFormed else {
+            throw CommandFailure(.configuration, "the API key is not a Stripe secret (sk_…) or restricted (rk_…) key")
+        }
+        if key.isLive && !options.live {
+            throw CommandFailure(.configuration, "a live-mode key needs --live")
+        }
+        return key
+    }
+
+    func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure) -> ExitCode {
+        let key = try credentials()
+        let plan = try PlanFolder.open(folder)
+        let ledger: LedgerStore
+        if let givenLedger { ledger = givenLedger } else { ledger = try LedgerHistory.openExclusive(path: options.ledger) }
+        let instructions: [PlannedInstruction]
+        do {
+            instructions = try PlannedInstruction.decodeJSONLines(plan.instructionsData)
+        } catch {
+            throw CommandFailure(.linesRejected, "\(folder)/instructions.jsonl: \(error)")
+        }
+        let log = self.log
+        let terminal = options.progress == "on" || (options.progress == "auto" && isatty(2) == 1)
+        let quiet = options.progress == "off"
+        let configuration = ApplyConfiguration(
+            apiBase: options.apiBase, apiKey: key,
+            stripeVersion: options.stripeVersion ?? ApplyConfiguration.pinnedStripeVersion,
+            rate: Double(options.rate ?? (key.isLive ? 90 : 20)), concurrency: options.concurrency,
+            financialAccount: options.financialAccount, settleVersion: Settle.version,
+            logger: { level, message in
+                let mapped: Log.Level = [.debug: .debug, .info: .info, .warning: .warning, .error: .error][level] ?? .info
+                log(mapped, message)
+            },
+            progress: ApplyProgressPrinter(terminal: terminal, quiet: quiet, log: log).callAsFunction)
+        let report: ApplyReport
+        do {
+            let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
+            log(.info, "applying \(instructions.count) instructions from \(folder)")
+            report = try engine.run(instructions)
+        } catch {
+            switch error {
+            case .configuration(let message): throw CommandFailure(.configuration, message)
+            case .ledger(let problem):
+                if case .busy = problem { throw CommandFailure(.tryAgain, "the ledger is in use by another settle process") }
+                throw CommandFailure(.tryAgain, "ledger: \(problem)")
+            case .planInvalid: throw CommandFailure(.linesRejected, "\(folder): \(error)")
+            case .transport(let message): throw CommandFailure(.tryAgain, "HTTP: \(message)")
+            }
+        }
+        if terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+        let exit = try plan.rewrite(outcomes: report.outcomes, ledger: ledger, report: report, mode: mode, options: options)
+        log(.info, "applied: \(report.requests) requests, \(report.retries) retries, \(report.rateLimited) rate-limited, "
+                + "\(report.serverErrors) server errors in \(report.elapsed)")
+        log(.info, "results in \(folder)/results.csv; exit \(exit.rawValue)")
+        return exit
+    }
+}
+
+/// Apply progress: a live line on a terminal, a log line every 30 s otherwise.
+final class ApplyProgressPrinter: @unchecked Sendable {
+    let terminal: Bool
+    let quiet: Bool
+    let log: Log
+    private let started = Date()
+    private var last = Date.distantPast
+    private let lock = NSLock()
+
+    init(terminal: Bool, quiet: Bool, log: Log) {
+        self.terminal = terminal
+        self.quiet = quiet
+        self.log = log
+    }
+
+    func callAsFunction(_ progress: ApplyProgress) {
+        guard !quiet else { return }
+        lock.lock()
+        defer { lock.unlock() }
+        let now = Date()
+        let finished = progress.done == progress.total
+        guard finished || now.timeIntervalSince(last) >= (terminal ? 0.25 : 30) else { return }
+        last = now
+        let seconds = max(0.001, now.timeIntervalSince(started))
+        let rate = Double(progress.done) / seconds
+        var text = "\(progress.phase): \(progress.done)/\(progress.total), \(String(format: "%.1f", rate))/s"
+        if rate > 0, progress.done < progress.total {
+            text += ", ETA \(Int(Double(progress.total - progress.done) / rate)) s"
+        }
+        if terminal {
+            FileHandle.standardError.write(Data("\r\(text)   ".utf8))
+        } else {
+            log(.info, text)
+        }
+    }
+}

@@ -1,0 +1,45 @@
+public import SettleCore
+
+/// `.settle/lines.idx`: where each line's original record sits in the spool, in results.csv
+/// order (16 bytes a line: file, length, offset), so `apply` can rebuild `errors.csv` and
+/// `deferred.csv` from the plan folder alone.
+public enum LineIndex {
+    public static let name = ".settle/lines.idx"
+    public static let entryBytes = 16
+
+    public struct Entry: Sendable, Equatable {
+        public var file: Int
+        public var offset: UInt64
+        public var length: UInt32
+    }
+
+    public static func write(path: String, plan: SettlementPlan) throws(WriteFailure) -> (sha256: String, rows: Int) {
+        let file = try OutputFile(path: path)
+        for line in plan.batch.lines {
+            file.withBuffer { out in
+                appendLittleEndian(UInt32(line.file), to: &out)
+                appendLittleEndian(line.spoolLength, to: &out)
+                appendLittleEndian(line.spoolOffset, to: &out)
+            }
+            file.endRow()
+        }
+        let sha = try file.commit()
+        return (sha, file.rows)
+    }
+
+    public static func entries(_ bytes: [UInt8]) -> [Entry] {
+        stride(from: 0, to: bytes.count - entryBytes + 1, by: entryBytes).map { start in
+            func value(_ at: Int, _ width: Int) -> UInt64 {
+                var result: UInt64 = 0
+                for index in (0..<width).reversed() { result = result << 8 | UInt64(bytes[start + at + index]) }
+                return result
+            }
+            return Entry(file: Int(value(0, 4)), offset: value(8, 8), length: UInt32(value(4, 4)))
+        }
+    }
+
+    static func appendLittleEndian<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
+        var value = value.littleEndian
+        withUnsafeBytes(of: &value) { out.append(contentsOf: $0) }
+    }
+}
