@@ -67,9 +67,12 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SettleHTTPTests", dependencies: ["SettleHTTP"],
                     swiftSettings: strict),
-        .testTarget(name: "SettleApplyTests", dependencies: ["SettleApply", "SettleLedger", "SettleHTTP"],
+        // The Stripe sandbox in a child process, for the integration and end-to-end tests.
+        .target(name: "SettleTestSupport", dependencies: ["SettleHTTP"], path: "Tests/SettleTestSupport",
+                swiftSettings: strict),
+        .testTarget(name: "SettleApplyTests", dependencies: ["SettleApply", "SettleLedger", "SettleHTTP", "SettleTestSupport"],
                     swiftSettings: strict),
-        .testTarget(name: "SettleEndToEndTests", dependencies: [],
+        .testTarget(name: "SettleEndToEndTests", dependencies: ["SettleTestSupport"],
                     resources: [.copy("Fixtures")], swiftSettings: strict),
     ]
 )

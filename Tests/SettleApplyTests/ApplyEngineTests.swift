@@ -2,6 +2,7 @@ import Foundation
 import SettleApply
 import SettleLedger
 import Testing
+import SettleTestSupport
 
 @Suite(
     "ApplyEngine against the Stripe sandbox")

@@ -1,3 +1,4 @@
+import SettleTestSupport
 import Foundation
 import SettleApply
 import SettleLedger

@@ -67,6 +67,23 @@ struct SettleProcess {
                        stderr: String(decoding: errData, as: UTF8.self))
     }
 
+    /// Starts the binary without waiting (its output goes to /dev/null): for kill tests.
+    static func start(_ arguments: [String], environment: [String: String] = [:]) throws -> Process {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        process.currentDirectoryURL = root
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "STRIPE_API_KEY")
+        env.merge(environment) { $1 }
+        process.environment = env
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
     /// A fresh temporary folder.
     static func temporaryFolder() -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("settle-e2e-\(UUID().uuidString)")

@@ -1,11 +1,10 @@
-import Foundation
+public import Foundation
 import SettleHTTP
-import Testing
 
 /// The Python Stripe sandbox in a child process, on a loopback port of its own.
 /// The script is the repository's `sandbox/stripe_sandbox.py` (found from this file's path).
-final class Sandbox {
-    static let script: String = {
+public final class Sandbox {
+    public static let script: String = {
         var url = URL(fileURLWithPath: #filePath)
         while url.pathComponents.count > 1 {
             url.deleteLastPathComponent()
@@ -15,12 +14,12 @@ final class Sandbox {
         return "sandbox/stripe_sandbox.py"
     }()
 
-    let process = Process()
-    let base: String
-    let directory: URL
+    public let process = Process()
+    public let base: String
+    public let directory: URL
     private let client: HTTPClient
 
-    init(flags: [String] = []) throws {
+    public init(flags: [String] = []) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("settle-apply-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let portFile = directory.appendingPathComponent("port")
@@ -48,7 +47,7 @@ final class Sandbox {
         client = try HTTPClient(configuration: .init(version: "test"))
     }
 
-    enum SandboxError: Error { case didNotStart, badAnswer(String) }
+    public enum SandboxError: Error { case didNotStart, badAnswer(String) }
 
     deinit {
         kill(process.processIdentifier, SIGKILL)
@@ -56,10 +55,10 @@ final class Sandbox {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    var ledgerPath: String { directory.appendingPathComponent("ledger.sqlite").path }
+    public var ledgerPath: String { directory.appendingPathComponent("ledger.sqlite").path }
 
     @discardableResult
-    func control(_ method: String, _ path: String, json: String? = nil) throws -> Any {
+    public func control(_ method: String, _ path: String, json: String? = nil) throws -> Any {
         let request = HTTPRequest(
             method: method, url: base + path, headers: json == nil ? [] : [("Content-Type", "application/json")],
             body: Array((json ?? "").utf8))
@@ -70,7 +69,7 @@ final class Sandbox {
     }
 
     /// A raw Stripe call with the test key (to stage what a crashed run had sent).
-    func stripe(_ method: String, _ path: String, form: String, key: String) throws -> [String: Any] {
+    public func stripe(_ method: String, _ path: String, form: String, key: String) throws -> [String: Any] {
         let request = HTTPRequest(
             method: method, url: base + path,
             headers: [("Authorization", "Bearer \(testKey)"), ("Content-Type", "application/x-www-form-urlencoded"), ("Idempotency-Key", key)],
@@ -79,20 +78,20 @@ final class Sandbox {
         return (try JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
     }
 
-    func seed(_ fixtures: String = Sandbox.standardFixtures) throws {
+    public func seed(_ fixtures: String = Sandbox.standardFixtures) throws {
         try control("POST", "/_sandbox/fixtures", json: fixtures)
     }
 
-    func configure(_ json: String) throws { try control("POST", "/_sandbox/config", json: json) }
+    public func configure(_ json: String) throws { try control("POST", "/_sandbox/config", json: json) }
 
     /// The committed effects, in order.
-    func effects() throws -> [[String: Any]] {
+    public func effects() throws -> [[String: Any]] {
         let body = try control("GET", "/_sandbox/effects") as? [String: Any]
         return body?["data"] as? [[String: Any]] ?? []
     }
 
     /// How many effects carry each `settle_instruction`.
-    func effectCounts() throws -> [String: Int] {
+    public func effectCounts() throws -> [String: Int] {
         var counts: [String: Int] = [:]
         for effect in try effects() {
             if let id = (effect["metadata"] as? [String: Any])?["settle_instruction"] as? String { counts[id, default: 0] += 1 }
@@ -100,11 +99,11 @@ final class Sandbox {
         return counts
     }
 
-    func requestCount() throws -> Int {
+    public func requestCount() throws -> Int {
         ((try control("GET", "/_sandbox/stats") as? [String: Any])?["requests"] as? Int) ?? -1
     }
 
-    static let standardFixtures = """
+    public static let standardFixtures = """
         {"balances": {"usd": 100000000},
          "charges": [
            {"id": "ch_1", "amount": 100000000, "currency": "usd", "status": "succeeded", "transfer_group": "ORDER100"},
@@ -118,4 +117,4 @@ final class Sandbox {
         """
 }
 
-let testKey = "sk_test_51SECRETsettleKEY0123456789"
+public let testKey = "sk_test_51SECRETsettleKEY0123456789"

@@ -1,0 +1,228 @@
+import Foundation
+import SettleTestSupport
+import Testing
+
+/// `settle run` and `settle apply` end to end: the real binary, real HTTP on loopback to the
+/// sandbox, a real SQLite ledger. Money is counted at the sandbox.
+@Suite struct ApplyCommandTests {
+    /// An export of `orders` orders: a transfer to a restaurant and a courier payout each.
+    static func export(orders: Int, in folder: URL, extra: String = "") throws -> URL {
+        var text = "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method\n"
+        for order in 1...orders {
+            text += "T\(order),\(order),transfer,\(10 + order).\(order % 100 < 10 ? "0" : "")\(order % 100),usd,ORDER\(order),acct_r\(order % 5),ch_e\(order),100.00,usd,succeeded,,\n"
+            text += "P\(order),\(order),payout,2.50,usd,ORDER\(order),,,,,,acct_c\(order % 3),pm_ap_c\(order % 3)\n"
+        }
+        text += extra
+        let url = folder.appendingPathComponent("orders.csv")
+        try text.write(to: url, atomically: true, encoding: .utf8)
+        return url
+    }
+
+    static let fixtures = """
+        {"auto_charges": true, "balances": {"usd": 100000000},
+         "financial_accounts": [{"id": "fa_e2e", "balance": {"usd": 100000000}}],
+         "payout_methods": [
+           {"id": "pm_ap_c0", "recipient": "acct_c0"}, {"id": "pm_ap_c1", "recipient": "acct_c1"},
+           {"id": "pm_ap_c2", "recipient": "acct_c2"},
+           {"id": "pm_ap_arch", "recipient": "acct_c9", "archived": true}]}
+        """
+
+    struct Setup {
+        let sandbox: Sandbox
+        let folder: URL
+        var ledger: String { folder.appendingPathComponent("ledger.sqlite").path }
+
+        init(flags: [String] = []) throws {
+            sandbox = try Sandbox(flags: flags)
+            try sandbox.seed(ApplyCommandTests.fixtures)
+            folder = SettleProcess.temporaryFolder()
+        }
+
+        func arguments(_ command: String, _ inputs: [String], out: String, extra: [String] = []) -> [String] {
+            [command] + inputs + ["--out", folder.appendingPathComponent(out).path, "--ledger", ledger,
+                                  "--api-base", sandbox.base, "--financial-account", "fa_e2e",
+                                  "--as-of", "2026-11-29", "--progress", "off"] + extra
+        }
+
+        func run(_ inputs: [URL], out: String, extra: [String] = []) throws -> SettleProcess.Outcome {
+            try SettleProcess.run(arguments("run", inputs.map(\.path), out: out, extra: extra),
+                                  environment: ["STRIPE_API_KEY": testKey])
+        }
+
+        func results(_ out: String) -> [[String]] { SettleProcess.results(folder.appendingPathComponent(out)) }
+    }
+
+    /// Every line paid once: one effect per instruction, and the money at the sandbox equals
+    /// the lines' amounts, per kind.
+    static func expectPaidExactlyOnce(_ sandbox: Sandbox, transfers: Int64, payouts: Int64) throws {
+        let effects = try sandbox.effects()
+        let ids = effects.compactMap { ($0["metadata"] as? [String: Any])?["settle_instruction"] as? String }
+        #expect(ids.count == effects.count)
+        #expect(Set(ids).count == ids.count, "an instruction was executed twice")
+        func total(_ type: String) -> Int64 {
+            effects.filter { $0["type"] as? String == type }.reduce(0) { $0 + Int64(($1["amount"] as? Int) ?? 0) }
+        }
+        #expect(total("transfer") == transfers)
+        #expect(total("outbound_payment") == payouts)
+    }
+
+    static func transferTotal(_ orders: Int) -> Int64 { (1...orders).reduce(0) { $0 + Int64(1000 + $1 * 100 + $1 % 100) } }
+
+    @Test func cleanRunSettlesEveryLineOnceAndASecondRunMovesNoMoney() throws {
+        let setup = try Setup()
+        let input = try Self.export(orders: 20, in: setup.folder)
+        let first = try setup.run([input], out: "first")
+        #expect(first.status == 0, "\(first.stderr)")
+        let rows = setup.results("first")
+        #expect(rows.count == 40)
+        #expect(rows.allSatisfy { $0[8] == "settled" && !$0[10].isEmpty })
+        #expect(rows.filter { $0[3] == "transfer" }.allSatisfy { $0[10].hasPrefix("tr_") })
+        #expect(rows.filter { $0[3] == "payout" }.allSatisfy { $0[10].hasPrefix("obp_") })
+        try Self.expectPaidExactlyOnce(setup.sandbox, transfers: Self.transferTotal(20), payouts: 20 * 250)
+        // 20 transfers and 3 aggregated payouts (one per courier).
+        #expect(try setup.sandbox.effects().count == 23)
+
+        let second = try setup.run([input], out: "second")
+        #expect(second.status == 0)
+        #expect(setup.results("second").allSatisfy { $0[8] == "already_settled" })
+        #expect(try setup.sandbox.effects().count == 23)
+        let manifest = SettleProcess.read(setup.folder.appendingPathComponent("first/manifest.json"))
+        #expect(manifest.contains("\"mode\": \"run\""))
+        #expect(manifest.contains("\"settled\": 40"))
+    }
+
+    @Test func faultsNeverPayTwice() throws {
+        let setup = try Setup(flags: ["--fail-5xx", "0.08", "--fail-429", "0.08", "--drop-after-commit", "0.08",
+                                      "--latency-ms", "5", "--seed", "11"])
+        let input = try Self.export(orders: 30, in: setup.folder)
+        var status: Int32 = -1
+        var rounds = 0
+        // A run ends 0, or 75 when an outcome stays unknown; cron runs it again.
+        repeat {
+            rounds += 1
+            status = try setup.run([input], out: "run\(rounds)", extra: ["--payouts", "per-line", "--rate", "200"]).status
+        } while status == 75 && rounds < 4
+        #expect(status == 0)
+        let final = setup.results("run\(rounds)")
+        #expect(final.allSatisfy { $0[8] == "settled" || $0[8] == "already_settled" })
+        try Self.expectPaidExactlyOnce(setup.sandbox, transfers: Self.transferTotal(30), payouts: 30 * 250)
+        let stats = try setup.sandbox.control("GET", "/_sandbox/stats") as? [String: Any]
+        let faults = stats?["faults"] as? [String: Int] ?? [:]
+        #expect(faults.values.reduce(0, +) > 0, "the sandbox injected no fault: the test proves nothing")
+    }
+
+    @Test func killedAtTenPointsAndRunAgainPaysEachLineOnce() throws {
+        let setup = try Setup(flags: ["--latency-ms", "40"])
+        let input = try Self.export(orders: 30, in: setup.folder)
+        let arguments = setup.arguments("run", [input.path], out: "out", extra: ["--rate", "60", "--concurrency", "4"])
+        for point in 0..<10 {
+            let process = try SettleProcess.start(arguments, environment: ["STRIPE_API_KEY": testKey])
+            usleep(UInt32(60_000 + point * 70_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        let effectsAfterKills = try setup.sandbox.effects().count
+        var final = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+        if final.status == 75 { final = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey]) }
+        #expect(final.status == 0, "\(final.stderr)")
+        #expect(effectsAfterKills > 0, "no kill landed during apply: the test proves nothing")
+        #expect(setup.results("out").allSatisfy { $0[8] == "settled" || $0[8] == "already_settled" })
+        try Self.expectPaidExactlyOnce(setup.sandbox, transfers: Self.transferTotal(30), payouts: 30 * 250)
+    }
+
+    @Test func fixedErrorsFileSettlesOnlyTheFixedLines() throws {
+        let setup = try Setup()
+        let bad = "B1,900,transfer,12.3.4,usd,ORDER900,acct_r1,ch_e900,100.00,usd,succeeded,,\nB2,900,payout,1.00,usd,ORDER900,,,,,,acct_c1,pm_ap_c1\n"
+        let input = try Self.export(orders: 5, in: setup.folder, extra: bad)
+        let first = try setup.run([input], out: "first")
+        #expect(first.status == 65)
+        let before = try setup.sandbox.effects().count
+        let errorsURL = setup.folder.appendingPathComponent("first/errors.csv")
+        let fixed = SettleProcess.read(errorsURL).replacingOccurrences(of: ",12.3.4,", with: ",12.34,")
+        let fixedURL = setup.folder.appendingPathComponent("fixed.csv")
+        try fixed.write(to: fixedURL, atomically: true, encoding: .utf8)
+        let second = try setup.run([fixedURL], out: "second")
+        #expect(second.status == 0, "\(second.stderr)")
+        let rows = setup.results("second")
+        #expect(rows.map { $0[0] }.sorted() == ["B1", "B2"])
+        #expect(rows.allSatisfy { $0[8] == "settled" })
+        let effects = try setup.sandbox.effects()
+        #expect(effects.count == before + 2)
+        #expect(effects.suffix(2).compactMap { $0["amount"] as? Int }.sorted() == [100, 1234])
+    }
+
+    @Test func archivedPayoutMethodIsRefusedBeforeMoneyMoves() throws {
+        let setup = try Setup()
+        let line = "A1,700,payout,5.00,usd,ORDER700,,,,,,acct_c9,pm_ap_arch\n"
+        let input = try Self.export(orders: 2, in: setup.folder, extra: line)
+        let outcome = try setup.run([input], out: "out")
+        #expect(outcome.status == 65)
+        let row = try #require(setup.results("out").first { $0[0] == "A1" })
+        #expect(row[8] == "rejected")
+        #expect(row[11] == "payout_method_unusable")
+        #expect(try setup.sandbox.effects().allSatisfy { $0["recipient"] as? String != "acct_c9" })
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("out/errors.csv"))
+        #expect(errors.contains("A1,700,payout,5.00,usd,ORDER700,,,,,,acct_c9,pm_ap_arch,payout_method_unusable,"))
+    }
+
+    @Test func applyRefusesAChangedPlanAndASecondProcess() throws {
+        let setup = try Setup(flags: ["--latency-ms", "400"])
+        let input = try Self.export(orders: 3, in: setup.folder)
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
+        #expect(plan.status == 0)
+        let planFolder = setup.folder.appendingPathComponent("plan")
+        // A changed instructions.jsonl is refused with nothing sent.
+        let instructions = planFolder.appendingPathComponent("instructions.jsonl")
+        let original = SettleProcess.read(instructions)
+        try original.replacingOccurrences(of: "\"amount\":\"1101\"", with: "\"amount\":\"9101\"")
+            .write(to: instructions, atomically: true, encoding: .utf8)
+        let tampered = try SettleProcess.run(["apply", planFolder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base],
+                                             environment: ["STRIPE_API_KEY": testKey])
+        #expect(tampered.status == 65)
+        #expect(tampered.stderr.contains("changed since plan"))
+        #expect(try setup.sandbox.requestCount() == 0)
+        try original.write(to: instructions, atomically: true, encoding: .utf8)
+        // A second process on the same ledger is refused while the first applies.
+        let first = try SettleProcess.start(["apply", planFolder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+                                             "--concurrency", "1", "--progress", "off"],
+                                            environment: ["STRIPE_API_KEY": testKey])
+        usleep(500_000)
+        let second = try SettleProcess.run(["apply", planFolder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base],
+                                           environment: ["STRIPE_API_KEY": testKey])
+        first.waitUntilExit()
+        #expect(second.status == 75)
+        #expect(second.stderr.contains("in use by another settle process"))
+        #expect(first.terminationStatus == 0)
+    }
+
+    @Test func keysAreCheckedAndNeverWritten() throws {
+        let setup = try Setup(flags: ["--fail-5xx", "0.2", "--seed", "3"])
+        let input = try Self.export(orders: 4, in: setup.folder)
+        let noKey = try SettleProcess.run(setup.arguments("run", [input.path], out: "a"))
+        #expect(noKey.status == 78)
+        let live = try SettleProcess.run(setup.arguments("run", [input.path], out: "b"),
+                                         environment: ["STRIPE_API_KEY": "sk_live_51SECRETliveKEY"])
+        #expect(live.status == 78)
+        #expect(live.stderr.contains("--live"))
+        #expect(!live.stderr.contains("SECRETlive"))
+        let keyFile = setup.folder.appendingPathComponent("key")
+        try testKey.write(to: keyFile, atomically: true, encoding: .utf8)
+        chmod(keyFile.path, 0o644)
+        let open = try SettleProcess.run(setup.arguments("run", [input.path], out: "c", extra: ["--api-key-file", keyFile.path]))
+        #expect(open.status == 78)
+        #expect(open.stderr.contains("chmod 600"))
+        chmod(keyFile.path, 0o600)
+        let insecure = try SettleProcess.run(setup.arguments("run", [input.path], out: "d", extra: ["--api-key-file", keyFile.path, "--api-base", "http://example.com"]))
+        #expect(insecure.status == 78)
+        let good = try SettleProcess.run(setup.arguments("run", [input.path], out: "e", extra: ["--api-key-file", keyFile.path, "-v", "--log-format", "json"]))
+        #expect(good.status == 0 || good.status == 75)
+        #expect(!good.stderr.contains(testKey) && !good.stdout.contains(testKey))
+        // Not in any file settle wrote: outputs, spool, ledger and its WAL.
+        let enumerator = FileManager.default.enumerator(atPath: setup.folder.path)
+        while let name = enumerator?.nextObject() as? String {
+            let path = setup.folder.appendingPathComponent(name)
+            guard name != "key", let data = FileManager.default.contents(atPath: path.path) else { continue }
+            #expect(data.range(of: Data(testKey.utf8)) == nil, "the key is in \(name)")
+        }
+    }
+}
