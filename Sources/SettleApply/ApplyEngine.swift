@@ -1,6 +1,6 @@
 import Foundation
-public import SettleLedger
 import SettleHTTP
+public import SettleLedger
 
 /// Executes a plan against Stripe exactly once.
 ///
@@ -92,7 +92,8 @@ public final class ApplyEngine {
                 if from["financial_account"] == nil || from["financial_account"] == .null {
                     guard let account = configuration.financialAccount, !account.isEmpty else {
                         throw .configuration(
-                            "instruction \(instruction.id) pays out from a financial account, but none is configured (--financial-account)")
+                            "instruction \(instruction.id) pays out from a financial account, but none is configured (--financial-account)"
+                        )
                     }
                     from["financial_account"] = .string(account)
                     body["from"] = .object(from)
@@ -126,11 +127,13 @@ public final class ApplyEngine {
             try ledgerDo { () throws(LedgerError) in try ledger.markInFlight(resend.map(\.dispatch), at: now) }
         }
         for row in resend {
-            let params = (try? JSONDecoder().decode(JSONValue.self, from: Data(row.dispatch.params.utf8))) ?? .object([:])
+            let params =
+                (try? JSONDecoder().decode(JSONValue.self, from: Data(row.dispatch.params.utf8))) ?? .object([:])
             let request = api.createRequest(
                 method: row.dispatch.method, path: row.dispatch.path, params: params,
                 idempotencyKey: row.idempotencyKey, context: row.dispatch.stripeContext)
-            let call = Call(request: request, label: "\(row.id) re-send \(row.idempotencyKey)") { [unowned self, unowned scheduler] outcome, gaveUp in
+            let call = Call(request: request, label: "\(row.id) re-send \(row.idempotencyKey)") {
+                [unowned self, unowned scheduler] outcome, gaveUp in
                 let result = self.classifyCreate(outcome, gaveUp: gaveUp)
                 switch result {
                 case .settled, .failed:
@@ -152,7 +155,9 @@ public final class ApplyEngine {
     }
 
     /// Looks the instruction's object up by `metadata[settle_instruction]`, page by page.
-    private func enqueueLookup(_ row: LedgerInstruction, scheduler: CallScheduler, insideWindow: Bool, after cursor: String?) {
+    private func enqueueLookup(
+        _ row: LedgerInstruction, scheduler: CallScheduler, insideWindow: Bool, after cursor: String?
+    ) {
         let dispatch = row.dispatch
         let path: String
         if let cursor, cursor.hasPrefix("/") {
@@ -173,11 +178,14 @@ public final class ApplyEngine {
             default:
                 let params = try? JSONDecoder().decode(JSONValue.self, from: Data(dispatch.params.utf8))
                 let recipient = params?["to"]?["recipient"]?.stringValue ?? dispatch.payee
-                path = "/v2/money_management/outbound_payments" + StripeAPI.query([("recipient", recipient), ("limit", "100")])
+                path =
+                    "/v2/money_management/outbound_payments"
+                    + StripeAPI.query([("recipient", recipient), ("limit", "100")])
             }
         }
         let request = api.request(method: "GET", path: path)
-        let call = Call(request: request, label: "\(dispatch.id) look-up") { [unowned self, unowned scheduler] outcome, gaveUp in
+        let call = Call(request: request, label: "\(dispatch.id) look-up") {
+            [unowned self, unowned scheduler] outcome, gaveUp in
             guard !gaveUp, case .response(let response) = outcome, (200..<300).contains(response.status),
                 let list = StripeAPI.json(response)
             else {
@@ -213,7 +221,8 @@ public final class ApplyEngine {
                 // Past the idempotency window and not on Stripe: it never happened. Release
                 // the lines so that this run sends them again under a new attempt.
                 let message = "not found on Stripe after the idempotency window: never made; released to be sent again"
-                self.record(dispatch, .failed(code: "not_sent", message: message), outcome: outcome, label: "lookup_missing")
+                self.record(
+                    dispatch, .failed(code: "not_sent", message: message), outcome: outcome, label: "lookup_missing")
                 self.resolved[dispatch.id] = .failed(code: "not_sent", message: message)
             }
         }
@@ -227,7 +236,9 @@ public final class ApplyEngine {
         var seen: Set<String> = []
         for instruction in plan {
             guard seen.insert(instruction.id).inserted else {
-                outcomes[instruction.id] = outcomes[instruction.id] ?? .rejected(code: "duplicate_instruction", message: "listed twice in the plan")
+                outcomes[instruction.id] =
+                    outcomes[instruction.id]
+                    ?? .rejected(code: "duplicate_instruction", message: "listed twice in the plan")
                 continue
             }
             if let row = try ledgerDo({ () throws(LedgerError) in try ledger.instruction(instruction.id) }) {
@@ -243,7 +254,9 @@ public final class ApplyEngine {
                     continue
                 case .inFlight, .unknown:
                     outcomes[instruction.id] = .unknown(
-                        message: "an earlier send (\(row.idempotencyKey)) is not resolved yet: \(row.errorMessage ?? "no answer")")
+                        message:
+                            "an earlier send (\(row.idempotencyKey)) is not resolved yet: \(row.errorMessage ?? "no answer")"
+                    )
                     continue
                 case .failed:
                     break
@@ -254,7 +267,8 @@ public final class ApplyEngine {
                 if let held = try ledgerDo({ () throws(LedgerError) in try ledger.line(line.lineID) }),
                     held.instructionID != instruction.id, held.status != .failed
                 {
-                    conflict = "line \(line.lineID) is already \(held.status.rawValue) in instruction \(held.instructionID)"
+                    conflict =
+                        "line \(line.lineID) is already \(held.status.rawValue) in instruction \(held.instructionID)"
                     break
                 }
             }
@@ -310,9 +324,13 @@ public final class ApplyEngine {
         return candidates.filter { instruction in
             var checks: [Check] = []
             if let method = instruction.preflight.payoutMethod {
-                checks.append(methodChecks[(instruction.preflight.recipient ?? instruction.payee) + "/" + method] ?? .unavailable("not checked"))
+                checks.append(
+                    methodChecks[(instruction.preflight.recipient ?? instruction.payee) + "/" + method]
+                        ?? .unavailable("not checked"))
             }
-            if let charge = instruction.preflight.charge { checks.append(chargeChecks[charge] ?? .unavailable("not checked")) }
+            if let charge = instruction.preflight.charge {
+                checks.append(chargeChecks[charge] ?? .unavailable("not checked"))
+            }
             for check in checks {
                 switch check {
                 case .usable: continue
@@ -321,7 +339,8 @@ public final class ApplyEngine {
                     log(.warning, "\(instruction.id) not sent: \(code): \(message)")
                     return false
                 case .unavailable(let message):
-                    outcomes[instruction.id] = .unknown(message: "not sent: pre-flight check could not complete: \(message)")
+                    outcomes[instruction.id] = .unknown(
+                        message: "not sent: pre-flight check could not complete: \(message)")
                     return false
                 }
             }
@@ -346,13 +365,18 @@ public final class ApplyEngine {
             problems.append("not eligible for payments (\(body["usage_status"]?["payments"]?.stringValue ?? "none"))")
         }
         if body["archived"] == .bool(true) { problems.append("archived") }
-        if let restricted = body["restricted"], restricted != .bool(false), restricted != .null { problems.append("restricted") }
-        if case .array(let currencies)? = body["apple_pay"]?["supported_currencies"], currencies.contains(.string("usd")) {
+        if let restricted = body["restricted"], restricted != .bool(false), restricted != .null {
+            problems.append("restricted")
+        }
+        if case .array(let currencies)? = body["apple_pay"]?["supported_currencies"],
+            currencies.contains(.string("usd"))
+        {
         } else {
             problems.append("usd not supported")
         }
         if problems.isEmpty { return .usable }
-        return .refused(code: "payout_method_unusable", message: "payout method \(method): \(problems.joined(separator: ", "))")
+        return .refused(
+            code: "payout_method_unusable", message: "payout method \(method): \(problems.joined(separator: ", "))")
     }
 
     private static func chargeCheck(_ outcome: HTTPOutcome, gaveUp: Bool, charge: String) -> Check {
@@ -392,7 +416,9 @@ public final class ApplyEngine {
                 var dispatches: [LedgerDispatch] = []
                 for instruction in batch {
                     guard let attempts = try? self.ledger.attempts(instruction: instruction.id) else { continue }
-                    dispatches.append(self.dispatch(instruction, params: params[instruction.id] ?? instruction.params, attempt: attempts + 1))
+                    dispatches.append(
+                        self.dispatch(
+                            instruction, params: params[instruction.id] ?? instruction.params, attempt: attempts + 1))
                 }
                 // In flight first, in one transaction; one by one if the batch is refused.
                 var marked: [LedgerDispatch] = []
@@ -407,7 +433,8 @@ public final class ApplyEngine {
                         } catch {
                             switch error {
                             case .lineClaimed, .instructionNotSendable:
-                                self.outcomes[dispatch.id] = .rejected(code: "line_conflict", message: error.description)
+                                self.outcomes[dispatch.id] = .rejected(
+                                    code: "line_conflict", message: error.description)
                                 progress()
                             default:
                                 self.ledgerFailure = error
@@ -439,11 +466,15 @@ public final class ApplyEngine {
             })
     }
 
-    private func sendCall(_ dispatch: LedgerDispatch, params: [String: JSONValue], progress: @escaping () -> Void) -> Call {
+    private func sendCall(_ dispatch: LedgerDispatch, params: [String: JSONValue], progress: @escaping () -> Void)
+        -> Call
+    {
         let request = api.createRequest(
             method: dispatch.method, path: dispatch.path, params: params[dispatch.id] ?? .object([:]),
             idempotencyKey: dispatch.idempotencyKey, context: dispatch.stripeContext)
-        let call = Call(request: request, label: "\(dispatch.id) \(dispatch.method) \(dispatch.path) a\(dispatch.attempt)") {
+        let call = Call(
+            request: request, label: "\(dispatch.id) \(dispatch.method) \(dispatch.path) a\(dispatch.attempt)"
+        ) {
             [unowned self] outcome, gaveUp in
             let result = self.classifyCreate(outcome, gaveUp: gaveUp)
             self.record(dispatch, result, outcome: outcome, label: "send")

@@ -58,7 +58,9 @@ struct StripeAPI {
     }
 
     /// The request that creates an instruction's object, from its final parameters.
-    func createRequest(method: String, path: String, params: JSONValue, idempotencyKey: String, context: String?) -> HTTPRequest {
+    func createRequest(method: String, path: String, params: JSONValue, idempotencyKey: String, context: String?)
+        -> HTTPRequest
+    {
         if path.hasPrefix("/v2/") {
             return request(
                 method: method, path: path, body: Array(params.serialized.utf8), contentType: "application/json",

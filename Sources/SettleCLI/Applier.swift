@@ -16,12 +16,16 @@ struct Applier {
         var secret: String
         if let path = options.apiKeyFile {
             var info = stat()
-            guard stat(path, &info) == 0 else { throw CommandFailure(.configuration, "cannot read --api-key-file \(path)") }
-            guard info.st_mode & 0o077 == 0 else {
-                throw CommandFailure(.configuration,
-                                     "--api-key-file \(path) is readable by group or others; chmod 600 it")
+            guard stat(path, &info) == 0 else {
+                throw CommandFailure(.configuration, "cannot read --api-key-file \(path)")
             }
-            guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            guard info.st_mode & 0o077 == 0 else {
+                throw CommandFailure(
+                    .configuration,
+                    "--api-key-file \(path) is readable by group or others; chmod 600 it")
+            }
+            guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
+            else {
                 throw CommandFailure(.configuration, "cannot read --api-key-file \(path)")
             }
             secret = text
@@ -41,11 +45,17 @@ struct Applier {
         return key
     }
 
-    func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure) -> ExitCode {
+    func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure)
+        -> ExitCode
+    {
         let key = try credentials()
         let plan = try PlanFolder.open(folder)
         let ledger: LedgerStore
-        if let givenLedger { ledger = givenLedger } else { ledger = try LedgerHistory.openExclusive(path: options.ledger) }
+        if let givenLedger {
+            ledger = givenLedger
+        } else {
+            ledger = try LedgerHistory.openExclusive(path: options.ledger)
+        }
         let instructions: [PlannedInstruction]
         do {
             instructions = try PlannedInstruction.decodeJSONLines(plan.instructionsData)
@@ -61,7 +71,8 @@ struct Applier {
             rate: Double(options.rate ?? (key.isLive ? 90 : 20)), concurrency: options.concurrency,
             financialAccount: options.financialAccount, settleVersion: Settle.version,
             logger: { level, message in
-                let mapped: Log.Level = [.debug: .debug, .info: .info, .warning: .warning, .error: .error][level] ?? .info
+                let mapped: Log.Level =
+                    [.debug: .debug, .info: .info, .warning: .warning, .error: .error][level] ?? .info
                 log(mapped, message)
             },
             progress: ApplyProgressPrinter(terminal: terminal, quiet: quiet, log: log).callAsFunction)
@@ -74,15 +85,20 @@ struct Applier {
             switch error {
             case .configuration(let message): throw CommandFailure(.configuration, message)
             case .ledger(let problem):
-                if case .busy = problem { throw CommandFailure(.tryAgain, "the ledger is in use by another settle process") }
+                if case .busy = problem {
+                    throw CommandFailure(.tryAgain, "the ledger is in use by another settle process")
+                }
                 throw CommandFailure(.tryAgain, "ledger: \(problem)")
             case .planInvalid: throw CommandFailure(.linesRejected, "\(folder): \(error)")
             case .transport(let message): throw CommandFailure(.tryAgain, "HTTP: \(message)")
             }
         }
         if terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
-        let exit = try plan.rewrite(outcomes: report.outcomes, ledger: ledger, report: report, mode: mode, options: options)
-        log(.info, "applied: \(report.requests) requests, \(report.retries) retries, \(report.rateLimited) rate-limited, "
+        let exit = try plan.rewrite(
+            outcomes: report.outcomes, ledger: ledger, report: report, mode: mode, options: options)
+        log(
+            .info,
+            "applied: \(report.requests) requests, \(report.retries) retries, \(report.rateLimited) rate-limited, "
                 + "\(report.serverErrors) server errors in \(report.elapsed)")
         log(.info, "results in \(folder)/results.csv; exit \(exit.rawValue)")
         return exit

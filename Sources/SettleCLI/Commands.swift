@@ -1,7 +1,7 @@
 import Foundation
 import SettleCore
-import SettleWrite
 import SettleLedger
+import SettleWrite
 
 /// The commands of SPEC §1.
 struct Commands {
@@ -17,15 +17,23 @@ struct Commands {
     /// Plans into `--out`; shared by `plan` and `run`.
     /// With `ledger`, plans against that (locked) ledger, as `run` does; else reads the ledger
     /// without a lock.
-    func planToFolder(mode: String, ledger: LedgerStore? = nil) throws(CommandFailure) -> (String, PlanOutputs.Written) {
-        guard !options.inputs.isEmpty else { throw CommandFailure(.usage, "\(options.command) needs at least one INPUT") }
+    func planToFolder(mode: String, ledger: LedgerStore? = nil) throws(CommandFailure) -> (String, PlanOutputs.Written)
+    {
+        guard !options.inputs.isEmpty else {
+            throw CommandFailure(.usage, "\(options.command) needs at least one INPUT")
+        }
         guard let folder = options.out else { throw CommandFailure(.usage, "\(options.command) needs --out DIR") }
         try OutputFolder.prepare(folder)
         let history: LedgerHistory?
-        if let ledger { history = LedgerHistory(store: ledger) } else { history = try LedgerHistory.openForPlanning(path: options.ledger) }
+        if let ledger {
+            history = LedgerHistory(store: ledger)
+        } else {
+            history = try LedgerHistory.openForPlanning(path: options.ledger)
+        }
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(history: history, spoolFolder: folder)
         try history?.checkReads()
-        let written = try PlanOutputs(folder: folder, options: options).write(plan, inputs: inputs, mode: mode, log: log)
+        let written = try PlanOutputs(folder: folder, options: options).write(
+            plan, inputs: inputs, mode: mode, log: log)
         return (folder, written)
     }
 
@@ -44,7 +52,8 @@ struct Commands {
         var text = "settle validate: \(batch.lines.count) lines in \(inputs.count) file(s)\n"
         for input in inputs {
             if let rejection = input.rejection {
-                text += "  \(input.path): rejected whole: \(rejection.code.rawValue) at \(rejection.position): \(rejection.message)\n"
+                text +=
+                    "  \(input.path): rejected whole: \(rejection.code.rawValue) at \(rejection.position): \(rejection.message)\n"
             } else {
                 text += "  \(input.path): \(input.lines) lines (\(input.format.rawValue))\n"
             }
@@ -55,7 +64,8 @@ struct Commands {
         for (code, count) in reasons.sorted(by: { $0.key < $1.key }) { text += "  reason \(code): \(count)\n" }
         let shown = batch.lines.lazy.filter { $0.status == .rejected }.prefix(20)
         for line in shown {
-            text += "  \(batch.source(of: line)): \(batch.text(line.lineID)): \(line.reason.code): \(batch.reasonText(of: line))\n"
+            text +=
+                "  \(batch.source(of: line)): \(batch.text(line.lineID)): \(line.reason.code): \(batch.reasonText(of: line))\n"
         }
         text += "  instructions that would be sent: \(plan.instructions.count)\n"
         print(text, terminator: "")

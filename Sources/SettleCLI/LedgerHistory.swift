@@ -27,7 +27,8 @@ final class LedgerHistory: SettlementHistory {
             return try LedgerStore.open(path: path)
         } catch {
             if case .busy = error {
-                throw CommandFailure(.tryAgain, "the ledger \(path) is in use by another settle process; run again later")
+                throw CommandFailure(
+                    .tryAgain, "the ledger \(path) is in use by another settle process; run again later")
             }
             throw CommandFailure(.tryAgain, "cannot open the ledger \(path): \(error)")
         }
@@ -68,7 +69,8 @@ final class LedgerHistory: SettlementHistory {
             guard let transfer = try store.transfer(group: group, destination: destination, currency: currency) else {
                 return nil
             }
-            return RecordedTransfer(stripeID: transfer.stripeID, remaining: transfer.amountMinor - transfer.reversedMinor)
+            return RecordedTransfer(
+                stripeID: transfer.stripeID, remaining: transfer.amountMinor - transfer.reversedMinor)
         }
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 import SettleCore
-import SettleWrite
 import SettleRead
+import SettleWrite
 
 /// Everything the command line and the config file say, merged (the command line wins).
 struct Options {
@@ -90,7 +90,9 @@ struct Options {
         case "out": out = value
         case "ledger": ledger = value
         case "as-of":
-            guard let day = CivilDate.parse(value) else { throw CommandFailure(code, "\(source): '\(value)' is not a date YYYY-MM-DD") }
+            guard let day = CivilDate.parse(value) else {
+                throw CommandFailure(code, "\(source): '\(value)' is not a date YYYY-MM-DD")
+            }
             asOf = day
         case "platform-country":
             guard value.count == 2, value.allSatisfy({ $0.isLetter && $0.isASCII }) else {
@@ -109,7 +111,9 @@ struct Options {
         case "api-key-file": apiKeyFile = value
         case "stripe-version": stripeVersion = value
         case "rate":
-            guard let number = Int(value), number > 0 else { throw CommandFailure(code, "\(source): '\(value)' is not a positive whole number") }
+            guard let number = Int(value), number > 0 else {
+                throw CommandFailure(code, "\(source): '\(value)' is not a positive whole number")
+            }
             rate = number
         case "concurrency":
             guard let number = Int(value), number > 0, number <= 256 else {
@@ -117,13 +121,19 @@ struct Options {
             }
             concurrency = number
         case "progress":
-            guard ["auto", "on", "off"].contains(value) else { throw CommandFailure(code, "\(source): '\(value)' is not auto, on or off") }
+            guard ["auto", "on", "off"].contains(value) else {
+                throw CommandFailure(code, "\(source): '\(value)' is not auto, on or off")
+            }
             progress = value
         case "log-format":
-            guard ["text", "json"].contains(value) else { throw CommandFailure(code, "\(source): '\(value)' is not text or json") }
+            guard ["text", "json"].contains(value) else {
+                throw CommandFailure(code, "\(source): '\(value)' is not text or json")
+            }
             logFormat = value
         case "format":
-            guard let format = InputFormat(rawValue: value) else { throw CommandFailure(code, "\(source): '\(value)' is not csv or xml") }
+            guard let format = InputFormat(rawValue: value) else {
+                throw CommandFailure(code, "\(source): '\(value)' is not csv or xml")
+            }
             self.format = format
         default:
             throw CommandFailure(code, "unknown option \(source)")
@@ -145,7 +155,9 @@ struct Options {
             case ("columns", .object(let map)):
                 for (column, header) in map {
                     guard Column(headerName: column) != nil, case .string(let alias) = header else {
-                        throw CommandFailure(.configuration, "\(source): '\(column)' is not a settle column, or its header is not a string")
+                        throw CommandFailure(
+                            .configuration,
+                            "\(source): '\(column)' is not a settle column, or its header is not a string")
                     }
                     columns[column] = alias
                 }

@@ -11,12 +11,16 @@ enum OutputFolder {
         let manager = FileManager.default
         var isFolder: ObjCBool = false
         if manager.fileExists(atPath: path, isDirectory: &isFolder) {
-            guard isFolder.boolValue else { throw CommandFailure(.outputUnwritable, "--out \(path) is a file, not a folder") }
+            guard isFolder.boolValue else {
+                throw CommandFailure(.outputUnwritable, "--out \(path) is a file, not a folder")
+            }
             let entries = (try? manager.contentsOfDirectory(atPath: path)) ?? []
             let foreign = entries.filter { !ownFiles.contains($0) && !$0.contains(".tmp-") }
             if !foreign.isEmpty {
-                throw CommandFailure(.outputUnwritable,
-                                     "--out \(path) holds files settle did not write (\(foreign.sorted().prefix(3).joined(separator: ", "))); choose an empty or settle-made folder")
+                throw CommandFailure(
+                    .outputUnwritable,
+                    "--out \(path) holds files settle did not write (\(foreign.sorted().prefix(3).joined(separator: ", "))); choose an empty or settle-made folder"
+                )
             }
         } else {
             do {

@@ -36,9 +36,11 @@ struct Pipeline {
         let checker = LineChecker(options: options.ruleOptions)
         let csv = CSVExportReader(aliases: options.columns)
         var reports: [InputReport] = []
-        let progress = Progress(options.progress == "off" ? .off
-                                : options.progress == "on" || isatty(2) == 1 ? .terminal : .logLines,
-                                log: log)
+        let progress = Progress(
+            options.progress == "off"
+                ? .off
+                : options.progress == "on" || isatty(2) == 1 ? .terminal : .logLines,
+            log: log)
         for (position, source) in sources.enumerated() {
             let path = options.inputs[position]
             let name = path == "-" ? "stdin" : path
@@ -91,7 +93,8 @@ struct Pipeline {
             if let failure {
                 report.rejection = failure
                 report.lines = 0
-                log(.error, "\(name) rejected whole: \(failure.code.rawValue): \(failure.message)",
+                log(
+                    .error, "\(name) rejected whole: \(failure.code.rawValue): \(failure.message)",
                     [("position", failure.position)])
             } else {
                 log(.debug, "\(name): \(report.lines) lines (\(report.format.rawValue))")

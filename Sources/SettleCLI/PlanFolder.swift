@@ -17,7 +17,8 @@ struct PlanFolder {
         guard let manifestData = FileManager.default.contents(atPath: path("manifest.json")),
             let instructions = FileManager.default.contents(atPath: path("instructions.jsonl"))
         else {
-            throw CommandFailure(.inputUnreadable, "\(folder) is not a plan folder (no manifest.json or instructions.jsonl)")
+            throw CommandFailure(
+                .inputUnreadable, "\(folder) is not a plan folder (no manifest.json or instructions.jsonl)")
         }
         guard let text = String(data: manifestData, encoding: .utf8), let manifest = JSON.parse(text) else {
             throw CommandFailure(.linesRejected, "\(folder)/manifest.json is not valid JSON; nothing was sent")
@@ -25,10 +26,13 @@ struct PlanFolder {
         let seal = (try? String(contentsOfFile: path(PlanOutputs.manifestSealName), encoding: .utf8))?
             .trimmingCharacters(in: .whitespacesAndNewlines)
         guard seal == sha256(manifestData) else {
-            throw CommandFailure(.linesRejected, "\(folder)/manifest.json changed since settle wrote it; nothing was sent (plan again)")
+            throw CommandFailure(
+                .linesRejected, "\(folder)/manifest.json changed since settle wrote it; nothing was sent (plan again)")
         }
         guard manifest["outputs"]?["instructions.jsonl"]?["sha256"]?.string == sha256(instructions) else {
-            throw CommandFailure(.linesRejected, "\(folder)/instructions.jsonl changed since plan wrote it; nothing was sent (plan again)")
+            throw CommandFailure(
+                .linesRejected,
+                "\(folder)/instructions.jsonl changed since plan wrote it; nothing was sent (plan again)")
         }
         return PlanFolder(folder: folder, manifest: manifest, instructionsData: instructions)
     }
@@ -42,9 +46,10 @@ struct PlanFolder {
     private func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
 
     /// Rewrites the result files with the outcomes and returns the run's exit status.
-    func rewrite(outcomes: [String: InstructionOutcome], ledger: LedgerStore, report: ApplyReport, mode: String,
-                 options: Options) throws(CommandFailure) -> ExitCode
-    {
+    func rewrite(
+        outcomes: [String: InstructionOutcome], ledger: LedgerStore, report: ApplyReport, mode: String,
+        options: Options
+    ) throws(CommandFailure) -> ExitCode {
         typealias F = ResultsFile.Field
         guard let resultsData = FileManager.default.contents(atPath: path("results.csv")),
             let indexData = FileManager.default.contents(atPath: path(LineIndex.name))
@@ -54,10 +59,13 @@ struct PlanFolder {
         var rows = CSVField.records([UInt8](resultsData)).dropFirst().map(CSVField.split)
         let index = LineIndex.entries([UInt8](indexData))
         guard index.count == rows.count else {
-            throw CommandFailure(.internalError, "\(folder): results.csv has \(rows.count) rows but the line index \(index.count)")
+            throw CommandFailure(
+                .internalError, "\(folder): results.csv has \(rows.count) rows but the line index \(index.count)")
         }
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
-        func set(_ row: inout [[UInt8]], _ status: LineStatus, stripeID: String = "", code: String = "", reason: String = "") {
+        func set(
+            _ row: inout [[UInt8]], _ status: LineStatus, stripeID: String = "", code: String = "", reason: String = ""
+        ) {
             row[F.status.rawValue] = Array(status.name.utf8)
             row[F.stripeID.rawValue] = CSVField.guarded(stripeID)
             row[F.reasonCode.rawValue] = CSVField.guarded(code)
@@ -74,7 +82,9 @@ struct PlanFolder {
                 case .failed(let code, let message)?: set(&rows[position], .failed, code: code, reason: message)
                 case .unknown(let message)?: set(&rows[position], .unknown, reason: message)
                 case .rejected(let code, let message)?:
-                    set(&rows[position], code == ReasonCode.chargePending.code ? .deferred : .rejected, code: code, reason: message)
+                    set(
+                        &rows[position], code == ReasonCode.chargePending.code ? .deferred : .rejected, code: code,
+                        reason: message)
                 case nil:
                     set(&rows[position], .unknown, reason: "apply did not reach this instruction; run again")
                 }
@@ -83,10 +93,15 @@ struct PlanFolder {
                 let lineID = text(rows[position][F.lineID.rawValue]).trimmingFormulaGuard()
                 if let line = try? ledger.line(lineID) {
                     switch line.status {
-                    case .settled: set(&rows[position], .alreadySettled, stripeID: line.stripeID ?? "", reason: "settled by an earlier run")
+                    case .settled:
+                        set(
+                            &rows[position], .alreadySettled, stripeID: line.stripeID ?? "",
+                            reason: "settled by an earlier run")
                     case .failed:
                         let failed = try? ledger.instruction(line.instructionID)
-                        set(&rows[position], .failed, code: failed?.errorCode ?? "", reason: failed?.errorMessage ?? "Stripe refused it")
+                        set(
+                            &rows[position], .failed, code: failed?.errorCode ?? "",
+                            reason: failed?.errorMessage ?? "Stripe refused it")
                     case .inFlight, .unknown:
                         set(&rows[position], .unknown, reason: "sent by an earlier run; the outcome is still not known")
                     }
@@ -100,27 +115,32 @@ struct PlanFolder {
         for (position, row) in rows.enumerated() where row.count == ResultsFile.header.count {
             guard let status = LineStatus(name: text(row[F.status.rawValue])) else { continue }
             counts[status, default: 0] += 1
-            sums.add(kind: LineKind.allCases.first { $0.name == text(row[F.kind.rawValue]) },
-                     currency: text(row[F.currency.rawValue]), amount: Int64(text(row[F.amountMinor.rawValue])) ?? 0,
-                     status: status)
-            let target: LineStatus? = status == .rejected || status == .failed ? .rejected : status == .deferred ? .deferred : nil
+            sums.add(
+                kind: LineKind.allCases.first { $0.name == text(row[F.kind.rawValue]) },
+                currency: text(row[F.currency.rawValue]), amount: Int64(text(row[F.amountMinor.rawValue])) ?? 0,
+                status: status)
+            let target: LineStatus? =
+                status == .rejected || status == .failed ? .rejected : status == .deferred ? .deferred : nil
             if let target {
                 let entry = index[position]
-                corrections[target]!.append(CorrectionRow(
-                    file: entry.file, spoolOffset: entry.offset, spoolLength: entry.length,
-                    reasonCode: text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
-                    reason: text(row[F.reason.rawValue]).trimmingFormulaGuard(),
-                    source: text(row[F.source.rawValue]).trimmingFormulaGuard()))
+                corrections[target]!.append(
+                    CorrectionRow(
+                        file: entry.file, spoolOffset: entry.offset, spoolLength: entry.length,
+                        reasonCode: text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
+                        reason: text(row[F.reason.rawValue]).trimmingFormulaGuard(),
+                        source: text(row[F.source.rawValue]).trimmingFormulaGuard()))
             }
         }
         if case .object(let currencies)? = manifest["control_sums"] {
             for (code, value) in currencies {
-                sums.addCharges(currency: code, count: Int(value["charges"]?.int ?? 0),
-                                gross: value["charges_gross"]?.int ?? 0, fees: value["charges_fees"]?.int ?? 0)
+                sums.addCharges(
+                    currency: code, count: Int(value["charges"]?.int ?? 0),
+                    gross: value["charges_gross"]?.int ?? 0, fees: value["charges_fees"]?.int ?? 0)
             }
         }
         guard sums.conserved() else {
-            throw CommandFailure(.internalError, "conservation check failed after apply: amounts by status do not add up")
+            throw CommandFailure(
+                .internalError, "conservation check failed after apply: amounts by status do not add up")
         }
         var exit = ExitCode.ok
         if (counts[.rejected] ?? 0) + (counts[.failed] ?? 0) > 0
@@ -129,41 +149,59 @@ struct PlanFolder {
             exit = .linesRejected
         }
         if (counts[.unknown] ?? 0) > 0 { exit = exit.combined(with: .tryAgain) }
-        let layout = CorrectionLayout(names: manifest["correction_columns"]?.array?.compactMap(\.string) ?? [],
-                                      mapping: manifest["inputs"]?.array?.map { input in
-                                          input["columns"]?.array?.compactMap { $0.int.map(Int.init) } ?? []
-                                      } ?? [])
+        let layout = CorrectionLayout(
+            names: manifest["correction_columns"]?.array?.compactMap(\.string) ?? [],
+            mapping: manifest["inputs"]?.array?.map { input in
+                input["columns"]?.array?.compactMap { $0.int.map(Int.init) } ?? []
+            } ?? [])
         var outputs: [(String, JSON)] = []
         if case .object(let pairs)? = manifest["outputs"] { outputs = pairs }
         func record(_ name: String, _ written: (sha256: String, rows: Int)) {
             let value = JSON.object([("sha256", .string(written.sha256)), ("rows", .int(Int64(written.rows)))])
-            if let slot = outputs.firstIndex(where: { $0.0 == name }) { outputs[slot].1 = value } else { outputs.append((name, value)) }
+            if let slot = outputs.firstIndex(where: { $0.0 == name }) {
+                outputs[slot].1 = value
+            } else {
+                outputs.append((name, value))
+            }
         }
         do {
             record("results.csv", try ResultsFile.write(path: path("results.csv"), rows: rows))
             let records = SpoolRecords(folder: folder)
-            record("errors.csv", try CorrectionFile.write(path: path("errors.csv"), layout: layout,
-                                                          rows: corrections[.rejected]!, records: records))
-            record("deferred.csv", try CorrectionFile.write(path: path("deferred.csv"), layout: layout,
-                                                            rows: corrections[.deferred]!, records: records))
+            record(
+                "errors.csv",
+                try CorrectionFile.write(
+                    path: path("errors.csv"), layout: layout,
+                    rows: corrections[.rejected]!, records: records))
+            record(
+                "deferred.csv",
+                try CorrectionFile.write(
+                    path: path("deferred.csv"), layout: layout,
+                    rows: corrections[.deferred]!, records: records))
             record("summary.csv", try sums.write(path: path("summary.csv")))
             var updated: [(String, JSON)] = []
             if case .object(let pairs) = manifest { updated = pairs }
             func put(_ key: String, _ value: JSON) {
-                if let slot = updated.firstIndex(where: { $0.0 == key }) { updated[slot].1 = value } else { updated.append((key, value)) }
+                if let slot = updated.firstIndex(where: { $0.0 == key }) {
+                    updated[slot].1 = value
+                } else {
+                    updated.append((key, value))
+                }
             }
             put("mode", .string(mode))
             put("outputs", .object(outputs))
             put("counts", .object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }))
             put("control_sums", sums.json())
-            put("apply", .object([
-                ("applied_at", .string(Log.timestamp())),
-                ("api_base", .string(options.apiBase)),
-                ("requests", .int(Int64(report.requests))), ("retries", .int(Int64(report.retries))),
-                ("rate_limited", .int(Int64(report.rateLimited))), ("server_errors", .int(Int64(report.serverErrors))),
-                ("transport_errors", .int(Int64(report.transportErrors))),
-                ("resolved_from_earlier_runs", .int(Int64(report.resolved.count))),
-            ]))
+            put(
+                "apply",
+                .object([
+                    ("applied_at", .string(Log.timestamp())),
+                    ("api_base", .string(options.apiBase)),
+                    ("requests", .int(Int64(report.requests))), ("retries", .int(Int64(report.retries))),
+                    ("rate_limited", .int(Int64(report.rateLimited))),
+                    ("server_errors", .int(Int64(report.serverErrors))),
+                    ("transport_errors", .int(Int64(report.transportErrors))),
+                    ("resolved_from_earlier_runs", .int(Int64(report.resolved.count))),
+                ]))
             put("exit_status", .int(Int64(exit.rawValue)))
             try PlanOutputs.writeManifest(.object(updated), folder: folder)
         } catch {

@@ -14,7 +14,8 @@ struct PlanOutputs {
         var counts: [LineStatus: Int] = [:]
     }
 
-    func write(_ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log) throws(CommandFailure) -> Written {
+    func write(_ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log) throws(CommandFailure) -> Written
+    {
         let started = Date()
         defer { log(.debug, "wrote the plan folder in \(Pipeline.elapsed(since: started))") }
         let batch = plan.batch
@@ -30,9 +31,10 @@ struct PlanOutputs {
             written.files.append(("results.csv", results.sha256, results.rows))
             for (name, status) in [("errors.csv", LineStatus.rejected), ("deferred.csv", LineStatus.deferred)] {
                 let rows = batch.lines.lazy.filter { $0.status == status }.map { line in
-                    CorrectionRow(file: Int(line.file), spoolOffset: line.spoolOffset, spoolLength: line.spoolLength,
-                                  reasonCode: line.reason.code, reason: batch.reasonText(of: line),
-                                  source: batch.source(of: line))
+                    CorrectionRow(
+                        file: Int(line.file), spoolOffset: line.spoolOffset, spoolLength: line.spoolLength,
+                        reasonCode: line.reason.code, reason: batch.reasonText(of: line),
+                        source: batch.source(of: line))
                 }
                 let file = try CorrectionFile.write(path: path(name), layout: layout, rows: rows, records: records)
                 written.files.append((name, file.sha256, file.rows))
@@ -43,8 +45,9 @@ struct PlanOutputs {
             written.files.append(("summary.csv", summary.sha256, summary.rows))
             let index = try LineIndex.write(path: path(LineIndex.name), plan: plan)
             written.files.append((LineIndex.name, index.sha256, index.rows))
-            let manifest = PlanOutputs.manifest(plan: plan, inputs: inputs, layout: layout, sums: sums,
-                                                written: written, mode: mode, options: options)
+            let manifest = PlanOutputs.manifest(
+                plan: plan, inputs: inputs, layout: layout, sums: sums,
+                written: written, mode: mode, options: options)
             try PlanOutputs.writeManifest(manifest, folder: folder)
         } catch {
             throw CommandFailure(.outputUnwritable, "cannot write \(error.path): \(error.message)")
@@ -82,19 +85,25 @@ struct PlanOutputs {
     static func checkConservation(_ plan: SettlementPlan, sums: ControlSums) throws(CommandFailure) {
         let batch = plan.batch
         guard sums.conserved() else {
-            throw CommandFailure(.internalError, "conservation check failed: amounts by status do not add up to the input")
+            throw CommandFailure(
+                .internalError, "conservation check failed: amounts by status do not add up to the input")
         }
         var planned = 0
         for (index, line) in batch.lines.enumerated() {
             let owned = plan.instructionOfLine[index] >= 0
             if (line.status == .planned) != owned {
-                throw CommandFailure(.internalError,
-                                     "conservation check failed: line \(batch.text(line.lineID)) is \(line.status.name) but \(owned ? "is" : "is not") in an instruction")
+                throw CommandFailure(
+                    .internalError,
+                    "conservation check failed: line \(batch.text(line.lineID)) is \(line.status.name) but \(owned ? "is" : "is not") in an instruction"
+                )
             }
             if owned { planned += 1 }
         }
         guard planned == plan.instructionLines.count else {
-            throw CommandFailure(.internalError, "conservation check failed: instructions hold \(plan.instructionLines.count) lines, \(planned) are planned")
+            throw CommandFailure(
+                .internalError,
+                "conservation check failed: instructions hold \(plan.instructionLines.count) lines, \(planned) are planned"
+            )
         }
         for instruction in plan.instructions {
             var net: Int64 = 0
@@ -103,22 +112,29 @@ struct PlanOutputs {
                 net += instruction.kind == .transfer && line.kind == .reversal ? -line.amount : line.amount
             }
             guard net == instruction.amount else {
-                throw CommandFailure(.internalError, "conservation check failed: instruction \(instruction.id) sends \(instruction.amount) but its lines add up to \(net)")
+                throw CommandFailure(
+                    .internalError,
+                    "conservation check failed: instruction \(instruction.id) sends \(instruction.amount) but its lines add up to \(net)"
+                )
             }
         }
     }
 
-    static func manifest(plan: SettlementPlan, inputs: [InputReport], layout: CorrectionLayout, sums: ControlSums,
-                         written: Written, mode: String, options: Options) -> JSON
-    {
+    static func manifest(
+        plan: SettlementPlan, inputs: [InputReport], layout: CorrectionLayout, sums: ControlSums,
+        written: Written, mode: String, options: Options
+    ) -> JSON {
         let inputObjects: [JSON] = inputs.enumerated().map { position, input in
             var pairs: [(String, JSON)] = [
                 ("path", .string(input.path)), ("format", .string(input.format.rawValue)),
-                ("bytes", .int(Int64(input.bytes))), ("sha256", .string(input.sha256)), ("lines", .int(Int64(input.lines))),
+                ("bytes", .int(Int64(input.bytes))), ("sha256", .string(input.sha256)),
+                ("lines", .int(Int64(input.lines))),
             ]
             if let rejection = input.rejection {
-                pairs += [("status", .string("rejected")), ("reason_code", .string(rejection.code.rawValue)),
-                          ("reason", .string(rejection.message)), ("position", .string(rejection.position))]
+                pairs += [
+                    ("status", .string("rejected")), ("reason_code", .string(rejection.code.rawValue)),
+                    ("reason", .string(rejection.message)), ("position", .string(rejection.position)),
+                ]
             } else {
                 pairs.append(("status", .string("read")))
             }
@@ -137,7 +153,11 @@ struct PlanOutputs {
             ("stripe_version", .string(options.stripeVersion ?? Settle.stripeVersion)),
             ("stripe_preview_version", .string(Settle.previewVersion)),
             ("inputs", .array(inputObjects)),
-            ("outputs", .object(written.files.map { ($0.0, .object([("sha256", .string($0.1)), ("rows", .int(Int64($0.2)))])) })),
+            (
+                "outputs",
+                .object(
+                    written.files.map { ($0.0, .object([("sha256", .string($0.1)), ("rows", .int(Int64($0.2)))])) })
+            ),
             ("counts", .object(LineStatus.allCases.map { ($0.name, .int(Int64(written.counts[$0] ?? 0))) })),
             ("instructions", .int(Int64(plan.instructions.count))),
             ("control_sums", sums.json()),

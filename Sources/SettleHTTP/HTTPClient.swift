@@ -145,7 +145,8 @@ public final class HTTPClient {
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2)
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1)
-        _ = settle_curl_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds))
+        _ = settle_curl_easy_setopt_long(
+            handle, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds))
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(configuration.totalTimeout.milliseconds))
         _ = settle_curl_easy_setopt_ptr(handle, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
         _ = settle_curl_easy_setopt_ptr(handle, CURLOPT_PRIVATE, opaque)
@@ -180,7 +181,8 @@ public final class HTTPClient {
             _ = settle_curl_easy_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
             _ = request.body.withUnsafeBytes { raw in
                 // An empty body still needs a valid pointer.
-                settle_curl_easy_setopt_ptr(handle, CURLOPT_COPYPOSTFIELDS, raw.baseAddress ?? UnsafeRawPointer(transfer.errorBuffer))
+                settle_curl_easy_setopt_ptr(
+                    handle, CURLOPT_COPYPOSTFIELDS, raw.baseAddress ?? UnsafeRawPointer(transfer.errorBuffer))
             }
         }
 

@@ -47,7 +47,8 @@ extension LedgerStore {
             ORDER BY t.amount_minor - reversed DESC, t.rowid DESC LIMIT 1
             """, [.text(group), .text(destination), .text(currency)]
         ) { row in
-            found = LedgerTransfer(stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(2))
+            found = LedgerTransfer(
+                stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(2))
         }
         return found
     }
@@ -105,7 +106,9 @@ extension LedgerStore {
             linesFailed: lines[.failed, default: 0], instructions: instructions)
     }
 
-    private func instructions(where condition: String, _ values: [SQLiteValue]) throws(LedgerError) -> [LedgerInstruction] {
+    private func instructions(where condition: String, _ values: [SQLiteValue]) throws(LedgerError)
+        -> [LedgerInstruction]
+    {
         var rows: [LedgerInstruction] = []
         try db.query(
             """
@@ -134,7 +137,9 @@ extension LedgerStore {
                 [.text(rows[index].id)]
             ) { row in
                 rows[index].dispatch.lines.append(
-                    LedgerLineClaim(lineID: row.text(0) ?? "", kind: row.text(1) ?? "", amountMinor: row.integer(2), content: row.text(3) ?? ""))
+                    LedgerLineClaim(
+                        lineID: row.text(0) ?? "", kind: row.text(1) ?? "", amountMinor: row.integer(2),
+                        content: row.text(3) ?? ""))
             }
         }
         return rows

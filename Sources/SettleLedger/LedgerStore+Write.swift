@@ -31,7 +31,8 @@ extension LedgerStore {
                 guard existing.key == dispatch.idempotencyKey else {
                     throw .instructionNotSendable(id: dispatch.id, status: existing.status)
                 }
-                try db.run("UPDATE instructions SET last_sent_at = ? WHERE id = ?", [.integer(time), .text(dispatch.id)])
+                try db.run(
+                    "UPDATE instructions SET last_sent_at = ? WHERE id = ?", [.integer(time), .text(dispatch.id)])
                 return
             case .failed:
                 guard dispatch.attempt > existing.attempt else {
@@ -61,7 +62,8 @@ extension LedgerStore {
             [
                 .text(dispatch.id), .text(dispatch.kind), .text(dispatch.group), .text(dispatch.payee),
                 .text(dispatch.charge), .text(dispatch.currency), .integer(dispatch.amountMinor),
-                .text(dispatch.method), .text(dispatch.path), .text(dispatch.params), SQLiteValue(dispatch.stripeContext),
+                .text(dispatch.method), .text(dispatch.path), .text(dispatch.params),
+                SQLiteValue(dispatch.stripeContext),
                 .integer(Int64(dispatch.attempt)), .text(dispatch.idempotencyKey), .integer(time), .integer(time),
             ])
         for claim in dispatch.lines {
@@ -73,7 +75,10 @@ extension LedgerStore {
                     instruction_id = excluded.instruction_id, kind = excluded.kind,
                     amount_minor = excluded.amount_minor, status = 'in_flight', stripe_id = NULL
                 """,
-                [.text(claim.lineID), .text(claim.content), .text(dispatch.id), .text(claim.kind), .integer(claim.amountMinor)])
+                [
+                    .text(claim.lineID), .text(claim.content), .text(dispatch.id), .text(claim.kind),
+                    .integer(claim.amountMinor),
+                ])
         }
     }
 
@@ -107,7 +112,10 @@ extension LedgerStore {
                     request_id = COALESCE(?, request_id)
                 WHERE id = ?
                 """,
-                [.text(status.rawValue), SQLiteValue(stripeID), SQLiteValue(code), SQLiteValue(message), SQLiteValue(requestID), .text(id)])
+                [
+                    .text(status.rawValue), SQLiteValue(stripeID), SQLiteValue(code), SQLiteValue(message),
+                    SQLiteValue(requestID), .text(id),
+                ])
             guard changed == 1 else { throw .unknownInstruction(id) }
             try db.run(
                 "UPDATE lines SET status = ?, stripe_id = ? WHERE instruction_id = ?",
@@ -128,12 +136,15 @@ extension LedgerStore {
             """,
             [
                 .text(call.instructionID), .integer(Int64(call.attempt)), .text(call.idempotencyKey),
-                .integer(call.sentAt.ledgerMilliseconds), .text(call.outcome), SQLiteValue(call.httpStatus.map { Int64($0) }),
+                .integer(call.sentAt.ledgerMilliseconds), .text(call.outcome),
+                SQLiteValue(call.httpStatus.map { Int64($0) }),
                 SQLiteValue(call.requestID),
             ])
     }
 
-    private func instructionState(_ id: String) throws(LedgerError) -> (status: LedgerStatus, attempt: Int, key: String)? {
+    private func instructionState(_ id: String) throws(LedgerError) -> (
+        status: LedgerStatus, attempt: Int, key: String
+    )? {
         var state: (LedgerStatus, Int, String)?
         try db.query("SELECT status, attempt, idempotency_key FROM instructions WHERE id = ?", [.text(id)]) { row in
             state = (LedgerStatus(rawValue: row.text(0) ?? "") ?? .unknown, Int(row.integer(1)), row.text(2) ?? "")

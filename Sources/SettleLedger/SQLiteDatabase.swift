@@ -9,7 +9,8 @@ final class SQLiteDatabase {
 
     init(path: String, readOnly: Bool) throws(LedgerError) {
         self.path = path
-        let flags = readOnly
+        let flags =
+            readOnly
             ? SQLITE_OPEN_READONLY
             : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
         var db: OpaquePointer?
@@ -57,7 +58,9 @@ final class SQLiteDatabase {
     }
 
     /// Runs a query and hands each row to `row`.
-    func query(_ sql: String, _ values: [SQLiteValue] = [], row: (SQLiteRow) throws(LedgerError) -> Void) throws(LedgerError) {
+    func query(_ sql: String, _ values: [SQLiteValue] = [], row: (SQLiteRow) throws(LedgerError) -> Void)
+        throws(LedgerError)
+    {
         let statement = try prepared(sql)
         defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
         try bind(values, to: statement)

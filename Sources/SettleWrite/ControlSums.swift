@@ -70,8 +70,10 @@ public struct ControlSums: Sendable {
     public static func of(_ plan: SettlementPlan) -> ControlSums {
         var sums = ControlSums()
         for line in plan.batch.lines {
-            sums.add(kind: line.reason == .kindInvalid ? nil : line.kind, currency: line.amount > 0 ? line.currency.code : "",
-                     amount: line.amount, status: line.status)
+            sums.add(
+                kind: line.reason == .kindInvalid ? nil : line.kind,
+                currency: line.amount > 0 ? line.currency.code : "",
+                amount: line.amount, status: line.status)
         }
         for charge in plan.charges {
             sums.addCharge(currency: charge.currency.code, gross: charge.amount, fee: charge.fee)
@@ -131,19 +133,30 @@ public struct ControlSums: Sendable {
     }
 
     public func json() -> JSON {
-        .object(currencies.keys.sorted().map { code in
-            let sums = currencies[code]!
-            var pairs: [(String, JSON)] = [("lines", .int(Int64(sums.lines))), ("amount_minor", .int(sums.amount))]
-            pairs.append(("by_status", .object(LineStatus.allCases.compactMap { status in
-                sums.byStatus[status].map { (status.name, .object([("lines", .int(Int64($0.lines))), ("amount_minor", .int($0.amount))])) }
-            })))
-            pairs += [
-                ("transferred", .int(sums.transferred)), ("paid_out", .int(sums.paidOut)),
-                ("reversed", .int(sums.reversed)), ("charges", .int(Int64(sums.charges))),
-                ("charges_gross", .int(sums.chargesGross)), ("charges_fees", .int(sums.chargesFees)),
-                ("platform_retained", .int(sums.retained)),
-            ]
-            return (code, .object(pairs))
-        })
+        .object(
+            currencies.keys.sorted().map { code in
+                let sums = currencies[code]!
+                var pairs: [(String, JSON)] = [("lines", .int(Int64(sums.lines))), ("amount_minor", .int(sums.amount))]
+                pairs.append(
+                    (
+                        "by_status",
+                        .object(
+                            LineStatus.allCases.compactMap { status in
+                                sums.byStatus[status].map {
+                                    (
+                                        status.name,
+                                        .object([("lines", .int(Int64($0.lines))), ("amount_minor", .int($0.amount))])
+                                    )
+                                }
+                            })
+                    ))
+                pairs += [
+                    ("transferred", .int(sums.transferred)), ("paid_out", .int(sums.paidOut)),
+                    ("reversed", .int(sums.reversed)), ("charges", .int(Int64(sums.charges))),
+                    ("charges_gross", .int(sums.chargesGross)), ("charges_fees", .int(sums.chargesFees)),
+                    ("platform_retained", .int(sums.retained)),
+                ]
+                return (code, .object(pairs))
+            })
     }
 }

@@ -73,7 +73,8 @@ public enum InstructionsFile {
         json.open()
         switch instruction.kind {
         case .transfer, .reversal:
-            json.key("amount"); json.separator(); json.out.append(0x22); MinorUnits.appendDecimal(instruction.amount, to: &json.out); json.out.append(0x22)
+            json.key("amount"); json.separator(); json.out.append(0x22);
+            MinorUnits.appendDecimal(instruction.amount, to: &json.out); json.out.append(0x22)
             if instruction.kind == .transfer {
                 json.key("currency"); json.string(instruction.currency.code)
                 json.key("destination"); json.symbol(instruction.payee, batch)

@@ -18,7 +18,8 @@ public indirect enum JSON: Equatable, Sendable {
         case (.int(let a), .int(let b)): a == b
         case (.string(let a), .string(let b)): a == b
         case (.array(let a), .array(let b)): a == b
-        case (.object(let a), .object(let b)): a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        case (.object(let a), .object(let b)):
+            a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         default: false
         }
     }
@@ -71,7 +72,8 @@ public indirect enum JSON: Equatable, Sendable {
         case .array(let values) where !values.isEmpty:
             return "[\n" + values.map { inner + $0.pretty(indent: inner) }.joined(separator: ",\n") + "\n\(indent)]"
         case .object(let pairs) where !pairs.isEmpty:
-            return "{\n" + pairs.map { inner + JSON.string($0.0).encoded() + ": " + $0.1.pretty(indent: inner) }
+            return "{\n"
+                + pairs.map { inner + JSON.string($0.0).encoded() + ": " + $0.1.pretty(indent: inner) }
                 .joined(separator: ",\n") + "\n\(indent)}"
         default:
             return encoded()
@@ -189,7 +191,8 @@ public indirect enum JSON: Equatable, Sendable {
                             index += 4
                             var scalarValue = code
                             if (0xD800..<0xDC00).contains(code), index + 6 <= bytes.count, bytes[index] == 0x5C,
-                                let low = UInt32(String(decoding: bytes[index + 2..<index + 6], as: UTF8.self), radix: 16)
+                                let low = UInt32(
+                                    String(decoding: bytes[index + 2..<index + 6], as: UTF8.self), radix: 16)
                             {
                                 index += 6
                                 scalarValue = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)

@@ -1,5 +1,5 @@
-import SettleDigest
 import Glibc
+import SettleDigest
 
 /// Why an output file could not be written (exit 73).
 public struct WriteFailure: Error, Sendable {

@@ -58,8 +58,10 @@ public struct CorrectionRow {
     public var reason: String
     public var source: String
 
-    public init(file: Int, spoolOffset: UInt64, spoolLength: UInt32, reasonCode: String, reason: String,
-                source: String) {
+    public init(
+        file: Int, spoolOffset: UInt64, spoolLength: UInt32, reasonCode: String, reason: String,
+        source: String
+    ) {
         self.file = file
         self.spoolOffset = spoolOffset
         self.spoolLength = spoolLength
@@ -72,8 +74,10 @@ public struct CorrectionRow {
 /// Writes `errors.csv` / `deferred.csv`: input strings byte for byte, so a fixed file can be
 /// fed back in. No formula guard here on purpose: these files are inputs, not reports.
 public enum CorrectionFile {
-    public static func write(path: String, layout: CorrectionLayout, rows: some Sequence<CorrectionRow>,
-                             records: any OriginalRecords, keeping existing: [[UInt8]] = []) throws(WriteFailure)
+    public static func write(
+        path: String, layout: CorrectionLayout, rows: some Sequence<CorrectionRow>,
+        records: any OriginalRecords, keeping existing: [[UInt8]] = []
+    ) throws(WriteFailure)
         -> (sha256: String, rows: Int)
     {
         let file = try OutputFile(path: path)

@@ -1,8 +1,8 @@
 import Foundation
 import SettleApply
 import SettleLedger
-import Testing
 import SettleTestSupport
+import Testing
 
 @Suite(
     "ApplyEngine against the Stripe sandbox")
@@ -10,7 +10,8 @@ struct ApplyEngineTests {
     @Test func cleanRunSettlesEachInstructionOnce() throws {
         let sandbox = try Sandbox()
         try sandbox.seed()
-        let plan = (1...12).map { transferInstruction("ins_t\($0)", amount: Int64(1000 + $0)) }
+        let plan =
+            (1...12).map { transferInstruction("ins_t\($0)", amount: Int64(1000 + $0)) }
             + (1...3).map { payoutInstruction("ins_p\($0)", amount: Int64(2000 + $0)) }
         let report = try runEngine(sandbox, plan)
 
@@ -28,18 +29,22 @@ struct ApplyEngineTests {
         let effects = try sandbox.effects()
         #expect(effects.count == 15)
         #expect(try sandbox.effectCounts() == Dictionary(uniqueKeysWithValues: plan.map { ($0.id, 1) }))
-        let t3 = try #require(effects.first { ($0["metadata"] as? [String: Any])?["settle_instruction"] as? String == "ins_t3" })
+        let t3 = try #require(
+            effects.first { ($0["metadata"] as? [String: Any])?["settle_instruction"] as? String == "ins_t3" })
         #expect(t3["amount"] as? Int == 1003)
         #expect(t3["idempotency_key"] as? String == "settle-ins_t3-a1")
         #expect(t3["destination"] as? String == "acct_rest")
         #expect(t3["source_transaction"] as? String == "ch_1")
-        let p2 = try #require(effects.first { ($0["metadata"] as? [String: Any])?["settle_instruction"] as? String == "ins_p2" })
+        let p2 = try #require(
+            effects.first { ($0["metadata"] as? [String: Any])?["settle_instruction"] as? String == "ins_p2" })
         #expect(p2["amount"] as? Int == 2002)
         #expect(p2["financial_account"] as? String == "fa_1")
         #expect(p2["idempotency_key"] as? String == "settle-ins_p2-a1")
 
         let ledger = try #require(try LedgerStore.openReadOnly(path: sandbox.ledgerPath))
-        #expect(try ledger.statusSummary() == LedgerStatusSummary(linesSettled: 15, linesPending: 0, linesFailed: 0, instructions: [.settled: 15]))
+        #expect(
+            try ledger.statusSummary()
+                == LedgerStatusSummary(linesSettled: 15, linesPending: 0, linesFailed: 0, instructions: [.settled: 15]))
         #expect(try ledger.line("ins_t3-L1")?.stripeID == t3["id"] as? String)
         #expect(try ledger.calls(instruction: "ins_t3").map(\.requestID).allSatisfy { $0?.hasPrefix("req_") == true })
     }
@@ -49,7 +54,9 @@ struct ApplyEngineTests {
         try sandbox.seed()
         let plan = (1...5).map { transferInstruction("ins_t\($0)") } + [payoutInstruction("ins_p1")]
         let first = try runEngine(sandbox, plan)
-        let settled = first.outcomes.compactMapValues { if case .settled(let id) = $0 { return id } else { return nil } }
+        let settled = first.outcomes.compactMapValues {
+            if case .settled(let id) = $0 { return id } else { return nil }
+        }
         #expect(settled.count == 6)
         let before = try sandbox.requestCount()
 
@@ -63,9 +70,12 @@ struct ApplyEngineTests {
     }
 
     @Test func faultsStillSettleEveryInstructionExactlyOnce() throws {
-        let sandbox = try Sandbox(flags: ["--fail-5xx", "0.2", "--fail-429", "0.15", "--drop-after-commit", "0.3", "--latency-ms", "5"])
+        let sandbox = try Sandbox(flags: [
+            "--fail-5xx", "0.2", "--fail-429", "0.15", "--drop-after-commit", "0.3", "--latency-ms", "5",
+        ])
         try sandbox.seed()
-        let plan = (1...24).map { transferInstruction("ins_t\($0)", amount: Int64(500 + $0)) }
+        let plan =
+            (1...24).map { transferInstruction("ins_t\($0)", amount: Int64(500 + $0)) }
             + (1...6).map { payoutInstruction("ins_p\($0)", amount: Int64(100 + $0)) }
         let logs = LogCollector()
         let report = try runEngine(sandbox, plan, configuration: configuration(sandbox, logs: logs, maxTries: 8))
@@ -107,8 +117,10 @@ struct ApplyEngineTests {
     @Test func archivedPayoutMethodIsRejectedBeforeMoneyMoves() throws {
         let sandbox = try Sandbox()
         try sandbox.seed()
-        let plan = [payoutInstruction("ins_bad", method: "pm_ap_archived"), payoutInstruction("ins_good"),
-                    payoutInstruction("ins_nosuch", method: "pm_missing")]
+        let plan = [
+            payoutInstruction("ins_bad", method: "pm_ap_archived"), payoutInstruction("ins_good"),
+            payoutInstruction("ins_nosuch", method: "pm_missing"),
+        ]
         let report = try runEngine(sandbox, plan)
         guard case .rejected(let code, let message) = report.outcomes["ins_bad"] else {
             Issue.record("ins_bad: \(String(describing: report.outcomes["ins_bad"]))")
@@ -140,7 +152,9 @@ struct ApplyEngineTests {
             transferInstruction("ins_ok", amount: 100, charge: "ch_1", preflightCharge: true),
         ]
         let report = try runEngine(sandbox, plan)
-        #expect(report.outcomes["ins_pending"] == .rejected(code: "charge_pending", message: "charge ch_pending is still pending"))
+        #expect(
+            report.outcomes["ins_pending"]
+                == .rejected(code: "charge_pending", message: "charge ch_pending is still pending"))
         #expect(report.outcomes["ins_failedch"] == .rejected(code: "charge_failed", message: "charge ch_failed failed"))
         guard case .settled = report.outcomes["ins_ok"] else {
             Issue.record("ins_ok: \(String(describing: report.outcomes["ins_ok"]))")
@@ -201,7 +215,8 @@ struct ApplyEngineTests {
         // The request had reached Stripe before the process died.
         let made = try sandbox.stripe(
             "POST", "/v1/transfers",
-            form: "amount=4343&currency=usd&description=Order%20100%20%26%20co%2F%C3%A9&destination=acct_rest&metadata%5Bsettle_instruction%5D=ins_crash2&source_transaction=ch_1&transfer_group=ORDER100",
+            form:
+                "amount=4343&currency=usd&description=Order%20100%20%26%20co%2F%C3%A9&destination=acct_rest&metadata%5Bsettle_instruction%5D=ins_crash2&source_transaction=ch_1&transfer_group=ORDER100",
             key: "settle-ins_crash2-a1")
         let madeID = try #require(made["id"] as? String)
         let report = try runEngine(sandbox, [instruction])
@@ -218,7 +233,8 @@ struct ApplyEngineTests {
         try stageInFlight(sandbox, lost)
         let made = try sandbox.stripe(
             "POST", "/v1/transfers",
-            form: "amount=111&currency=usd&destination=acct_rest&metadata%5Bsettle_instruction%5D=ins_old_found&source_transaction=ch_1&transfer_group=ORDER100",
+            form:
+                "amount=111&currency=usd&destination=acct_rest&metadata%5Bsettle_instruction%5D=ins_old_found&source_transaction=ch_1&transfer_group=ORDER100",
             key: "some-other-key")
         let madeID = try #require(made["id"] as? String)
         // Two days later: outside the v1 idempotency window.
@@ -249,7 +265,9 @@ struct ApplyEngineTests {
         #expect(try sandbox.requestCount() == 0)
         #expect(try LedgerStore.openReadOnly(path: sandbox.ledgerPath)?.instruction("ins_t1") == nil)
         // A plan that names the account itself needs no configuration.
-        let named = try runEngine(sandbox, [payoutInstruction("ins_p2", account: "fa_1")], configuration: configuration(sandbox, financialAccount: nil))
+        let named = try runEngine(
+            sandbox, [payoutInstruction("ins_p2", account: "fa_1")],
+            configuration: configuration(sandbox, financialAccount: nil))
         guard case .settled = named.outcomes["ins_p2"] else {
             Issue.record("\(String(describing: named.outcomes["ins_p2"]))")
             return
@@ -260,7 +278,10 @@ struct ApplyEngineTests {
         let sandbox = try Sandbox(flags: ["--fail-5xx", "0.3", "--seed", "3"])
         try sandbox.seed()
         let logs = LogCollector()
-        let plan = (1...6).map { transferInstruction("ins_t\($0)") } + [transferInstruction("ins_bad", destination: "acct_closed")]
+        let plan =
+            (1...6).map { transferInstruction("ins_t\($0)") } + [
+                transferInstruction("ins_bad", destination: "acct_closed")
+            ]
         _ = try runEngine(sandbox, plan, configuration: configuration(sandbox, logs: logs, maxTries: 8))
         #expect(logs.lines.count >= 7)
         #expect(!logs.lines.contains { $0.contains(testKey) || $0.contains("SECRET") })
@@ -292,7 +313,9 @@ func stageInFlight(_ sandbox: Sandbox, _ instruction: PlannedInstruction) throws
             charge: instruction.charge, currency: instruction.currency, amountMinor: instruction.amountMinor,
             method: "POST", path: instruction.path, params: instruction.params.serialized, stripeContext: nil,
             attempt: 1, idempotencyKey: "settle-\(instruction.id)-a1",
-            lines: instruction.lines.map { .init(lineID: $0.lineID, kind: $0.kind, amountMinor: $0.amountMinor, content: $0.content) })
+            lines: instruction.lines.map {
+                .init(lineID: $0.lineID, kind: $0.kind, amountMinor: $0.amountMinor, content: $0.content)
+            })
     ])
 }
 
@@ -322,7 +345,9 @@ struct ApplyEngineReversalTests {
         }
         #expect(reversalID.hasPrefix("trr_"))
         let ledger = try #require(try LedgerStore.openReadOnly(path: sandbox.ledgerPath))
-        #expect(try ledger.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd") == LedgerTransfer(stripeID: transferID, amountMinor: 7000, reversedMinor: 1500))
+        #expect(
+            try ledger.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd")
+                == LedgerTransfer(stripeID: transferID, amountMinor: 7000, reversedMinor: 1500))
         let reversals = try sandbox.effects().filter { $0["type"] as? String == "reversal" }
         #expect(reversals.count == 1)
         #expect(reversals.first?["amount"] as? Int == 1500)

@@ -31,7 +31,10 @@ import Testing
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let ledger = try LedgerStore.open(path: folder.appendingPathComponent("l.sqlite").path)
-        let result = Result { try ApplyEngine(configuration: ApplyConfiguration(apiBase: base, apiKey: APIKey("sk_test_x")), ledger: ledger) }
+        let result = Result {
+            try ApplyEngine(
+                configuration: ApplyConfiguration(apiBase: base, apiKey: APIKey("sk_test_x")), ledger: ledger)
+        }
         switch result {
         case .success: #expect(allowed, "\(base) should be refused")
         case .failure(let error):
@@ -53,13 +56,16 @@ import Testing
         #expect(plan.count == 2)
         #expect(plan[0].kind == .transfer)
         #expect(plan[0].amountMinor == 7000)
-        #expect(plan[0].lines == [.init(lineID: "100-1", kind: "transfer", amountMinor: 7000, content: "00112233aabbccdd")])
+        #expect(
+            plan[0].lines == [.init(lineID: "100-1", kind: "transfer", amountMinor: 7000, content: "00112233aabbccdd")])
         #expect(plan[0].params["metadata[settle_instruction]"] == .string("ins_0123456789abcdef01234567"))
         #expect(plan[1].isV2)
         #expect(plan[1].params["amount"]?["value"] == .integer(2000))
         #expect(plan[1].params["from"]?["financial_account"] == .null)
         #expect(plan[1].preflight == .init(payoutMethod: "pm_ap_1", recipient: "acct_drv"))
-        #expect(plan[1].params.serialized == #"{"amount":{"currency":"usd","value":2000},"from":{"currency":"usd","financial_account":null}}"#)
+        #expect(
+            plan[1].params.serialized
+                == #"{"amount":{"currency":"usd","value":2000},"from":{"currency":"usd","financial_account":null}}"#)
         do {
             _ = try PlannedInstruction.decodeJSONLines(Data("\n{\"id\":\"x\"}\n".utf8))
             Issue.record("an incomplete instruction decoded")

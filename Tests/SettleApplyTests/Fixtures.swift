@@ -1,7 +1,7 @@
-import SettleTestSupport
 import Foundation
 import SettleApply
 import SettleLedger
+import SettleTestSupport
 
 func transferInstruction(
     _ id: String, amount: Int64 = 7000, destination: String = "acct_rest", charge: String = "ch_1",
@@ -9,18 +9,24 @@ func transferInstruction(
 ) -> PlannedInstruction {
     var params: [String: JSONValue] = [
         "amount": .string(String(amount)), "currency": .string("usd"), "destination": .string(destination),
-        "transfer_group": .string(group), "metadata[settle_instruction]": .string(id), "description": .string("Order 100 & co/é"),
+        "transfer_group": .string(group), "metadata[settle_instruction]": .string(id),
+        "description": .string("Order 100 & co/é"),
     ]
     if !charge.isEmpty { params["source_transaction"] = .string(charge) }
     let lineIDs = lines ?? ["\(id)-L1"]
     return PlannedInstruction(
         id: id, kind: .transfer, path: "/v1/transfers", params: .object(params),
-        lines: lineIDs.map { .init(lineID: $0, kind: "transfer", amountMinor: amount / Int64(lineIDs.count), content: "c\($0)") },
+        lines: lineIDs.map {
+            .init(lineID: $0, kind: "transfer", amountMinor: amount / Int64(lineIDs.count), content: "c\($0)")
+        },
         group: group, payee: destination, charge: charge, currency: "usd", amountMinor: amount,
         preflight: .init(charge: preflightCharge ? charge : nil))
 }
 
-func payoutInstruction(_ id: String, amount: Int64 = 2000, method: String = "pm_ap_1", recipient: String = "acct_drv", account: String? = nil) -> PlannedInstruction {
+func payoutInstruction(
+    _ id: String, amount: Int64 = 2000, method: String = "pm_ap_1", recipient: String = "acct_drv",
+    account: String? = nil
+) -> PlannedInstruction {
     let params: JSONValue = .object([
         "from": .object(["financial_account": account.map { .string($0) } ?? .null, "currency": .string("usd")]),
         "to": .object(["recipient": .string(recipient), "payout_method": .string(method), "currency": .string("usd")]),
@@ -55,7 +61,9 @@ func configuration(
         logger: { level, message in logs?.append("\(level): \(message)") }, now: now)
 }
 
-func runEngine(_ sandbox: Sandbox, _ plan: [PlannedInstruction], configuration config: ApplyConfiguration? = nil) throws -> ApplyReport {
+func runEngine(_ sandbox: Sandbox, _ plan: [PlannedInstruction], configuration config: ApplyConfiguration? = nil) throws
+    -> ApplyReport
+{
     let ledger = try LedgerStore.open(path: sandbox.ledgerPath)
     defer { ledger.close() }
     let engine = try ApplyEngine(configuration: config ?? configuration(sandbox), ledger: ledger)

@@ -1,5 +1,5 @@
-import Testing
 import SettleCore
+import Testing
 
 /// SPEC §3, per group.
 @Suite struct GroupRulesTests {
@@ -76,10 +76,16 @@ import SettleCore
         let plan = TestExport()
             .transfer("1", order: "1", amount: "10.00", extra: ["charge_status": "pending"])
             .payout("2", order: "1", amount: "5.00")
-            .transfer("3", order: "2", amount: "10.00", extra: ["payment_method_type": "sepa_debit", "charge_status": ""])
+            .transfer(
+                "3", order: "2", amount: "10.00", extra: ["payment_method_type": "sepa_debit", "charge_status": ""]
+            )
             .transfer("4", order: "3", amount: "10.00", extra: ["payment_method_type": "au_becs_debit"])
-            .transfer("5", order: "4", amount: "10.00",
-                      extra: ["payment_method_type": "us_bank_account", "charge_status": "pending", "transfer_on": "2027-01-01"])
+            .transfer(
+                "5", order: "4", amount: "10.00",
+                extra: [
+                    "payment_method_type": "us_bank_account", "charge_status": "pending", "transfer_on": "2027-01-01",
+                ]
+            )
             .plan()
         #expect(plan.outcome("1") == (.deferred, "charge_pending"))
         #expect(plan.outcome("2") == (.deferred, "charge_pending"))
@@ -110,8 +116,10 @@ import SettleCore
 
     @Test func groupKeyFallsBackToPaymentIntentThenOrder() {
         let plan = TestExport()
-            .add(["line_id": "a", "order_id": "7", "amount": "1.00", "currency": "usd", "destination": "acct_a",
-                  "payment_intent": "pi_9"])
+            .add([
+                "line_id": "a", "order_id": "7", "amount": "1.00", "currency": "usd", "destination": "acct_a",
+                "payment_intent": "pi_9",
+            ])
             .add(["line_id": "b", "order_id": "8", "amount": "1.00", "currency": "usd", "destination": "acct_a"])
             .plan()
         #expect(plan.batch.text(plan.batch.lines[0].group) == "group_pi_9")

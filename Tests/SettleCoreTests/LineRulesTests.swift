@@ -1,5 +1,5 @@
-import Testing
 import SettleCore
+import Testing
 
 /// SPEC §3, per line: each rule has its own case with the exact status and reason code.
 @Suite struct LineRulesTests {
@@ -57,10 +57,14 @@ import SettleCore
             .payout("p1", order: "1", amount: "5.00", extra: ["currency": "eur"])
             .payout("p2", order: "2", amount: "5.00", extra: ["destination_country": "CA"])
             .payout("p3", order: "3", amount: "5.00", extra: ["destination_country": "US"])
-            .add(["line_id": "p4", "order_id": "4", "kind": "payout", "amount": "5.00", "currency": "usd",
-                  "recipient": "acct_drv"])
-            .add(["line_id": "p5", "order_id": "5", "amount": "5.00", "currency": "usd",
-                  "recipient": "acct_drv", "payout_method": "pm_ap_9"])
+            .add([
+                "line_id": "p4", "order_id": "4", "kind": "payout", "amount": "5.00", "currency": "usd",
+                "recipient": "acct_drv",
+            ])
+            .add([
+                "line_id": "p5", "order_id": "5", "amount": "5.00", "currency": "usd",
+                "recipient": "acct_drv", "payout_method": "pm_ap_9",
+            ])
             .plan()
         #expect(plan.outcome("p1") == (.rejected, "payout_currency_unsupported"))
         #expect(plan.outcome("p2") == (.rejected, "payout_country_unsupported"))
@@ -83,8 +87,14 @@ import SettleCore
         #expect(zone.outcome("none").0 == .planned)
         #expect(zone.outcome("jp") == (.rejected, "cross_border_unsupported"))
         let japan = TestExport()
-            .transfer("jp", order: "1", amount: "100", currency: "jpy", extra: ["destination_country": "JP", "charge_amount": "1000"])
-            .transfer("us", order: "2", amount: "100", currency: "jpy", extra: ["destination_country": "US", "charge_amount": "1000"])
+            .transfer(
+                "jp", order: "1", amount: "100", currency: "jpy",
+                extra: ["destination_country": "JP", "charge_amount": "1000"]
+            )
+            .transfer(
+                "us", order: "2", amount: "100", currency: "jpy",
+                extra: ["destination_country": "US", "charge_amount": "1000"]
+            )
             .plan(options: TestExport.options(country: "JP"))
         #expect(japan.outcome("jp").0 == .planned)
         #expect(japan.outcome("us") == (.rejected, "cross_border_unsupported"))

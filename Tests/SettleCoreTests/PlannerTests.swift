@@ -1,5 +1,5 @@
-import Testing
 import SettleCore
+import Testing
 
 /// SPEC §3, forming instructions.
 @Suite struct PlannerTests {
@@ -19,8 +19,10 @@ import SettleCore
     @Test func reversalNetsIntoTheSameRunsTransfer() throws {
         let plan = TestExport()
             .transfer("1", order: "1", amount: "70.00")
-            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "10.00", "currency": "usd",
-                  "transfer_group": "ORDER1", "destination": "acct_rest"])
+            .add([
+                "line_id": "r", "order_id": "1", "kind": "reversal", "amount": "10.00", "currency": "usd",
+                "transfer_group": "ORDER1", "destination": "acct_rest",
+            ])
             .plan()
         let transfer = try #require(plan.instruction(of: "1"))
         #expect(transfer.amount == 6000)
@@ -33,8 +35,10 @@ import SettleCore
     @Test func transferAndReversalThatCancelAreNetted() {
         let plan = TestExport()
             .transfer("1", order: "1", amount: "70.00")
-            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "70.00", "currency": "usd",
-                  "transfer_group": "ORDER1", "destination": "acct_rest"])
+            .add([
+                "line_id": "r", "order_id": "1", "kind": "reversal", "amount": "70.00", "currency": "usd",
+                "transfer_group": "ORDER1", "destination": "acct_rest",
+            ])
             .plan()
         #expect(plan.outcome("1") == (.netted, ""))
         #expect(plan.outcome("r") == (.netted, ""))
@@ -44,8 +48,10 @@ import SettleCore
     @Test func reversalLargerThanTheTransferRejectsTheGroup() {
         let plan = TestExport()
             .transfer("1", order: "1", amount: "70.00")
-            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "80.00", "currency": "usd",
-                  "transfer_group": "ORDER1", "destination": "acct_rest"])
+            .add([
+                "line_id": "r", "order_id": "1", "kind": "reversal", "amount": "80.00", "currency": "usd",
+                "transfer_group": "ORDER1", "destination": "acct_rest",
+            ])
             .plan()
         #expect(plan.outcome("r") == (.rejected, "reversal_exceeds_transfer"))
         #expect(plan.outcome("1") == (.rejected, "group_rejected"))
@@ -54,8 +60,10 @@ import SettleCore
 
     @Test func reversalWithoutATargetIsRejected() {
         let plan = TestExport()
-            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
-                  "transfer_group": "ORDER1", "destination": "acct_rest"])
+            .add([
+                "line_id": "r", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
+                "transfer_group": "ORDER1", "destination": "acct_rest",
+            ])
             .plan()
         #expect(plan.outcome("r") == (.rejected, "reversal_target_unknown"))
     }
@@ -64,10 +72,14 @@ import SettleCore
         let history = RecordedHistory()
         history.transfers["ORDER1|acct_rest|usd"] = RecordedTransfer(stripeID: "tr_9", remaining: 7000)
         let plan = TestExport()
-            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
-                  "transfer_group": "ORDER1", "destination": "acct_rest"])
-            .add(["line_id": "r2", "order_id": "2", "kind": "reversal", "amount": "90.00", "currency": "usd",
-                  "transfer_group": "ORDER2", "destination": "acct_rest"])
+            .add([
+                "line_id": "r", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
+                "transfer_group": "ORDER1", "destination": "acct_rest",
+            ])
+            .add([
+                "line_id": "r2", "order_id": "2", "kind": "reversal", "amount": "90.00", "currency": "usd",
+                "transfer_group": "ORDER2", "destination": "acct_rest",
+            ])
             .plan(history: history)
         let reversal = try #require(plan.instruction(of: "r"))
         #expect(reversal.kind == .reversal)
@@ -78,10 +90,14 @@ import SettleCore
 
     @Test func namedTransferIsItsOwnReversal() throws {
         let plan = TestExport()
-            .add(["line_id": "r", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
-                  "transfer": "tr_42"])
-            .add(["line_id": "r2", "order_id": "1", "kind": "reversal", "amount": "1.00", "currency": "usd",
-                  "transfer": "tr_42"])
+            .add([
+                "line_id": "r", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
+                "transfer": "tr_42",
+            ])
+            .add([
+                "line_id": "r2", "order_id": "1", "kind": "reversal", "amount": "1.00", "currency": "usd",
+                "transfer": "tr_42",
+            ])
             .plan()
         #expect(plan.instructions.count == 2)
         #expect(try #require(plan.instruction(of: "r")).path == "/v1/transfers/tr_42/reversals")
@@ -107,17 +123,23 @@ import SettleCore
     @Test func executionOrderIsTransfersReversalsPayouts() {
         let plan = TestExport()
             .payout("p", order: "1", amount: "5.00")
-            .add(["line_id": "r", "order_id": "2", "kind": "reversal", "amount": "1.00", "currency": "usd",
-                  "transfer": "tr_1"])
+            .add([
+                "line_id": "r", "order_id": "2", "kind": "reversal", "amount": "1.00", "currency": "usd",
+                "transfer": "tr_1",
+            ])
             .transfer("t", order: "3", amount: "5.00")
             .plan()
         #expect(plan.instructions.map(\.kind) == [.transfer, .reversal, .payout])
     }
 
     @Test func instructionIDsAreDeterministic() {
-        let first = TestExport().transfer("1", order: "1", amount: "10.00").transfer("2", order: "1", amount: "1.00").plan()
-        let reordered = TestExport().transfer("2", order: "1", amount: "1.00").transfer("1", order: "1", amount: "10.00").plan()
-        let other = TestExport().transfer("1", order: "1", amount: "10.01").transfer("2", order: "1", amount: "1.00").plan()
+        let first = TestExport().transfer("1", order: "1", amount: "10.00").transfer("2", order: "1", amount: "1.00")
+            .plan()
+        let reordered = TestExport().transfer("2", order: "1", amount: "1.00").transfer(
+            "1", order: "1", amount: "10.00"
+        ).plan()
+        let other = TestExport().transfer("1", order: "1", amount: "10.01").transfer("2", order: "1", amount: "1.00")
+            .plan()
         #expect(first.instructions[0].id == reordered.instructions[0].id)
         #expect(first.instructions[0].id != other.instructions[0].id)
         #expect(first.instructions[0].id.hasPrefix("ins_"))

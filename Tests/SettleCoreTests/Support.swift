@@ -22,10 +22,11 @@ final class TestExport {
 
     /// A transfer line of a succeeded card charge (the seed's example shape).
     @discardableResult
-    func transfer(_ id: String, order: String, amount: String, destination: String = "acct_rest",
-                  charge: String? = nil, chargeAmount: String = "100.00", currency: String = "usd",
-                  extra: [String: String] = [:]) -> TestExport
-    {
+    func transfer(
+        _ id: String, order: String, amount: String, destination: String = "acct_rest",
+        charge: String? = nil, chargeAmount: String = "100.00", currency: String = "usd",
+        extra: [String: String] = [:]
+    ) -> TestExport {
         var row: [String: String] = [
             "line_id": id, "order_id": order, "amount": amount, "currency": currency,
             "transfer_group": "ORDER\(order)", "destination": destination,
@@ -37,9 +38,10 @@ final class TestExport {
     }
 
     @discardableResult
-    func payout(_ id: String, order: String, amount: String, recipient: String = "acct_drv",
-                method: String = "pm_ap_1", extra: [String: String] = [:]) -> TestExport
-    {
+    func payout(
+        _ id: String, order: String, amount: String, recipient: String = "acct_drv",
+        method: String = "pm_ap_1", extra: [String: String] = [:]
+    ) -> TestExport {
         var row: [String: String] = [
             "line_id": id, "order_id": order, "kind": "payout", "amount": amount, "currency": "usd",
             "transfer_group": "ORDER\(order)", "recipient": recipient, "payout_method": method,
@@ -60,10 +62,13 @@ final class TestExport {
                 buffer.copyBytes(from: bytes)
                 return buffer
             }
-            let views = zip(storage, values).map { UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer($0.0)[0..<$0.1.count]) }
+            let views = zip(storage, values).map {
+                UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer($0.0)[0..<$0.1.count])
+            }
             views.withUnsafeBufferPointer {
-                checker.record(RecordView(fields: $0, line: position + 2, spoolOffset: 0, spoolLength: 0, defect: nil),
-                               file: file)
+                checker.record(
+                    RecordView(fields: $0, line: position + 2, spoolOffset: 0, spoolLength: 0, defect: nil),
+                    file: file)
             }
             storage.forEach { $0.deallocate() }
         }
@@ -75,9 +80,10 @@ final class TestExport {
         Planner(options: options, history: history).plan(batch(options: options))
     }
 
-    static func options(asOf: String = "2026-11-29", country: String = "US",
-                        payouts: PayoutGrouping = .perRecipient) -> RuleOptions
-    {
+    static func options(
+        asOf: String = "2026-11-29", country: String = "US",
+        payouts: PayoutGrouping = .perRecipient
+    ) -> RuleOptions {
         var options = RuleOptions(asOf: CivilDate.parse(asOf)!)
         options.platformCountry = country
         options.payouts = payouts

@@ -7,9 +7,11 @@ import Testing
 @Suite struct ApplyCommandTests {
     /// An export of `orders` orders: a transfer to a restaurant and a courier payout each.
     static func export(orders: Int, in folder: URL, extra: String = "") throws -> URL {
-        var text = "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method\n"
+        var text =
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method\n"
         for order in 1...orders {
-            text += "T\(order),\(order),transfer,\(10 + order).\(order % 100 < 10 ? "0" : "")\(order % 100),usd,ORDER\(order),acct_r\(order % 5),ch_e\(order),100.00,usd,succeeded,,\n"
+            text +=
+                "T\(order),\(order),transfer,\(10 + order).\(order % 100 < 10 ? "0" : "")\(order % 100),usd,ORDER\(order),acct_r\(order % 5),ch_e\(order),100.00,usd,succeeded,,\n"
             text += "P\(order),\(order),payout,2.50,usd,ORDER\(order),,,,,,acct_c\(order % 3),pm_ap_c\(order % 3)\n"
         }
         text += extra
@@ -39,14 +41,17 @@ import Testing
         }
 
         func arguments(_ command: String, _ inputs: [String], out: String, extra: [String] = []) -> [String] {
-            [command] + inputs + ["--out", folder.appendingPathComponent(out).path, "--ledger", ledger,
-                                  "--api-base", sandbox.base, "--financial-account", "fa_e2e",
-                                  "--as-of", "2026-11-29", "--progress", "off"] + extra
+            [command] + inputs + [
+                "--out", folder.appendingPathComponent(out).path, "--ledger", ledger,
+                "--api-base", sandbox.base, "--financial-account", "fa_e2e",
+                "--as-of", "2026-11-29", "--progress", "off",
+            ] + extra
         }
 
         func run(_ inputs: [URL], out: String, extra: [String] = []) throws -> SettleProcess.Outcome {
-            try SettleProcess.run(arguments("run", inputs.map(\.path), out: out, extra: extra),
-                                  environment: ["STRIPE_API_KEY": testKey])
+            try SettleProcess.run(
+                arguments("run", inputs.map(\.path), out: out, extra: extra),
+                environment: ["STRIPE_API_KEY": testKey])
         }
 
         func results(_ out: String) -> [[String]] { SettleProcess.results(folder.appendingPathComponent(out)) }
@@ -66,7 +71,9 @@ import Testing
         #expect(total("outbound_payment") == payouts)
     }
 
-    static func transferTotal(_ orders: Int) -> Int64 { (1...orders).reduce(0) { $0 + Int64(1000 + $1 * 100 + $1 % 100) } }
+    static func transferTotal(_ orders: Int) -> Int64 {
+        (1...orders).reduce(0) { $0 + Int64(1000 + $1 * 100 + $1 % 100) }
+    }
 
     @Test func cleanRunSettlesEveryLineOnceAndASecondRunMovesNoMoney() throws {
         let setup = try Setup()
@@ -92,15 +99,18 @@ import Testing
     }
 
     @Test func faultsNeverPayTwice() throws {
-        let setup = try Setup(flags: ["--fail-5xx", "0.08", "--fail-429", "0.08", "--drop-after-commit", "0.08",
-                                      "--latency-ms", "5", "--seed", "11"])
+        let setup = try Setup(flags: [
+            "--fail-5xx", "0.08", "--fail-429", "0.08", "--drop-after-commit", "0.08",
+            "--latency-ms", "5", "--seed", "11",
+        ])
         let input = try Self.export(orders: 30, in: setup.folder)
         var status: Int32 = -1
         var rounds = 0
         // A run ends 0, or 75 when an outcome stays unknown; cron runs it again.
         repeat {
             rounds += 1
-            status = try setup.run([input], out: "run\(rounds)", extra: ["--payouts", "per-line", "--rate", "200"]).status
+            status = try setup.run([input], out: "run\(rounds)", extra: ["--payouts", "per-line", "--rate", "200"])
+                .status
         } while status == 75 && rounds < 4
         #expect(status == 0)
         let final = setup.results("run\(rounds)")
@@ -132,7 +142,8 @@ import Testing
 
     @Test func fixedErrorsFileSettlesOnlyTheFixedLines() throws {
         let setup = try Setup()
-        let bad = "B1,900,transfer,12.3.4,usd,ORDER900,acct_r1,ch_e900,100.00,usd,succeeded,,\nB2,900,payout,1.00,usd,ORDER900,,,,,,acct_c1,pm_ap_c1\n"
+        let bad =
+            "B1,900,transfer,12.3.4,usd,ORDER900,acct_r1,ch_e900,100.00,usd,succeeded,,\nB2,900,payout,1.00,usd,ORDER900,,,,,,acct_c1,pm_ap_c1\n"
         let input = try Self.export(orders: 5, in: setup.folder, extra: bad)
         let first = try setup.run([input], out: "first")
         #expect(first.status == 65)
@@ -176,19 +187,24 @@ import Testing
         let original = SettleProcess.read(instructions)
         try original.replacingOccurrences(of: "\"amount\":\"1101\"", with: "\"amount\":\"9101\"")
             .write(to: instructions, atomically: true, encoding: .utf8)
-        let tampered = try SettleProcess.run(["apply", planFolder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base],
-                                             environment: ["STRIPE_API_KEY": testKey])
+        let tampered = try SettleProcess.run(
+            ["apply", planFolder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base],
+            environment: ["STRIPE_API_KEY": testKey])
         #expect(tampered.status == 65)
         #expect(tampered.stderr.contains("changed since plan"))
         #expect(try setup.sandbox.requestCount() == 0)
         try original.write(to: instructions, atomically: true, encoding: .utf8)
         // A second process on the same ledger is refused while the first applies.
-        let first = try SettleProcess.start(["apply", planFolder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
-                                             "--concurrency", "1", "--progress", "off"],
-                                            environment: ["STRIPE_API_KEY": testKey])
+        let first = try SettleProcess.start(
+            [
+                "apply", planFolder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+                "--concurrency", "1", "--progress", "off",
+            ],
+            environment: ["STRIPE_API_KEY": testKey])
         usleep(500_000)
-        let second = try SettleProcess.run(["apply", planFolder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base],
-                                           environment: ["STRIPE_API_KEY": testKey])
+        let second = try SettleProcess.run(
+            ["apply", planFolder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base],
+            environment: ["STRIPE_API_KEY": testKey])
         first.waitUntilExit()
         #expect(second.status == 75)
         #expect(second.stderr.contains("in use by another settle process"))
@@ -200,21 +216,28 @@ import Testing
         let input = try Self.export(orders: 4, in: setup.folder)
         let noKey = try SettleProcess.run(setup.arguments("run", [input.path], out: "a"))
         #expect(noKey.status == 78)
-        let live = try SettleProcess.run(setup.arguments("run", [input.path], out: "b"),
-                                         environment: ["STRIPE_API_KEY": "sk_live_51SECRETliveKEY"])
+        let live = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "b"),
+            environment: ["STRIPE_API_KEY": "sk_live_51SECRETliveKEY"])
         #expect(live.status == 78)
         #expect(live.stderr.contains("--live"))
         #expect(!live.stderr.contains("SECRETlive"))
         let keyFile = setup.folder.appendingPathComponent("key")
         try testKey.write(to: keyFile, atomically: true, encoding: .utf8)
         chmod(keyFile.path, 0o644)
-        let open = try SettleProcess.run(setup.arguments("run", [input.path], out: "c", extra: ["--api-key-file", keyFile.path]))
+        let open = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "c", extra: ["--api-key-file", keyFile.path]))
         #expect(open.status == 78)
         #expect(open.stderr.contains("chmod 600"))
         chmod(keyFile.path, 0o600)
-        let insecure = try SettleProcess.run(setup.arguments("run", [input.path], out: "d", extra: ["--api-key-file", keyFile.path, "--api-base", "http://example.com"]))
+        let insecure = try SettleProcess.run(
+            setup.arguments(
+                "run", [input.path], out: "d",
+                extra: ["--api-key-file", keyFile.path, "--api-base", "http://example.com"]))
         #expect(insecure.status == 78)
-        let good = try SettleProcess.run(setup.arguments("run", [input.path], out: "e", extra: ["--api-key-file", keyFile.path, "-v", "--log-format", "json"]))
+        let good = try SettleProcess.run(
+            setup.arguments(
+                "run", [input.path], out: "e", extra: ["--api-key-file", keyFile.path, "-v", "--log-format", "json"]))
         #expect(good.status == 0 || good.status == 75)
         #expect(!good.stderr.contains(testKey) && !good.stdout.contains(testKey))
         // Not in any file settle wrote: outputs, spool, ledger and its WAL.

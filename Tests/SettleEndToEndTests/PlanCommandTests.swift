@@ -9,7 +9,9 @@ import Testing
     @Test(arguments: ["orders-2026-11-29.csv.gz", "orders-2026-11-29.xml.gz"])
     func sampleMatchesTheCheckedInExpectedFolder(_ sample: String) throws {
         let out = SettleProcess.temporaryFolder()
-        let outcome = try SettleProcess.run(["plan", "samples/" + sample, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+        let outcome = try SettleProcess.run([
+            "plan", "samples/" + sample, "--out", out.path, "--as-of", "2026-11-29", "-q",
+        ])
         #expect(outcome.status == 65)
         let name = sample.replacingOccurrences(of: ".gz", with: "").replacingOccurrences(of: ".", with: "-")
         let expected = SettleProcess.root.appendingPathComponent("samples/expected/\(name)")
@@ -17,7 +19,8 @@ import Testing
             let actual = SettleProcess.read(out.appendingPathComponent(name))
             let wanted = SettleProcess.read(expected.appendingPathComponent(name))
             #expect(!wanted.isEmpty, "samples/expected is missing \(name)")
-            #expect(actual == wanted, "\(name) differs from samples/expected (run `make golden` after an intended change)")
+            #expect(
+                actual == wanted, "\(name) differs from samples/expected (run `make golden` after an intended change)")
         }
     }
 
@@ -78,7 +81,10 @@ import Testing
         let row117 = try #require(rows.first { $0[0] == "117-1" })
         #expect(row117[6] == "7000")
         // The source points into the fed-back file, and the old annotations are not carried twice.
-        #expect(row117[13] == "\(fixed.path):\(try #require(errors.split(separator: "\n").firstIndex { $0.hasPrefix("117-1,") }) + 1)")
+        #expect(
+            row117[13]
+                == "\(fixed.path):\(try #require(errors.split(separator: "\n").firstIndex { $0.hasPrefix("117-1,") }) + 1)"
+        )
         let header = SettleProcess.read(second.appendingPathComponent("errors.csv")).split(separator: "\n").first ?? ""
         #expect(header.components(separatedBy: "reason_code").count == 2)
     }
@@ -86,10 +92,13 @@ import Testing
     @Test func fileRejectedWholeContributesNoLines() throws {
         let folder = SettleProcess.temporaryFolder()
         let good = folder.appendingPathComponent("good.csv")
-        try "line_id,order_id,amount,currency,destination\n1,1,1.00,usd,acct_a\n".write(to: good, atomically: true, encoding: .utf8)
+        try "line_id,order_id,amount,currency,destination\n1,1,1.00,usd,acct_a\n".write(
+            to: good, atomically: true, encoding: .utf8)
         let truncated = SettleProcess.root.appendingPathComponent("Tests/SettleReadTests/Fixtures/csv/truncated.csv.gz")
         let out = folder.appendingPathComponent("out")
-        let outcome = try SettleProcess.run(["plan", good.path, truncated.path, "--out", out.path, "--as-of", "2026-11-29"])
+        let outcome = try SettleProcess.run([
+            "plan", good.path, truncated.path, "--out", out.path, "--as-of", "2026-11-29",
+        ])
         #expect(outcome.status == 65)
         #expect(outcome.stderr.contains("gzip_truncated"))
         #expect(SettleProcess.results(out).map { $0[0] } == ["1"])
@@ -101,7 +110,8 @@ import Testing
     @Test func standardInputIsAnInput() throws {
         let out = SettleProcess.temporaryFolder()
         let csv = "line_id,order_id,amount,currency,destination\n1,1,1.00,usd,acct_a\n"
-        let outcome = try SettleProcess.run(["plan", "-", "--out", out.path, "--as-of", "2026-11-29"], stdin: Data(csv.utf8))
+        let outcome = try SettleProcess.run(
+            ["plan", "-", "--out", out.path, "--as-of", "2026-11-29"], stdin: Data(csv.utf8))
         #expect(outcome.status == 0)
         #expect(SettleProcess.results(out).first?[13] == "stdin:2")
     }
@@ -111,7 +121,9 @@ import Testing
         #expect(try SettleProcess.run(["plan", Self.sample, "--out", folder.path, "--bogus"]).status == 64)
         #expect(try SettleProcess.run(["plan", Self.sample]).status == 64)
         #expect(try SettleProcess.run(["frobnicate"]).status == 64)
-        #expect(try SettleProcess.run(["plan", "/nonexistent.csv", "--out", folder.appendingPathComponent("o").path]).status == 66)
+        #expect(
+            try SettleProcess.run(["plan", "/nonexistent.csv", "--out", folder.appendingPathComponent("o").path]).status
+                == 66)
         let foreign = folder.appendingPathComponent("foreign")
         try FileManager.default.createDirectory(at: foreign, withIntermediateDirectories: true)
         try "x".write(to: foreign.appendingPathComponent("notes.txt"), atomically: true, encoding: .utf8)
@@ -119,8 +131,11 @@ import Testing
         #expect(refused.status == 73)
         #expect(refused.stderr.contains("notes.txt"))
         let config = folder.appendingPathComponent("config.json")
-        try #"{"platform_country": "US", "finacial_account": "fa_1"}"#.write(to: config, atomically: true, encoding: .utf8)
-        let badConfig = try SettleProcess.run(["plan", Self.sample, "--out", folder.appendingPathComponent("c").path, "--config", config.path])
+        try #"{"platform_country": "US", "finacial_account": "fa_1"}"#.write(
+            to: config, atomically: true, encoding: .utf8)
+        let badConfig = try SettleProcess.run([
+            "plan", Self.sample, "--out", folder.appendingPathComponent("c").path, "--config", config.path,
+        ])
         #expect(badConfig.status == 78)
         #expect(badConfig.stderr.contains("finacial_account"))
         #expect(try SettleProcess.run(["--help"]).stdout.contains("75  some outcomes are not known yet"))
@@ -130,12 +145,15 @@ import Testing
     @Test func configMapsHeaderNames() throws {
         let folder = SettleProcess.temporaryFolder()
         let input = folder.appendingPathComponent("seller.csv")
-        try "Line ID,order_id,amount,currency,Seller Account\nA1,9,5.00,usd,acct_s\n".write(to: input, atomically: true, encoding: .utf8)
+        try "Line ID,order_id,amount,currency,Seller Account\nA1,9,5.00,usd,acct_s\n".write(
+            to: input, atomically: true, encoding: .utf8)
         let config = folder.appendingPathComponent("config.json")
         try #"{"columns": {"line_id": "Line ID", "destination": "Seller Account"}, "payouts": "per-line"}"#
             .write(to: config, atomically: true, encoding: .utf8)
         let out = folder.appendingPathComponent("out")
-        let outcome = try SettleProcess.run(["plan", input.path, "--out", out.path, "--config", config.path, "--as-of", "2026-11-29"])
+        let outcome = try SettleProcess.run([
+            "plan", input.path, "--out", out.path, "--config", config.path, "--as-of", "2026-11-29",
+        ])
         #expect(outcome.status == 0)
         let row = try #require(SettleProcess.results(out).first)
         #expect(row[0] == "A1")

@@ -31,9 +31,10 @@ struct SettleProcess {
     }()
 
     @discardableResult
-    static func run(_ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:],
-                    in directory: URL = root) throws -> Outcome
-    {
+    static func run(
+        _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:],
+        in directory: URL = root
+    ) throws -> Outcome {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -63,8 +64,9 @@ struct SettleProcess {
         let outData = (try? Data(contentsOf: outURL)) ?? Data()
         let errData = (try? Data(contentsOf: errURL)) ?? Data()
         try? FileManager.default.removeItem(at: scratch)
-        return Outcome(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                       stderr: String(decoding: errData, as: UTF8.self))
+        return Outcome(
+            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData, as: UTF8.self))
     }
 
     /// Starts the binary without waiting (its output goes to /dev/null): for kill tests.
@@ -97,7 +99,9 @@ struct SettleProcess {
 
     /// results.csv as line_id → row fields (first occurrence wins).
     static func results(_ folder: URL) -> [[String]] {
-        read(folder.appendingPathComponent("results.csv")).split(separator: "\n").dropFirst().map { csvFields(String($0)) }
+        read(folder.appendingPathComponent("results.csv")).split(separator: "\n").dropFirst().map {
+            csvFields(String($0))
+        }
     }
 
     /// Splits one CSV line (no embedded newlines) into fields.

@@ -34,7 +34,9 @@ struct HTTPClientTests {
         let client = try HTTPClient(configuration: .init(version: "1"))
         let body = Array("amount=7000&metadata%5Bk%5D=v%20w".utf8) + Array(repeating: UInt8(ascii: "x"), count: 5000)
         let outcome = client.perform(
-            HTTPRequest(method: "POST", url: server.base + "/echo", headers: [("Content-Type", "application/x-www-form-urlencoded")], body: body))
+            HTTPRequest(
+                method: "POST", url: server.base + "/echo",
+                headers: [("Content-Type", "application/x-www-form-urlencoded")], body: body))
         let (response, echo) = try decodeEcho(outcome)
         #expect(response.status == 200)
         #expect(echo.method == "POST")
@@ -46,7 +48,8 @@ struct HTTPClientTests {
         let server = try LoopbackServer()
         let client = try HTTPClient(configuration: .init(version: "1"))
         let (_, first) = try decodeEcho(client.perform(HTTPRequest(method: "GET", url: server.base + "/a")))
-        let (_, second) = try decodeEcho(client.perform(HTTPRequest(method: "POST", url: server.base + "/b", body: [1, 2])))
+        let (_, second) = try decodeEcho(
+            client.perform(HTTPRequest(method: "POST", url: server.base + "/b", body: [1, 2])))
         let (_, third) = try decodeEcho(client.perform(HTTPRequest(method: "GET", url: server.base + "/c")))
         #expect(first.client_port == second.client_port)
         #expect(second.client_port == third.client_port)
@@ -55,7 +58,8 @@ struct HTTPClientTests {
     @Test func errorStatusesAreResponsesNotTransportErrors() throws {
         let server = try LoopbackServer()
         let client = try HTTPClient(configuration: .init(version: "1"))
-        let (response, _) = try decodeEcho(client.perform(HTTPRequest(method: "POST", url: server.base + "/status/503")))
+        let (response, _) = try decodeEcho(
+            client.perform(HTTPRequest(method: "POST", url: server.base + "/status/503")))
         #expect(response.status == 503)
         let (notFound, _) = try decodeEcho(client.perform(HTTPRequest(method: "GET", url: server.base + "/status/404")))
         #expect(notFound.status == 404)
@@ -92,9 +96,10 @@ struct HTTPClientTests {
     @Test func runKeepsSeveralTransfersInFlight() throws {
         let server = try LoopbackServer()
         let client = try HTTPClient(configuration: .init(version: "1", maxInFlight: 6))
-        let source = ListSource((0..<12).map {
-            HTTPRequest(method: "GET", url: server.base + "/slow?ms=300", tag: $0)
-        })
+        let source = ListSource(
+            (0..<12).map {
+                HTTPRequest(method: "GET", url: server.base + "/slow?ms=300", tag: $0)
+            })
         let started = ContinuousClock.now
         client.run(source: source)
         let elapsed = started.duration(to: .now)

@@ -8,59 +8,59 @@ final class LoopbackServer {
     let directory: URL
 
     static let script = #"""
-import json, sys, time, threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse, parse_qs
+        import json, sys, time, threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import urlparse, parse_qs
 
-active = 0
-peak = 0
-lock = threading.Lock()
+        active = 0
+        peak = 0
+        lock = threading.Lock()
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *args): pass
-    def handle_any(self):
-        global active, peak
-        with lock:
-            active += 1
-            peak = max(peak, active)
-        try:
-            url = urlparse(self.path)
-            query = parse_qs(url.query)
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            if url.path == "/slow":
-                time.sleep(int(query.get("ms", ["100"])[0]) / 1000)
-            status = 200
-            if url.path.startswith("/status/"):
-                status = int(url.path.split("/")[2])
-            with lock:
-                current_peak = peak
-            payload = json.dumps({
-                "method": self.command, "path": self.path,
-                "headers": {k.lower(): v for k, v in self.headers.items()},
-                "body": body.decode("utf-8", "replace"),
-                "client_port": self.client_address[1], "peak": current_peak,
-            }).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Request-Id", "req_test_1")
-            self.send_header("X-Mixed-Case", "  Value  ")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        finally:
-            with lock:
-                active -= 1
-    do_GET = do_POST = do_DELETE = handle_any
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            def log_message(self, *args): pass
+            def handle_any(self):
+                global active, peak
+                with lock:
+                    active += 1
+                    peak = max(peak, active)
+                try:
+                    url = urlparse(self.path)
+                    query = parse_qs(url.query)
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = self.rfile.read(length) if length else b""
+                    if url.path == "/slow":
+                        time.sleep(int(query.get("ms", ["100"])[0]) / 1000)
+                    status = 200
+                    if url.path.startswith("/status/"):
+                        status = int(url.path.split("/")[2])
+                    with lock:
+                        current_peak = peak
+                    payload = json.dumps({
+                        "method": self.command, "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body.decode("utf-8", "replace"),
+                        "client_port": self.client_address[1], "peak": current_peak,
+                    }).encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Request-Id", "req_test_1")
+                    self.send_header("X-Mixed-Case", "  Value  ")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                finally:
+                    with lock:
+                        active -= 1
+            do_GET = do_POST = do_DELETE = handle_any
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-with open(sys.argv[1] + ".tmp", "w") as f:
-    f.write(str(server.server_address[1]))
-import os
-os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-server.serve_forever()
-"""#
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        with open(sys.argv[1] + ".tmp", "w") as f:
+            f.write(str(server.server_address[1]))
+        import os
+        os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+        server.serve_forever()
+        """#
 
     init() throws {
         directory = FileManager.default.temporaryDirectory

@@ -22,7 +22,9 @@ func transfer(
         amountMinor: amount, method: "POST", path: "/v1/transfers",
         params: #"{"amount":"\#(amount)","currency":"usd"}"#, stripeContext: nil, attempt: attempt,
         idempotencyKey: "settle-\(id)-a\(attempt)",
-        lines: lines.map { LedgerLineClaim(lineID: $0, kind: "transfer", amountMinor: amount / Int64(lines.count), content: "c-\($0)") })
+        lines: lines.map {
+            LedgerLineClaim(lineID: $0, kind: "transfer", amountMinor: amount / Int64(lines.count), content: "c-\($0)")
+        })
 }
 
 func reversal(_ id: String, of transferID: String, amount: Int64, line: String) -> LedgerDispatch {
@@ -74,7 +76,8 @@ struct LedgerStoreTests {
         try store.markInFlight([transfer("ins_a", lines: ["L1"])])
         #expect(FileManager.default.fileExists(atPath: folder.ledgerPath + "-wal"))
         store.close()
-        let output = try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'; PRAGMA journal_mode;")
+        let output = try sqlite(
+            folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'; PRAGMA journal_mode;")
         #expect(output == "1\nwal\n")
     }
 
@@ -82,7 +85,11 @@ struct LedgerStoreTests {
         let folder = try TemporaryFolder()
         let store = try LedgerStore.open(path: folder.ledgerPath)
         let sentAt = Date(timeIntervalSince1970: 1_800_000_000)
-        try store.markInFlight([transfer("ins_a", lines: ["L1", "L2"]), transfer("ins_b", lines: ["L3"], amount: 2000, destination: "acct_b")], at: sentAt)
+        try store.markInFlight(
+            [
+                transfer("ins_a", lines: ["L1", "L2"]),
+                transfer("ins_b", lines: ["L3"], amount: 2000, destination: "acct_b"),
+            ], at: sentAt)
         // A second connection (as a crash-restarted process would have) sees it.
         let reader = try #require(try LedgerStore.openReadOnly(path: folder.ledgerPath))
         let row = try #require(try reader.instruction("ins_a"))
@@ -104,21 +111,34 @@ struct LedgerStoreTests {
         let store = try LedgerStore.open(path: folder.ledgerPath)
         try store.markInFlight([transfer("ins_a", lines: ["L1", "L2"])])
         let now = Date()
-        try store.recordCall(LedgerCall(instructionID: "ins_a", attempt: 1, idempotencyKey: "settle-ins_a-a1", sentAt: now, outcome: "retry", httpStatus: 503, requestID: "req_1"))
+        try store.recordCall(
+            LedgerCall(
+                instructionID: "ins_a", attempt: 1, idempotencyKey: "settle-ins_a-a1", sentAt: now, outcome: "retry",
+                httpStatus: 503, requestID: "req_1"))
         try store.recordOutcome(
             instruction: "ins_a", .settled(stripeID: "tr_123"), requestID: "req_2",
-            call: LedgerCall(instructionID: "ins_a", attempt: 1, idempotencyKey: "settle-ins_a-a1", sentAt: now, outcome: "settled", httpStatus: 200, requestID: "req_2"))
+            call: LedgerCall(
+                instructionID: "ins_a", attempt: 1, idempotencyKey: "settle-ins_a-a1", sentAt: now, outcome: "settled",
+                httpStatus: 200, requestID: "req_2"))
         let line = try #require(try store.line("L2"))
-        #expect(line == LedgerLine(lineID: "L2", content: "c-L2", instructionID: "ins_a", kind: "transfer", amountMinor: 3500, status: .settled, stripeID: "tr_123"))
+        #expect(
+            line
+                == LedgerLine(
+                    lineID: "L2", content: "c-L2", instructionID: "ins_a", kind: "transfer", amountMinor: 3500,
+                    status: .settled, stripeID: "tr_123"))
         let row = try #require(try store.instruction("ins_a"))
         #expect(row.status == .settled)
         #expect(row.stripeID == "tr_123")
         #expect(row.requestID == "req_2")
-        #expect(try store.calls(instruction: "ins_a").map { "\($0.outcome):\($0.httpStatus ?? 0):\($0.requestID ?? "")" } == ["retry:503:req_1", "settled:200:req_2"])
+        #expect(
+            try store.calls(instruction: "ins_a").map { "\($0.outcome):\($0.httpStatus ?? 0):\($0.requestID ?? "")" }
+                == ["retry:503:req_1", "settled:200:req_2"])
         #expect(try store.unresolvedInstructions().isEmpty)
         #expect(try store.attempts(instruction: "ins_a") == 1)
         #expect(try store.attempts(instruction: "ins_none") == 0)
-        #expect(try store.statusSummary() == LedgerStatusSummary(linesSettled: 2, linesPending: 0, linesFailed: 0, instructions: [.settled: 1]))
+        #expect(
+            try store.statusSummary()
+                == LedgerStatusSummary(linesSettled: 2, linesPending: 0, linesFailed: 0, instructions: [.settled: 1]))
         // A settled instruction is never sent again.
         #expect(throws: LedgerError.instructionNotSendable(id: "ins_a", status: .settled)) {
             try store.markInFlight([transfer("ins_a", lines: ["L1", "L2"], attempt: 2)])
@@ -129,7 +149,8 @@ struct LedgerStoreTests {
         let folder = try TemporaryFolder()
         let store = try LedgerStore.open(path: folder.ledgerPath)
         try store.markInFlight([transfer("ins_a", lines: ["L1"])])
-        try store.recordOutcome(instruction: "ins_a", .failed(code: "balance_insufficient", message: "Insufficient funds"))
+        try store.recordOutcome(
+            instruction: "ins_a", .failed(code: "balance_insufficient", message: "Insufficient funds"))
         #expect(try store.line("L1")?.status == .failed)
         #expect(try store.transferredAmount(charge: "ch_1", currency: "usd") == 0)
         let failed = try #require(try store.instruction("ins_a"))
@@ -176,10 +197,15 @@ struct LedgerStoreTests {
         try store.markInFlight([transfer("ins_t", lines: ["L1"], amount: 7000)])
         #expect(try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd") == nil)
         try store.recordOutcome(instruction: "ins_t", .settled(stripeID: "tr_9"))
-        try store.markInFlight([reversal("ins_r1", of: "tr_9", amount: 1500, line: "R1"), reversal("ins_r2", of: "tr_9", amount: 500, line: "R2")])
+        try store.markInFlight([
+            reversal("ins_r1", of: "tr_9", amount: 1500, line: "R1"),
+            reversal("ins_r2", of: "tr_9", amount: 500, line: "R2"),
+        ])
         try store.recordOutcome(instruction: "ins_r1", .settled(stripeID: "trr_1"))
         try store.recordOutcome(instruction: "ins_r2", .failed(code: "balance_insufficient", message: "no"))
-        #expect(try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd") == LedgerTransfer(stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500))
+        #expect(
+            try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd")
+                == LedgerTransfer(stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500))
         #expect(try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "eur") == nil)
         #expect(try store.transfer(group: "OTHER", destination: "acct_rest", currency: "usd") == nil)
         #expect(try store.transferredAmount(charge: "ch_1", currency: "usd") == 7000)
@@ -202,7 +228,11 @@ func sqlite(_ path: String, _ sql: String) throws -> String {
     let process = Process()
     let pipe = Pipe()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", "-c", "import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\nfor s in sys.argv[2].split(';'):\n  s=s.strip()\n  if s:\n    for r in c.execute(s): print(*r)", path, sql]
+    process.arguments = [
+        "python3", "-c",
+        "import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\nfor s in sys.argv[2].split(';'):\n  s=s.strip()\n  if s:\n    for r in c.execute(s): print(*r)",
+        path, sql,
+    ]
     process.standardOutput = pipe
     try process.run()
     let data = pipe.fileHandleForReading.readDataToEndOfFile()

@@ -1,7 +1,7 @@
 import Foundation
-import Testing
 import SettleCore
 import SettleRead
+import Testing
 
 /// SPEC §2.1 and §2.3: the CSV reader at the byte level, and whole-file rejections.
 @Suite struct CSVReaderTests {
@@ -28,7 +28,10 @@ import SettleRead
     @Test func readsPlainRecordsWithLineNumbers() throws {
         let (sink, failure, _) = try Self.read("plain.csv")
         #expect(failure == nil)
-        #expect(sink.records.map(\.fields) == [["1", "100", "70.00", "usd", "acct_a"], ["2", "100", "20.00", "usd", "acct_b"]])
+        #expect(
+            sink.records.map(\.fields) == [
+                ["1", "100", "70.00", "usd", "acct_a"], ["2", "100", "20.00", "usd", "acct_b"],
+            ])
         #expect(sink.records.map(\.line) == [2, 3])
         #expect(sink.ended[0] == 2)
     }
@@ -37,7 +40,10 @@ import SettleRead
         let (sink, failure, _) = try Self.read("bom-crlf.csv")
         #expect(failure == nil)
         #expect(sink.layouts[0].names == ["line_id", "order_id", "amount", "currency", "destination"])
-        #expect(sink.records.map(\.fields) == [["1", "100", "70.00", "usd", "acct_a"], ["2", "100", "20.00", "usd", "acct_b"]])
+        #expect(
+            sink.records.map(\.fields) == [
+                ["1", "100", "70.00", "usd", "acct_a"], ["2", "100", "20.00", "usd", "acct_b"],
+            ])
     }
 
     @Test func quotedNewlinesCommasAndEscapesAndBlankLines() throws {
@@ -62,7 +68,8 @@ import SettleRead
     @Test func malformedRecordsAreRejectedOneByOne() throws {
         let (sink, failure, _) = try Self.read("malformed.csv")
         #expect(failure == nil)
-        #expect(sink.records.map { $0.defect?.code } == [nil, .malformedRecord, .malformedRecord, .malformedRecord, nil])
+        #expect(
+            sink.records.map { $0.defect?.code } == [nil, .malformedRecord, .malformedRecord, .malformedRecord, nil])
         #expect(sink.records.map(\.line) == [2, 3, 4, 5, 6])
     }
 
@@ -123,7 +130,8 @@ import SettleRead
     @Test func spoolKeepsEachRecordVerbatim() throws {
         let (sink, _, spool) = try Self.read("bom-crlf.csv")
         let second = sink.records[1]
-        let text = String(decoding: spool[Int(second.spoolOffset)..<Int(second.spoolOffset) + Int(second.spoolLength)], as: UTF8.self)
+        let text = String(
+            decoding: spool[Int(second.spoolOffset)..<Int(second.spoolOffset) + Int(second.spoolLength)], as: UTF8.self)
         #expect(text == "\"2\",\"100\",\"20.00\",usd,\"acct_b\"\r\n")
     }
 

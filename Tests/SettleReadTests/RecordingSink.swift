@@ -24,9 +24,11 @@ final class RecordingSink: RecordSink {
     }
 
     func record(_ record: RecordView, file: Int) {
-        records.append(Record(file: file, line: record.line,
-                              fields: record.fields.map { String(decoding: $0, as: UTF8.self) },
-                              defect: record.defect, spoolOffset: record.spoolOffset, spoolLength: record.spoolLength))
+        records.append(
+            Record(
+                file: file, line: record.line,
+                fields: record.fields.map { String(decoding: $0, as: UTF8.self) },
+                defect: record.defect, spoolOffset: record.spoolOffset, spoolLength: record.spoolLength))
     }
 
     func endFile(_ file: Int, lines: Int) { ended[file] = lines }

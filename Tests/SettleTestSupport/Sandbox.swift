@@ -24,7 +24,8 @@ public final class Sandbox {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let portFile = directory.appendingPathComponent("port")
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", Self.script, "--port", "0", "--port-file", portFile.path, "--quiet", "--seed", "7"] + flags
+        process.arguments =
+            ["python3", Self.script, "--port", "0", "--port-file", portFile.path, "--quiet", "--seed", "7"] + flags
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -72,7 +73,10 @@ public final class Sandbox {
     public func stripe(_ method: String, _ path: String, form: String, key: String) throws -> [String: Any] {
         let request = HTTPRequest(
             method: method, url: base + path,
-            headers: [("Authorization", "Bearer \(testKey)"), ("Content-Type", "application/x-www-form-urlencoded"), ("Idempotency-Key", key)],
+            headers: [
+                ("Authorization", "Bearer \(testKey)"), ("Content-Type", "application/x-www-form-urlencoded"),
+                ("Idempotency-Key", key),
+            ],
             body: Array(form.utf8))
         guard case .response(let response) = client.perform(request) else { throw SandboxError.badAnswer(path) }
         return (try JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
@@ -94,7 +98,9 @@ public final class Sandbox {
     public func effectCounts() throws -> [String: Int] {
         var counts: [String: Int] = [:]
         for effect in try effects() {
-            if let id = (effect["metadata"] as? [String: Any])?["settle_instruction"] as? String { counts[id, default: 0] += 1 }
+            if let id = (effect["metadata"] as? [String: Any])?["settle_instruction"] as? String {
+                counts[id, default: 0] += 1
+            }
         }
         return counts
     }

@@ -87,13 +87,15 @@ public enum ReasonText {
         case .payoutCountryUnsupported: "Apple Pay payouts go to US recipients only"
         case .payoutMethodMissing: "a payout line needs a payout_method"
         case .chargeInvalid: "a charge column does not parse"
-        case .groupRejected: "another line of the same transfer group was rejected; the group moves together or not at all"
+        case .groupRejected:
+            "another line of the same transfer group was rejected; the group moves together or not at all"
         case .chargeMismatch: "lines naming the same charge disagree on its amount, currency or status"
         case .currencyMismatch: "the transfer's currency differs from the charge's currency"
         case .overAllocated: "transfers on this charge add up to more than the charge"
         case .chargeFailed: "the funding charge failed"
         case .reversalExceedsTransfer: "the reversal is larger than the transfer it nets into"
-        case .reversalTargetUnknown: "no transfer to reverse: none in this run and none in the ledger for this group and destination"
+        case .reversalTargetUnknown:
+            "no transfer to reverse: none in this run and none in the ledger for this group and destination"
         case .chargePending: "the funding charge has not succeeded yet"
         case .scheduled: "transfer_on is after the settlement date"
         case .payoutMethodUnusable: "the payout method cannot receive instant Apple Pay payouts"

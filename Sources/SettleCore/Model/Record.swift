@@ -63,15 +63,17 @@ public final class FileLayout: @unchecked Sendable {
             let role: Role
             if let column = aliasToColumn[key] ?? Column(headerName: name) {
                 guard seen.insert(column).inserted else {
-                    throw HeaderProblem(code: .headerInvalid,
-                                        message: "column \(column.csvName) appears twice in the header")
+                    throw HeaderProblem(
+                        code: .headerInvalid,
+                        message: "column \(column.csvName) appears twice in the header")
                 }
                 role = .known(column)
             } else if key.hasPrefix(metadataColumnPrefix), key.count > metadataColumnPrefix.count {
                 let metadataKey = String(name.trimmingSpaces().dropFirst(metadataColumnPrefix.count))
                 guard metadataSeen.insert(metadataKey).inserted else {
-                    throw HeaderProblem(code: .headerInvalid,
-                                        message: "column \(name) appears twice in the header")
+                    throw HeaderProblem(
+                        code: .headerInvalid,
+                        message: "column \(name) appears twice in the header")
                 }
                 role = .metadata(key: metadataKey)
             } else if annotationColumns.contains(key) {
@@ -119,8 +121,10 @@ public struct RecordView {
     /// Set when the reader already knows the record is bad (wrong field count, too long…).
     public let defect: RecordDefect?
 
-    public init(fields: UnsafeBufferPointer<UnsafeRawBufferPointer>, line: Int,
-                spoolOffset: UInt64, spoolLength: UInt32, defect: RecordDefect?) {
+    public init(
+        fields: UnsafeBufferPointer<UnsafeRawBufferPointer>, line: Int,
+        spoolOffset: UInt64, spoolLength: UInt32, defect: RecordDefect?
+    ) {
         self.fields = fields
         self.line = line
         self.spoolOffset = spoolOffset

@@ -78,8 +78,9 @@ public final class SymbolTable: @unchecked Sendable {
         let index = Int(symbol.raw)
         let start = starts[index]
         return arena.withUnsafeBufferPointer {
-            String(decoding: UnsafeBufferPointer(rebasing: $0[start..<start + Int(lengths[index])]),
-                   as: UTF8.self)
+            String(
+                decoding: UnsafeBufferPointer(rebasing: $0[start..<start + Int(lengths[index])]),
+                as: UTF8.self)
         }
     }
 

@@ -75,9 +75,11 @@ public struct Currency: Hashable, Sendable, Comparable {
     public static let table: [Entry] = codes.split(separator: " ").map { code in
         let code = String(code)
         let exponent: Exponent =
-            zeroDecimal.contains(code) ? .zero
-            : threeDecimal.contains(code) ? .three
-            : wholeTimesHundred.contains(code) ? .wholeTimesHundred : .two
+            zeroDecimal.contains(code)
+            ? .zero
+            : threeDecimal.contains(code)
+                ? .three
+                : wholeTimesHundred.contains(code) ? .wholeTimesHundred : .two
         return Entry(code: code, exponent: exponent)
     }
 

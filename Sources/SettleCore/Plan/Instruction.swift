@@ -1,4 +1,5 @@
 import SettleDigest
+
 /// One API call that moves money: a transfer, a transfer reversal or an outbound payment.
 public struct Instruction: Sendable {
     public enum Kind: UInt8, Sendable {
@@ -58,9 +59,10 @@ public struct Instruction: Sendable {
 public enum InstructionID {
     /// `ins_` + 24 hex digits of SHA-256 over kind, group, payee, charge (the target transfer
     /// for a reversal), currency, amount and the sorted line ids, one per line.
-    static func make(_ instruction: Instruction, lines: ArraySlice<Int32>, batch: Batch, hasher: SHA256,
-                     scratch: inout [UInt8]) -> String
-    {
+    static func make(
+        _ instruction: Instruction, lines: ArraySlice<Int32>, batch: Batch, hasher: SHA256,
+        scratch: inout [UInt8]
+    ) -> String {
         scratch.removeAll(keepingCapacity: true)
         let newline: UInt8 = 0x0A
         scratch.append(contentsOf: instruction.kind.name.utf8)

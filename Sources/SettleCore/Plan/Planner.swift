@@ -74,8 +74,9 @@ public struct Planner {
         applyChargeRules(batch, charges: &charges)
         plan.charges = charges.facts.compactMap { facts in
             guard facts.amount >= 0 else { return nil }
-            return ChargeTotal(currency: facts.currency ?? facts.lineCurrency ?? .usd, amount: facts.amount,
-                               fee: max(0, facts.fee))
+            return ChargeTotal(
+                currency: facts.currency ?? facts.lineCurrency ?? .usd, amount: facts.amount,
+                fee: max(0, facts.fee))
         }
         let (order, starts) = groupIndex(batch)
         var transfers = Formed()
@@ -85,8 +86,9 @@ public struct Planner {
         for group in 0..<(starts.count - 1) {
             let members = order[Int(starts[group])..<Int(starts[group + 1])]
             applyGroupRules(batch, group: members, charges: charges)
-            formGroup(batch, group: members, charges: charges, scratch: &scratch, transfers: &transfers,
-                      reversals: &reversals, payoutLines: &payoutLines)
+            formGroup(
+                batch, group: members, charges: charges, scratch: &scratch, transfers: &transfers,
+                reversals: &reversals, payoutLines: &payoutLines)
         }
         let payouts = formPayouts(batch, lines: payoutLines)
         // Execution order: transfers, then reversals, then payouts.
@@ -110,8 +112,10 @@ public struct Planner {
             let content = LineContent.digest(batch, line)
             guard known.content == content else {
                 if known.state != .failed {
-                    batch.set(index, .rejected, .lineConflict,
-                              "the ledger settled line_id \(batch.text(line.lineID)) earlier with other content (amount, payee, charge or group differ)")
+                    batch.set(
+                        index, .rejected, .lineConflict,
+                        "the ledger settled line_id \(batch.text(line.lineID)) earlier with other content (amount, payee, charge or group differ)"
+                    )
                 }
                 continue
             }
@@ -120,8 +124,9 @@ public struct Planner {
                 batch.set(index, .alreadySettled, .none, "settled by an earlier run")
                 if let id = known.stripeID { plan.knownStripeIDs[index] = id }
             case .pending:
-                batch.set(index, .unknown, .none,
-                          "an earlier run sent this line and its outcome is not known yet; the next apply resolves it")
+                batch.set(
+                    index, .unknown, .none,
+                    "an earlier run sent this line and its outcome is not known yet; the next apply resolves it")
             case .failed:
                 break
             }
@@ -152,8 +157,10 @@ public struct Planner {
             } else if facts.status == .failed {
                 batch.set(index, .rejected, .chargeFailed, "charge \(batch.text(line.charge)) failed")
             } else if line.kind == .transfer, let currency = facts.currency, currency != line.currency {
-                batch.set(index, .rejected, .currencyMismatch,
-                          "the transfer is in \(line.currency.code.uppercased()) but charge \(batch.text(line.charge)) is in \(currency.code.uppercased())")
+                batch.set(
+                    index, .rejected, .currencyMismatch,
+                    "the transfer is in \(line.currency.code.uppercased()) but charge \(batch.text(line.charge)) is in \(currency.code.uppercased())"
+                )
             } else if line.kind == .transfer {
                 charges.facts[slot].transfers += line.amount
             }
@@ -171,8 +178,10 @@ public struct Planner {
             let facts = charges.facts[slot]
             if facts.transfers + facts.earlier > facts.amount {
                 let currency = facts.currency ?? line.currency
-                batch.set(index, .rejected, .overAllocated,
-                          "transfers on charge \(batch.text(line.charge)) add up to \(MinorUnits.format(facts.transfers + facts.earlier, currency: currency)) \(currency.code.uppercased()), more than the charge's \(MinorUnits.format(facts.amount, currency: currency))")
+                batch.set(
+                    index, .rejected, .overAllocated,
+                    "transfers on charge \(batch.text(line.charge)) add up to \(MinorUnits.format(facts.transfers + facts.earlier, currency: currency)) \(currency.code.uppercased()), more than the charge's \(MinorUnits.format(facts.amount, currency: currency))"
+                )
             }
         }
     }
@@ -246,8 +255,10 @@ public struct Planner {
         for index in group {
             let line = batch.lines[Int(index)]
             if line.status == .planned, line.transferOn != .min, line.transferOn > options.asOf {
-                batch.set(Int(index), .deferred, .scheduled,
-                          "transfer_on \(CivilDate.format(line.transferOn)) is after the settlement date \(CivilDate.format(options.asOf))")
+                batch.set(
+                    Int(index), .deferred, .scheduled,
+                    "transfer_on \(CivilDate.format(line.transferOn)) is after the settlement date \(CivilDate.format(options.asOf))"
+                )
             }
         }
     }
@@ -255,7 +266,8 @@ public struct Planner {
     private func rejectGroup(_ batch: Batch, group: ArraySlice<Int32>) {
         let culprit = group.first { batch.lines[Int($0)].status == .rejected }!
         let culpritLine = batch.lines[Int(culprit)]
-        let message = "line \(batch.text(culpritLine.lineID)) of group \(batch.text(culpritLine.group)) was rejected (\(culpritLine.reason.code)); the group moves together or not at all"
+        let message =
+            "line \(batch.text(culpritLine.lineID)) of group \(batch.text(culpritLine.group)) was rejected (\(culpritLine.reason.code)); the group moves together or not at all"
         for index in group {
             let status = batch.lines[Int(index)].status
             if status == .planned || status == .deferred {
@@ -264,7 +276,9 @@ public struct Planner {
         }
     }
 
-    private func failGroup(_ batch: Batch, group: ArraySlice<Int32>, culprit: Int32, _ code: ReasonCode, _ message: String) {
+    private func failGroup(
+        _ batch: Batch, group: ArraySlice<Int32>, culprit: Int32, _ code: ReasonCode, _ message: String
+    ) {
         batch.set(Int(culprit), .rejected, code, message)
         rejectGroup(batch, group: group)
     }
@@ -309,11 +323,13 @@ public struct Planner {
                     scratch.transfers[slot].amount += line.amount
                     scratch.transferMembers.append((Int32(slot), index))
                 } else {
-                    var instruction = Instruction(kind: .transfer, group: line.group, payee: line.payee,
-                                                  currency: line.currency)
+                    var instruction = Instruction(
+                        kind: .transfer, group: line.group, payee: line.payee,
+                        currency: line.currency)
                     instruction.charge = line.charge
                     instruction.amount = line.amount
-                    if !line.charge.isNone, let facts = charges[line.charge], facts.amount < 0, facts.status == .unknown {
+                    if !line.charge.isNone, let facts = charges[line.charge], facts.amount < 0, facts.status == .unknown
+                    {
                         instruction.needsChargeLookup = true
                     }
                     scratch.transferMembers.append((Int32(scratch.transfers.count), index))
@@ -324,8 +340,9 @@ public struct Planner {
                 scratch.payouts.append(index)
             case .reversal:
                 if !line.transfer.isNone {
-                    var instruction = Instruction(kind: .reversal, group: line.group, payee: line.payee,
-                                                  currency: line.currency)
+                    var instruction = Instruction(
+                        kind: .reversal, group: line.group, payee: line.payee,
+                        currency: line.currency)
                     instruction.target = batch.text(line.transfer)
                     instruction.amount = line.amount
                     scratch.reversalMembers.append((Int32(scratch.reversals.count), index))
@@ -340,22 +357,28 @@ public struct Planner {
         for index in scratch.pendingReversals {
             let line = batch.lines[Int(index)]
             if let slot = scratch.transfers.firstIndex(where: {
-                $0.payee == line.payee && $0.currency == line.currency && (line.charge.isNone || $0.charge == line.charge)
+                $0.payee == line.payee && $0.currency == line.currency
+                    && (line.charge.isNone || $0.charge == line.charge)
             }) {
                 scratch.netted[slot] += line.amount
                 scratch.transferMembers.append((Int32(slot), index))
                 if scratch.netted[slot] > scratch.transfers[slot].amount {
-                    failGroup(batch, group: group, culprit: index, .reversalExceedsTransfer,
-                              "the reversal of \(MinorUnits.format(line.amount, currency: line.currency)) is larger than what is left of the transfer it nets into (\(MinorUnits.format(scratch.transfers[slot].amount - scratch.netted[slot] + line.amount, currency: line.currency)))")
+                    failGroup(
+                        batch, group: group, culprit: index, .reversalExceedsTransfer,
+                        "the reversal of \(MinorUnits.format(line.amount, currency: line.currency)) is larger than what is left of the transfer it nets into (\(MinorUnits.format(scratch.transfers[slot].amount - scratch.netted[slot] + line.amount, currency: line.currency)))"
+                    )
                     return
                 }
                 continue
             }
-            let recorded = history?.recordedTransfer(group: batch.text(line.group), destination: batch.text(line.payee),
-                                                     currency: line.currency.code)
+            let recorded = history?.recordedTransfer(
+                group: batch.text(line.group), destination: batch.text(line.payee),
+                currency: line.currency.code)
             guard let recorded else {
-                failGroup(batch, group: group, culprit: index, .reversalTargetUnknown,
-                          "no transfer to \(batch.text(line.payee)) in group \(batch.text(line.group)) in this run or in the ledger")
+                failGroup(
+                    batch, group: group, culprit: index, .reversalTargetUnknown,
+                    "no transfer to \(batch.text(line.payee)) in group \(batch.text(line.group)) in this run or in the ledger"
+                )
                 return
             }
             // Reversal lines of one group and destination aimed at the ledger's transfer are one call.
@@ -364,7 +387,8 @@ public struct Planner {
                 slot = existing
                 scratch.reversals[slot].amount += line.amount
             } else {
-                var instruction = Instruction(kind: .reversal, group: line.group, payee: line.payee, currency: line.currency)
+                var instruction = Instruction(
+                    kind: .reversal, group: line.group, payee: line.payee, currency: line.currency)
                 instruction.target = recorded.stripeID
                 instruction.amount = line.amount
                 slot = scratch.reversals.count
@@ -373,8 +397,10 @@ public struct Planner {
             }
             scratch.reversalMembers.append((Int32(slot), index))
             if scratch.reversals[slot].amount > recorded.remaining {
-                failGroup(batch, group: group, culprit: index, .reversalExceedsTransfer,
-                          "reversals of \(MinorUnits.format(scratch.reversals[slot].amount, currency: line.currency)) exceed what is left of transfer \(recorded.stripeID) (\(MinorUnits.format(recorded.remaining, currency: line.currency)))")
+                failGroup(
+                    batch, group: group, culprit: index, .reversalExceedsTransfer,
+                    "reversals of \(MinorUnits.format(scratch.reversals[slot].amount, currency: line.currency)) exceed what is left of transfer \(recorded.stripeID) (\(MinorUnits.format(recorded.remaining, currency: line.currency)))"
+                )
                 return
             }
         }
@@ -384,15 +410,18 @@ public struct Planner {
             instruction.amount -= scratch.netted[slot]
             if instruction.amount == 0 {
                 for index in members {
-                    batch.set(Int(index), .netted, .none, "the transfer and its reversal in this run cancel out; nothing to send")
+                    batch.set(
+                        Int(index), .netted, .none,
+                        "the transfer and its reversal in this run cancel out; nothing to send")
                 }
                 continue
             }
             transfers.add(instruction, lines: members)
         }
         for slot in scratch.reversals.indices {
-            reversals.add(scratch.reversals[slot],
-                          lines: scratch.reversalMembers.lazy.filter { $0.slot == Int32(slot) }.map(\.line))
+            reversals.add(
+                scratch.reversals[slot],
+                lines: scratch.reversalMembers.lazy.filter { $0.slot == Int32(slot) }.map(\.line))
         }
         payoutLines.append(contentsOf: scratch.payouts)
     }
@@ -402,7 +431,8 @@ public struct Planner {
         var instructions: [Instruction] = []
         var instructionOfLine: [Int32] = []
         // Per recipient symbol, the first of its payout instructions; others chain through `next`.
-        var headOfRecipient = [Int32](repeating: -1, count: options.payouts == .perRecipient ? batch.symbols.count + 1 : 0)
+        var headOfRecipient = [Int32](
+            repeating: -1, count: options.payouts == .perRecipient ? batch.symbols.count + 1 : 0)
         var next: [Int32] = []
         for index in lines {
             let line = batch.lines[Int(index)]
@@ -422,8 +452,9 @@ public struct Planner {
                 next.append(headOfRecipient[Int(line.payee.raw)])
                 headOfRecipient[Int(line.payee.raw)] = Int32(instructions.count)
             }
-            var instruction = Instruction(kind: .payout, group: options.payouts == .perRecipient ? .none : line.group,
-                                          payee: line.payee, currency: line.currency)
+            var instruction = Instruction(
+                kind: .payout, group: options.payouts == .perRecipient ? .none : line.group,
+                payee: line.payee, currency: line.currency)
             instruction.payoutMethod = line.payoutMethod
             instruction.amount = line.amount
             instructionOfLine.append(Int32(instructions.count))
@@ -451,9 +482,10 @@ public struct Planner {
         return formed
     }
 
-    private func append(_ instruction: Instruction, _ lines: ArraySlice<Int32>, to plan: SettlementPlan,
-                        hasher: SHA256, scratch: inout [UInt8])
-    {
+    private func append(
+        _ instruction: Instruction, _ lines: ArraySlice<Int32>, to plan: SettlementPlan,
+        hasher: SHA256, scratch: inout [UInt8]
+    ) {
         let batch = plan.batch
         // A group rejected after this instruction was formed (a later reversal) drops it.
         if lines.contains(where: { batch.lines[Int($0)].status != .planned }) { return }

@@ -64,8 +64,10 @@ public final class LineChecker: RecordSink {
             if firstLine[id] != 0 {
                 batch.lines.append(line)
                 let first = batch.lines[Int(firstLine[id]) - 1]
-                batch.set(index, .rejected, .duplicateLineID,
-                          "line_id \(batch.text(line.lineID)) already appeared at \(batch.source(of: first)); the first copy counts")
+                batch.set(
+                    index, .rejected, .duplicateLineID,
+                    "line_id \(batch.text(line.lineID)) already appeared at \(batch.source(of: first)); the first copy counts"
+                )
                 return
             }
             firstLine[id] = Int32(index + 1)
@@ -88,7 +90,8 @@ public final class LineChecker: RecordSink {
         // Identity first, so that even a bad line shows its id and group in results.csv.
         var encodingProblem: String? = nil
         for (index, value) in record.fields.enumerated() where !UTF8Check.isValid(value) {
-            encodingProblem = "column \(index < layout.names.count ? layout.names[index] : String(index + 1)) is not valid UTF-8"
+            encodingProblem =
+                "column \(index < layout.names.count ? layout.names[index] : String(index + 1)) is not valid UTF-8"
             break
         }
         line.lineID = intern(field(.lineID))
@@ -102,8 +105,9 @@ public final class LineChecker: RecordSink {
             kind = LineKind(name: kindField)
         }
         line.kind = kind ?? .transfer
-        line.group = groupKey(transferGroup: field(.transferGroup), paymentIntent: field(.paymentIntent),
-                              orderID: field(.orderID))
+        line.group = groupKey(
+            transferGroup: field(.transferGroup), paymentIntent: field(.paymentIntent),
+            orderID: field(.orderID))
         line.payee = intern(line.kind == .payout ? field(.recipient) : field(.destination))
         line.payoutMethod = intern(payoutMethod)
         line.charge = intern(field(.sourceTransaction))
@@ -117,25 +121,29 @@ public final class LineChecker: RecordSink {
         for column in LineChecker.lengthChecked {
             let value = field(column)
             if value.count > LineChecker.maxIDBytes {
-                return RecordDefect(code: .fieldTooLong,
-                                    message: "\(column.csvName) is \(value.count) bytes; at most \(LineChecker.maxIDBytes)")
+                return RecordDefect(
+                    code: .fieldTooLong,
+                    message: "\(column.csvName) is \(value.count) bytes; at most \(LineChecker.maxIDBytes)")
             }
         }
         if field(.description).count > LineChecker.maxDescriptionBytes {
-            return RecordDefect(code: .fieldTooLong,
-                                message: "description is longer than \(LineChecker.maxDescriptionBytes) bytes")
+            return RecordDefect(
+                code: .fieldTooLong,
+                message: "description is longer than \(LineChecker.maxDescriptionBytes) bytes")
         }
         // Required fields.
         for column in Column.required where field(column).isEmpty {
             return RecordDefect(code: .fieldMissing, message: "\(column.csvName) is empty")
         }
         guard let kind else {
-            return RecordDefect(code: .kindInvalid,
-                                message: "kind '\(text(kindField))' is not transfer, payout or reversal")
+            return RecordDefect(
+                code: .kindInvalid,
+                message: "kind '\(text(kindField))' is not transfer, payout or reversal")
         }
         guard let currency = Currency(code: field(.currency)) else {
-            return RecordDefect(code: .currencyUnsupported,
-                                message: "currency '\(text(field(.currency)))' is not one Stripe supports")
+            return RecordDefect(
+                code: .currencyUnsupported,
+                message: "currency '\(text(field(.currency)))' is not one Stripe supports")
         }
         line.currency = currency
         switch MinorUnits.parse(field(.amount), currency: currency) {
@@ -164,22 +172,27 @@ public final class LineChecker: RecordSink {
         for (column, prefixes) in LineChecker.prefixedColumns {
             let value = field(column)
             if !value.isEmpty, !IDFormat.matches(value, prefixes: prefixes) {
-                return RecordDefect(code: .idInvalid,
-                                    message: "\(column.csvName) '\(text(value))' is not a \(prefixes.map(\.description).joined(separator: " or "))… id")
+                return RecordDefect(
+                    code: .idInvalid,
+                    message:
+                        "\(column.csvName) '\(text(value))' is not a \(prefixes.map(\.description).joined(separator: " or "))… id"
+                )
             }
         }
         let country = field(.destinationCountry)
         if !country.isEmpty {
             guard country.count == 2, country.allSatisfy({ ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7a }) else {
-                return RecordDefect(code: .idInvalid,
-                                    message: "destination_country '\(text(country))' is not a 2-letter ISO country code")
+                return RecordDefect(
+                    code: .idInvalid,
+                    message: "destination_country '\(text(country))' is not a 2-letter ISO country code")
             }
             line.destinationCountry = UInt16(country[0] & 0xdf) << 8 | UInt16(country[1] & 0xdf)
         }
         let transferOn = field(.transferOn)
         if !transferOn.isEmpty {
             guard let day = CivilDate.parse(transferOn) else {
-                return RecordDefect(code: .dateInvalid, message: "transfer_on '\(text(transferOn))' is not a date YYYY-MM-DD")
+                return RecordDefect(
+                    code: .dateInvalid, message: "transfer_on '\(text(transferOn))' is not a date YYYY-MM-DD")
             }
             line.transferOn = day
         }
@@ -187,8 +200,9 @@ public final class LineChecker: RecordSink {
         let chargeCurrencyField = field(.chargeCurrency)
         if !chargeCurrencyField.isEmpty {
             guard let chargeCurrency = Currency(code: chargeCurrencyField) else {
-                return RecordDefect(code: .chargeInvalid,
-                                    message: "charge_currency '\(text(chargeCurrencyField))' is not a supported currency")
+                return RecordDefect(
+                    code: .chargeInvalid,
+                    message: "charge_currency '\(text(chargeCurrencyField))' is not a supported currency")
             }
             line.chargeCurrency = chargeCurrency
             line.chargeCurrencyGiven = true
@@ -198,16 +212,22 @@ public final class LineChecker: RecordSink {
         let chargeAmount = field(.chargeAmount)
         if !chargeAmount.isEmpty {
             guard case .success(let minor) = MinorUnits.parse(chargeAmount, currency: line.chargeCurrency) else {
-                return RecordDefect(code: .chargeInvalid,
-                                    message: "charge_amount '\(text(chargeAmount))' is not an amount in \(line.chargeCurrency.code.uppercased())")
+                return RecordDefect(
+                    code: .chargeInvalid,
+                    message:
+                        "charge_amount '\(text(chargeAmount))' is not an amount in \(line.chargeCurrency.code.uppercased())"
+                )
             }
             line.chargeAmount = minor
         }
         let chargeFee = field(.chargeFee)
         if !chargeFee.isEmpty {
-            guard case .success(let minor) = MinorUnits.parse(chargeFee, currency: line.chargeCurrency, allowZero: true) else {
-                return RecordDefect(code: .chargeInvalid,
-                                    message: "charge_fee '\(text(chargeFee))' is not an amount in \(line.chargeCurrency.code.uppercased())")
+            guard case .success(let minor) = MinorUnits.parse(chargeFee, currency: line.chargeCurrency, allowZero: true)
+            else {
+                return RecordDefect(
+                    code: .chargeInvalid,
+                    message:
+                        "charge_fee '\(text(chargeFee))' is not an amount in \(line.chargeCurrency.code.uppercased())")
             }
             line.chargeFee = minor
         }
@@ -220,8 +240,9 @@ public final class LineChecker: RecordSink {
             } else if ByteCompare.equals(status, "failed") {
                 line.chargeStatus = .failed
             } else {
-                return RecordDefect(code: .chargeInvalid,
-                                    message: "charge_status '\(text(status))' is not succeeded, pending or failed")
+                return RecordDefect(
+                    code: .chargeInvalid,
+                    message: "charge_status '\(text(status))' is not succeeded, pending or failed")
             }
         }
         // Description and metadata, kept aside.
@@ -237,20 +258,25 @@ public final class LineChecker: RecordSink {
         // Payouts: USD to US recipients.
         if kind == .payout {
             if currency != .usd {
-                return RecordDefect(code: .payoutCurrencyUnsupported,
-                                    message: "Apple Pay payouts are in USD only, not \(currency.code.uppercased())")
+                return RecordDefect(
+                    code: .payoutCurrencyUnsupported,
+                    message: "Apple Pay payouts are in USD only, not \(currency.code.uppercased())")
             }
             if line.destinationCountry != 0, CrossBorder.code(line.destinationCountry) != "US" {
-                return RecordDefect(code: .payoutCountryUnsupported,
-                                    message: "Apple Pay payouts go to US recipients only, not \(CrossBorder.code(line.destinationCountry))")
+                return RecordDefect(
+                    code: .payoutCountryUnsupported,
+                    message:
+                        "Apple Pay payouts go to US recipients only, not \(CrossBorder.code(line.destinationCountry))")
             }
         }
         // Cross-border transfers.
         if kind == .transfer, line.destinationCountry != 0 {
             let destination = CrossBorder.code(line.destinationCountry)
             if !CrossBorder.allowed(platform: platformCountry, destination: destination) {
-                return RecordDefect(code: .crossBorderUnsupported,
-                                    message: "a transfer from a \(platformCountry) platform to an account in \(destination) is not allowed")
+                return RecordDefect(
+                    code: .crossBorderUnsupported,
+                    message:
+                        "a transfer from a \(platformCountry) platform to an account in \(destination) is not allowed")
             }
         }
         return nil
@@ -266,8 +292,10 @@ public final class LineChecker: RecordSink {
             let value = record.value(index)
             if value.isEmpty { continue }
             if key.utf8.count > LineChecker.maxMetadataKeyBytes || value.count > LineChecker.maxMetadataValueBytes {
-                return .failure(RecordDefect(code: .fieldTooLong,
-                                             message: "metadata.\(key): keys are at most 40 bytes and values at most 500"))
+                return .failure(
+                    RecordDefect(
+                        code: .fieldTooLong,
+                        message: "metadata.\(key): keys are at most 40 bytes and values at most 500"))
             }
             extras.metadata.append((key: key, value: text(value)))
         }
@@ -275,9 +303,10 @@ public final class LineChecker: RecordSink {
         return .success(extras)
     }
 
-    private func groupKey(transferGroup: UnsafeRawBufferPointer, paymentIntent: UnsafeRawBufferPointer,
-                          orderID: UnsafeRawBufferPointer) -> Symbol
-    {
+    private func groupKey(
+        transferGroup: UnsafeRawBufferPointer, paymentIntent: UnsafeRawBufferPointer,
+        orderID: UnsafeRawBufferPointer
+    ) -> Symbol {
         if !transferGroup.isEmpty { return intern(transferGroup) }
         if !paymentIntent.isEmpty { return prefixed("group_", paymentIntent) }
         if !orderID.isEmpty { return prefixed("order:", orderID) }
@@ -308,7 +337,8 @@ public final class LineChecker: RecordSink {
         let shown = "'\(text(value))'"
         switch problem {
         case .notADecimal:
-            return "amount \(shown) is not a plain decimal (digits and one '.', no sign, spaces, separators or exponent)"
+            return
+                "amount \(shown) is not a plain decimal (digits and one '.', no sign, spaces, separators or exponent)"
         case .tooPrecise:
             return currency.exponent == .three
                 ? "amount \(shown) is not exact in \(currency.code.uppercased()) (three decimals ending in 0)"

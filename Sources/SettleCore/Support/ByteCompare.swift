@@ -11,6 +11,7 @@ public enum ByteCompare {
     @inline(__always)
     public static func hasPrefix(_ bytes: UnsafeRawBufferPointer, _ literal: StaticString) -> Bool {
         bytes.count >= literal.utf8CodeUnitCount
-            && (literal.utf8CodeUnitCount == 0 || memcmp(bytes.baseAddress!, literal.utf8Start, literal.utf8CodeUnitCount) == 0)
+            && (literal.utf8CodeUnitCount == 0
+                || memcmp(bytes.baseAddress!, literal.utf8Start, literal.utf8CodeUnitCount) == 0)
     }
 }

@@ -48,9 +48,10 @@ public final class CSVExportReader {
 
     /// Reads the whole source; on a whole-file problem, discards the file from the sink and
     /// returns why.
-    public func read(name: String, source: ByteSource, spool: SpoolWriter, sink: some RecordSink,
-                     progress: ((UInt64) -> Void)? = nil) -> ReadFailure?
-    {
+    public func read(
+        name: String, source: ByteSource, spool: SpoolWriter, sink: some RecordSink,
+        progress: ((UInt64) -> Void)? = nil
+    ) -> ReadFailure? {
         var fileIndex: Int? = nil
         var layout: FileLayout? = nil
         var line = 1
@@ -81,7 +82,8 @@ public final class CSVExportReader {
                 if first {
                     if filled < 3 && !atEOF { continue }
                     if filled == 0 && atEOF {
-                        return ReadFailure(code: .emptyFile, message: "the file is empty (0 bytes)", position: "\(name):1")
+                        return ReadFailure(
+                            code: .emptyFile, message: "the file is empty (0 bytes)", position: "\(name):1")
                     }
                     if filled >= 3, window[0] == 0xEF, window[1] == 0xBB, window[2] == 0xBF { position = 3 }
                     first = false
@@ -108,17 +110,22 @@ public final class CSVExportReader {
                             let (skipped, newlines) = try skipRecord(from: position, source: source, atEOF: &atEOF)
                             _ = skipped
                             if let fileIndex, layout != nil {
-                                let defect = RecordDefect(code: .fieldTooLong,
-                                                          message: "the record is longer than \(limits.maxRecordBytes) bytes")
+                                let defect = RecordDefect(
+                                    code: .fieldTooLong,
+                                    message: "the record is longer than \(limits.maxRecordBytes) bytes")
                                 views.removeAll(keepingCapacity: true)
                                 views.withUnsafeBufferPointer {
-                                    sink.record(RecordView(fields: $0, line: line, spoolOffset: spool.offset, spoolLength: 0,
-                                                           defect: defect), file: fileIndex)
+                                    sink.record(
+                                        RecordView(
+                                            fields: $0, line: line, spoolOffset: spool.offset, spoolLength: 0,
+                                            defect: defect), file: fileIndex)
                                 }
                                 lines += 1
                             } else {
-                                return ReadFailure(code: .headerInvalid, message: "the header is longer than \(limits.maxRecordBytes) bytes",
-                                                   position: "\(name):\(line)")
+                                return ReadFailure(
+                                    code: .headerInvalid,
+                                    message: "the header is longer than \(limits.maxRecordBytes) bytes",
+                                    position: "\(name):\(line)")
                             }
                             line += newlines
                             position = 0
@@ -127,17 +134,19 @@ public final class CSVExportReader {
                         break
                     case .unclosedQuote:
                         if let fileIndex { sink.discardFile(fileIndex) }
-                        return ReadFailure(code: .csvUnclosedQuote,
-                                           message: "a quoted field opened on line \(line) is never closed",
-                                           position: "\(name):\(line)")
+                        return ReadFailure(
+                            code: .csvUnclosedQuote,
+                            message: "a quoted field opened on line \(line) is never closed",
+                            position: "\(name):\(line)")
                     case .complete(let end, let newlines, let defect):
                         let raw = UnsafeRawBufferPointer(rebasing: window[position..<end])
                         if layout == nil {
                             let header = headerNames()
                             guard defect == nil, header.count <= limits.maxColumns else {
-                                return ReadFailure(code: .headerInvalid,
-                                                   message: defect?.message ?? "the header has more than \(limits.maxColumns) columns",
-                                                   position: "\(name):\(line)")
+                                return ReadFailure(
+                                    code: .headerInvalid,
+                                    message: defect?.message ?? "the header has more than \(limits.maxColumns) columns",
+                                    position: "\(name):\(line)")
                             }
                             do {
                                 let built = try FileLayout.csv(header: header, aliases: aliases)
@@ -146,13 +155,15 @@ public final class CSVExportReader {
                                 spool.append(raw)
                                 if raw.last != 0x0A { spool.appendNewline() }
                             } catch {
-                                return ReadFailure(code: error.code, message: error.message, position: "\(name):\(line)")
+                                return ReadFailure(
+                                    code: error.code, message: error.message, position: "\(name):\(line)")
                             }
                         } else if let layout, let fileIndex {
                             var defect = defect
                             if defect == nil, starts.count != layout.count {
-                                defect = RecordDefect(code: .malformedRecord,
-                                                      message: "the record has \(starts.count) fields, the header \(layout.count)")
+                                defect = RecordDefect(
+                                    code: .malformedRecord,
+                                    message: "the record has \(starts.count) fields, the header \(layout.count)")
                             }
                             buildViews()
                             let offset = spool.offset
@@ -163,8 +174,10 @@ public final class CSVExportReader {
                                 length += 1
                             }
                             views.withUnsafeBufferPointer {
-                                sink.record(RecordView(fields: $0, line: line, spoolOffset: offset,
-                                                       spoolLength: UInt32(length), defect: defect), file: fileIndex)
+                                sink.record(
+                                    RecordView(
+                                        fields: $0, line: line, spoolOffset: offset,
+                                        spoolLength: UInt32(length), defect: defect), file: fileIndex)
                             }
                             lines += 1
                         }
@@ -185,8 +198,9 @@ public final class CSVExportReader {
             return ReadFailure(code: error.code, message: error.message, position: "\(name): \(error.position)")
         }
         guard let fileIndex else {
-            return ReadFailure(code: .headerMissingColumn, message: "the file has no header record",
-                               position: "\(name):1")
+            return ReadFailure(
+                code: .headerMissingColumn, message: "the file has no header record",
+                position: "\(name):1")
         }
         spool.flush()
         sink.endFile(fileIndex, lines: lines)
@@ -323,7 +337,9 @@ public final class CSVExportReader {
                 if index + 1 < end, bytes.load(fromByteOffset: index + 1, as: UInt8.self) == 0x0A {
                     return .complete(end: index + 2, newlines: newlines + 1, defect: defect)
                 }
-                if index + 1 >= end { return atEOF ? .complete(end: end, newlines: newlines, defect: defect) : .incomplete }
+                if index + 1 >= end {
+                    return atEOF ? .complete(end: end, newlines: newlines, defect: defect) : .incomplete
+                }
                 flag(.malformedRecord, "a stray carriage return")
                 index += 1
                 continue
@@ -335,8 +351,9 @@ public final class CSVExportReader {
 
     private func appendScratch(_ pointer: UnsafeRawPointer, _ count: Int) {
         if scratchUsed + count > scratch.count {
-            let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: max(scratch.count * 2, scratchUsed + count),
-                                                               alignment: 16)
+            let grown = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: max(scratch.count * 2, scratchUsed + count),
+                alignment: 16)
             grown.baseAddress!.copyMemory(from: scratch.baseAddress!, byteCount: scratchUsed)
             scratch.deallocate()
             scratch = grown
@@ -394,7 +411,8 @@ public final class CSVExportReader {
             }
         }
         if inQuotes {
-            throw ReadFailure(code: .csvUnclosedQuote, message: "a quoted field is never closed", position: "end of file")
+            throw ReadFailure(
+                code: .csvUnclosedQuote, message: "a quoted field is never closed", position: "end of file")
         }
         return (skipped, newlines)
     }

@@ -1,7 +1,7 @@
-import SettleDigest
-import Glibc
 import CZlib
+import Glibc
 public import SettleCore
+import SettleDigest
 
 /// Why an input could not be read to its end. Rejects the file whole.
 public struct ReadFailure: FileRejectionError, Sendable {
@@ -55,7 +55,8 @@ public final class ByteSource {
         } else {
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else {
-                throw ReadFailure(code: .unreadable, message: "cannot open \(path): \(String(cString: strerror(errno)))")
+                throw ReadFailure(
+                    code: .unreadable, message: "cannot open \(path): \(String(cString: strerror(errno)))")
             }
             descriptor = fd
             ownsDescriptor = true
@@ -135,8 +136,9 @@ public final class ByteSource {
             let count = read(descriptor, raw.baseAddress! + rawEnd, raw.count - rawEnd)
             if count < 0 {
                 if errno == EINTR { continue }
-                throw ReadFailure(code: .unreadable, message: "read failed: \(String(cString: strerror(errno)))",
-                                  position: "byte \(bytesRead)")
+                throw ReadFailure(
+                    code: .unreadable, message: "read failed: \(String(cString: strerror(errno)))",
+                    position: "byte \(bytesRead)")
             }
             if count == 0 {
                 rawEOF = true
@@ -154,9 +156,10 @@ public final class ByteSource {
             if rawStart == rawEnd {
                 if rawEOF {
                     if memberOpen {
-                        throw ReadFailure(code: .gzipTruncated,
-                                          message: "the gzip stream ends in the middle of a member (truncated file)",
-                                          position: "byte \(bytesRead)")
+                        throw ReadFailure(
+                            code: .gzipTruncated,
+                            message: "the gzip stream ends in the middle of a member (truncated file)",
+                            position: "byte \(bytesRead)")
                     }
                     return nil
                 }
@@ -176,8 +179,9 @@ public final class ByteSource {
                         rawStart = rawEnd
                         continue
                     }
-                    throw ReadFailure(code: .gzipCorrupt, message: "bytes after the gzip stream are not a gzip member",
-                                      position: "byte \(bytesRead - UInt64(rawEnd - rawStart))")
+                    throw ReadFailure(
+                        code: .gzipCorrupt, message: "bytes after the gzip stream are not a gzip member",
+                        position: "byte \(bytesRead - UInt64(rawEnd - rawStart))")
                 }
                 if !inflating {
                     stream = z_stream()
@@ -206,17 +210,19 @@ public final class ByteSource {
             default:
                 let detail = stream.msg.map { String(cString: $0) } ?? "invalid data"
                 let code: FileRejection = .gzipCorrupt
-                throw ReadFailure(code: code, message: "gzip data is corrupt: \(detail)",
-                                  position: "byte \(bytesRead - UInt64(rawEnd - rawStart))")
+                throw ReadFailure(
+                    code: code, message: "gzip data is corrupt: \(detail)",
+                    position: "byte \(bytesRead - UInt64(rawEnd - rawStart))")
             }
             if produced > 0 {
                 bytesProduced += UInt64(produced)
                 return UnsafeRawBufferPointer(rebasing: inflated[0..<produced])
             }
             if status == Z_BUF_ERROR, rawStart == rawEnd, rawEOF {
-                throw ReadFailure(code: .gzipTruncated,
-                                  message: "the gzip stream ends in the middle of a member (truncated file)",
-                                  position: "byte \(bytesRead)")
+                throw ReadFailure(
+                    code: .gzipTruncated,
+                    message: "the gzip stream ends in the middle of a member (truncated file)",
+                    position: "byte \(bytesRead)")
             }
         }
     }
