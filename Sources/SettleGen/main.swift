@@ -82,9 +82,7 @@ final class Sink {
         for i in 0..<slots {
             (streams + i).initialize(to: z_stream())
             // windowBits -15: raw deflate; the gzip wrapper is written here.
-            guard deflateInit2_(streams + i, level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY,
-                                ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK
-            else { fatal("deflateInit2 failed") }
+            guard settle_deflate_init_raw(streams + i, level) == Z_OK else { fatal("deflateInit2 failed") }
         }
         outputCapacity = Int(deflateBound(streams, UInt(Sink.chunk))) + 64
         for _ in 0..<slots { outputs.append(.allocate(capacity: outputCapacity)) }
