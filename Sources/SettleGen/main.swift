@@ -44,22 +44,26 @@ struct SplitMix64 {
 /// Where bytes go: a file descriptor, raw or gzip.
 ///
 /// gzip is written the way pigz does it, so both cores work: the text is cut into fixed
-/// 4 MiB chunks, each chunk is raw-deflated on its own (primed with the previous chunk's
-/// last 32 KiB as dictionary, ended with a sync flush, the last one with Z_FINISH), and the
-/// pieces are written in order between one gzip header and trailer (CRC-32 combined).
-/// One single-member gzip stream; the bytes depend only on the text and the level, not on
-/// the number of cores. All buffers are allocated once and reused.
-final class Sink {
+/// 4 MiB chunks, each chunk is raw-deflated on its own (primed with the 32 KiB of text before
+/// it as dictionary, ended with a sync flush, the last one with Z_FINISH), and the pieces are
+/// written in order between one gzip header and trailer (CRC-32 combined). One gzip member;
+/// the bytes depend only on the text and the level, not on the number of cores.
+/// Two staging areas alternate: the generator fills one while the other is compressed and
+/// written in the background. All buffers are allocated once and reused.
+final class Sink: @unchecked Sendable {  // the background batch and the generator touch disjoint state
     static let chunk = 4 * 1024 * 1024
     static let window = 32 * 1024
     let fd: Int32
     let gzip: Bool
     let slots: Int
     // gzip state
-    private var staging: UnsafeMutablePointer<UInt8>       // slots × chunk of text
-    private var staged = 0                                  // bytes in staging
-    private var tail: UnsafeMutablePointer<UInt8>           // last window of the previous batch
-    private var tailCount = 0
+    /// Two areas, each [window of preceding text | slots × chunk of text].
+    private var areas: [UnsafeMutablePointer<UInt8>] = []
+    private var current = 0
+    private var staged = 0                                  // bytes of text in the current area
+    private var batches = 0
+    private let queue = DispatchQueue(label: "settle-gen.gzip")
+    private let group = DispatchGroup()
     private var streams: UnsafeMutablePointer<z_stream>
     private var outputs: [UnsafeMutablePointer<UInt8>] = []
     private var outputCounts: UnsafeMutablePointer<Int>
@@ -73,15 +77,14 @@ final class Sink {
         self.fd = fd
         gzip = gzipLevel != nil
         slots = gzipLevel == nil ? 1 : max(2, min(8, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
-        staging = .allocate(capacity: gzip ? slots * Sink.chunk : 1)
-        tail = .allocate(capacity: Sink.window)
         streams = .allocate(capacity: slots)
         outputCounts = .allocate(capacity: slots)
         crcs = .allocate(capacity: slots)
         guard let level = gzipLevel else { return }
+        for _ in 0..<2 { areas.append(.allocate(capacity: Sink.window + slots * Sink.chunk)) }
         for i in 0..<slots {
             (streams + i).initialize(to: z_stream())
-            // windowBits -15: raw deflate; the gzip wrapper is written here.
+            // Raw deflate: the gzip wrapper is written here.
             guard settle_deflate_init_raw(streams + i, level) == Z_OK else { fatal("deflateInit2 failed") }
         }
         outputCapacity = Int(deflateBound(streams, UInt(Sink.chunk))) + 64
@@ -97,16 +100,18 @@ final class Sink {
             writeAll(bytes, count)
             return
         }
+        let capacity = slots * Sink.chunk
         var offset = 0
         while offset < count {
-            let n = min(count - offset, slots * Sink.chunk - staged)
-            (staging + staged).update(from: bytes + offset, count: n)
+            let n = min(count - offset, capacity - staged)
+            (areas[current] + Sink.window + staged).update(from: bytes + offset, count: n)
             staged += n
             offset += n
-            if staged == slots * Sink.chunk && !(finish && offset == count) { compressBatch(final: false) }
+            if staged == capacity && !(finish && offset == count) { submit(final: false) }
         }
         if finish {
-            compressBatch(final: true)
+            submit(final: true)
+            group.wait()
             var trailer = [UInt8](repeating: 0, count: 8)
             for i in 0..<4 {
                 trailer[i] = UInt8(truncatingIfNeeded: crc >> (8 * i))
@@ -117,41 +122,49 @@ final class Sink {
         }
     }
 
-    /// Compresses the staged chunks in parallel and writes them in order.
-    private func compressBatch(final: Bool) {
+    /// Hands the current area to the background (after the previous batch is done) and
+    /// switches to the other one, primed with this area's last 32 KiB.
+    private func submit(final: Bool) {
+        group.wait()  // the previous batch owns the other area and the streams until it is done
+        let index = current, area = areas[current], count = staged, first = batches == 0
+        let next = areas[1 - current]
+        let keep = min(Sink.window, count)
+        (next + Sink.window - keep).update(from: area + Sink.window + count - keep, count: keep)
+        batches += 1
+        current = 1 - current
+        staged = 0
+        queue.async(group: group) { self.compress(area: self.areas[index], count: count, first: first, final: final) }
+    }
+
+    /// Compresses one area's chunks in parallel and writes them in order.
+    private func compress(area: UnsafeMutablePointer<UInt8>, count staged: Int, first: Bool, final: Bool) {
         let chunks = max(1, (staged + Sink.chunk - 1) / Sink.chunk)
-        // Each iteration touches only its own slot (stream, output, count, crc) and reads the
-        // staged text: disjoint, hence the unchecked Sendable.
+        // Each iteration touches only its own slot (stream, output, count, crc) and reads text.
         struct Shared: @unchecked Sendable {
-            let staging: UnsafeMutablePointer<UInt8>, streams: UnsafeMutablePointer<z_stream>
-            let tail: UnsafeMutablePointer<UInt8>, tailCount: Int, staged: Int
+            let text: UnsafeMutablePointer<UInt8>, streams: UnsafeMutablePointer<z_stream>
             let outputCounts: UnsafeMutablePointer<Int>, crcs: UnsafeMutablePointer<UInt>
             let outputs: [UnsafeMutablePointer<UInt8>], capacity: Int
         }
-        let shared = Shared(staging: staging, streams: streams, tail: tail, tailCount: tailCount, staged: staged,
-                            outputCounts: outputCounts, crcs: crcs, outputs: outputs, capacity: outputCapacity)
+        let shared = Shared(text: area + Sink.window, streams: streams, outputCounts: outputCounts, crcs: crcs,
+                            outputs: outputs, capacity: outputCapacity)
         DispatchQueue.concurrentPerform(iterations: chunks) { i in
-            let staging = shared.staging, streams = shared.streams, tail = shared.tail, tailCount = shared.tailCount
-            let staged = shared.staged, outputCounts = shared.outputCounts, crcs = shared.crcs
-            let outputs = shared.outputs, capacity = shared.capacity
-            let start = staging + i * Sink.chunk
-            let count = min(Sink.chunk, staged - i * Sink.chunk)
-            let s = streams + i
+            let start = shared.text + i * Sink.chunk
+            let count = max(0, min(Sink.chunk, staged - i * Sink.chunk))
+            let s = shared.streams + i
             deflateReset(s)
-            if i > 0 {
+            if i > 0 || !first {
+                // The 32 KiB before this chunk (for chunk 0: the previous area's tail, copied in).
                 deflateSetDictionary(s, start - Sink.window, UInt32(Sink.window))
-            } else if tailCount > 0 {
-                deflateSetDictionary(s, tail, UInt32(tailCount))
             }
             s.pointee.next_in = start
-            s.pointee.avail_in = UInt32(max(0, count))
-            s.pointee.next_out = outputs[i]
-            s.pointee.avail_out = UInt32(capacity)
+            s.pointee.avail_in = UInt32(count)
+            s.pointee.next_out = shared.outputs[i]
+            s.pointee.avail_out = UInt32(shared.capacity)
             let last = final && i == chunks - 1
             let rc = deflate(s, last ? Z_FINISH : Z_SYNC_FLUSH)
             guard rc == (last ? Z_STREAM_END : Z_OK), s.pointee.avail_in == 0 else { fatal("deflate failed (\(rc))") }
-            outputCounts[i] = capacity - Int(s.pointee.avail_out)
-            crcs[i] = crc32(0, start, UInt32(max(0, count)))
+            shared.outputCounts[i] = shared.capacity - Int(s.pointee.avail_out)
+            shared.crcs[i] = crc32(0, start, UInt32(count))
         }
         for i in 0..<chunks {
             writeAll(outputs[i], outputCounts[i])
@@ -159,11 +172,6 @@ final class Sink {
             crc = crc32_combine(crc, crcs[i], off_t(count))
             length += UInt64(count)
         }
-        // The dictionary for the next batch: the last 32 KiB of this one.
-        let keep = min(Sink.window, staged)
-        tail.update(from: staging + staged - keep, count: keep)
-        self.tailCount = keep
-        self.staged = 0
     }
 
     private func writeAll(_ bytes: UnsafeMutablePointer<UInt8>, _ count: Int) {
