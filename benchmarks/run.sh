@@ -132,7 +132,7 @@ mb() { awk -v b="$1" 'BEGIN {printf "%.0f", b / 1e6}'; }
 
 machine() {
     echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); $(uname -sr); $(swift --version 2>&1 | head -1)"
-    echo "load before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 cd "$WORK"   # settle's default ledger path is the current folder: keep it in here
