@@ -132,6 +132,12 @@ public enum ResultsFile {
         let batch = plan.batch
         let file = try OutputFile(path: path)
         file.withBuffer { CSVField.header(header, to: &$0) }
+        // A file name that needs quoting or a formula guard takes the slow path.
+        let sourceNeedsQuoting = batch.files.map { input in
+            var probe: [UInt8] = []
+            CSVField.append(input.name, to: &probe, guardFormula: true)
+            return probe != Array(input.name.utf8)
+        }
         for index in batch.lines.indices {
             let line = batch.lines[index]
             file.withBuffer { out in
@@ -166,7 +172,11 @@ public enum ResultsFile {
                     CSVField.append(batch.reasonText(of: line), to: &out, guardFormula: true)
                 }
                 out.append(0x2C)
-                CSVField.append(batch.source(of: line), to: &out, guardFormula: true)
+                if sourceNeedsQuoting[Int(line.file)] {
+                    CSVField.append(batch.source(of: line), to: &out, guardFormula: true)
+                } else {
+                    batch.appendSource(of: line, to: &out)
+                }
                 out.append(0x0A)
             }
             file.endRow()

@@ -40,6 +40,13 @@ public final class Batch: @unchecked Sendable {
         "\(files[Int(line.file)].name):\(line.sourceLine)"
     }
 
+    /// Appends `file:line` to a byte buffer (the results writer's hot path).
+    public func appendSource(of line: OrderLine, to out: inout [UInt8]) {
+        out.append(contentsOf: files[Int(line.file)].name.utf8)
+        out.append(UInt8(ascii: ":"))
+        MinorUnits.appendDecimal(Int64(line.sourceLine), to: &out)
+    }
+
     /// The reason a person reads for a line's status.
     public func reasonText(of line: OrderLine) -> String {
         if line.message >= 0 { return messages[Int(line.message)] }

@@ -104,25 +104,38 @@ public enum InstructionID {
 public enum LineContent {
     public static func digest(_ batch: Batch, _ line: OrderLine) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        @inline(__always) func mix(_ bytes: UnsafeRawBufferPointer) {
-            for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-            hash = (hash ^ 0x1f) &* 0x100_0000_01b3
+        @inline(__always) func byte(_ value: UInt8) { hash = (hash ^ UInt64(value)) &* 0x100_0000_01b3 }
+        @inline(__always) func end() { byte(0x1f) }
+        @inline(__always) func symbol(_ symbol: Symbol) {
+            batch.symbols.withBytes(symbol) { for value in $0 { byte(value) } }
+            end()
         }
-        var scratch: [UInt8] = []
-        scratch.append(contentsOf: line.kind.name.utf8)
-        scratch.withUnsafeBytes { mix($0) }
-        for symbol in [line.orderID, line.group, line.payee, line.payoutMethod, line.charge, line.transfer] {
-            batch.symbols.withBytes(symbol) { mix($0) }
+        for value in line.kind.name.utf8 { byte(value) }
+        end()
+        symbol(line.orderID)
+        symbol(line.group)
+        symbol(line.payee)
+        symbol(line.payoutMethod)
+        symbol(line.charge)
+        symbol(line.transfer)
+        for value in line.currency.code.utf8 { byte(value) }
+        end()
+        // The amount's decimal digits, most significant first.
+        var amount = line.amount
+        var divisor: Int64 = 1
+        while divisor <= amount / 10 { divisor *= 10 }
+        repeat {
+            byte(UInt8(ascii: "0") + UInt8(amount / divisor))
+            amount %= divisor
+            divisor /= 10
+        } while divisor > 0
+        end()
+        return String(unsafeUninitializedCapacity: 16) { buffer in
+            for index in 0..<16 {
+                let nibble = UInt8((hash >> UInt64(60 - 4 * index)) & 0xf)
+                buffer[index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+            }
+            return 16
         }
-        scratch.removeAll(keepingCapacity: true)
-        scratch.append(contentsOf: line.currency.code.utf8)
-        scratch.withUnsafeBytes { mix($0) }
-        scratch.removeAll(keepingCapacity: true)
-        MinorUnits.appendDecimal(line.amount, to: &scratch)
-        scratch.withUnsafeBytes { mix($0) }
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8](repeating: 0, count: 16)
-        for index in 0..<16 { out[index] = digits[Int((hash >> UInt64(60 - 4 * index)) & 0xf)] }
-        return String(decoding: out, as: UTF8.self)
     }
 }
