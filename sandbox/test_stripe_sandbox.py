@@ -1,6 +1,6 @@
 """Tests for the Stripe sandbox, over real HTTP against a subprocess.
 
-    cd /work/main && python3 -m unittest sandbox.test_stripe_sandbox -v
+    python3 -m unittest sandbox.test_stripe_sandbox -v   # from the repository root
 """
 
 import http.client

@@ -17,6 +17,8 @@ public final class FileLayout: @unchecked Sendable {
     public private(set) var roles: [Role] = []
     /// Input column index of each known column, -1 when absent.
     public private(set) var indexOfColumn = [Int](repeating: -1, count: Column.allCases.count)
+    /// The `metadata.<key>` columns: input index and key.
+    public private(set) var metadataColumns: [(index: Int, key: String)] = []
 
     public init() {}
 
@@ -29,6 +31,7 @@ public final class FileLayout: @unchecked Sendable {
         if case .known(let column) = role, indexOfColumn[column.rawValue] < 0 {
             indexOfColumn[column.rawValue] = index
         }
+        if case .metadata(let key) = role { metadataColumns.append((index, key)) }
         return index
     }
 

@@ -11,10 +11,6 @@ public final class LineChecker: RecordSink {
     private var fileStarts: [Int] = []
 
     static let maxIDBytes = 255
-    static let prefixedColumns: [(Column, [StaticString])] = [
-        (.destination, ["acct_"]), (.recipient, ["acct_"]), (.sourceTransaction, ["ch_", "py_"]),
-        (.paymentIntent, ["pi_"]), (.transfer, ["tr_"]),
-    ]
     static let lengthChecked = Column.allCases.filter { $0 != .description }
     static let maxDescriptionBytes = 1000
     static let maxMetadataKeyBytes = 40
@@ -84,8 +80,10 @@ public final class LineChecker: RecordSink {
     // MARK: - The per-line rules
 
     private func check(_ record: RecordView, layout: FileLayout, into line: inout OrderLine) -> RecordDefect? {
+        // One local copy of the column map: no retain per field access.
+        let columnIndex = layout.indexOfColumn
         @inline(__always) func field(_ column: Column) -> UnsafeRawBufferPointer {
-            record.value(layout.indexOfColumn[column.rawValue])
+            record.value(columnIndex[column.rawValue])
         }
         // Identity first, so that even a bad line shows its id and group in results.csv.
         var encodingProblem: String? = nil
@@ -169,15 +167,21 @@ public final class LineChecker: RecordSink {
             }
         }
         // Ids carry their prefixes.
-        for (column, prefixes) in LineChecker.prefixedColumns {
+        func prefixProblem(_ column: Column, _ first: StaticString, _ second: StaticString? = nil) -> RecordDefect? {
             let value = field(column)
-            if !value.isEmpty, !IDFormat.matches(value, prefixes: prefixes) {
-                return RecordDefect(
-                    code: .idInvalid,
-                    message:
-                        "\(column.csvName) '\(text(value))' is not a \(prefixes.map(\.description).joined(separator: " or "))… id"
-                )
+            if value.isEmpty || IDFormat.matches(value, prefix: first)
+                || second.map({ IDFormat.matches(value, prefix: $0) }) == true
+            {
+                return nil
             }
+            let expected = second.map { "\(first) or \($0)" } ?? "\(first)"
+            return RecordDefect(code: .idInvalid, message: "\(column.csvName) '\(text(value))' is not a \(expected)… id")
+        }
+        if let problem = prefixProblem(.destination, "acct_") ?? prefixProblem(.recipient, "acct_")
+            ?? prefixProblem(.sourceTransaction, "ch_", "py_") ?? prefixProblem(.paymentIntent, "pi_")
+            ?? prefixProblem(.transfer, "tr_")
+        {
+            return problem
         }
         let country = field(.destinationCountry)
         if !country.isEmpty {
@@ -246,7 +250,9 @@ public final class LineChecker: RecordSink {
             }
         }
         // Description and metadata, kept aside.
-        if let extras = extras(record, layout: layout, description: field(.description)) {
+        if !layout.metadataColumns.isEmpty || !field(.description).isEmpty,
+            let extras = extras(record, layout: layout, description: field(.description))
+        {
             switch extras {
             case .success(let value):
                 line.extras = Int32(batch.extras.count)
@@ -287,8 +293,7 @@ public final class LineChecker: RecordSink {
     {
         var extras = LineExtras()
         if !description.isEmpty { extras.description = text(description) }
-        for (index, role) in layout.roles.enumerated() {
-            guard case .metadata(let key) = role else { continue }
+        for (index, key) in layout.metadataColumns {
             let value = record.value(index)
             if value.isEmpty { continue }
             if key.utf8.count > LineChecker.maxMetadataKeyBytes || value.count > LineChecker.maxMetadataValueBytes {
@@ -372,17 +377,16 @@ public enum UTF8Check {
 
 /// Stripe ids: a known prefix, then letters, digits or underscores.
 public enum IDFormat {
-    public static func matches(_ value: UnsafeRawBufferPointer, prefixes: [StaticString]) -> Bool {
-        for prefix in prefixes {
-            guard value.count > prefix.utf8CodeUnitCount, ByteCompare.hasPrefix(value, prefix) else { continue }
-            for byte in value[prefix.utf8CodeUnitCount...] {
-                let lower = byte | 0x20
-                guard (lower >= 0x61 && lower <= 0x7a) || (byte >= 0x30 && byte <= 0x39) || byte == 0x5f else {
-                    return false
-                }
+    /// A known prefix, then at least one letter, digit or underscore.
+    @inline(__always)
+    public static func matches(_ value: UnsafeRawBufferPointer, prefix: StaticString) -> Bool {
+        guard value.count > prefix.utf8CodeUnitCount, ByteCompare.hasPrefix(value, prefix) else { return false }
+        for byte in value[prefix.utf8CodeUnitCount...] {
+            let lower = byte | 0x20
+            guard (lower >= 0x61 && lower <= 0x7a) || (byte >= 0x30 && byte <= 0x39) || byte == 0x5f else {
+                return false
             }
-            return true
         }
-        return false
+        return true
     }
 }
