@@ -1,3 +1,5 @@
+import CZlib
+import Dispatch
 // settle-gen: writes deterministic synthetic order exports (SPEC §2.1 CSV, §2.2 XML) for
 // benchmarks and load tests. See benchmarks/README.md.
 //
@@ -8,8 +10,6 @@
 // how --shuffle emits lines in a random permutation while holding only one 32-bit
 // (order, line) handle per line in memory.
 import Glibc
-import CZlib
-import Dispatch
 
 // MARK: - Randomness
 
@@ -60,7 +60,7 @@ final class Sink: @unchecked Sendable {  // the background batch and the generat
     /// Two areas, each [window of preceding text | slots × chunk of text].
     private var areas: [UnsafeMutablePointer<UInt8>] = []
     private var current = 0
-    private var staged = 0                                  // bytes of text in the current area
+    private var staged = 0  // bytes of text in the current area
     private var batches = 0
     private let queue = DispatchQueue(label: "settle-gen.gzip")
     private let group = DispatchGroup()
@@ -145,8 +145,9 @@ final class Sink: @unchecked Sendable {  // the background batch and the generat
             let outputCounts: UnsafeMutablePointer<Int>, crcs: UnsafeMutablePointer<UInt>
             let outputs: [UnsafeMutablePointer<UInt8>], capacity: Int
         }
-        let shared = Shared(text: area + Sink.window, streams: streams, outputCounts: outputCounts, crcs: crcs,
-                            outputs: outputs, capacity: outputCapacity)
+        let shared = Shared(
+            text: area + Sink.window, streams: streams, outputCounts: outputCounts, crcs: crcs,
+            outputs: outputs, capacity: outputCapacity)
         DispatchQueue.concurrentPerform(iterations: chunks) { i in
             let start = shared.text + i * Sink.chunk
             let count = max(0, min(Sink.chunk, staged - i * Sink.chunk))
@@ -335,11 +336,11 @@ enum Role: UInt8 { case restaurant, tip, courier, second }
 
 struct Line {
     var role = Role.restaurant
-    var amount = 0             // minor units
-    var account = 0            // pool index of the destination or recipient
-    var explicitKind = true    // false: `kind` left empty (inferred)
-    var transferOn = -1        // -1: none; else a day offset from 2026-11-26
-    var description = 0        // which description text
+    var amount = 0  // minor units
+    var account = 0  // pool index of the destination or recipient
+    var explicitKind = true  // false: `kind` left empty (inferred)
+    var transferOn = -1  // -1: none; else a day offset from 2026-11-26
+    var description = 0  // which description text
 }
 
 enum Status: UInt8 { case succeeded, pending, failed }
@@ -353,7 +354,7 @@ struct Order {
     var status = Status.succeeded
     var method = Method.card
     var hasGroup = true
-    var country: StaticString = ""   // destination country of the transfers
+    var country: StaticString = ""  // destination country of the transfers
     var lineCount = 1
     var lines = (Line(), Line(), Line(), Line())
 
@@ -504,7 +505,11 @@ struct Writer {
     @inline(__always) func date(_ offset: Int) {
         // 2026-11-26 + offset (0...6)
         let day = 26 + offset
-        if day <= 30 { out.ascii("2026-11-"); out.int(day, width: 2) } else { out.ascii("2026-12-"); out.int(day - 30, width: 2) }
+        if day <= 30 {
+            out.ascii("2026-11-"); out.int(day, width: 2)
+        } else {
+            out.ascii("2026-12-"); out.int(day - 30, width: 2)
+        }
     }
     /// The description: plain most of the time; a few hold a comma or a quote (CSV quoting,
     /// XML escaping).
@@ -514,49 +519,63 @@ struct Writer {
         case .restaurant:
             if d < 72 { return }
             if d < 97 { out.ascii("Order "); out.int(firstOrderID + o.index); return }
-            if csv { out.ascii("\"Order "); out.int(firstOrderID + o.index); out.ascii(", food\"") }
-            else { out.ascii("Order "); out.int(firstOrderID + o.index); out.ascii(", food") }
+            if csv {
+                out.ascii("\"Order "); out.int(firstOrderID + o.index); out.ascii(", food\"")
+            } else {
+                out.ascii("Order "); out.int(firstOrderID + o.index); out.ascii(", food")
+            }
         case .tip:
-            if d < 98 { out.ascii("Tip") } else if csv { out.ascii("\"Tip \"\"thank you\"\"\"") }
-            else { out.ascii("Tip &quot;thank you&quot;") }
+            if d < 98 {
+                out.ascii("Tip")
+            } else if csv {
+                out.ascii("\"Tip \"\"thank you\"\"\"")
+            } else {
+                out.ascii("Tip &quot;thank you&quot;")
+            }
         case .courier:
             if d < 70 { return }
-            if d < 98 { out.ascii("Delivery") } else if csv { out.ascii("\"Delivery, late night\"") }
-            else { out.ascii("Delivery, late night") }
+            if d < 98 {
+                out.ascii("Delivery")
+            } else if csv {
+                out.ascii("\"Delivery, late night\"")
+            } else {
+                out.ascii("Delivery, late night")
+            }
         case .second:
-            out.ascii("Packaging & bags") // no comma: plain in CSV
+            out.ascii("Packaging & bags")  // no comma: plain in CSV
         }
     }
 
-    static let header: StaticString = "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,payment_intent,charge_amount,charge_currency,charge_status,charge_fee,payment_method_type,destination_country,recipient,payout_method,transfer,transfer_on,description\n"
+    static let header: StaticString =
+        "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,payment_intent,charge_amount,charge_currency,charge_status,charge_fee,payment_method_type,destination_country,recipient,payout_method,transfer,transfer_on,description\n"
 
     func csvLine(_ o: Order, _ k: Int) {
         let l = o[k]
         out.reserve()
         let comma: UInt8 = 0x2C
-        orderID(o); out.byte(0x2D); out.int(k + 1); out.byte(comma)               // line_id
-        orderID(o); out.byte(comma)                                              // order_id
+        orderID(o); out.byte(0x2D); out.int(k + 1); out.byte(comma)  // line_id
+        orderID(o); out.byte(comma)  // order_id
         let payout = l.role == .courier
         if l.explicitKind { if payout { out.ascii("payout") } else { out.ascii("transfer") } }
         out.byte(comma)
         let cur: Cur = payout ? .usd : o.cur
-        out.amount(l.amount, decimals: cur.decimals); out.byte(comma)           // amount
-        out.ascii(cur.code); out.byte(comma)                                     // currency
-        if o.hasGroup { group(o) }; out.byte(comma)                              // transfer_group
+        out.amount(l.amount, decimals: cur.decimals); out.byte(comma)  // amount
+        out.ascii(cur.code); out.byte(comma)  // currency
+        if o.hasGroup { group(o) }; out.byte(comma)  // transfer_group
         if !payout { restaurantAccount(l.account) }
-        out.byte(comma)                                                          // destination
-        charge(o); out.byte(comma)                                               // source_transaction
-        intent(o); out.byte(comma)                                               // payment_intent
-        out.amount(o.charge, decimals: o.cur.decimals); out.byte(comma)         // charge_amount
-        out.ascii(o.cur.code); out.byte(comma)                                   // charge_currency
-        status(o); out.byte(comma)                                               // charge_status
+        out.byte(comma)  // destination
+        charge(o); out.byte(comma)  // source_transaction
+        intent(o); out.byte(comma)  // payment_intent
+        out.amount(o.charge, decimals: o.cur.decimals); out.byte(comma)  // charge_amount
+        out.ascii(o.cur.code); out.byte(comma)  // charge_currency
+        status(o); out.byte(comma)  // charge_status
         if o.fee >= 0 { out.amount(o.fee, decimals: o.cur.decimals) }; out.byte(comma)
-        method(o); out.byte(comma)                                               // payment_method_type
+        method(o); out.byte(comma)  // payment_method_type
         if payout { out.ascii("US") } else { out.ascii(o.country) }; out.byte(comma)
-        if payout { courierAccount(l.account) }; out.byte(comma)                 // recipient
-        if payout { payoutMethod(l.account) }; out.byte(comma)                   // payout_method
-        out.byte(comma)                                                          // transfer
-        if l.transferOn >= 0 { date(l.transferOn) }; out.byte(comma)             // transfer_on
+        if payout { courierAccount(l.account) }; out.byte(comma)  // recipient
+        if payout { payoutMethod(l.account) }; out.byte(comma)  // payout_method
+        out.byte(comma)  // transfer
+        if l.transferOn >= 0 { date(l.transferOn) }; out.byte(comma)  // transfer_on
         description(o, l, csv: true)
         out.byte(0x0A)
     }
@@ -587,8 +606,11 @@ struct Writer {
             let cur: Cur = payout ? .usd : o.cur
             out.ascii(" amount=\""); out.amount(l.amount, decimals: cur.decimals)
             out.ascii("\" currency=\""); out.ascii(cur.code); out.byte(0x22)
-            if payout { out.ascii(" destinationCountry=\"US\"") }
-            else if o.country.utf8CodeUnitCount > 0 { out.ascii(" destinationCountry=\""); out.ascii(o.country); out.byte(0x22) }
+            if payout {
+                out.ascii(" destinationCountry=\"US\"")
+            } else if o.country.utf8CodeUnitCount > 0 {
+                out.ascii(" destinationCountry=\""); out.ascii(o.country); out.byte(0x22)
+            }
             if l.transferOn >= 0 { out.ascii(" transferOn=\""); date(l.transferOn); out.byte(0x22) }
             let before = out.count
             out.ascii(" description=\"")
@@ -616,17 +638,18 @@ struct Options {
 }
 
 func usage() -> Never {
-    printError("""
-    usage: settle-gen --orders N [--format csv|xml] [--gzip] [--level 1-9] [--shuffle] [--seed S] [--out FILE|-]
-      --orders N     number of orders (1-4 lines each, 2.5 on average); 2700000 ≈ 6.75 M lines ≈ 1 GB CSV
-      --format       csv (SPEC §2.1, default) or xml (SPEC §2.2)
-      --gzip         compress with zlib's deflate (gzip wrapper), level 6 unless --level
-      --shuffle      CSV: emit lines in a random permutation so groups are not contiguous;
-                     XML: permute the orders
-      --seed S       random seed (default 1); same flags and seed give byte-identical output
-      --out FILE|-   output file (default standard output)
+    printError(
+        """
+        usage: settle-gen --orders N [--format csv|xml] [--gzip] [--level 1-9] [--shuffle] [--seed S] [--out FILE|-]
+          --orders N     number of orders (1-4 lines each, 2.5 on average); 2700000 ≈ 6.75 M lines ≈ 1 GB CSV
+          --format       csv (SPEC §2.1, default) or xml (SPEC §2.2)
+          --gzip         compress with zlib's deflate (gzip wrapper), level 6 unless --level
+          --shuffle      CSV: emit lines in a random permutation so groups are not contiguous;
+                         XML: permute the orders
+          --seed S       random seed (default 1); same flags and seed give byte-identical output
+          --out FILE|-   output file (default standard output)
 
-    """)
+        """)
     exit(64)
 }
 
@@ -640,7 +663,9 @@ func parseOptions() -> Options {
     while let a = args.popFirst() {
         switch a {
         case "--orders":
-            guard let n = Int(value(a).replacingUnderscores()), n >= 0, n < 1 << 29 else { fatal("--orders: 0 ..< 536870912") }
+            guard let n = Int(value(a).replacingUnderscores()), n >= 0, n < 1 << 29 else {
+                fatal("--orders: 0 ..< 536870912")
+            }
             o.orders = n
         case "--format":
             switch value(a) {
@@ -746,7 +771,9 @@ func run() {
         guard fsync(fd) == 0 || errno == EINVAL, close(fd) == 0 else { fatal("cannot write \(options.out)") }
         guard rename(tmpPath, options.out) == 0 else { fatal("cannot rename to \(options.out)") }
     }
-    printError("settle-gen: \(n) orders, \(lines) lines, \(out.total) bytes\(options.gzip ? " → \(sink.written) bytes gzip level \(options.level)" : "")\n")
+    printError(
+        "settle-gen: \(n) orders, \(lines) lines, \(out.total) bytes\(options.gzip ? " → \(sink.written) bytes gzip level \(options.level)" : "")\n"
+    )
 }
 
 run()

@@ -175,7 +175,8 @@ public final class LineChecker: RecordSink {
                 return nil
             }
             let expected = second.map { "\(first) or \($0)" } ?? "\(first)"
-            return RecordDefect(code: .idInvalid, message: "\(column.csvName) '\(text(value))' is not a \(expected)… id")
+            return RecordDefect(
+                code: .idInvalid, message: "\(column.csvName) '\(text(value))' is not a \(expected)… id")
         }
         if let problem = prefixProblem(.destination, "acct_") ?? prefixProblem(.recipient, "acct_")
             ?? prefixProblem(.sourceTransaction, "ch_", "py_") ?? prefixProblem(.paymentIntent, "pi_")
