@@ -26,10 +26,11 @@ build: deps
 run: build
 	@bash scripts/run-samples.sh
 
+# The sandbox's own tests first, so the run ends with swift test's summary line.
 test: deps
+	python3 -m unittest sandbox.test_stripe_sandbox
 	swift build --build-tests
 	swift test --skip-build
-	python3 -m unittest sandbox.test_stripe_sandbox
 
 # Regenerates the expected output folders after an intended change of behaviour.
 golden: deps
