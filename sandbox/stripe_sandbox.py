@@ -37,6 +37,8 @@ DEFAULT_CONFIG = {
     "fail_429": 0.0,
     "drop_after_commit": 0.0,
     "rate_limit": 0.0,
+    # Keys Stripe no longer accepts (answered 401), e.g. a rolled key.
+    "revoked_keys": [],
     "seed": None,
 }
 
@@ -242,7 +244,10 @@ class Sandbox:
             for k, v in updates.items():
                 if k not in DEFAULT_CONFIG:
                     raise ValueError(f"unknown config key: {k}")
-                if k == "seed":
+                if k == "revoked_keys":
+                    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                        raise ValueError("revoked_keys must be a list of strings")
+                elif k == "seed":
                     if v is not None and not isinstance(v, int):
                         raise ValueError("seed must be an integer or null")
                     self.rng = random.Random(v)
@@ -1024,6 +1029,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise ApiError(401, "invalid_request_error", None,
                            "Invalid API Key provided." if auth else
                            "You did not provide an API key.")
+        if auth.strip().split(" ", 1)[-1] in sb.config.get("revoked_keys", []):
+            raise ApiError(401, "invalid_request_error", "api_key_expired", "Expired API Key provided.")
         livemode = m.group(1) == "live"
         if not sb.take_token():
             sb.fault("rate_limit")

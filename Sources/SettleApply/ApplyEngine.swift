@@ -24,6 +24,16 @@ public final class ApplyEngine {
     private var outcomes: [String: InstructionOutcome] = [:]
     private var resolved: [String: InstructionOutcome] = [:]
     private var ledgerFailure: LedgerError?
+    /// Set when Stripe refuses the key itself (HTTP 401): the run stops sending.
+    private var keyRefused: String?
+    private var stopSending: (() -> Void)?
+
+    private func noteKeyRefused(_ response: HTTPResponse) {
+        guard keyRefused == nil else { return }
+        let (code, message) = StripeAPI.error(response)
+        keyRefused = "Stripe refused the API key (HTTP 401, \(code)): \(message)"
+        log(.error, keyRefused!)
+    }
 
     /// Stripe keeps v1 keys at least 24 h and v2 keys 30 days; an hour's margin
     /// keeps settle from re-sending a key Stripe may just have forgotten.
@@ -62,6 +72,7 @@ public final class ApplyEngine {
         outcomes = [:]
         resolved = [:]
         ledgerFailure = nil
+        keyRefused = nil
         counters = CallCounters()
 
         let params = try finalParameters(plan)
@@ -74,10 +85,12 @@ public final class ApplyEngine {
             outcomes[instruction.id] = .unknown(message: "not sent: the run stopped early")
         }
         if let ledgerFailure { throw .ledger(ledgerFailure) }
-        return ApplyReport(
+        var report = ApplyReport(
             outcomes: outcomes, resolved: resolved, requests: counters.requests, retries: counters.retries,
             rateLimited: counters.rateLimited, serverErrors: counters.serverErrors,
             transportErrors: counters.transportErrors, elapsed: started.duration(to: .now))
+        report.keyRefused = keyRefused
+        return report
     }
 
     // MARK: - Parameters
@@ -312,6 +325,9 @@ public final class ApplyEngine {
                 let request = api.request(method: "GET", path: "/v1/charges/\(StripeAPI.percentEncode(charge))")
                 scheduler.enqueue(
                     Call(request: request, label: "charge \(charge)") { outcome, gaveUp in
+                        if case .response(let response) = outcome, response.status == 401 {
+                            self.noteKeyRefused(response)
+                        }
                         chargeChecks[charge] = Self.chargeCheck(outcome, gaveUp: gaveUp, charge: charge)
                     })
             }
@@ -350,6 +366,10 @@ public final class ApplyEngine {
 
     private func payoutMethodCheck(_ outcome: HTTPOutcome, gaveUp: Bool, method: String) -> Check {
         guard !gaveUp, case .response(let response) = outcome else { return .unavailable(StripeAPI.summary(outcome)) }
+        if response.status == 401 {
+            noteKeyRefused(response)
+            return .unavailable(StripeAPI.summary(outcome))
+        }
         if response.status >= 500 { return .unavailable(StripeAPI.summary(outcome)) }
         guard (200..<300).contains(response.status), let body = StripeAPI.json(response) else {
             let (code, message) = StripeAPI.error(response)
@@ -381,7 +401,7 @@ public final class ApplyEngine {
 
     private static func chargeCheck(_ outcome: HTTPOutcome, gaveUp: Bool, charge: String) -> Check {
         guard !gaveUp, case .response(let response) = outcome else { return .unavailable(StripeAPI.summary(outcome)) }
-        if response.status >= 500 { return .unavailable(StripeAPI.summary(outcome)) }
+        if response.status >= 500 || response.status == 401 { return .unavailable(StripeAPI.summary(outcome)) }
         guard (200..<300).contains(response.status), let body = StripeAPI.json(response) else {
             let (code, message) = StripeAPI.error(response)
             return .refused(code: code, message: "charge \(charge): \(message)")
@@ -400,6 +420,8 @@ public final class ApplyEngine {
         guard !candidates.isEmpty else { return }
         log(.info, "sending \(candidates.count) instruction(s)")
         let scheduler = makeScheduler()
+        stopSending = { [unowned scheduler] in scheduler.stopped = true }
+        defer { stopSending = nil }
         let batchSize = max(8, min(64, configuration.concurrency))
         var cursor = 0
         var done = 0
@@ -479,6 +501,11 @@ public final class ApplyEngine {
             let result = self.classifyCreate(outcome, gaveUp: gaveUp)
             self.record(dispatch, result, outcome: outcome, label: "send")
             self.outcomes[dispatch.id] = result
+            if case .response(let response) = outcome, response.status == 401 {
+                // Nothing was done with a refused key: stop rather than fail every line.
+                self.noteKeyRefused(response)
+                self.stopSending?()
+            }
             progress()
         }
         call.onRetry = { [unowned self] outcome in self.recordCall(dispatch, outcome: outcome, label: "retry") }

@@ -109,6 +109,8 @@ public struct ApplyReport: Sendable {
     /// Transport failures (timeouts, broken connections).
     public var transportErrors: Int
     public var elapsed: Duration
+    /// Set when Stripe refused the API key (HTTP 401): the run stopped sending (exit 78).
+    public var keyRefused: String? = nil
 }
 
 /// Why a run could not start or had to stop.

@@ -100,6 +100,10 @@ struct Applier {
             .info,
             "applied: \(report.requests) requests, \(report.retries) retries, \(report.rateLimited) rate-limited, "
                 + "\(report.serverErrors) server errors in \(report.elapsed)")
+        if let refused = report.keyRefused {
+            log(.error, "\(refused); the run stopped, nothing more was sent (exit 78)")
+            return .configuration
+        }
         log(.info, "results in \(folder)/results.csv; exit \(exit.rawValue)")
         return exit
     }

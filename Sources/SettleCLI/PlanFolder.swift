@@ -93,6 +93,9 @@ struct PlanFolder {
                 let lineID = text(rows[position][F.lineID.rawValue]).trimmingFormulaGuard()
                 if let line = try? ledger.line(lineID) {
                     switch line.status {
+                    case .settled where report.resolved[line.instructionID] != nil:
+                        // Sent by an earlier run that stopped; this run confirmed or re-sent it.
+                        set(&rows[position], .settled, stripeID: line.stripeID ?? "")
                     case .settled:
                         set(
                             &rows[position], .alreadySettled, stripeID: line.stripeID ?? "",

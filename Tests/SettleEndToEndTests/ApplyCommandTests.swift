@@ -248,4 +248,29 @@ import Testing
             #expect(data.range(of: Data(testKey.utf8)) == nil, "the key is in \(name)")
         }
     }
+
+    @Test func revokedKeyStopsTheRunWithoutFailingLines() throws {
+        let setup = try Setup()
+        let revoked = "sk_test_51REVOKEDsettleKEY"
+        try setup.sandbox.configure(#"{"revoked_keys": ["sk_test_51REVOKEDsettleKEY"]}"#)
+        let input = try Self.export(orders: 6, in: setup.folder)
+        let refused = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "refused"),
+            environment: ["STRIPE_API_KEY": revoked])
+        #expect(refused.status == 78)
+        #expect(refused.stderr.contains("refused the API key"))
+        #expect(!refused.stderr.contains("REVOKED"))
+        #expect(try setup.sandbox.effects().isEmpty)
+        // No line is failed or rejected for it: they all wait for a good key.
+        #expect(
+            setup.results("refused").allSatisfy {
+                $0[8] == "unknown" || $0[8] == "failed" && $0[11] == "api_key_expired"
+            })
+        let retried = try setup.run([input], out: "retried")
+        #expect(retried.status == 0, "\(retried.stderr)")
+        #expect(
+            setup.results("retried").allSatisfy { $0[8] == "settled" },
+            "\(setup.results("retried").map { $0[8] + " " + $0[12] })")
+        try Self.expectPaidExactlyOnce(setup.sandbox, transfers: Self.transferTotal(6), payouts: 6 * 250)
+    }
 }
