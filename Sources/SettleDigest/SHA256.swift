@@ -27,6 +27,14 @@ public final class SHA256: @unchecked Sendable {
         text.withUTF8 { update(UnsafeRawBufferPointer($0)) }
     }
 
+    /// The 32 bytes of the digest; ends this hashing (call ``reset()`` to start again).
+    public func digest() -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &digest, &length)
+        return digest
+    }
+
     /// The digest so far as 64 lowercase hex digits; hashing may go on afterwards.
     public func hexDigest() -> String {
         let copy = EVP_MD_CTX_new()

@@ -19,10 +19,10 @@ public enum InstructionsFile {
         var json = JSONBytes(out: out)
         out = []
         json.open()
-        json.key("id"); json.string(instruction.id)
+        json.key("id"); json.instructionID(instruction)
         json.key("kind"); json.string(instruction.kind.name)
         json.key("method"); json.string("POST")
-        json.key("path"); json.string(instruction.path)
+        json.key("path"); json.string(instruction.path(batch))
         json.key("idempotency_key"); json.string(instruction.idempotencyKey)
         json.key("stripe_context"); json.null()
         json.key("params")
@@ -82,7 +82,7 @@ public enum InstructionsFile {
                 json.key("transfer_group"); json.symbol(instruction.group, batch)
             }
             if let description { json.key("description"); json.string(description) }
-            json.key(settleParam); json.string(instruction.id)
+            json.key(settleParam); json.instructionID(instruction)
             for (key, value) in metadata where key != settleKey {
                 json.key("metadata[\(key)]"); json.string(value)
             }
@@ -111,7 +111,7 @@ public enum InstructionsFile {
             if let description { json.key("description"); json.string(description) }
             json.key("metadata")
             json.open()
-            json.key("settle_instruction"); json.string(instruction.id)
+            json.key("settle_instruction"); json.instructionID(instruction)
             for (key, value) in metadata where key != settleKey {
                 json.key(key); json.string(value)
             }
@@ -178,6 +178,13 @@ struct JSONBytes {
     }
 
     mutating func string(_ value: String) { separator(); JSON.appendString(value, to: &out) }
+
+    mutating func instructionID(_ instruction: Instruction) {
+        separator()
+        out.append(UInt8(ascii: "\""))
+        instruction.appendID(to: &out)
+        out.append(UInt8(ascii: "\""))
+    }
     mutating func null() { separator(); out.append(contentsOf: "null".utf8) }
     mutating func int(_ value: Int64) { separator(); MinorUnits.appendDecimal(value, to: &out) }
 

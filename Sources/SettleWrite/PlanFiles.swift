@@ -160,7 +160,7 @@ public enum ResultsFile {
                 out.append(contentsOf: line.status.name.utf8)
                 out.append(0x2C)
                 let instruction = plan.instructionOfLine[index]
-                if instruction >= 0 { out.append(contentsOf: plan.instructions[Int(instruction)].id.utf8) }
+                if instruction >= 0 { plan.instructions[Int(instruction)].appendID(to: &out) }
                 out.append(0x2C)
                 if let stripeID = plan.knownStripeIDs[index] {
                     CSVField.append(stripeID, to: &out, guardFormula: true)

@@ -15,15 +15,17 @@ public struct Instruction: Sendable {
     }
 
     public var kind: Kind
-    /// Deterministic id (`ins_…`): see ``InstructionID``.
-    public var id: String = ""
+    /// The deterministic id's 96 bits (see ``InstructionID``), kept as integers so that
+    /// millions of instructions hold no heap string.
+    public var digestHigh: UInt64 = 0
+    public var digestLow: UInt32 = 0
     /// The group; ``Symbol/none`` for a payout aggregated across orders.
     public var group: Symbol
     /// Destination (transfer, reversal) or recipient (payout).
     public var payee: Symbol
     public var charge: Symbol = .none
     /// For a reversal: the transfer it reverses.
-    public var target: String = ""
+    public var target: Symbol = .none
     public var payoutMethod: Symbol = .none
     public var currency: Currency
     public var amount: Int64 = 0
@@ -42,14 +44,40 @@ public struct Instruction: Sendable {
         self.currency = currency
     }
 
+    /// The deterministic id: `ins_` + 24 hex digits.
+    public var id: String {
+        var bytes: [UInt8] = []
+        appendID(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the id to a byte buffer (the writers' hot path).
+    @inline(__always)
+    public func appendID(to out: inout [UInt8]) {
+        out.append(contentsOf: [UInt8(ascii: "i"), UInt8(ascii: "n"), UInt8(ascii: "s"), UInt8(ascii: "_")])
+        for shift in stride(from: 60, through: 0, by: -4) {
+            out.append(Instruction.hexDigit(digestHigh >> UInt64(shift)))
+        }
+        for shift in stride(from: 28, through: 0, by: -4) {
+            out.append(Instruction.hexDigit(UInt64(digestLow) >> UInt64(shift)))
+        }
+    }
+
+    @inline(__always)
+    static func hexDigit(_ value: UInt64) -> UInt8 {
+        let nibble = UInt8(value & 0xf)
+        return nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+    }
+
     /// `settle-<id>-a<attempt>`: the root is the instruction id, so a retry of the same attempt
     /// can never create a second object, and a deliberate re-send after a refusal gets a new key.
     public var idempotencyKey: String { "settle-\(id)-a\(attempt)" }
 
-    public var path: String {
+    /// The API path; a reversal names its transfer.
+    public func path(_ batch: Batch) -> String {
         switch kind {
         case .transfer: "/v1/transfers"
-        case .reversal: "/v1/transfers/\(target)/reversals"
+        case .reversal: "/v1/transfers/\(batch.text(target))/reversals"
         case .payout: "/v2/money_management/outbound_payments"
         }
     }
@@ -62,7 +90,7 @@ public enum InstructionID {
     static func make(
         _ instruction: Instruction, lines: ArraySlice<Int32>, batch: Batch, hasher: SHA256,
         scratch: inout [UInt8]
-    ) -> String {
+    ) -> (UInt64, UInt32) {
         scratch.removeAll(keepingCapacity: true)
         let newline: UInt8 = 0x0A
         scratch.append(contentsOf: instruction.kind.name.utf8)
@@ -72,7 +100,7 @@ public enum InstructionID {
         batch.symbols.withBytes(instruction.payee) { scratch.append(contentsOf: $0) }
         scratch.append(newline)
         if instruction.kind == .reversal {
-            scratch.append(contentsOf: instruction.target.utf8)
+            batch.symbols.withBytes(instruction.target) { scratch.append(contentsOf: $0) }
         } else {
             batch.symbols.withBytes(instruction.charge) { scratch.append(contentsOf: $0) }
         }
@@ -95,7 +123,12 @@ public enum InstructionID {
         }
         hasher.reset()
         scratch.withUnsafeBytes { hasher.update($0) }
-        return "ins_" + hasher.hexDigest().prefix(24)
+        let digest = hasher.digest()
+        var high: UInt64 = 0
+        for index in 0..<8 { high = high << 8 | UInt64(digest[index]) }
+        var low: UInt32 = 0
+        for index in 8..<12 { low = low << 8 | UInt32(digest[index]) }
+        return (high, low)
     }
 }
 

@@ -343,7 +343,7 @@ public struct Planner {
                     var instruction = Instruction(
                         kind: .reversal, group: line.group, payee: line.payee,
                         currency: line.currency)
-                    instruction.target = batch.text(line.transfer)
+                    instruction.target = line.transfer
                     instruction.amount = line.amount
                     scratch.reversalMembers.append((Int32(scratch.reversals.count), index))
                     scratch.reversals.append(instruction)
@@ -389,7 +389,7 @@ public struct Planner {
             } else {
                 var instruction = Instruction(
                     kind: .reversal, group: line.group, payee: line.payee, currency: line.currency)
-                instruction.target = recorded.stripeID
+                instruction.target = batch.symbols.intern(recorded.stripeID)
                 instruction.amount = line.amount
                 slot = scratch.reversals.count
                 ledgerReversalSlot[recorded.stripeID] = slot
@@ -490,7 +490,8 @@ public struct Planner {
         // A group rejected after this instruction was formed (a later reversal) drops it.
         if lines.contains(where: { batch.lines[Int($0)].status != .planned }) { return }
         var instruction = instruction
-        instruction.id = InstructionID.make(instruction, lines: lines, batch: batch, hasher: hasher, scratch: &scratch)
+        (instruction.digestHigh, instruction.digestLow) = InstructionID.make(
+            instruction, lines: lines, batch: batch, hasher: hasher, scratch: &scratch)
         instruction.attempt = (history?.attempts(instruction: instruction.id) ?? 0) + 1
         instruction.linesStart = plan.instructionLines.count
         instruction.linesCount = lines.count

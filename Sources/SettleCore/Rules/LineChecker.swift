@@ -21,6 +21,12 @@ public final class LineChecker: RecordSink {
         self.platformCountry = options.platformCountry.uppercased()
     }
 
+    /// Reserves room for about this many lines, so the line table does not double (and copy)
+    /// its way up: untouched pages of a large reservation cost no memory.
+    public func reserve(lines: Int) {
+        batch.lines.reserveCapacity(batch.lines.count + max(0, min(lines, 200_000_000)))
+    }
+
     public func beginFile(name: String, layout: FileLayout) -> Int {
         batch.files.append(Batch.InputFile(name: name, layout: layout))
         fileStarts.append(batch.lines.count)
