@@ -27,6 +27,12 @@ struct PlanOutputs {
         let layout = CorrectionLayout(files: batch.files)
         let records = SpoolRecords(folder: folder)
         do {
+            // instructions.jsonl is the largest file: it is written on the second core while
+            // this thread writes the others (the plan is only read from here on).
+            let instructionsPath = path("instructions.jsonl")
+            let instructionsJob = BackgroundJob { () throws(WriteFailure) in
+                try InstructionsFile.write(path: instructionsPath, plan: plan)
+            }
             let results = try ResultsFile.write(path: path("results.csv"), plan: plan)
             written.files.append(("results.csv", results.sha256, results.rows))
             for (name, status) in [("errors.csv", LineStatus.rejected), ("deferred.csv", LineStatus.deferred)] {
@@ -39,11 +45,11 @@ struct PlanOutputs {
                 let file = try CorrectionFile.write(path: path(name), layout: layout, rows: rows, records: records)
                 written.files.append((name, file.sha256, file.rows))
             }
-            let instructions = try InstructionsFile.write(path: path("instructions.jsonl"), plan: plan)
-            written.files.append(("instructions.jsonl", instructions.sha256, instructions.rows))
             let summary = try sums.write(path: path("summary.csv"))
-            written.files.append(("summary.csv", summary.sha256, summary.rows))
             let index = try LineIndex.write(path: path(LineIndex.name), plan: plan)
+            let instructions = try instructionsJob.wait()
+            written.files.append(("instructions.jsonl", instructions.sha256, instructions.rows))
+            written.files.append(("summary.csv", summary.sha256, summary.rows))
             written.files.append((LineIndex.name, index.sha256, index.rows))
             let manifest = PlanOutputs.manifest(
                 plan: plan, inputs: inputs, layout: layout, sums: sums,
@@ -164,5 +170,29 @@ struct PlanOutputs {
             ("correction_columns", .array(layout.names.map(JSON.string))),
             ("exit_status", .int(Int64(written.exit.rawValue))),
         ])
+    }
+}
+
+/// Runs a piece of work on its own thread; `wait()` returns its result or rethrows its error.
+final class BackgroundJob<Value: Sendable, Failure: Error>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<Value, Failure>?
+
+    init(_ work: @escaping @Sendable () throws(Failure) -> Value) {
+        let thread = Thread { [self] in
+            do throws(Failure) {
+                result = .success(try work())
+            } catch {
+                result = .failure(error)
+            }
+            done.signal()
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    func wait() throws(Failure) -> Value {
+        done.wait()
+        return try result!.get()
     }
 }

@@ -35,14 +35,7 @@ struct SettleProcess {
         _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:],
         in directory: URL = root
     ) throws -> Outcome {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        var env = ProcessInfo.processInfo.environment
-        env.removeValue(forKey: "STRIPE_API_KEY")
-        env.merge(environment) { $1 }
-        process.environment = env
+        let process = prepare(arguments, environment: environment, in: directory)
         // Output goes to files, so a chatty child never blocks on a full pipe.
         let scratch = temporaryFolder()
         let outURL = scratch.appendingPathComponent("stdout")
@@ -71,18 +64,24 @@ struct SettleProcess {
 
     /// Starts the binary without waiting (its output goes to /dev/null): for kill tests.
     static func start(_ arguments: [String], environment: [String: String] = [:]) throws -> Process {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        process.currentDirectoryURL = root
-        var env = ProcessInfo.processInfo.environment
-        env.removeValue(forKey: "STRIPE_API_KEY")
-        env.merge(environment) { $1 }
-        process.environment = env
+        let process = prepare(arguments, environment: environment, in: root)
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
         try process.run()
+        return process
+    }
+
+    /// The binary with its arguments, folder and environment (no inherited STRIPE_API_KEY).
+    static func prepare(_ arguments: [String], environment: [String: String], in directory: URL) -> Process {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "STRIPE_API_KEY")
+        env.merge(environment) { $1 }
+        process.environment = env
         return process
     }
 
