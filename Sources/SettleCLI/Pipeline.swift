@@ -106,7 +106,11 @@ struct Pipeline {
             }
             reports.append(report)
         }
-        log(.debug, "read \(checker.batch.lines.count) lines in \(Pipeline.elapsed(since: started))")
+        log(
+            .debug,
+            "read \(checker.batch.lines.count) lines in \(Pipeline.elapsed(since: started)) "
+                + "(\(MemoryLayout<OrderLine>.stride) bytes a line record, \(checker.batch.symbols.count) interned strings)"
+        )
         let planning = Date()
         let plan = Planner(options: options.ruleOptions, history: history).plan(checker.batch)
         log(.debug, "planned \(plan.instructions.count) instructions in \(Pipeline.elapsed(since: planning))")

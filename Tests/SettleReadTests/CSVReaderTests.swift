@@ -156,4 +156,30 @@ import Testing
         xml.withUnsafeBytes { #expect(InputFormat.detect($0) == .xml) }
         csv.withUnsafeBytes { #expect(InputFormat.detect($0) == .csv) }
     }
+
+    @Test func recordsSpanningChunkBoundariesAreReadWhole() throws {
+        // ~1.5 MB: every 256 KiB read boundary falls somewhere inside a record, some inside
+        // a quoted field holding a newline, a comma or an escaped quote.
+        var text = "line_id,order_id,amount,currency,destination,note\r\n"
+        for index in 1...12_000 {
+            text +=
+                "L\(index),\(index),\(index % 90 + 1).50,usd,acct_\(index),\"note \(index), \"\"quoted\"\"\nsecond line\"\r\n"
+        }
+        let path = NSTemporaryDirectory() + "chunks-\(UUID().uuidString).csv"
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let sink = RecordingSink()
+        let failure = CSVExportReader().read(
+            name: "chunks.csv", source: try ByteSource(path: path),
+            spool: try SpoolWriter(path: "/dev/null"), sink: sink)
+        #expect(failure == nil)
+        #expect(sink.records.count == 12_000)
+        #expect(sink.records.allSatisfy { $0.defect == nil && $0.fields.count == 6 })
+        #expect(
+            sink.records.last?.fields == [
+                "L12000", "12000", "31.50", "usd", "acct_12000", "note 12000, \"quoted\"\nsecond line",
+            ])
+        // Two physical lines a record, after the header.
+        #expect(sink.records.map(\.line) == (0..<12_000).map { 2 + 2 * $0 })
+    }
 }

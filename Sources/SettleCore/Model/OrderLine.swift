@@ -4,16 +4,20 @@
 /// not with their size. The original strings stay in the spool file (`spool` offsets) and
 /// are read back only for the lines that go into `errors.csv` or `deferred.csv`.
 public struct OrderLine: Sendable {
+    // Fields are declared widest first so the record packs without padding (104 bytes).
+
+    public var amount: Int64 = 0
+    /// Charge amount in minor units of the charge currency, -1 when not given.
+    public var chargeAmount: Int64 = -1
+    /// Charge fee in minor units, -1 when not given.
+    public var chargeFee: Int64 = -1
+    /// Where the original record sits in the file's spool.
+    public var spoolOffset: UInt64 = 0
+
     public var lineID: Symbol = .none
     public var orderID: Symbol = .none
     /// Group key: `transfer_group`, else `group_<payment_intent>`, else `order:<order_id>`.
     public var group: Symbol = .none
-    public var kind: LineKind = .transfer
-    public var status: LineStatus = .planned
-    public var reason: ReasonCode = .none
-    /// 2-letter country of the destination or recipient, 0 when not given.
-    public var destinationCountry: UInt16 = 0
-    public var currency: Currency = .usd
     /// Destination account (transfer, reversal) or recipient account (payout).
     public var payee: Symbol = .none
     public var payoutMethod: Symbol = .none
@@ -28,20 +32,21 @@ public struct OrderLine: Sendable {
     public var message: Int32 = -1
     /// `transfer_on` as days since 1970-01-01, `Int32.min` when not given.
     public var transferOn: Int32 = .min
-    public var file: UInt16 = 0
-    public var chargeStatus: ChargeStatus = .unknown
-    public var chargeCurrencyGiven: Bool = false
     /// Physical line (1-based) where the record starts.
     public var sourceLine: UInt32 = 0
-    public var amount: Int64 = 0
-    /// Charge amount in minor units of the charge currency, -1 when not given.
-    public var chargeAmount: Int64 = -1
-    /// Charge fee in minor units, -1 when not given.
-    public var chargeFee: Int64 = -1
-    public var chargeCurrency: Currency = .usd
-    /// Where the original record sits in the file's spool.
-    public var spoolOffset: UInt64 = 0
     public var spoolLength: UInt32 = 0
+
+    /// 2-letter country of the destination or recipient, 0 when not given.
+    public var destinationCountry: UInt16 = 0
+    public var currency: Currency = .usd
+    public var chargeCurrency: Currency = .usd
+    public var file: UInt16 = 0
+
+    public var kind: LineKind = .transfer
+    public var status: LineStatus = .planned
+    public var reason: ReasonCode = .none
+    public var chargeStatus: ChargeStatus = .unknown
+    public var chargeCurrencyGiven: Bool = false
 
     public init() {}
 }
