@@ -255,6 +255,41 @@ struct ApplyEngineTests {
         #expect(keys == ["settle-ins_old_lost-a2", "some-other-key"])
     }
 
+    @Test func payoutPastTheWindowIsFoundByRecipientBeforeAnythingIsResent() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let found = payoutInstruction("ins_pay_found", amount: 1500, account: "fa_1")
+        let lost = payoutInstruction("ins_pay_lost", amount: 2500, account: "fa_1")
+        try stageInFlight(sandbox, found)
+        try stageInFlight(sandbox, lost)
+        let made = try sandbox.stripeJSON(
+            "/v2/money_management/outbound_payments",
+            json: """
+                {"from": {"financial_account": "fa_1", "currency": "usd"},
+                 "to": {"recipient": "acct_drv", "payout_method": "pm_ap_1", "currency": "usd"},
+                 "amount": {"value": 1500, "currency": "usd"}, "delivery_options": {"speed": "instant"},
+                 "metadata": {"settle_instruction": "ins_pay_found"}}
+                """,
+            key: "an-earlier-key")
+        let madeID = try #require(made["id"] as? String)
+        #expect(madeID.hasPrefix("obp_"))
+        // 31 days later: outside the v2 idempotency window (30 days).
+        let later = Date().addingTimeInterval(31 * 24 * 3600)
+        let report = try runEngine(sandbox, [found, lost], configuration: configuration(sandbox, now: { later }))
+        #expect(report.resolved["ins_pay_found"] == .settled(stripeID: madeID))
+        #expect(report.outcomes["ins_pay_found"] == .settled(stripeID: madeID))
+        guard case .settled = report.outcomes["ins_pay_lost"] else {
+            Issue.record("\(String(describing: report.outcomes["ins_pay_lost"]))")
+            return
+        }
+        let effects = try sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(effects.compactMap { $0["amount"] as? Int }.sorted() == [1500, 2500])
+        #expect(
+            effects.compactMap { $0["idempotency_key"] as? String }.sorted() == [
+                "an-earlier-key", "settle-ins_pay_lost-a2",
+            ])
+    }
+
     @Test func missingFinancialAccountStopsBeforeAnythingIsSent() throws {
         let sandbox = try Sandbox()
         try sandbox.seed()

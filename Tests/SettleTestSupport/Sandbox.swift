@@ -82,6 +82,19 @@ public final class Sandbox {
         return (try JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
     }
 
+    /// A raw v2 Stripe call with a JSON body (to stage what a crashed run had sent).
+    public func stripeJSON(_ path: String, json: String, key: String) throws -> [String: Any] {
+        let request = HTTPRequest(
+            method: "POST", url: base + path,
+            headers: [
+                ("Authorization", "Bearer \(testKey)"), ("Content-Type", "application/json"), ("Idempotency-Key", key),
+                ("Stripe-Version", "2026-11-18.preview"),
+            ],
+            body: Array(json.utf8))
+        guard case .response(let response) = client.perform(request) else { throw SandboxError.badAnswer(path) }
+        return (try JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
+    }
+
     public func seed(_ fixtures: String = Sandbox.standardFixtures) throws {
         try control("POST", "/_sandbox/fixtures", json: fixtures)
     }
