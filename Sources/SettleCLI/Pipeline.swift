@@ -76,7 +76,9 @@ struct Pipeline {
                         progress.update(bytes: $0, lines: checker.batch.lines.count - before)
                     }
                 case .xml:
-                    failure = XMLInput.read(name: name, source: source, spool: spool, sink: checker)
+                    failure = XMLInput.read(name: name, source: source, spool: spool, sink: checker) {
+                        progress.update(bytes: source.bytesRead, lines: checker.batch.lines.count - before)
+                    }
                 }
                 progress.finish()
                 if failure != nil, checker.batch.files.count > reports.count,
@@ -126,9 +128,15 @@ extension Pipeline {
 
 /// XML inputs: the streaming reader, validated against schemas/order-export.xsd as it goes.
 enum XMLInput {
-    static func read(name: String, source: ByteSource, spool: SpoolWriter, sink: LineChecker) -> ReadFailure? {
+    static func read(
+        name: String, source: ByteSource, spool: SpoolWriter, sink: LineChecker, progress: () -> Void
+    ) -> ReadFailure? {
         let reader = XMLExportReader()
-        guard let report = reader.read(name: name, next: { try source.next() }, spool: spool, sink: sink) else {
+        let next = { () throws -> UnsafeRawBufferPointer? in
+            progress()
+            return try source.next()
+        }
+        guard let report = reader.read(name: name, next: next, spool: spool, sink: sink) else {
             return nil
         }
         return ReadFailure(code: report.code, message: report.message, position: "\(name):\(report.line)")
