@@ -1,4 +1,5 @@
 import CZlib
+import Foundation
 import Glibc
 public import SettleCore
 import SettleDigest
@@ -20,7 +21,11 @@ public struct ReadFailure: FileRejectionError, Sendable {
 /// Streams the bytes of one input: a file or standard input, decompressed when gzip.
 ///
 /// Buffers are reused (256 KiB in and out); nothing holds the whole input.
-public final class ByteSource {
+///
+/// Threads: for gzip, once the first chunk is asked for, the file, zlib and the checksum are
+/// used only by the inflating thread; the reader's thread sees them again after
+/// ``finishReading()`` has joined it. That discipline is why this is `@unchecked Sendable`.
+public final class ByteSource: @unchecked Sendable {
     public static let chunkSize = 256 * 1024
 
     private let descriptor: Int32
@@ -36,10 +41,14 @@ public final class ByteSource {
     private let hasher = SHA256()
     /// SHA-256 of the input's bytes as stored (compressed for gzip); complete once read to the end.
     public func sha256() -> String {
-        hasher.hexDigest()
+        finishReading()
+        return hasher.hexDigest()
     }
-    /// Bytes of the input file read so far (compressed bytes for gzip).
-    public private(set) var bytesRead: UInt64 = 0
+    /// Bytes of the input file read by the thread that reads it (compressed bytes for gzip).
+    private var rawBytesRead: UInt64 = 0
+    /// Bytes of the input file read so far, as far as the chunks handed out go.
+    public var bytesRead: UInt64 { prefetch == nil ? rawBytesRead : visibleBytesRead }
+    private var visibleBytesRead: UInt64 = 0
     /// Decompressed bytes handed out so far.
     public private(set) var bytesProduced: UInt64 = 0
     /// Whether the input starts with the gzip magic bytes and is being decompressed.
@@ -80,6 +89,7 @@ public final class ByteSource {
     }
 
     deinit {
+        prefetch?.pool.forEach { $0.deallocate() }
         if inflating { inflateEnd(&stream) }
         raw.deallocate()
         inflated.deallocate()
@@ -124,7 +134,112 @@ public final class ByteSource {
             try fillRaw()
             return rawEnd > 0 ? try produce() : nil
         }
-        return try inflateNext()
+        return try prefetched()
+    }
+
+    // MARK: - Inflating on the second core
+
+    /// gzip inputs are inflated on their own thread, a few chunks ahead of the parser, so
+    /// decompression and parsing use both cores.
+    private final class Prefetch: @unchecked Sendable {
+        static let depth = 4
+        let pool: [UnsafeMutableRawBufferPointer] = (0..<depth).map { _ in
+            .allocate(byteCount: ByteSource.chunkSize, alignment: 16)
+        }
+        let lock = NSLock()
+        // Guarded by `lock`.
+        var ready: [(index: Int, count: Int, bytesRead: UInt64)] = []
+        var freeIndices = Array(0..<depth)
+        var ended = false
+        var failure: ReadFailure?
+        var finalBytesRead: UInt64 = 0
+        var cancelled = false
+        // Counting: chunks ready to read, buffers free to fill; `exited` once the thread is done.
+        // All start at 0 (libdispatch traps when a semaphore is freed below its initial value).
+        let filled = DispatchSemaphore(value: 0)
+        let free = DispatchSemaphore(value: 0)
+        let exited = DispatchSemaphore(value: 0)
+
+        init() {
+            for _ in 0..<Prefetch.depth { free.signal() }
+        }
+    }
+
+    private var prefetch: Prefetch?
+    private var heldIndex: Int?
+    private var prefetchDone = false
+    private var joined = false
+
+    private func prefetched() throws(ReadFailure) -> UnsafeRawBufferPointer? {
+        if prefetch == nil { startPrefetch() }
+        let state = prefetch!
+        if let held = heldIndex {
+            state.lock.withLock { state.freeIndices.append(held) }
+            state.free.signal()
+            heldIndex = nil
+        }
+        if prefetchDone { return nil }
+        state.filled.wait()
+        let item = state.lock.withLock { state.ready.isEmpty ? nil : state.ready.removeFirst() }
+        guard let item else {
+            prefetchDone = true
+            let (failure, total) = state.lock.withLock { (state.failure, state.finalBytesRead) }
+            visibleBytesRead = total
+            if let failure { throw failure }
+            return nil
+        }
+        heldIndex = item.index
+        visibleBytesRead = item.bytesRead
+        bytesProduced += UInt64(item.count)
+        return UnsafeRawBufferPointer(rebasing: state.pool[item.index][0..<item.count])
+    }
+
+    private func startPrefetch() {
+        let state = Prefetch()
+        prefetch = state
+        let thread = Thread { [self] in
+            while true {
+                state.free.wait()
+                if state.lock.withLock({ state.cancelled }) { break }
+                let chunk: UnsafeRawBufferPointer?
+                do throws(ReadFailure) {
+                    chunk = try self.inflateNext()
+                } catch {
+                    state.lock.withLock {
+                        state.failure = error
+                        state.ended = true
+                        state.finalBytesRead = self.rawBytesRead
+                    }
+                    state.filled.signal()
+                    break
+                }
+                guard let chunk else {
+                    state.lock.withLock {
+                        state.ended = true
+                        state.finalBytesRead = self.rawBytesRead
+                    }
+                    state.filled.signal()
+                    break
+                }
+                let index = state.lock.withLock { state.freeIndices.removeLast() }
+                state.pool[index].baseAddress!.copyMemory(from: chunk.baseAddress!, byteCount: chunk.count)
+                state.lock.withLock { state.ready.append((index, chunk.count, self.rawBytesRead)) }
+                state.filled.signal()
+            }
+            state.exited.signal()
+        }
+        thread.start()
+    }
+
+    /// Stops the inflating thread (when a reader stopped early) and waits for it, so the
+    /// checksum and byte counts are final. Idempotent.
+    public func finishReading() {
+        guard let state = prefetch, !joined else { return }
+        joined = true
+        state.lock.withLock { state.cancelled = true }
+        state.free.signal()
+        state.exited.wait()
+        visibleBytesRead = rawBytesRead
     }
 
     private func fillRaw() throws(ReadFailure) {
@@ -138,7 +253,7 @@ public final class ByteSource {
                 if errno == EINTR { continue }
                 throw ReadFailure(
                     code: .unreadable, message: "read failed: \(String(cString: strerror(errno)))",
-                    position: "byte \(bytesRead)")
+                    position: "byte \(rawBytesRead)")
             }
             if count == 0 {
                 rawEOF = true
@@ -146,7 +261,7 @@ public final class ByteSource {
             }
             hasher.update(UnsafeRawBufferPointer(rebasing: raw[rawEnd..<rawEnd + count]))
             rawEnd += count
-            bytesRead += UInt64(count)
+            rawBytesRead += UInt64(count)
             if rawEnd - rawStart >= 2 { return }
         }
     }
@@ -159,7 +274,7 @@ public final class ByteSource {
                         throw ReadFailure(
                             code: .gzipTruncated,
                             message: "the gzip stream ends in the middle of a member (truncated file)",
-                            position: "byte \(bytesRead)")
+                            position: "byte \(rawBytesRead)")
                     }
                     return nil
                 }
@@ -181,7 +296,7 @@ public final class ByteSource {
                     }
                     throw ReadFailure(
                         code: .gzipCorrupt, message: "bytes after the gzip stream are not a gzip member",
-                        position: "byte \(bytesRead - UInt64(rawEnd - rawStart))")
+                        position: "byte \(rawBytesRead - UInt64(rawEnd - rawStart))")
                 }
                 if !inflating {
                     stream = z_stream()
@@ -212,7 +327,7 @@ public final class ByteSource {
                 let code: FileRejection = .gzipCorrupt
                 throw ReadFailure(
                     code: code, message: "gzip data is corrupt: \(detail)",
-                    position: "byte \(bytesRead - UInt64(rawEnd - rawStart))")
+                    position: "byte \(rawBytesRead - UInt64(rawEnd - rawStart))")
             }
             if produced > 0 {
                 bytesProduced += UInt64(produced)
@@ -222,7 +337,7 @@ public final class ByteSource {
                 throw ReadFailure(
                     code: .gzipTruncated,
                     message: "the gzip stream ends in the middle of a member (truncated file)",
-                    position: "byte \(bytesRead)")
+                    position: "byte \(rawBytesRead)")
             }
         }
     }
