@@ -63,8 +63,7 @@ struct Applier {
             throw CommandFailure(.linesRejected, "\(folder)/instructions.jsonl: \(error)")
         }
         let log = self.log
-        let terminal = options.progress == "on" || (options.progress == "auto" && isatty(2) == 1)
-        let quiet = options.progress == "off"
+        let progressMode = options.progressMode
         let configuration = ApplyConfiguration(
             apiBase: options.apiBase, apiKey: key,
             stripeVersion: options.stripeVersion ?? ApplyConfiguration.pinnedStripeVersion,
@@ -75,7 +74,7 @@ struct Applier {
                     [.debug: .debug, .info: .info, .warning: .warning, .error: .error][level] ?? .info
                 log(mapped, message)
             },
-            progress: ApplyProgressPrinter(terminal: terminal, quiet: quiet, log: log).callAsFunction)
+            progress: ApplyProgressPrinter(mode: progressMode, log: log).callAsFunction)
         let report: ApplyReport
         do {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
@@ -93,7 +92,7 @@ struct Applier {
             case .transport(let message): throw CommandFailure(.tryAgain, "HTTP: \(message)")
             }
         }
-        if terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+        if progressMode == .terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
         let exit = try plan.rewrite(
             outcomes: report.outcomes, ledger: ledger, report: report, mode: mode, options: options)
         log(
@@ -111,26 +110,24 @@ struct Applier {
 
 /// Apply progress: a live line on a terminal, a log line every 30 s otherwise.
 final class ApplyProgressPrinter: @unchecked Sendable {
-    let terminal: Bool
-    let quiet: Bool
+    let mode: Progress.Mode
     let log: Log
     private let started = Date()
     private var last = Date.distantPast
     private let lock = NSLock()
 
-    init(terminal: Bool, quiet: Bool, log: Log) {
-        self.terminal = terminal
-        self.quiet = quiet
+    init(mode: Progress.Mode, log: Log) {
+        self.mode = mode
         self.log = log
     }
 
     func callAsFunction(_ progress: ApplyProgress) {
-        guard !quiet else { return }
+        guard mode != .off else { return }
         lock.lock()
         defer { lock.unlock() }
         let now = Date()
         let finished = progress.done == progress.total
-        guard finished || now.timeIntervalSince(last) >= (terminal ? 0.25 : 30) else { return }
+        guard finished || now.timeIntervalSince(last) >= (mode == .terminal ? 0.25 : 30) else { return }
         last = now
         let seconds = max(0.001, now.timeIntervalSince(started))
         let rate = Double(progress.done) / seconds
@@ -138,7 +135,7 @@ final class ApplyProgressPrinter: @unchecked Sendable {
         if rate > 0, progress.done < progress.total {
             text += ", ETA \(Int(Double(progress.total - progress.done) / rate)) s"
         }
-        if terminal {
+        if mode == .terminal {
             FileHandle.standardError.write(Data("\r\(text)   ".utf8))
         } else {
             log(.info, text)

@@ -1,4 +1,5 @@
 import Foundation
+import SettleWrite
 
 /// Log lines on standard error, as text or JSON, never carrying a secret.
 final class Log: @unchecked Sendable {
@@ -18,12 +19,12 @@ final class Log: @unchecked Sendable {
         if json {
             var out: [UInt8] = []
             out.append(contentsOf: "{\"time\":\"\(Log.timestamp())\",\"level\":\"\(name)\",\"message\":".utf8)
-            Log.appendJSONString(message, &out)
+            JSON.appendString(message, to: &out)
             for (key, value) in fields {
                 out.append(UInt8(ascii: ","))
-                Log.appendJSONString(key, &out)
+                JSON.appendString(key, to: &out)
                 out.append(UInt8(ascii: ":"))
-                Log.appendJSONString(value, &out)
+                JSON.appendString(value, to: &out)
             }
             out.append(contentsOf: "}\n".utf8)
             line = String(decoding: out, as: UTF8.self)
@@ -40,17 +41,4 @@ final class Log: @unchecked Sendable {
         return formatter.string(from: Date())
     }
 
-    static func appendJSONString(_ text: String, _ out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out.append(contentsOf: "\\\"".utf8)
-            case "\\": out.append(contentsOf: "\\\\".utf8)
-            case "\n": out.append(contentsOf: "\\n".utf8)
-            case _ where scalar.value < 0x20: out.append(contentsOf: String(format: "\\u%04x", scalar.value).utf8)
-            default: out.append(contentsOf: String(scalar).utf8)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
-    }
 }

@@ -172,6 +172,13 @@ struct Options {
         }
     }
 
+    /// How progress is shown: `off`; a live line with `on`, or with `auto` on a terminal;
+    /// otherwise a log line now and then.
+    var progressMode: Progress.Mode {
+        if progress == "off" { return .off }
+        return progress == "on" || isatty(2) == 1 ? .terminal : .logLines
+    }
+
     var ruleOptions: RuleOptions {
         var rules = RuleOptions(asOf: asOf ?? CivilDate.day(fromUnixSeconds: Int(Date().timeIntervalSince1970)))
         rules.platformCountry = platformCountry

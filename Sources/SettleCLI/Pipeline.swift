@@ -41,11 +41,7 @@ struct Pipeline {
             })
         let csv = CSVExportReader(aliases: options.columns)
         var reports: [InputReport] = []
-        let progress = Progress(
-            options.progress == "off"
-                ? .off
-                : options.progress == "on" || isatty(2) == 1 ? .terminal : .logLines,
-            log: log)
+        let progress = Progress(options.progressMode, log: log)
         for (position, source) in sources.enumerated() {
             let path = options.inputs[position]
             let name = path == "-" ? "stdin" : path

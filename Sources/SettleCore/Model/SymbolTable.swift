@@ -57,22 +57,6 @@ public final class SymbolTable: @unchecked Sendable {
         return text.withUTF8 { intern(UnsafeRawBufferPointer($0)) }
     }
 
-    /// The symbol for these bytes if it was interned, without adding it.
-    public func lookup(_ text: String) -> Symbol? {
-        var text = text
-        return text.withUTF8 { buffer -> Symbol? in
-            let bytes = UnsafeRawBufferPointer(buffer)
-            if bytes.isEmpty { return Symbol.none }
-            var slot = SymbolTable.hash(bytes) & mask
-            while true {
-                let candidate = slots[slot]
-                if candidate == 0 { return nil }
-                if equals(Int(candidate), bytes) { return Symbol(raw: candidate) }
-                slot = (slot + 1) & mask
-            }
-        }
-    }
-
     /// The text of a symbol (empty for ``Symbol/none``).
     public func string(_ symbol: Symbol) -> String {
         let index = Int(symbol.raw)
@@ -92,9 +76,6 @@ public final class SymbolTable: @unchecked Sendable {
             body(UnsafeRawBufferPointer(rebasing: $0[start..<start + Int(lengths[index])]))
         }
     }
-
-    /// Length in bytes of a symbol's text.
-    public func length(_ symbol: Symbol) -> Int { Int(lengths[Int(symbol.raw)]) }
 
     private func equals(_ index: Int, _ bytes: UnsafeRawBufferPointer) -> Bool {
         guard Int(lengths[index]) == bytes.count else { return false }
