@@ -55,14 +55,20 @@ public final class Batch: @unchecked Sendable {
 
     /// Sets a line's status with a specific message.
     public func set(_ index: Int, _ status: LineStatus, _ reason: ReasonCode, _ message: String? = nil) {
+        set(index, status, reason, message: message.map(addMessage) ?? -1)
+    }
+
+    /// Sets a line's status with a message already stored (shared by the lines of a group).
+    public func set(_ index: Int, _ status: LineStatus, _ reason: ReasonCode, message: Int32) {
         lines[index].status = status
         lines[index].reason = reason
-        if let message {
-            lines[index].message = Int32(messages.count)
-            messages.append(message)
-        } else {
-            lines[index].message = -1
-        }
+        lines[index].message = message
+    }
+
+    /// Stores a human reason once; lines refer to it by index.
+    public func addMessage(_ text: String) -> Int32 {
+        messages.append(text)
+        return Int32(messages.count - 1)
     }
 
     /// The payee shown in results: destination, recipient, or a reversal's transfer.

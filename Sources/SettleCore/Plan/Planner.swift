@@ -247,8 +247,9 @@ public struct Planner {
         if group.contains(where: { isPending(batch.lines[Int($0)], batch, charges) }) {
             let charge = group.lazy.map { batch.lines[Int($0)].charge }.first { !$0.isNone }
             let name = charge.map { "charge \(batch.text($0))" } ?? "the order's charge"
+            let message = batch.addMessage("\(name) has not succeeded yet; the line waits for it")
             for index in group where batch.lines[Int(index)].status == .planned {
-                batch.set(Int(index), .deferred, .chargePending, "\(name) has not succeeded yet; the line waits for it")
+                batch.set(Int(index), .deferred, .chargePending, message: message)
             }
             return
         }
@@ -266,12 +267,13 @@ public struct Planner {
     private func rejectGroup(_ batch: Batch, group: ArraySlice<Int32>) {
         let culprit = group.first { batch.lines[Int($0)].status == .rejected }!
         let culpritLine = batch.lines[Int(culprit)]
-        let message =
+        let message = batch.addMessage(
             "line \(batch.text(culpritLine.lineID)) of group \(batch.text(culpritLine.group)) was rejected (\(culpritLine.reason.code)); the group moves together or not at all"
+        )
         for index in group {
             let status = batch.lines[Int(index)].status
             if status == .planned || status == .deferred {
-                batch.set(Int(index), .rejected, .groupRejected, message)
+                batch.set(Int(index), .rejected, .groupRejected, message: message)
             }
         }
     }
