@@ -4,7 +4,9 @@
 # `settle run` both sample exports against it into out/, then show what happened.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rm -rf out out-ledger.sqlite out-ledger.sqlite-wal out-ledger.sqlite-shm out-ledger.sqlite.lock
+rm -rf out out-again out-ledger.sqlite out-ledger.sqlite-wal out-ledger.sqlite-shm out-ledger.sqlite.lock out-ledger.sqlite.mark
+# A ledger is created explicitly, never by accident (README, exactly once).
+.build/release/settle ledger init --ledger out-ledger.sqlite
 port_file=$(mktemp)
 python3 sandbox/stripe_sandbox.py --port 0 --port-file "$port_file" --fixtures sandbox/fixtures/samples.json --quiet &
 sandbox=$!

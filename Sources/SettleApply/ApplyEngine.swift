@@ -1,15 +1,21 @@
 import Foundation
+import SettleCore
 import SettleHTTP
 public import SettleLedger
 
 /// Executes a plan against Stripe exactly once.
 ///
 /// A run (1) resolves every instruction the ledger holds as in flight or unknown, from
-/// this or an earlier run: inside Stripe's idempotency window it re-sends the stored
-/// request with the same key, otherwise (or when that tells nothing) it looks the object
-/// up by `metadata[settle_instruction]`; (2) skips what the ledger already settled;
-/// (3) checks payout methods and named charges; (4) sends the rest, recording each batch
-/// as in flight in the ledger before the requests leave and each outcome as it arrives.
+/// this or an earlier run: it looks the object up by `metadata[settle_instruction]` first,
+/// and only when Stripe's list proves it absent re-sends the stored request under the same
+/// idempotency key (so no clock, local or Stripe's, decides anything); (2) skips what the
+/// ledger already settled; (3) for a plan made offline, checks the payout methods and
+/// charges it depends on, and refuses the whole plan when one is refused; (4) sends the
+/// rest, recording each batch as in flight in the ledger before the requests leave and
+/// each outcome as it arrives.
+///
+/// Once a request may have reached Stripe, only Stripe's answer about that object settles
+/// it: a replay under the same key, or a look-up (``CreateVerdict``).
 ///
 /// Use one engine from one thread.
 public final class ApplyEngine {
@@ -28,17 +34,17 @@ public final class ApplyEngine {
     private var keyRefused: String?
     private var stopSending: (() -> Void)?
 
-    private func noteKeyRefused(_ response: HTTPResponse) {
+    /// Notes that Stripe refused the key (401/403 on any call) and stops every phase.
+    private func noteKeyRefused(_ outcome: HTTPOutcome?) {
+        guard case .response(let response)? = outcome, response.status == 401 || response.status == 403 else {
+            return
+        }
         guard keyRefused == nil else { return }
         let (code, message) = StripeAPI.error(response)
-        keyRefused = "Stripe refused the API key (HTTP 401, \(code)): \(message)"
+        keyRefused = "Stripe refused the API key (HTTP \(response.status), \(code)): \(message)"
         log(.error, keyRefused!)
+        stopSending?()
     }
-
-    /// Stripe keeps v1 keys at least 24 h and v2 keys 30 days; an hour's margin
-    /// keeps settle from re-sending a key Stripe may just have forgotten.
-    static let v1Window: TimeInterval = 23 * 3600
-    static let v2Window: TimeInterval = 29 * 24 * 3600
 
     /// - Throws: ``ApplyError/configuration(_:)`` for an API base that is not https (or
     ///   http on loopback) or a read-only ledger; ``ApplyError/transport(_:)`` when libcurl
@@ -64,10 +70,14 @@ public final class ApplyEngine {
 
     /// Runs the plan; see the type's documentation for the order of work.
     ///
+    /// - Parameter checkFacts: look up the payout methods and charges the plan depends on
+    ///   before sending (a plan made offline); a plan made online carries Stripe's facts.
     /// - Throws: ``ApplyError/configuration(_:)`` before anything is sent when a payout
-    ///   has no financial account; ``ApplyError/ledger(_:)`` when the ledger fails (what
-    ///   was recorded stays consistent: the next run resolves the rest).
-    public func run(_ plan: [PlannedInstruction]) throws(ApplyError) -> ApplyReport {
+    ///   has no financial account; ``ApplyError/factsRefused(_:)`` /
+    ///   ``ApplyError/factsUnavailable(_:)`` before anything of the plan is sent.
+    ///   A ledger failure during the run does not throw: the report carries it, with every
+    ///   outcome the ledger could not record reported `unknown`.
+    public func run(_ plan: [PlannedInstruction], checkFacts: Bool = true) throws(ApplyError) -> ApplyReport {
         let started = ContinuousClock.now
         outcomes = [:]
         resolved = [:]
@@ -77,20 +87,31 @@ public final class ApplyEngine {
 
         let params = try finalParameters(plan)
         try resolveUnresolved()
-        var candidates = try classify(plan)
-        candidates = preflight(candidates)
-        try send(candidates, params: params)
+        var candidates: [PlannedInstruction] = []
+        if keyRefused == nil, ledgerFailure == nil {
+            candidates = try classify(plan)
+            if checkFacts { try self.checkFacts(candidates) }
+        }
+        if keyRefused == nil, ledgerFailure == nil { send(candidates, params: params) }
 
         for instruction in plan where outcomes[instruction.id] == nil {
-            outcomes[instruction.id] = .unknown(message: "not sent: the run stopped early")
+            outcomes[instruction.id] = .notSent(reason: stopReason ?? "the run stopped before it was sent")
         }
-        if let ledgerFailure { throw .ledger(ledgerFailure) }
         var report = ApplyReport(
             outcomes: outcomes, resolved: resolved, requests: counters.requests, retries: counters.retries,
             rateLimited: counters.rateLimited, serverErrors: counters.serverErrors,
             transportErrors: counters.transportErrors, elapsed: started.duration(to: .now))
+        report.notStripeAnswers = counters.notStripe
         report.keyRefused = keyRefused
+        report.ledgerFailure = ledgerFailure.map { "\($0)" }
         return report
+    }
+
+    /// Why the run stopped early, for the instructions it did not reach.
+    private var stopReason: String? {
+        if keyRefused != nil { return "not sent: the run stopped when Stripe refused the API key" }
+        if let ledgerFailure { return "not sent: the run stopped when the ledger failed (\(ledgerFailure))" }
+        return nil
     }
 
     // MARK: - Parameters
@@ -120,47 +141,18 @@ public final class ApplyEngine {
 
     // MARK: - 1. Resolve what earlier runs left open
 
+    /// Every instruction an earlier run left in flight or unknown: look it up first; only a
+    /// list that proves it absent lets the stored request go again, under the same key.
     private func resolveUnresolved() throws(ApplyError) {
         let rows = try ledgerDo { () throws(LedgerError) in try ledger.unresolvedInstructions() }
         guard !rows.isEmpty else { return }
-        log(.info, "resolving \(rows.count) instruction(s) left in flight or unknown")
-        let now = configuration.now()
+        log(.info, "resolving \(rows.count) instruction(s) left in flight or unknown by an earlier run")
         let scheduler = makeScheduler()
-        var resend: [LedgerInstruction] = []
-        for row in rows {
-            let window = row.dispatch.path.hasPrefix("/v2/") ? Self.v2Window : Self.v1Window
-            if now.timeIntervalSince(row.firstSentAt) < window {
-                resend.append(row)
-            } else {
-                enqueueLookup(row, scheduler: scheduler, insideWindow: false, after: nil)
-            }
-        }
-        if !resend.isEmpty {
-            // Only moves last_sent_at: the key and parameters stay those stored.
-            try ledgerDo { () throws(LedgerError) in try ledger.markInFlight(resend.map(\.dispatch), at: now) }
-        }
-        for row in resend {
-            let params =
-                (try? JSONDecoder().decode(JSONValue.self, from: Data(row.dispatch.params.utf8))) ?? .object([:])
-            let request = api.createRequest(
-                method: row.dispatch.method, path: row.dispatch.path, params: params,
-                idempotencyKey: row.idempotencyKey, context: row.dispatch.stripeContext)
-            let call = Call(request: request, label: "\(row.id) re-send \(row.idempotencyKey)") {
-                [unowned self, unowned scheduler] outcome, gaveUp in
-                let result = self.classifyCreate(outcome, gaveUp: gaveUp)
-                switch result {
-                case .settled, .failed:
-                    self.record(row.dispatch, result, outcome: outcome, label: "resend")
-                    self.resolved[row.id] = result
-                default:
-                    self.recordCall(row.dispatch, outcome: outcome, label: "resend_unknown")
-                    self.enqueueLookup(row, scheduler: scheduler, insideWindow: true, after: nil)
-                }
-            }
-            call.onRetry = { [unowned self] outcome in self.recordCall(row.dispatch, outcome: outcome, label: "retry") }
-            scheduler.enqueue(call)
-        }
+        stopSending = { [unowned scheduler] in scheduler.stopped = true }
+        defer { stopSending = nil }
+        for row in rows { enqueueLookup(row, scheduler: scheduler, after: nil) }
         client.run(source: scheduler)
+        scheduler.finishStopped()
         finish(scheduler)
         for row in rows where resolved[row.id] == nil {
             resolved[row.id] = .unknown(message: "could not be resolved in this run")
@@ -168,77 +160,61 @@ public final class ApplyEngine {
     }
 
     /// Looks the instruction's object up by `metadata[settle_instruction]`, page by page.
-    private func enqueueLookup(
-        _ row: LedgerInstruction, scheduler: CallScheduler, insideWindow: Bool, after cursor: String?
-    ) {
+    private func enqueueLookup(_ row: LedgerInstruction, scheduler: CallScheduler, after cursor: String?) {
         let dispatch = row.dispatch
-        let path: String
-        if let cursor, cursor.hasPrefix("/") {
-            path = cursor  // a v2 next_page_url
-        } else {
-            switch dispatch.kind {
-            case "transfer":
-                var query: [(String, String)] = []
-                if !dispatch.group.isEmpty { query.append(("transfer_group", dispatch.group)) }
-                if !dispatch.payee.isEmpty { query.append(("destination", dispatch.payee)) }
-                query.append(("limit", "100"))
-                if let cursor { query.append(("starting_after", cursor)) }
-                path = "/v1/transfers" + StripeAPI.query(query)
-            case "reversal":
-                var query = [("limit", "100")]
-                if let cursor { query.append(("starting_after", cursor)) }
-                path = dispatch.path + StripeAPI.query(query)
-            default:
-                let params = try? JSONDecoder().decode(JSONValue.self, from: Data(dispatch.params.utf8))
-                let recipient = params?["to"]?["recipient"]?.stringValue ?? dispatch.payee
-                path =
-                    "/v2/money_management/outbound_payments"
-                    + StripeAPI.query([("recipient", recipient), ("limit", "100")])
-            }
-        }
-        let request = api.request(method: "GET", path: path)
+        let request = api.request(method: "GET", path: StripeLookup.path(for: dispatch, after: cursor))
         let call = Call(request: request, label: "\(dispatch.id) look-up") {
-            [unowned self, unowned scheduler] outcome, gaveUp in
-            guard !gaveUp, case .response(let response) = outcome, (200..<300).contains(response.status),
-                let list = StripeAPI.json(response)
-            else {
-                let message = "look-up failed: \(StripeAPI.summary(outcome))"
-                self.record(dispatch, .unknown(message: message), outcome: outcome, label: "lookup_failed")
-                self.resolved[dispatch.id] = .unknown(message: message)
-                return
-            }
-            var items: [JSONValue] = []
-            if case .array(let data)? = list["data"] { items = data }
-            if let match = items.first(where: { $0["metadata"]?["settle_instruction"]?.stringValue == dispatch.id }),
-                let id = match["id"]?.stringValue
-            {
+            [unowned self, unowned scheduler] outcome, ending in
+            self.noteKeyRefused(outcome)
+            switch StripeLookup.read(outcome, ending, instruction: dispatch.id, kind: dispatch.kind, api: self.api) {
+            case .found(let id):
                 self.record(dispatch, .settled(stripeID: id), outcome: outcome, label: "lookup_found")
                 self.resolved[dispatch.id] = .settled(stripeID: id)
-                return
-            }
-            // Next page: v1 has_more + starting_after; v2 next_page_url (same host only).
-            if dispatch.kind == "payout" {
-                if let next = list["next_page_url"]?.stringValue, let nextPath = self.api.path(of: next) {
-                    self.enqueueLookup(row, scheduler: scheduler, insideWindow: insideWindow, after: nextPath)
-                    return
-                }
-            } else if list["has_more"] == .bool(true), let last = items.last?["id"]?.stringValue {
-                self.enqueueLookup(row, scheduler: scheduler, insideWindow: insideWindow, after: last)
-                return
-            }
-            if insideWindow {
-                let message = "not found on Stripe yet, and the re-send with the same key gave no answer"
-                self.record(dispatch, .unknown(message: message), outcome: outcome, label: "lookup_missing")
-                self.resolved[dispatch.id] = .unknown(message: message)
-            } else {
-                // Past the idempotency window and not on Stripe: it never happened. Release
-                // the lines so that this run sends them again under a new attempt.
-                let message = "not found on Stripe after the idempotency window: never made; released to be sent again"
-                self.record(
-                    dispatch, .failed(code: "not_sent", message: message), outcome: outcome, label: "lookup_missing")
-                self.resolved[dispatch.id] = .failed(code: "not_sent", message: message)
+            case .nextPage(let next):
+                self.enqueueLookup(row, scheduler: scheduler, after: next)
+            case .absent:
+                // Stripe's own list says it was never made: send the stored request again
+                // under the same key (a request still running at Stripe answers 409, then
+                // its saved result), so a late first try cannot make a second object.
+                if let outcome { self.recordCall(dispatch, outcome: outcome, label: "lookup_absent") }
+                self.enqueueResend(row, scheduler: scheduler)
+            case .failed(let message):
+                let text = "look-up failed: \(message)"
+                self.record(dispatch, .unknown(message: text), outcome: outcome, label: "lookup_failed")
+                self.resolved[dispatch.id] = .unknown(message: text)
             }
         }
+        call.onRetry = { [unowned self] outcome in self.recordCall(dispatch, outcome: outcome, label: "lookup_retry") }
+        scheduler.enqueue(call)
+    }
+
+    private func enqueueResend(_ row: LedgerInstruction, scheduler: CallScheduler) {
+        let dispatch = row.dispatch
+        do {
+            // Only moves last_sent_at: the key and parameters stay those stored.
+            try ledger.markInFlight([dispatch], at: configuration.now())
+        } catch {
+            fail(error)
+            resolved[dispatch.id] = .unknown(message: "the ledger failed before the re-send: \(error)")
+            return
+        }
+        let params =
+            (try? JSONDecoder().decode(JSONValue.self, from: Data(dispatch.params.utf8))) ?? .object([:])
+        let request = api.createRequest(
+            method: dispatch.method, path: dispatch.path, params: params, idempotencyKey: row.idempotencyKey,
+            context: dispatch.stripeContext)
+        // The look-up just proved the object absent, so a fresh refusal is final.
+        let call = Call(request: request, label: "\(row.id) re-send \(row.idempotencyKey)") {
+            [unowned self] outcome, ending in
+            self.noteKeyRefused(outcome)
+            var verdict = CreateVerdict(outcome, ending)
+            // Never sent now, but an earlier try may still be running at Stripe: stays unknown.
+            if case .notSent(let text) = verdict { verdict = .unknown(text) }
+            if case .keyRefused(let text, _) = verdict { verdict = .unknown(text) }
+            let result = self.conclude(dispatch, verdict, outcome: outcome, label: "resend")
+            self.resolved[row.id] = result
+        }
+        call.onRetry = { [unowned self] outcome in self.recordCall(dispatch, outcome: outcome, label: "retry") }
         scheduler.enqueue(call)
     }
 
@@ -294,129 +270,78 @@ public final class ApplyEngine {
         return candidates
     }
 
-    // MARK: - 3. Pre-flight
+    // MARK: - 3. Stripe's facts, for a plan made offline
 
-    private enum Check {
-        case usable
-        case refused(code: String, message: String)
-        case unavailable(String)
-    }
-
-    private func preflight(_ candidates: [PlannedInstruction]) -> [PlannedInstruction] {
-        var methodChecks: [String: Check] = [:]
-        var chargeChecks: [String: Check] = [:]
-        let scheduler = makeScheduler()
+    /// Looks up every payout method and charge the plan's candidates depend on. A refusal
+    /// refuses the whole plan (its instructions were formed without knowing it, so sending
+    /// the rest could move a group in part); an answer that is not Stripe's stops it too.
+    private func checkFacts(_ candidates: [PlannedInstruction]) throws(ApplyError) {
+        var methods: [(recipient: String, method: String)] = []
+        var charges: [String] = []
+        var seenMethods: Set<String> = []
+        var seenCharges: Set<String> = []
         for instruction in candidates {
             if let method = instruction.preflight.payoutMethod {
                 let recipient = instruction.preflight.recipient ?? instruction.payee
-                let key = recipient + "/" + method
-                guard methodChecks[key] == nil else { continue }
-                methodChecks[key] = .unavailable("not checked")
-                let request = api.request(
-                    method: "GET", path: "/v2/money_management/payout_methods/\(StripeAPI.percentEncode(method))",
-                    context: recipient)
-                scheduler.enqueue(
-                    Call(request: request, label: "payout method \(method)") { [unowned self] outcome, gaveUp in
-                        methodChecks[key] = self.payoutMethodCheck(outcome, gaveUp: gaveUp, method: method)
-                    })
+                if seenMethods.insert(recipient + "/" + method).inserted { methods.append((recipient, method)) }
             }
-            if let charge = instruction.preflight.charge, chargeChecks[charge] == nil {
-                chargeChecks[charge] = .unavailable("not checked")
-                let request = api.request(method: "GET", path: "/v1/charges/\(StripeAPI.percentEncode(charge))")
-                scheduler.enqueue(
-                    Call(request: request, label: "charge \(charge)") { outcome, gaveUp in
-                        if case .response(let response) = outcome, response.status == 401 {
-                            self.noteKeyRefused(response)
-                        }
-                        chargeChecks[charge] = Self.chargeCheck(outcome, gaveUp: gaveUp, charge: charge)
-                    })
+            if let charge = instruction.preflight.charge, seenCharges.insert(charge).inserted {
+                charges.append(charge)
             }
         }
-        guard !methodChecks.isEmpty || !chargeChecks.isEmpty else { return candidates }
-        log(.info, "pre-flight: \(methodChecks.count) payout method(s), \(chargeChecks.count) charge(s)")
+        guard !methods.isEmpty || !charges.isEmpty else { return }
+        let facts = lookUpFacts(payoutMethods: methods, charges: charges)
+        if let keyRefused { throw .keyRefused(keyRefused) }
+        let unavailable = facts.unavailable
+        if !unavailable.isEmpty { throw .factsUnavailable(unavailable) }
+        let refused = facts.refused
+        if !refused.isEmpty { throw .factsRefused(refused) }
+    }
+
+    /// Read-only look-ups of payout methods and charges, cached per id, rate-limited like
+    /// every other call. Never throws: what could not be read is `unavailable`.
+    public func lookUpFacts(payoutMethods: [(recipient: String, method: String)], charges: [String]) -> LookedUpFacts
+    {
+        var result = LookedUpFacts()
+        let scheduler = makeScheduler()
+        stopSending = { [unowned scheduler] in scheduler.stopped = true }
+        defer { stopSending = nil }
+        var done = 0
+        let total = payoutMethods.count + charges.count
+        let progress: () -> Void = { [configuration] in
+            done += 1
+            configuration.progress(ApplyProgress(phase: "look-up", done: done, total: total))
+        }
+        for (recipient, method) in payoutMethods {
+            let request = api.request(
+                method: "GET", path: StripeLookup.payoutMethodPath(method), context: recipient)
+            scheduler.enqueue(
+                Call(request: request, label: "payout method \(method)") { [unowned self] outcome, ending in
+                    self.noteKeyRefused(outcome)
+                    result.payoutMethods.append(
+                        StripeLookup.payoutMethodFact(outcome, ending, recipient: recipient, method: method))
+                    progress()
+                })
+        }
+        for charge in charges {
+            let request = api.request(method: "GET", path: StripeLookup.chargePath(charge))
+            scheduler.enqueue(
+                Call(request: request, label: "charge \(charge)") { [unowned self] outcome, ending in
+                    self.noteKeyRefused(outcome)
+                    result.charges.append(StripeLookup.chargeFact(outcome, ending, charge: charge))
+                    progress()
+                })
+        }
+        log(.info, "looking up \(payoutMethods.count) payout method(s) and \(charges.count) charge(s)")
         client.run(source: scheduler)
+        scheduler.finishStopped()
         finish(scheduler)
-
-        return candidates.filter { instruction in
-            var checks: [Check] = []
-            if let method = instruction.preflight.payoutMethod {
-                checks.append(
-                    methodChecks[(instruction.preflight.recipient ?? instruction.payee) + "/" + method]
-                        ?? .unavailable("not checked"))
-            }
-            if let charge = instruction.preflight.charge {
-                checks.append(chargeChecks[charge] ?? .unavailable("not checked"))
-            }
-            for check in checks {
-                switch check {
-                case .usable: continue
-                case .refused(let code, let message):
-                    outcomes[instruction.id] = .rejected(code: code, message: message)
-                    log(.warning, "\(instruction.id) not sent: \(code): \(message)")
-                    return false
-                case .unavailable(let message):
-                    outcomes[instruction.id] = .unknown(
-                        message: "not sent: pre-flight check could not complete: \(message)")
-                    return false
-                }
-            }
-            return true
-        }
-    }
-
-    private func payoutMethodCheck(_ outcome: HTTPOutcome, gaveUp: Bool, method: String) -> Check {
-        guard !gaveUp, case .response(let response) = outcome else { return .unavailable(StripeAPI.summary(outcome)) }
-        if response.status == 401 {
-            noteKeyRefused(response)
-            return .unavailable(StripeAPI.summary(outcome))
-        }
-        if response.status >= 500 { return .unavailable(StripeAPI.summary(outcome)) }
-        guard (200..<300).contains(response.status), let body = StripeAPI.json(response) else {
-            let (code, message) = StripeAPI.error(response)
-            return .refused(code: "payout_method_unusable", message: "payout method \(method): \(code): \(message)")
-        }
-        var problems: [String] = []
-        if body["type"]?.stringValue != "apple_pay" { problems.append("not apple_pay") }
-        if case .array(let speeds)? = body["available_payout_speeds"], speeds.contains(.string("instant")) {
-        } else {
-            problems.append("no instant speed")
-        }
-        if body["usage_status"]?["payments"]?.stringValue != "eligible" {
-            problems.append("not eligible for payments (\(body["usage_status"]?["payments"]?.stringValue ?? "none"))")
-        }
-        if body["archived"] == .bool(true) { problems.append("archived") }
-        if let restricted = body["restricted"], restricted != .bool(false), restricted != .null {
-            problems.append("restricted")
-        }
-        if case .array(let currencies)? = body["apple_pay"]?["supported_currencies"],
-            currencies.contains(.string("usd"))
-        {
-        } else {
-            problems.append("usd not supported")
-        }
-        if problems.isEmpty { return .usable }
-        return .refused(
-            code: "payout_method_unusable", message: "payout method \(method): \(problems.joined(separator: ", "))")
-    }
-
-    private static func chargeCheck(_ outcome: HTTPOutcome, gaveUp: Bool, charge: String) -> Check {
-        guard !gaveUp, case .response(let response) = outcome else { return .unavailable(StripeAPI.summary(outcome)) }
-        if response.status >= 500 || response.status == 401 { return .unavailable(StripeAPI.summary(outcome)) }
-        guard (200..<300).contains(response.status), let body = StripeAPI.json(response) else {
-            let (code, message) = StripeAPI.error(response)
-            return .refused(code: code, message: "charge \(charge): \(message)")
-        }
-        switch body["status"]?.stringValue {
-        case "succeeded": return .usable
-        case "pending": return .refused(code: "charge_pending", message: "charge \(charge) is still pending")
-        case "failed": return .refused(code: "charge_failed", message: "charge \(charge) failed")
-        case let other: return .unavailable("charge \(charge) has status \(other ?? "none")")
-        }
+        return result
     }
 
     // MARK: - 4. Send
 
-    private func send(_ candidates: [PlannedInstruction], params: [String: JSONValue]) throws(ApplyError) {
+    private func send(_ candidates: [PlannedInstruction], params: [String: JSONValue]) {
         guard !candidates.isEmpty else { return }
         log(.info, "sending \(candidates.count) instruction(s)")
         let scheduler = makeScheduler()
@@ -432,12 +357,18 @@ public final class ApplyEngine {
         }
         scheduler.refill = { [unowned self, unowned scheduler] in
             var calls: [Call] = []
-            while calls.isEmpty, cursor < candidates.count, self.ledgerFailure == nil {
+            while calls.isEmpty, cursor < candidates.count, self.ledgerFailure == nil, !scheduler.stopped {
                 let batch = candidates[cursor..<min(cursor + batchSize, candidates.count)]
                 cursor += batch.count
                 var dispatches: [LedgerDispatch] = []
                 for instruction in batch {
-                    guard let attempts = try? self.ledger.attempts(instruction: instruction.id) else { continue }
+                    let attempts: Int
+                    do throws(LedgerError) {
+                        attempts = try self.ledger.attempts(instruction: instruction.id)
+                    } catch {
+                        self.fail(error)
+                        return []
+                    }
                     dispatches.append(
                         self.dispatch(
                             instruction, params: params[instruction.id] ?? instruction.params, attempt: attempts + 1))
@@ -459,8 +390,14 @@ public final class ApplyEngine {
                                     code: "line_conflict", message: error.description)
                                 progress()
                             default:
-                                self.ledgerFailure = error
-                                scheduler.stopped = true
+                                // Nothing of this batch left: the marked ones are released
+                                // below as never sent; the rest were never recorded.
+                                self.fail(error)
+                                for unsent in marked {
+                                    _ = self.conclude(
+                                        unsent, .notSent("the ledger failed before it was sent"), outcome: nil,
+                                        label: "not_sent")
+                                }
                                 return []
                             }
                         }
@@ -473,6 +410,7 @@ public final class ApplyEngine {
             return calls
         }
         client.run(source: scheduler)
+        scheduler.finishStopped()
         finish(scheduler)
     }
 
@@ -482,7 +420,7 @@ public final class ApplyEngine {
             charge: instruction.charge, currency: instruction.currency, amountMinor: instruction.amountMinor,
             method: instruction.method, path: instruction.path, params: params.serialized,
             stripeContext: instruction.stripeContext, attempt: attempt,
-            idempotencyKey: "settle-\(instruction.id)-a\(attempt)",
+            idempotencyKey: IdempotencyKey.make(instruction: instruction.id, attempt: attempt),
             lines: instruction.lines.map {
                 LedgerLineClaim(lineID: $0.lineID, kind: $0.kind, amountMinor: $0.amountMinor, content: $0.content)
             })
@@ -497,15 +435,10 @@ public final class ApplyEngine {
         let call = Call(
             request: request, label: "\(dispatch.id) \(dispatch.method) \(dispatch.path) a\(dispatch.attempt)"
         ) {
-            [unowned self] outcome, gaveUp in
-            let result = self.classifyCreate(outcome, gaveUp: gaveUp)
-            self.record(dispatch, result, outcome: outcome, label: "send")
-            self.outcomes[dispatch.id] = result
-            if case .response(let response) = outcome, response.status == 401 {
-                // Nothing was done with a refused key: stop rather than fail every line.
-                self.noteKeyRefused(response)
-                self.stopSending?()
-            }
+            [unowned self] outcome, ending in
+            self.noteKeyRefused(outcome)
+            self.outcomes[dispatch.id] = self.conclude(
+                dispatch, CreateVerdict(outcome, ending), outcome: outcome, label: "send")
             progress()
         }
         call.onRetry = { [unowned self] outcome in self.recordCall(dispatch, outcome: outcome, label: "retry") }
@@ -514,29 +447,31 @@ public final class ApplyEngine {
 
     // MARK: - Outcomes
 
-    /// What a create call's final answer means.
-    private func classifyCreate(_ outcome: HTTPOutcome, gaveUp: Bool) -> InstructionOutcome {
-        let summary = StripeAPI.summary(outcome)
-        if gaveUp { return .unknown(message: "no definite answer after retries: \(summary)") }
-        guard case .response(let response) = outcome else { return .unknown(message: summary) }
-        switch response.status {
-        case 200..<300:
-            if let id = StripeAPI.json(response)?["id"]?.stringValue, !id.isEmpty { return .settled(stripeID: id) }
-            return .unknown(message: "HTTP \(response.status) without an object id")
-        case 400..<500 where response.status != 409 && response.status != 429:
-            let (code, message) = StripeAPI.error(response)
-            // The key is bound to other parameters: nothing definite about our object.
-            if code == "idempotency_error" || code == "idempotency_key_in_use" {
-                return .unknown(message: "\(code): \(message)")
-            }
-            return .failed(code: code, message: message)
-        default:
-            return .unknown(message: summary)
+    /// Records what a create call's verdict means in the ledger and returns the outcome to
+    /// report. An outcome the ledger could not record is reported `unknown`: the ledger
+    /// still holds the instruction in flight, and the next run looks it up.
+    private func conclude(_ dispatch: LedgerDispatch, _ verdict: CreateVerdict, outcome: HTTPOutcome?, label: String)
+        -> InstructionOutcome
+    {
+        let result: InstructionOutcome
+        switch verdict {
+        case .created(let id): result = .settled(stripeID: id)
+        case .refused(let code, let message): result = .failed(code: code, message: message)
+        case .unknown(let message): result = .unknown(message: message)
+        case .keyRefused(let message, let reached):
+            result = reached ? .unknown(message: message) : .notSent(reason: "not sent: \(message)")
+        case .notSent(let message): result = .notSent(reason: "not sent: \(message)")
         }
+        return record(dispatch, result, outcome: outcome, label: label) ? result
+            : .unknown(message: "Stripe answered, but the ledger could not record it; the next run looks it up")
     }
 
-    /// Commits an outcome (and the call that told it) to the ledger, and logs it.
-    private func record(_ dispatch: LedgerDispatch, _ result: InstructionOutcome, outcome: HTTPOutcome, label: String) {
+    /// Commits an outcome (and the call that told it) to the ledger, and logs it; false when
+    /// the ledger failed.
+    @discardableResult
+    private func record(_ dispatch: LedgerDispatch, _ result: InstructionOutcome, outcome: HTTPOutcome?, label: String)
+        -> Bool
+    {
         let ledgerOutcome: LedgerOutcome
         switch result {
         case .settled(let id), .alreadySettled(let id):
@@ -548,12 +483,18 @@ public final class ApplyEngine {
         case .unknown(let message):
             ledgerOutcome = .unknown(message: message)
             log(.warning, "\(dispatch.id) unknown: \(message)")
+        case .notSent(let reason):
+            // Released: no object can exist. The next send uses a new attempt number.
+            ledgerOutcome = .failed(code: LedgerOutcome.notSentCode, message: reason)
+            log(.info, "\(dispatch.id) \(reason)")
         }
-        let call = ledgerCall(dispatch, outcome: outcome, label: label)
+        let call = outcome.map { ledgerCall(dispatch, outcome: $0, label: label) }
         do {
-            try ledger.recordOutcome(instruction: dispatch.id, ledgerOutcome, requestID: call.requestID, call: call)
+            try ledger.recordOutcome(instruction: dispatch.id, ledgerOutcome, requestID: call?.requestID, call: call)
+            return true
         } catch {
             fail(error)
+            return false
         }
     }
 
@@ -568,17 +509,20 @@ public final class ApplyEngine {
     private func ledgerCall(_ dispatch: LedgerDispatch, outcome: HTTPOutcome, label: String) -> LedgerCall {
         var status: Int?
         var requestID: String?
+        var stripeDate: String?
         if case .response(let response) = outcome {
             status = response.status
             requestID = response.header("request-id")
+            stripeDate = response.header("date")
         }
         return LedgerCall(
             instructionID: dispatch.id, attempt: dispatch.attempt, idempotencyKey: dispatch.idempotencyKey,
-            sentAt: configuration.now(), outcome: label, httpStatus: status, requestID: requestID)
+            sentAt: configuration.now(), outcome: label, httpStatus: status, requestID: requestID,
+            stripeDate: stripeDate)
     }
 
-    private func requestIDText(_ outcome: HTTPOutcome) -> String {
-        if case .response(let response) = outcome, let id = response.header("request-id") { return "(\(id))" }
+    private func requestIDText(_ outcome: HTTPOutcome?) -> String {
+        if case .response(let response)? = outcome, let id = response.header("request-id") { return "(\(id))" }
         return ""
     }
 
@@ -598,12 +542,15 @@ public final class ApplyEngine {
         counters.rateLimited += scheduler.counters.rateLimited
         counters.serverErrors += scheduler.counters.serverErrors
         counters.transportErrors += scheduler.counters.transportErrors
+        counters.notStripe += scheduler.counters.notStripe
     }
 
+    /// A ledger failure stops every phase: nothing more is marked in flight or sent.
     private func fail(_ error: LedgerError) {
         if ledgerFailure == nil {
             ledgerFailure = error
             log(.error, "ledger: \(error)")
+            stopSending?()
         }
     }
 

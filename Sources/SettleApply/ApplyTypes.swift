@@ -3,9 +3,10 @@ public import SettleLedger
 
 /// How settle talks to Stripe while applying a plan.
 public struct ApplyConfiguration: Sendable {
-    /// The `Stripe-Version` pinned for v1 calls.
-    public static let pinnedStripeVersion = "2026-10-29.clover"
-    /// The preview version v2 money-management calls need.
+    /// The `Stripe-Version` pinned for v1 calls: the default of the official `stripe` Python
+    /// SDK 16.1.0 on PyPI. The one definition of the versions.
+    public static let pinnedStripeVersion = "2026-10-28.endive"
+    /// The preview version v2 money-management calls need (Apple Pay payout methods changelog).
     public static let pinnedPreviewVersion = "2026-11-18.preview"
 
     /// `https://api.stripe.com`, or `http://` on a loopback address only.
@@ -63,6 +64,16 @@ public struct ApplyConfiguration: Sendable {
     }
 }
 
+extension ApplyConfiguration {
+    /// `https://` anywhere; `http://` only to a loopback host. Checked before any input is
+    /// read or any file written.
+    public static func checkAPIBase(_ base: String) throws(ApplyError) {
+        var base = base
+        while base.hasSuffix("/") { base.removeLast() }
+        try StripeAPI.checkBase(base)
+    }
+}
+
 /// How much a log line matters.
 public enum ApplyLogLevel: Int, Sendable, Comparable {
     case debug, info, warning, error
@@ -89,6 +100,9 @@ public enum InstructionOutcome: Sendable, Equatable {
     case rejected(code: String, message: String)
     /// The ledger had already settled it; nothing sent.
     case alreadySettled(stripeID: String)
+    /// Never sent (the run stopped first, or every try failed before leaving): nothing can
+    /// exist at Stripe, the lines stay planned and go in a later run.
+    case notSent(reason: String)
 }
 
 /// The result of ``ApplyEngine/run(_:)``.
@@ -109,8 +123,12 @@ public struct ApplyReport: Sendable {
     /// Transport failures (timeouts, broken connections).
     public var transportErrors: Int
     public var elapsed: Duration
-    /// Set when Stripe refused the API key (HTTP 401): the run stopped sending (exit 78).
+    /// Set when Stripe refused the API key (HTTP 401/403): the run stopped sending (exit 78).
     public var keyRefused: String? = nil
+    /// Set when the ledger failed during the run: it stopped (exit 75).
+    public var ledgerFailure: String? = nil
+    /// Answers that were not Stripe's (redirects, HTML, unreadable bodies): all retried.
+    public var notStripeAnswers = 0
 }
 
 /// Why a run could not start or had to stop.
@@ -123,6 +141,13 @@ public enum ApplyError: Error, Sendable, Equatable, CustomStringConvertible {
     case ledger(LedgerError)
     /// The HTTP client could not be set up.
     case transport(String)
+    /// Stripe refused the API key (exit 78); nothing of the plan was sent.
+    case keyRefused(String)
+    /// A payout method or charge the plan depends on was refused at Stripe (exit 65): the
+    /// plan, made offline, would move a group in part; nothing of it was sent.
+    case factsRefused([String])
+    /// A look-up the plan depends on could not complete (exit 75); nothing of it was sent.
+    case factsUnavailable([String])
 
     public var description: String {
         switch self {
@@ -130,6 +155,9 @@ public enum ApplyError: Error, Sendable, Equatable, CustomStringConvertible {
         case .planInvalid(let line, let message): return "instructions.jsonl line \(line): \(message)"
         case .ledger(let error): return error.description
         case .transport(let message): return "HTTP: \(message)"
+        case .keyRefused(let message): return message
+        case .factsRefused(let list): return "refused at Stripe: " + list.joined(separator: "; ")
+        case .factsUnavailable(let list): return "could not be looked up: " + list.joined(separator: "; ")
         }
     }
 }

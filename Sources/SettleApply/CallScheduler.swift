@@ -8,16 +8,27 @@ final class Call {
     let label: String
     var tries = 0
     var notBefore: ContinuousClock.Instant = .now
+    /// Whether a try so far may have reached Stripe (see ``CallEnding``). A call that re-sends
+    /// what an earlier run may have sent starts with it set.
+    var mayHaveReached: Bool
+    /// The answer to the last try, if any.
+    var lastOutcome: HTTPOutcome?
     /// Called after every try that will be retried (to record it).
     var onRetry: ((HTTPOutcome) -> Void)?
-    /// Called once with the last answer; `gaveUp` when the tries ran out on a passing one.
-    let completion: (HTTPOutcome, _ gaveUp: Bool) -> Void
+    /// Called once with the last answer (nil when the run stopped before any) and how the tries went.
+    let completion: (HTTPOutcome?, CallEnding) -> Void
 
-    init(request: HTTPRequest, label: String, completion: @escaping (HTTPOutcome, Bool) -> Void) {
+    init(
+        request: HTTPRequest, label: String, mayHaveReached: Bool = false,
+        completion: @escaping (HTTPOutcome?, CallEnding) -> Void
+    ) {
         self.request = request
         self.label = label
+        self.mayHaveReached = mayHaveReached
         self.completion = completion
     }
+
+    var ending: CallEnding { CallEnding(earlierMayHaveReached: mayHaveReached) }
 }
 
 /// Counters for the report.
@@ -27,6 +38,8 @@ struct CallCounters {
     var rateLimited = 0
     var serverErrors = 0
     var transportErrors = 0
+    /// Answers that were not Stripe's (redirects, HTML, unreadable bodies).
+    var notStripe = 0
 }
 
 /// Feeds calls to the HTTP client at the limiter's pace, retries passing failures with
@@ -42,7 +55,7 @@ final class CallScheduler: RequestSource {
     /// Pulls the next batch of new calls (e.g. marks them in flight in the ledger first);
     /// empty when there is no more.
     var refill: (() -> [Call])?
-    /// Once set, no new call starts (pending ones are dropped unanswered).
+    /// Once set, no new call starts; ``finishStopped()`` ends the calls left waiting.
     var stopped = false
     var counters = CallCounters()
 
@@ -83,42 +96,82 @@ final class CallScheduler: RequestSource {
 
     func completed(_ request: HTTPRequest, _ outcome: HTTPOutcome) {
         guard let call = inFlight.removeValue(forKey: request.tag) else { return }
-        let reason = retryReason(outcome)
-        guard let reason else {
-            call.completion(outcome, false)
+        call.lastOutcome = outcome
+        let retry = retryDecision(outcome)
+        limiter.record(rateLimited: retry?.lowersRate ?? false, now: .now)
+        guard let retry else {
+            call.completion(outcome, call.ending)
             return
         }
+        if retry.mayHaveReached { call.mayHaveReached = true }
         if call.tries >= maxTries || stopped {
-            log(.warning, "\(call.label): giving up after \(call.tries) tries (\(reason))")
-            call.completion(outcome, true)
+            log(.warning, "\(call.label): giving up after \(call.tries) tries (\(retry.reason))")
+            var ending = call.ending
+            ending.gaveUp = true
+            call.completion(outcome, ending)
             return
         }
         call.onRetry?(outcome)
         let delay = Backoff.delay(retry: call.tries, base: retryBase, cap: .seconds(30))
         call.notBefore = .now + delay
-        log(.info, "\(call.label): \(reason), retry \(call.tries) of \(maxTries - 1) with the same key")
+        log(.info, "\(call.label): \(retry.reason), retry \(call.tries) of \(maxTries - 1) with the same key")
         pending.append(call)
     }
 
+    /// Ends every call still waiting after a stop: they get no new try.
+    func finishStopped() {
+        let left = pending
+        pending = []
+        for call in left {
+            var ending = call.ending
+            ending.stopped = true
+            call.completion(call.lastOutcome, ending)
+        }
+    }
+
+    private struct RetryDecision {
+        var reason: String
+        /// The try may have reached Stripe (so a later refusal is not the first try's fate).
+        var mayHaveReached: Bool
+        /// A global-rate 429: the limiter slows down.
+        var lowersRate = false
+    }
+
     /// Why this answer is worth another try with the same key, or nil when it is final.
-    private func retryReason(_ outcome: HTTPOutcome) -> String? {
-        switch outcome {
-        case .transportError(let kind, let message):
+    private func retryDecision(_ outcome: HTTPOutcome) -> RetryDecision? {
+        guard case .response(let response) = outcome else {
             counters.transportErrors += 1
-            return "\(kind.rawValue) error: \(message)"
-        case .response(let response):
-            let shouldRetry = response.header("stripe-should-retry")
-            if response.status == 429 {
+            return RetryDecision(
+                reason: StripeAPI.summary(outcome), mayHaveReached: outcome.mayHaveReachedServer)
+        }
+        // A refused key is final and stops the run; nothing was done with it.
+        if response.status == 401 || response.status == 403 { return nil }
+        switch StripeAnswer(outcome) {
+        case .object:
+            return nil
+        case .noAnswer(let text):
+            counters.notStripe += 1
+            if response.status >= 500 { counters.serverErrors += 1 }
+            return RetryDecision(reason: text, mayHaveReached: true)
+        case .error(let error):
+            if error.status == 429 {
                 counters.rateLimited += 1
-                limiter.lower(now: .now)
-                return "HTTP 429, rate lowered to \(limiter.rate)/s"
+                // Only a global-rate 429 (or one that does not say) is about the request rate;
+                // concurrency and lock time-outs back off this one request.
+                let reason = error.rateLimitReason ?? "global-rate"
+                return RetryDecision(
+                    reason: "HTTP 429 \(error.code) (\(reason))", mayHaveReached: false,
+                    lowersRate: reason == "global-rate")
             }
-            if response.status >= 500 {
+            if error.status >= 500 {
                 counters.serverErrors += 1
-                return shouldRetry == "false" ? nil : "HTTP \(response.status)"
+                return error.shouldRetry == false
+                    ? nil : RetryDecision(reason: "HTTP \(error.status)", mayHaveReached: true)
             }
-            if response.status == 409 { return "HTTP 409" }
-            if shouldRetry == "true", response.status >= 400 { return "HTTP \(response.status), Stripe-Should-Retry" }
+            if error.status == 409 { return RetryDecision(reason: "HTTP 409 \(error.code)", mayHaveReached: true) }
+            if error.shouldRetry == true {
+                return RetryDecision(reason: "HTTP \(error.status), Stripe-Should-Retry", mayHaveReached: true)
+            }
             return nil
         }
     }

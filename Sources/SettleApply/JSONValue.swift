@@ -54,6 +54,18 @@ public indirect enum JSONValue: Sendable, Equatable, Hashable, Codable {
         return nil
     }
 
+    /// The integer, else nil.
+    public var integerValue: Int64? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+
+    /// The elements of an array, else nil.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
     /// Compact JSON with keys sorted, so the same value always gives the same bytes.
     public var serialized: String {
         var out = ""

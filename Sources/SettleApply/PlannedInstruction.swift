@@ -1,4 +1,5 @@
 public import Foundation
+import SettleCore
 
 /// One API call of the plan, as `instructions.jsonl` holds it (docs/PLAN-FORMAT.md).
 public struct PlannedInstruction: Sendable, Equatable, Decodable {
@@ -74,7 +75,7 @@ public struct PlannedInstruction: Sendable, Equatable, Decodable {
         self.kind = kind
         self.method = method
         self.path = path
-        self.idempotencyKey = idempotencyKey ?? "settle-\(id)-a1"
+        self.idempotencyKey = idempotencyKey ?? IdempotencyKey.make(instruction: id, attempt: 1)
         self.stripeContext = stripeContext
         self.params = params
         self.lines = lines
@@ -129,5 +130,54 @@ public struct PlannedInstruction: Sendable, Equatable, Decodable {
             }
         }
         return result
+    }
+}
+
+extension PlannedInstruction {
+    /// Why the instruction does not hold together, or nil: its id must be the hash of its
+    /// own facts (``InstructionID``), its parameters must send those facts, and its lines
+    /// must add up to its amount.
+    public var inconsistency: String? {
+        let target = kind == .reversal ? Self.reversalTarget(path) ?? "" : charge
+        let derived = InstructionID.make(
+            kind: kind.rawValue, group: group, payee: payee, chargeOrTarget: target, currency: currency,
+            amountMinor: amountMinor, lineIDs: lines.map(\.lineID))
+        guard derived == id else { return "does not match its content (its content hashes to \(derived))" }
+        var net: Int64 = 0
+        for line in lines {
+            let (sum, overflow) = net.addingReportingOverflow(
+                kind == .transfer && line.kind == "reversal" ? -line.amountMinor : line.amountMinor)
+            guard !overflow else { return "has line amounts that overflow" }
+            net = sum
+        }
+        guard net == amountMinor, amountMinor > 0 else { return "sends \(amountMinor) but its lines add up to \(net)" }
+        let expectedPath: String
+        switch kind {
+        case .transfer: expectedPath = "/v1/transfers"
+        case .reversal: expectedPath = "/v1/transfers/\(target)/reversals"
+        case .payout: expectedPath = "/v2/money_management/outbound_payments"
+        }
+        guard path == expectedPath, method == "POST" else { return "calls \(method) \(path), not POST \(expectedPath)" }
+        if isV2 {
+            guard params["amount"]?["value"]?.integerValue == amountMinor,
+                params["amount"]?["currency"]?.stringValue == currency,
+                params["to"]?["recipient"]?.stringValue == payee,
+                params["metadata"]?["settle_instruction"]?.stringValue == id
+            else { return "has parameters that do not send its amount, currency and recipient" }
+        } else {
+            guard params["amount"]?.stringValue == String(amountMinor),
+                params["metadata[settle_instruction]"]?.stringValue == id,
+                kind == .reversal
+                    || (params["currency"]?.stringValue == currency && params["destination"]?.stringValue == payee)
+            else { return "has parameters that do not send its amount, currency and destination" }
+        }
+        return nil
+    }
+
+    /// `tr_…` of `/v1/transfers/tr_…/reversals`.
+    static func reversalTarget(_ path: String) -> String? {
+        let parts = path.split(separator: "/")
+        guard parts.count == 4, parts[0] == "v1", parts[1] == "transfers", parts[3] == "reversals" else { return nil }
+        return String(parts[2])
     }
 }

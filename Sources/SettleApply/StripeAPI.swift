@@ -136,10 +136,8 @@ struct StripeAPI {
 
     /// Stripe's error code (`error.code`, else `error.type`) and message.
     static func error(_ response: HTTPResponse) -> (code: String, message: String) {
-        let error = json(response)?["error"]
-        let code = error?["code"]?.stringValue ?? error?["type"]?.stringValue ?? "http_\(response.status)"
-        let message = error?["message"]?.stringValue ?? "HTTP \(response.status)"
-        return (code, message)
+        if case .error(let error) = StripeAnswer(.response(response)) { return (error.code, error.message) }
+        return ("http_\(response.status)", "HTTP \(response.status)")
     }
 
     /// Describes an answer for logs and messages: status, Stripe's code, request id.

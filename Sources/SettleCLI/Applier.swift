@@ -45,25 +45,9 @@ struct Applier {
         return key
     }
 
-    func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure)
-        -> ExitCode
-    {
-        let key = try credentials()
-        let plan = try PlanFolder.open(folder)
-        let ledger: LedgerStore
-        if let givenLedger {
-            ledger = givenLedger
-        } else {
-            ledger = try LedgerHistory.openExclusive(path: options.ledger)
-        }
-        let instructions: [PlannedInstruction]
-        do {
-            instructions = try PlannedInstruction.decodeJSONLines(plan.instructionsData)
-        } catch {
-            throw CommandFailure(.linesRejected, "\(folder)/instructions.jsonl: \(error)")
-        }
+    /// How the engine talks to Stripe, from the options.
+    func configuration(key: APIKey) throws(CommandFailure) -> ApplyConfiguration {
         let log = self.log
-        let progressMode = options.progressMode
         let configuration = ApplyConfiguration(
             apiBase: options.apiBase, apiKey: key,
             stripeVersion: options.stripeVersion ?? ApplyConfiguration.pinnedStripeVersion,
@@ -74,23 +58,58 @@ struct Applier {
                     [.debug: .debug, .info: .info, .warning: .warning, .error: .error][level] ?? .info
                 log(mapped, message)
             },
-            progress: ApplyProgressPrinter(mode: progressMode, log: log).callAsFunction)
+            progress: ApplyProgressPrinter(mode: options.progressMode, log: log).callAsFunction)
+        do {
+            try ApplyConfiguration.checkAPIBase(options.apiBase)
+        } catch {
+            throw Applier.failure(error, folder: "")
+        }
+        return configuration
+    }
+
+    /// The exit status and message of an engine error (the one place).
+    static func failure(_ error: ApplyError, folder: String) -> CommandFailure {
+        switch error {
+        case .configuration(let message): return CommandFailure(.configuration, message)
+        case .ledger(let problem): return LedgerHistory.failure(problem, path: "")
+        case .planInvalid: return CommandFailure(.linesRejected, "\(folder): \(error)")
+        case .transport(let message): return CommandFailure(.tryAgain, "HTTP: \(message)")
+        case .keyRefused(let message):
+            return CommandFailure(.configuration, "\(message); nothing of the plan was sent")
+        case .factsRefused:
+            return CommandFailure(
+                .linesRejected,
+                "\(folder) was planned offline and Stripe \(error); nothing of it was sent, so no order moves in part. "
+                    + "Plan again with --online (or use settle run), so these lines are rejected or deferred before instructions are formed"
+            )
+        case .factsUnavailable:
+            return CommandFailure(
+                .tryAgain,
+                "\(folder): the payout methods and charges it depends on \(error); nothing of it was sent, run again later")
+        }
+    }
+
+    func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure)
+        -> ExitCode
+    {
+        let key = try credentials()
+        let configuration = try configuration(key: key)
+        let plan = try PlanFolder.open(folder)
+        let ledger: LedgerStore
+        if let givenLedger {
+            ledger = givenLedger
+        } else {
+            ledger = try LedgerHistory.openExclusive(path: options.ledger)
+        }
+        let instructions = try plan.instructions()
+        let progressMode = options.progressMode
         let report: ApplyReport
         do {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
             log(.info, "applying \(instructions.count) instructions from \(folder)")
-            report = try engine.run(instructions)
+            report = try engine.run(instructions, checkFacts: !plan.madeOnline)
         } catch {
-            switch error {
-            case .configuration(let message): throw CommandFailure(.configuration, message)
-            case .ledger(let problem):
-                if case .busy = problem {
-                    throw CommandFailure(.tryAgain, "the ledger is in use by another settle process")
-                }
-                throw CommandFailure(.tryAgain, "ledger: \(problem)")
-            case .planInvalid: throw CommandFailure(.linesRejected, "\(folder): \(error)")
-            case .transport(let message): throw CommandFailure(.tryAgain, "HTTP: \(message)")
-            }
+            throw Applier.failure(error, folder: folder)
         }
         if progressMode == .terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
         let exit = try plan.rewrite(
@@ -101,7 +120,9 @@ struct Applier {
                 + "\(report.serverErrors) server errors in \(report.elapsed)")
         if let refused = report.keyRefused {
             log(.error, "\(refused); the run stopped, nothing more was sent (exit 78)")
-            return .configuration
+        }
+        if let failure = report.ledgerFailure {
+            log(.error, "the ledger failed during the run (\(failure)); it stopped, run again later (exit 75)")
         }
         log(.info, "results in \(folder)/results.csv; exit \(exit.rawValue)")
         return exit

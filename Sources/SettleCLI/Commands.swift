@@ -29,11 +29,17 @@ struct Commands {
             history = LedgerHistory(store: ledger)
         } else {
             history = try LedgerHistory.openForPlanning(path: options.ledger)
+            if history == nil {
+                log(
+                    .warning,
+                    "no ledger at \(options.ledger): planning without what earlier runs settled (the manifest records it); "
+                        + "apply needs one (settle ledger init)")
+            }
         }
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(history: history, spoolFolder: folder)
         try history?.checkReads()
         let written = try PlanOutputs(folder: folder, options: options).write(
-            plan, inputs: inputs, mode: mode, log: log)
+            plan, inputs: inputs, mode: mode, log: log, ledger: history == nil ? nil : options.ledger, online: false)
         return (folder, written)
     }
 
@@ -81,7 +87,7 @@ struct Commands {
         // Check what apply needs before planning, so a missing key stops the run before any work,
         // and hold the ledger from plan to apply so no other process settles in between.
         let applier = Applier(options: options, log: log)
-        _ = try applier.credentials()
+        _ = try applier.configuration(key: try applier.credentials())
         let ledger = try LedgerHistory.openExclusive(path: options.ledger)
         let (folder, written) = try planToFolder(mode: "run", ledger: ledger)
         log(.info, "planned \(written.counts[.planned] ?? 0) lines; applying")

@@ -1,3 +1,5 @@
+import SettleCore
+
 /// settle's exit statuses (SPEC §1), documented in `--help` and the README.
 public enum ExitCode: Int32, Sendable {
     /// Every line is settled, planned, already settled, netted or deferred.
@@ -11,6 +13,18 @@ public enum ExitCode: Int32, Sendable {
     case outputUnwritable = 73
     case configuration = 78
     case internalError = 70
+
+    /// The exit status the lines of a run call for (SPEC §1), the one definition of the rule:
+    /// 65 when a line was rejected or failed for good or a file was rejected whole; 75 when
+    /// an outcome is not known yet or a planned line was not sent (after apply); 75 beats 65.
+    static func forLines(counts: [LineStatus: Int], fileRejected: Bool, applied: Bool) -> ExitCode {
+        var code = ExitCode.ok
+        if (counts[.rejected] ?? 0) + (counts[.failed] ?? 0) > 0 || fileRejected { code = .linesRejected }
+        if (counts[.unknown] ?? 0) > 0 || (applied && (counts[.planned] ?? 0) > 0) {
+            code = code.combined(with: .tryAgain)
+        }
+        return code
+    }
 
     /// The worse of two outcomes of a run: 75 beats 65 beats 0.
     func combined(with other: ExitCode) -> ExitCode {

@@ -17,20 +17,31 @@ final class LedgerHistory: SettlementHistory {
         do {
             return try LedgerStore.openReadOnly(path: path).map(LedgerHistory.init(store:))
         } catch {
-            throw CommandFailure(.tryAgain, "cannot read the ledger \(path): \(error)")
+            throw failure(error, path: path)
         }
     }
 
-    /// The ledger for `apply`/`run`: one process at a time (a second one exits 75).
+    /// The ledger for `apply`/`run`: it must exist and be whole (else 78, nothing sent); one
+    /// process at a time (a second one exits 75).
     static func openExclusive(path: String) throws(CommandFailure) -> LedgerStore {
         do {
             return try LedgerStore.open(path: path)
         } catch {
-            if case .busy = error {
-                throw CommandFailure(
-                    .tryAgain, "the ledger \(path) is in use by another settle process; run again later")
-            }
-            throw CommandFailure(.tryAgain, "cannot open the ledger \(path): \(error)")
+            throw failure(error, path: path)
+        }
+    }
+
+    /// The exit status and message of a ledger that cannot be used (the one place).
+    static func failure(_ error: LedgerError, path: String) -> CommandFailure {
+        switch error {
+        case .busy:
+            return CommandFailure(.tryAgain, "the ledger \(path) is in use by another settle process; run again later")
+        case .notALedger, .schemaMismatch:
+            return CommandFailure(.inputUnreadable, "\(error)")
+        case .missing, .damaged, .behindMark, .alreadyExists, .cannotOpen:
+            return CommandFailure(.configuration, "\(error)")
+        default:
+            return CommandFailure(.tryAgain, "cannot read the ledger \(path): \(error)")
         }
     }
 

@@ -25,10 +25,12 @@ struct Options {
     var verbosity = 0
     var format: InputFormat?
     var columns: [String: String] = [:]
+    /// `ledger rebuild --since DATE`: days since 1970.
+    var since: Int32?
 
     static let valueOptions: Set<String> = [
         "out", "ledger", "config", "as-of", "platform-country", "financial-account", "payouts", "api-base",
-        "api-key-file", "stripe-version", "rate", "concurrency", "progress", "log-format", "format",
+        "api-key-file", "stripe-version", "rate", "concurrency", "progress", "log-format", "format", "since",
     ]
 
     /// Parses arguments after the command word.
@@ -88,6 +90,11 @@ struct Options {
     mutating func set(_ name: String, _ value: String, source: String, usage code: ExitCode) throws(CommandFailure) {
         switch name {
         case "out": out = value
+        case "since":
+            guard let day = CivilDate.parse(value) else {
+                throw CommandFailure(code, "\(source): '\(value)' is not a date (YYYY-MM-DD)")
+            }
+            since = day
         case "ledger": ledger = value
         case "as-of":
             guard let day = CivilDate.parse(value) else {

@@ -40,6 +40,9 @@ enum OutputFolder {
     }
 
     static func spoolPath(_ folder: String, file: Int) -> String {
-        "\(folder)/\(spoolFolder)/input-\(file + 1).csv"
+        "\(folder)/\(spoolName(file: file))"
     }
+
+    /// The spool file of input `file`, relative to the folder.
+    static func spoolName(file: Int) -> String { "\(spoolFolder)/input-\(file + 1).csv" }
 }

@@ -12,6 +12,10 @@ struct PlanFolder {
     let manifest: JSON
     let instructionsData: Data
 
+    /// Opens a plan folder for `apply` and checks everything apply will read, before the
+    /// first request: the manifest against its seal, then every file the manifest lists
+    /// (outputs, line index, spool) against its SHA-256, and the row counts against each
+    /// other. Any difference refuses the folder (exit 65, nothing sent).
     static func open(_ folder: String) throws(CommandFailure) -> PlanFolder {
         func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
         guard let manifestData = FileManager.default.contents(atPath: path("manifest.json")),
@@ -29,12 +33,55 @@ struct PlanFolder {
             throw CommandFailure(
                 .linesRejected, "\(folder)/manifest.json changed since settle wrote it; nothing was sent (plan again)")
         }
-        guard manifest["outputs"]?["instructions.jsonl"]?["sha256"]?.string == sha256(instructions) else {
-            throw CommandFailure(
-                .linesRejected,
-                "\(folder)/instructions.jsonl changed since plan wrote it; nothing was sent (plan again)")
+        var sealed: [(String, JSON)] = []
+        if case .object(let outputs)? = manifest["outputs"] { sealed += outputs }
+        if case .object(let spool)? = manifest["spool"] { sealed += spool }
+        for required in ["instructions.jsonl", "results.csv", LineIndex.name] where !sealed.contains(where: { $0.0 == required }) {
+            throw CommandFailure(.linesRejected, "\(folder)/manifest.json does not seal \(required); nothing was sent (plan again)")
         }
-        return PlanFolder(folder: folder, manifest: manifest, instructionsData: instructions)
+        for (name, entry) in sealed {
+            guard let expected = entry["sha256"]?.string else { continue }
+            let data = name == "instructions.jsonl" ? instructions : FileManager.default.contents(atPath: path(name))
+            guard let data else {
+                throw CommandFailure(.linesRejected, "\(folder)/\(name) is missing; nothing was sent (plan again)")
+            }
+            guard sha256(data) == expected else {
+                throw CommandFailure(
+                    .linesRejected, "\(folder)/\(name) changed since settle wrote it; nothing was sent (plan again)")
+            }
+        }
+        let folderValue = PlanFolder(folder: folder, manifest: manifest, instructionsData: instructions)
+        let rows = manifest["outputs"]?["results.csv"]?["rows"]?.int
+        let indexed = manifest["outputs"]?[LineIndex.name]?["rows"]?.int
+        guard rows != nil, rows == indexed else {
+            throw CommandFailure(
+                .linesRejected, "\(folder): results.csv and its line index disagree on the line count; nothing was sent")
+        }
+        return folderValue
+    }
+
+    /// Whether the plan was made with Stripe's facts looked up (`run`, `plan --online`).
+    var madeOnline: Bool { manifest["facts"]?["online"] == .bool(true) }
+
+    /// The plan's instructions, each checked against its own content before anything is
+    /// sent: the id re-derived from kind, group, payee, charge or target, currency, amount
+    /// and lines; the parameters saying the same amount, currency and payee; the lines
+    /// adding up to the amount. A plan edited by hand is refused (exit 65).
+    func instructions() throws(CommandFailure) -> [PlannedInstruction] {
+        let list: [PlannedInstruction]
+        do {
+            list = try PlannedInstruction.decodeJSONLines(instructionsData)
+        } catch {
+            throw CommandFailure(.linesRejected, "\(folder)/instructions.jsonl: \(error); nothing was sent")
+        }
+        for instruction in list {
+            if let problem = instruction.inconsistency {
+                throw CommandFailure(
+                    .linesRejected,
+                    "\(folder)/instructions.jsonl: instruction \(instruction.id) \(problem); nothing was sent (plan again)")
+            }
+        }
+        return list
     }
 
     static func sha256(_ data: Data) -> String {
@@ -75,19 +122,12 @@ struct PlanFolder {
             let status = text(rows[position][F.status.rawValue])
             if status == LineStatus.planned.name {
                 let instruction = text(rows[position][F.instructionID.rawValue])
-                switch outcomes[instruction] {
-                case .settled(let id)?: set(&rows[position], .settled, stripeID: id)
-                case .alreadySettled(let id)?:
-                    set(&rows[position], .alreadySettled, stripeID: id, reason: "settled by an earlier run")
-                case .failed(let code, let message)?: set(&rows[position], .failed, code: code, reason: message)
-                case .unknown(let message)?: set(&rows[position], .unknown, reason: message)
-                case .rejected(let code, let message)?:
-                    set(
-                        &rows[position], code == ReasonCode.chargePending.code ? .deferred : .rejected, code: code,
-                        reason: message)
-                case nil:
-                    set(&rows[position], .unknown, reason: "apply did not reach this instruction; run again")
-                }
+                let result =
+                    outcomes[instruction]?.lineResult
+                    ?? InstructionOutcome.notSent(reason: "apply did not reach this instruction; run again").lineResult
+                set(
+                    &rows[position], result.status, stripeID: result.stripeID, code: result.reasonCode,
+                    reason: result.reason)
             } else if status == LineStatus.unknown.name {
                 // Sent by an earlier run: the engine resolved it first; the ledger has the answer.
                 let lineID = text(rows[position][F.lineID.rawValue]).trimmingFormulaGuard()
@@ -145,13 +185,13 @@ struct PlanFolder {
             throw CommandFailure(
                 .internalError, "conservation check failed after apply: amounts by status do not add up")
         }
-        var exit = ExitCode.ok
-        if (counts[.rejected] ?? 0) + (counts[.failed] ?? 0) > 0
-            || manifest["inputs"]?.array?.contains(where: { $0["status"]?.string == "rejected" }) == true
-        {
-            exit = .linesRejected
-        }
-        if (counts[.unknown] ?? 0) > 0 { exit = exit.combined(with: .tryAgain) }
+        var exit = ExitCode.forLines(
+            counts: counts,
+            fileRejected: manifest["inputs"]?.array?.contains(where: { $0["status"]?.string == "rejected" }) == true,
+            applied: true)
+        // The files say what the process exits with, on every path.
+        if report.ledgerFailure != nil { exit = exit.combined(with: .tryAgain) }
+        if report.keyRefused != nil { exit = .configuration }
         let layout = CorrectionLayout(
             names: manifest["correction_columns"]?.array?.compactMap(\.string) ?? [],
             mapping: manifest["inputs"]?.array?.map { input in
@@ -204,6 +244,9 @@ struct PlanFolder {
                     ("server_errors", .int(Int64(report.serverErrors))),
                     ("transport_errors", .int(Int64(report.transportErrors))),
                     ("resolved_from_earlier_runs", .int(Int64(report.resolved.count))),
+                    ("answers_not_from_stripe", .int(Int64(report.notStripeAnswers))),
+                    ("key_refused", report.keyRefused.map(JSON.string) ?? .null),
+                    ("ledger_failure", report.ledgerFailure.map(JSON.string) ?? .null),
                 ]))
             put("exit_status", .int(Int64(exit.rawValue)))
             try PlanOutputs.writeManifest(.object(updated), folder: folder)

@@ -14,8 +14,12 @@ struct PlanOutputs {
         var counts: [LineStatus: Int] = [:]
     }
 
-    func write(_ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log) throws(CommandFailure) -> Written
-    {
+    /// - Parameters:
+    ///   - ledger: the ledger the plan read, or nil when it had none (recorded in the manifest).
+    ///   - online: whether Stripe's facts were looked up before planning.
+    func write(
+        _ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log, ledger: String?, online: Bool
+    ) throws(CommandFailure) -> Written {
         let started = Date()
         defer { log(.debug, "wrote the plan folder in \(Pipeline.elapsed(since: started))") }
         let batch = plan.batch
@@ -51,9 +55,22 @@ struct PlanOutputs {
             written.files.append(("instructions.jsonl", instructions.sha256, instructions.rows))
             written.files.append(("summary.csv", summary.sha256, summary.rows))
             written.files.append((LineIndex.name, index.sha256, index.rows))
-            let manifest = PlanOutputs.manifest(
+            // The spool is sealed too: apply copies failed lines' strings from it.
+            var spool: [(String, JSON)] = []
+            for position in inputs.indices {
+                let name = OutputFolder.spoolName(file: position)
+                guard let data = FileManager.default.contents(atPath: path(name)) else { continue }
+                spool.append((name, .object([("sha256", .string(PlanFolder.sha256(data)))])))
+            }
+            var manifest = PlanOutputs.manifest(
                 plan: plan, inputs: inputs, layout: layout, sums: sums,
                 written: written, mode: mode, options: options)
+            if case .object(var pairs) = manifest {
+                pairs.append(("spool", .object(spool)))
+                pairs.append(("ledger", ledger.map(JSON.string) ?? .null))
+                pairs.append(("facts", .object([("online", .bool(online))])))
+                manifest = .object(pairs)
+            }
             try PlanOutputs.writeManifest(manifest, folder: folder)
         } catch {
             throw CommandFailure(.outputUnwritable, "cannot write \(error.path): \(error.message)")
@@ -79,12 +96,7 @@ struct PlanOutputs {
     static let manifestSealName = ".settle/manifest.sha256"
 
     static func exitCode(counts: [LineStatus: Int], inputs: [InputReport]) -> ExitCode {
-        var code = ExitCode.ok
-        if (counts[.rejected] ?? 0) + (counts[.failed] ?? 0) > 0 || inputs.contains(where: { $0.rejection != nil }) {
-            code = .linesRejected
-        }
-        if (counts[.unknown] ?? 0) > 0 { code = code.combined(with: .tryAgain) }
-        return code
+        ExitCode.forLines(counts: counts, fileRejected: inputs.contains { $0.rejection != nil }, applied: false)
     }
 
     /// Every line exactly once, amounts conserved per currency; a violation is an internal error.

@@ -1,4 +1,5 @@
 import Foundation
+import SettleApply
 import SettleCore
 import SettleWrite
 
@@ -6,9 +7,9 @@ import SettleWrite
 public enum Settle {
     public static let version = "0.1.0"
     /// Stripe-Version pinned for v1 calls.
-    public static let stripeVersion = "2026-10-29.clover"
+    public static let stripeVersion = ApplyConfiguration.pinnedStripeVersion
     /// v2 money-management calls need a preview version (Apple Pay payout methods).
-    public static let previewVersion = "2026-11-18.preview"
+    public static let previewVersion = ApplyConfiguration.pinnedPreviewVersion
 
     public static func main() {
         let arguments = Array(CommandLine.arguments.dropFirst())
@@ -35,6 +36,7 @@ public enum Settle {
             case "apply": return try Commands(options: options, log: log).apply()
             case "run": return try Commands(options: options, log: log).run()
             case "status": return try Commands(options: options, log: log).status()
+            case "ledger": return try LedgerCommand(options: options, log: log).run()
             default: throw CommandFailure(.usage, "unknown command '\(options.command)'; see settle --help")
             }
         } catch {

@@ -4,12 +4,22 @@ public enum HTTPOutcome: Sendable {
     public enum TransportErrorKind: String, Sendable, Equatable {
         /// The connect or total timeout expired.
         case timeout
-        /// The connection could not be made or broke (DNS, refused, reset, TLS).
+        /// The connection broke after the request may have left (reset, nothing or a
+        /// partial answer received).
         case connection
+        /// The request never left: the host could not be resolved, the connection was
+        /// refused, or TLS could not be set up. Nothing can have reached the server.
+        case notSent
         /// Anything else libcurl reported.
         case other
     }
 
     case response(HTTPResponse)
     case transportError(kind: TransportErrorKind, message: String)
+
+    /// Whether the server may have received (and acted on) the request.
+    public var mayHaveReachedServer: Bool {
+        if case .transportError(.notSent, _) = self { return false }
+        return true
+    }
 }

@@ -1,34 +1,44 @@
-/// A token bucket that spaces requests to at most `rate` per second.
+/// A token bucket that spaces requests to at most `rate` per second, and adapts the rate
+/// to what the server accepts.
 ///
-/// On a 429, ``lower(now:)`` halves the rate (never below `floor`); after a quiet
-/// `recoveryInterval` without 429s the rate climbs back by a tenth of the ceiling at a
-/// time, so one burst of 429s does not slow the whole run for good.
+/// Answers are counted in windows of `window` (one second by default). At the end of a
+/// window in which some answers were global-rate 429s, the rate is multiplied by the share
+/// of answers that were accepted (never by less than a half); then every window adds
+/// `ceiling × recoveryStep`. So the rate settles just above what the server takes
+/// (`accepted + step`), a few random 429s cost a few per cent, and it climbs back within
+/// seconds. 429s for concurrency or lock time-outs are not about
+/// the rate: the caller backs off that one request and does not report them here.
 public struct RateLimiter: Sendable {
     /// The configured rate, requests per second; the rate never goes above it.
     public let ceiling: Double
     /// The lowest the rate goes after 429s.
     public let floor: Double
-    /// How long without a 429 before the rate climbs one step.
-    public let recoveryInterval: Duration
+    /// The length of one counting window.
+    public let window: Duration
+    /// The share of the ceiling added back after each window without a rate 429.
+    public let recoveryStep: Double
     /// The current rate, requests per second.
     public private(set) var rate: Double
 
     private var tokens: Double
     private var lastRefill: ContinuousClock.Instant
-    private var lastChange: ContinuousClock.Instant
+    private var windowStart: ContinuousClock.Instant
+    private var answered = 0
+    private var limited = 0
 
     /// - Parameter rate: requests per second (raised to `floor` when below it).
     public init(
-        rate: Double, floor: Double = 1, recoveryInterval: Duration = .seconds(5),
+        rate: Double, floor: Double = 1, window: Duration = .seconds(1), recoveryStep: Double = 0.05,
         now: ContinuousClock.Instant = .now
     ) {
         self.ceiling = max(rate, floor)
         self.floor = floor
-        self.recoveryInterval = recoveryInterval
+        self.window = window
+        self.recoveryStep = recoveryStep
         self.rate = ceiling
         self.tokens = 1
         self.lastRefill = now
-        self.lastChange = now
+        self.windowStart = now
     }
 
     /// Takes a token if one is there and returns nil; otherwise returns when one will be.
@@ -42,20 +52,33 @@ public struct RateLimiter: Sendable {
         return now + .nanoseconds(Int64((missing * 1e9).rounded(.up)))
     }
 
-    /// Slows down after a 429: halves the rate, not below `floor`, and drains the bucket.
-    public mutating func lower(now: ContinuousClock.Instant) {
-        refill(now: now)
-        rate = max(floor, rate / 2)
-        tokens = min(tokens, 0)
-        lastChange = now
+    /// Counts one answer: `rateLimited` for a 429 about the request rate (global rate).
+    public mutating func record(rateLimited: Bool, now: ContinuousClock.Instant) {
+        closeWindows(now: now)
+        answered += 1
+        if rateLimited {
+            limited += 1
+            tokens = min(tokens, 0)
+        }
+    }
+
+    private mutating func closeWindows(now: ContinuousClock.Instant) {
+        while windowStart + window <= now {
+            if limited > 0, answered > 0 {
+                let accepted = Double(answered - limited) / Double(answered)
+                rate = rate * max(0.5, accepted)
+            }
+            rate = max(floor, min(ceiling, rate + ceiling * recoveryStep))
+            answered = 0
+            limited = 0
+            windowStart = windowStart + window
+            // A long quiet spell: jump to now instead of replaying every empty window.
+            if windowStart + window * 20 <= now, rate >= ceiling { windowStart = now }
+        }
     }
 
     private mutating func refill(now: ContinuousClock.Instant) {
-        // Recover one step per quiet interval.
-        while rate < ceiling, lastChange + recoveryInterval <= now {
-            lastChange = lastChange + recoveryInterval
-            rate = min(ceiling, rate + ceiling / 10)
-        }
+        closeWindows(now: now)
         let elapsed = lastRefill.duration(to: now)
         guard elapsed > .zero else { return }
         tokens = min(1, tokens + elapsed.seconds * rate)

@@ -16,6 +16,18 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
     case unknownInstruction(String)
     /// Any other SQLite failure (extended result code and SQLite's message).
     case sqlite(code: Int, message: String)
+    /// There is no ledger at the path: `apply`/`run` never start from an empty one by
+    /// accident (create it with `settle ledger init`, or recover it with `ledger rebuild`).
+    case missing(path: String, hadMark: Bool)
+    /// The file exists but is not a settle ledger (not SQLite, or no settle schema).
+    case notALedger(path: String, message: String)
+    /// `PRAGMA integrity_check` failed, or the file is empty.
+    case damaged(path: String, message: String)
+    /// The ledger holds fewer commits than its mark file records: commits were lost (a
+    /// lost WAL, an old backup restored). Sending from it could pay twice.
+    case behindMark(path: String, message: String)
+    /// `ledger init` on a path that already has a ledger or its mark.
+    case alreadyExists(path: String)
 
     public var description: String {
         switch self {
@@ -29,6 +41,17 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
             return "instruction \(id) is \(status.rawValue) in the ledger and cannot be sent again"
         case .unknownInstruction(let id): return "instruction \(id) is not in the ledger"
         case .sqlite(let code, let message): return "SQLite error \(code): \(message)"
+        case .missing(let path, let hadMark):
+            return hadMark
+                ? "the ledger \(path) is missing, but its mark \(path).mark shows one was there: restore it from a backup or recover it with `settle ledger rebuild --since DATE --ledger \(path)`; never start again from an empty ledger"
+                : "there is no ledger at \(path): create one with `settle ledger init --ledger \(path)` (or recover a lost one with `settle ledger rebuild --since DATE`)"
+        case .notALedger(let path, let message): return "\(path) is not a settle ledger: \(message)"
+        case .damaged(let path, let message):
+            return "the ledger \(path) is damaged (\(message)): restore it from a backup or recover it with `settle ledger rebuild --since DATE`"
+        case .behindMark(let path, let message):
+            return "the ledger \(path) lost commits (\(message)): restore the latest backup or recover it with `settle ledger rebuild --since DATE`; nothing was sent"
+        case .alreadyExists(let path):
+            return "\(path) already has a ledger (or its mark): settle ledger init never replaces one; use `settle ledger rebuild` to recover a lost ledger"
         }
     }
 }

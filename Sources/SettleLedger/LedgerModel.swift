@@ -120,6 +120,10 @@ public enum LedgerOutcome: Sendable, Equatable {
     case failed(code: String, message: String)
     /// Not known yet.
     case unknown(message: String)
+
+    /// The error code of an instruction released because its request never left: no
+    /// object can exist, so its lines go again under the next attempt.
+    public static let notSentCode = "not_sent"
 }
 
 /// One HTTP call made for an instruction.
@@ -132,11 +136,14 @@ public struct LedgerCall: Sendable, Equatable {
     public var outcome: String
     public var httpStatus: Int?
     public var requestID: String?
+    /// The `Date` header of Stripe's answer: Stripe's clock, not ours.
+    public var stripeDate: String?
 
     public init(
         instructionID: String, attempt: Int, idempotencyKey: String, sentAt: Date, outcome: String,
-        httpStatus: Int?, requestID: String?
+        httpStatus: Int?, requestID: String?, stripeDate: String? = nil
     ) {
+        self.stripeDate = stripeDate
         self.instructionID = instructionID
         self.attempt = attempt
         self.idempotencyKey = idempotencyKey

@@ -19,7 +19,10 @@ extension LedgerStore {
             for dispatch in batch {
                 try markOne(dispatch, time: time)
             }
+            try bumpSequence()
         }
+        // After the commit: a ledger that later holds fewer commits than this lost some.
+        try writeMark()
     }
 
     private func markOne(_ dispatch: LedgerDispatch, time: Int64) throws(LedgerError) {
@@ -131,14 +134,15 @@ extension LedgerStore {
     private func insert(_ call: LedgerCall) throws(LedgerError) {
         try db.run(
             """
-            INSERT INTO attempts (instruction_id, attempt, idempotency_key, sent_at, outcome, http_status, request_id)
-            VALUES (?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO attempts (instruction_id, attempt, idempotency_key, sent_at, outcome, http_status, request_id,
+                stripe_date)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .text(call.instructionID), .integer(Int64(call.attempt)), .text(call.idempotencyKey),
                 .integer(call.sentAt.ledgerMilliseconds), .text(call.outcome),
                 SQLiteValue(call.httpStatus.map { Int64($0) }),
-                SQLiteValue(call.requestID),
+                SQLiteValue(call.requestID), SQLiteValue(call.stripeDate),
             ])
     }
 
@@ -150,5 +154,88 @@ extension LedgerStore {
             state = (LedgerStatus(rawValue: row.text(0) ?? "") ?? .unknown, Int(row.integer(1)), row.text(2) ?? "")
         }
         return state
+    }
+}
+
+extension LedgerStore {
+    /// An object settle made, as Stripe lists it (`metadata[settle_instruction]`), for
+    /// `settle ledger rebuild`.
+    public struct RestoredObject: Sendable, Equatable {
+        public var instructionID: String
+        public var kind: String
+        public var stripeID: String
+        public var group: String
+        public var payee: String
+        public var charge: String
+        public var currency: String
+        public var amountMinor: Int64
+        public var path: String
+
+        public init(
+            instructionID: String, kind: String, stripeID: String, group: String, payee: String, charge: String,
+            currency: String, amountMinor: Int64, path: String
+        ) {
+            self.instructionID = instructionID
+            self.kind = kind
+            self.stripeID = stripeID
+            self.group = group
+            self.payee = payee
+            self.charge = charge
+            self.currency = currency
+            self.amountMinor = amountMinor
+            self.path = path
+        }
+    }
+
+    /// Records objects found at Stripe as settled instructions, in one transaction. An
+    /// instruction the ledger already holds is marked settled with Stripe's id (whatever it
+    /// said before: Stripe's list is the truth); a new one is added. Returns how many were new.
+    @discardableResult
+    public func restore(_ objects: [RestoredObject], at now: Date = Date()) throws(LedgerError) -> Int {
+        let time = now.ledgerMilliseconds
+        var added = 0
+        try db.transaction { () throws(LedgerError) in
+            for object in objects {
+                let changed = try db.run(
+                    """
+                    UPDATE instructions SET status = 'settled', stripe_id = ?, error_code = NULL, error_message = NULL
+                    WHERE id = ?
+                    """, [.text(object.stripeID), .text(object.instructionID)])
+                if changed == 1 {
+                    try db.run(
+                        "UPDATE lines SET status = 'settled', stripe_id = ? WHERE instruction_id = ?",
+                        [.text(object.stripeID), .text(object.instructionID)])
+                    continue
+                }
+                added += 1
+                try db.run(
+                    """
+                    INSERT INTO instructions (id, kind, group_key, payee, charge, currency, amount_minor, method, path,
+                        params, stripe_context, status, attempt, idempotency_key, first_sent_at, last_sent_at, stripe_id,
+                        error_message)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, 'POST', ?, '{}', NULL, 'settled', 1, ?, ?, ?, ?,
+                        'restored by settle ledger rebuild from Stripe')
+                    """,
+                    [
+                        .text(object.instructionID), .text(object.kind), .text(object.group), .text(object.payee),
+                        .text(object.charge), .text(object.currency), .integer(object.amountMinor), .text(object.path),
+                        .text("settle-\(object.instructionID)-a1"), .integer(time), .integer(time),
+                        .text(object.stripeID),
+                    ])
+            }
+            try bumpSequence()
+        }
+        try writeMark()
+        return added
+    }
+
+    /// `settle ledger rebuild` on a lost ledger: a new one where the old one was (the mark
+    /// of the lost one is replaced), to be filled by ``restore(_:at:)``.
+    public static func createForRebuild(path: String) throws(LedgerError) -> LedgerStore {
+        if !FileManager.default.fileExists(atPath: path) {
+            unlink(markPath(path))
+            return try create(path: path)
+        }
+        return try open(path: path, acceptingLostCommits: true)
     }
 }

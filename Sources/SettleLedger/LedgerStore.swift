@@ -8,8 +8,8 @@ import Glibc
 /// ``openReadOnly(path:)``. WAL journal, `synchronous=FULL`: a committed write survives
 /// a crash or power loss. Use one store from one thread.
 public final class LedgerStore {
-    /// The schema this build reads and writes.
-    public static let schemaVersion = 1
+    /// The schema this build reads and writes (version 1 ledgers are migrated on open).
+    public static let schemaVersion = 2
 
     /// The ledger file.
     public let path: String
@@ -27,27 +27,77 @@ public final class LedgerStore {
 
     deinit { close() }
 
-    /// Opens (creating if needed) the ledger for `apply`, holding its process lock.
+    /// `settle ledger init`: creates a new, empty ledger (0600) and its mark, holding the
+    /// process lock. Never replaces anything.
     ///
-    /// - Throws: ``LedgerError/busy(_:)`` when another process holds the lock.
-    public static func open(path: String) throws(LedgerError) -> LedgerStore {
-        let lockPath = path + ".lock"
-        let descriptor = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw .cannotOpen(path: lockPath, message: String(cString: strerror(errno)))
-        }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let reason = errno
+    /// - Throws: ``LedgerError/alreadyExists(path:)`` when the file or its mark exists.
+    public static func create(path: String) throws(LedgerError) -> LedgerStore {
+        let descriptor = try lock(path)
+        guard !FileManager.default.fileExists(atPath: path), !FileManager.default.fileExists(atPath: markPath(path))
+        else {
             Glibc.close(descriptor)
-            if reason == EWOULDBLOCK {
-                throw .busy("another settle process is using \(path)")
-            }
-            throw .cannotOpen(path: lockPath, message: String(cString: strerror(reason)))
+            throw .alreadyExists(path: path)
         }
-        do {
+        do throws(LedgerError) {
+            // Private from the first byte, whatever the umask.
+            let file = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            guard file >= 0 else { throw .cannotOpen(path: path, message: String(cString: strerror(errno))) }
+            fchmod(file, 0o600)
+            Glibc.close(file)
             let db = try SQLiteDatabase(path: path, readOnly: false)
             let store = LedgerStore(path: path, db: db, writable: true, lockDescriptor: descriptor)
-            try store.prepareSchema()
+            try store.configure()
+            try db.transaction { () throws(LedgerError) in
+                try db.execute(Self.schema)
+                try store.migrate(from: 1)
+                try db.run(
+                    "INSERT INTO settle_meta(key, value) VALUES ('created_at', ?)",
+                    [.text(String(Date().ledgerMilliseconds))])
+            }
+            try store.writeMark()
+            return store
+        } catch {
+            // Leave nothing half made behind: a later init (or open) must not find it.
+            unlink(path)
+            unlink(path + "-wal")
+            unlink(path + "-shm")
+            unlink(markPath(path))
+            Glibc.close(descriptor)
+            throw error
+        }
+    }
+
+    /// Opens the ledger for `apply`/`run`, holding its process lock. It must exist, be a
+    /// settle ledger, pass `PRAGMA integrity_check`, and hold at least the commits its mark
+    /// records: anything else stops the run before anything is sent.
+    ///
+    /// - Throws: ``LedgerError/busy(_:)`` when another process holds the lock;
+    ///   ``LedgerError/missing(path:hadMark:)``, ``LedgerError/notALedger(path:message:)``,
+    ///   ``LedgerError/damaged(path:message:)``, ``LedgerError/behindMark(path:message:)``.
+    public static func open(path: String) throws(LedgerError) -> LedgerStore {
+        try open(path: path, acceptingLostCommits: false)
+    }
+
+    static func open(path: String, acceptingLostCommits: Bool) throws(LedgerError) -> LedgerStore {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw .missing(path: path, hadMark: FileManager.default.fileExists(atPath: markPath(path)))
+        }
+        let descriptor = try lock(path)
+        do throws(LedgerError) {
+            try checkFile(path)
+            let db = try SQLiteDatabase(path: path, readOnly: false)
+            let store = LedgerStore(path: path, db: db, writable: true, lockDescriptor: descriptor)
+            try store.configure()
+            try store.checkIntegrity()
+            let found = try store.storedSchemaVersion()
+            guard found > 0 else { throw LedgerError.notALedger(path: path, message: "it has no settle schema") }
+            guard found <= Self.schemaVersion else {
+                throw LedgerError.schemaMismatch(found: found, expected: Self.schemaVersion)
+            }
+            if found < Self.schemaVersion {
+                try db.transaction { () throws(LedgerError) in try store.migrate(from: found) }
+            }
+            if !acceptingLostCommits { try store.checkMark() }
             return store
         } catch {
             Glibc.close(descriptor)
@@ -56,12 +106,22 @@ public final class LedgerStore {
     }
 
     /// Opens an existing ledger to read it, without the lock; nil when there is no file.
+    ///
+    /// - Throws: ``LedgerError/notALedger(path:message:)`` for a file that is not a settle
+    ///   ledger, ``LedgerError/damaged(path:message:)`` for an empty one.
     public static func openReadOnly(path: String) throws(LedgerError) -> LedgerStore? {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
+        try checkFile(path)
         let db = try SQLiteDatabase(path: path, readOnly: true)
         let store = LedgerStore(path: path, db: db, writable: false, lockDescriptor: -1)
-        let found = try store.storedSchemaVersion()
-        guard found == schemaVersion else {
+        let found: Int
+        do {
+            found = try store.storedSchemaVersion()
+        } catch {
+            throw .notALedger(path: path, message: "\(error)")
+        }
+        guard found > 0 else { throw .notALedger(path: path, message: "it has no settle schema") }
+        guard found == 1 || found == schemaVersion else {
             throw .schemaMismatch(found: found, expected: schemaVersion)
         }
         return store
@@ -76,22 +136,122 @@ public final class LedgerStore {
         }
     }
 
-    // MARK: - Schema
+    /// Copies the ledger, consistently, while it may be in use (SQLite's online backup),
+    /// to a new file (0600). Refuses to overwrite an existing file.
+    public func backup(to destination: String) throws(LedgerError) {
+        guard !FileManager.default.fileExists(atPath: destination) else { throw .alreadyExists(path: destination) }
+        try db.backup(to: destination)
+        chmod(destination, 0o600)
+    }
 
-    private func prepareSchema() throws(LedgerError) {
+    // MARK: - Checks
+
+    private static func lock(_ path: String) throws(LedgerError) -> Int32 {
+        let lockPath = path + ".lock"
+        let descriptor = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else {
+            throw .cannotOpen(path: lockPath, message: String(cString: strerror(errno)))
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let reason = errno
+            Glibc.close(descriptor)
+            if reason == EWOULDBLOCK {
+                throw .busy("another settle process is using \(path)")
+            }
+            throw .cannotOpen(path: lockPath, message: String(cString: strerror(reason)))
+        }
+        return descriptor
+    }
+
+    /// An empty file is a damaged ledger (SQLite would take it as a new database); a file
+    /// without SQLite's header is not a ledger.
+    private static func checkFile(_ path: String) throws(LedgerError) {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw .cannotOpen(path: path, message: String(cString: strerror(errno)))
+        }
+        defer { try? handle.close() }
+        let head = (try? handle.read(upToCount: 16)) ?? Data()
+        if head.isEmpty { throw .damaged(path: path, message: "the file is empty") }
+        guard head == Data("SQLite format 3\u{0}".utf8) else {
+            throw .notALedger(path: path, message: "not an SQLite database")
+        }
+    }
+
+    private func configure() throws(LedgerError) {
         try db.execute("PRAGMA journal_mode=WAL")
         try db.execute("PRAGMA synchronous=FULL")
         try db.execute("PRAGMA foreign_keys=ON")
-        let found = try storedSchemaVersion()
-        if found == Self.schemaVersion { return }
-        guard found == 0 else { throw .schemaMismatch(found: found, expected: Self.schemaVersion) }
-        try db.transaction { () throws(LedgerError) in
-            try db.execute(Self.schema)
-            try db.run(
-                "INSERT INTO settle_meta(key, value) VALUES ('schema_version', ?)",
-                [.text(String(Self.schemaVersion))])
+    }
+
+    private func checkIntegrity() throws(LedgerError) {
+        var results: [String] = []
+        do {
+            try db.query("PRAGMA integrity_check") { row in results.append(row.text(0) ?? "") }
+        } catch {
+            throw .damaged(path: path, message: "\(error)")
+        }
+        guard results == ["ok"] else {
+            throw .damaged(path: path, message: "integrity_check: " + results.prefix(3).joined(separator: "; "))
         }
     }
+
+    // MARK: - Mark
+
+    /// `<ledger>.mark`: the ledger's id and how many in-flight commits it holds, written
+    /// after each of them. A ledger behind its mark lost commits.
+    static func markPath(_ path: String) -> String { path + ".mark" }
+
+    private func meta(_ key: String) throws(LedgerError) -> String? {
+        var value: String?
+        try db.query("SELECT value FROM settle_meta WHERE key = ?", [.text(key)]) { row in value = row.text(0) }
+        return value
+    }
+
+    /// The commit sequence, bumped inside each in-flight transaction.
+    func bumpSequence() throws(LedgerError) {
+        try db.run(
+            """
+            INSERT INTO settle_meta(key, value) VALUES ('commit_seq', '1')
+            ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1
+            """)
+    }
+
+    func writeMark() throws(LedgerError) {
+        let text = "\(try meta("ledger_id") ?? "") \(try meta("commit_seq") ?? "0")\n"
+        let final = Self.markPath(path)
+        let temporary = final + ".tmp"
+        let descriptor = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw .cannotOpen(path: temporary, message: String(cString: strerror(errno))) }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        let synced = fsync(descriptor)
+        Glibc.close(descriptor)
+        guard written == bytes.count, synced == 0, rename(temporary, final) == 0 else {
+            throw .cannotOpen(path: final, message: String(cString: strerror(errno)))
+        }
+    }
+
+    private func checkMark() throws(LedgerError) {
+        guard let data = FileManager.default.contents(atPath: Self.markPath(path)) else {
+            // A ledger from before marks (or whose mark was removed by hand): start one.
+            try writeMark()
+            return
+        }
+        let parts = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace).map(String.init)
+        let id = try meta("ledger_id") ?? ""
+        let sequence = Int(try meta("commit_seq") ?? "0") ?? 0
+        guard parts.count == 2, let marked = Int(parts[1]) else {
+            throw .behindMark(path: path, message: "its mark file is unreadable")
+        }
+        guard parts[0] == id else {
+            throw .behindMark(path: path, message: "it is not the ledger its mark was written for")
+        }
+        guard sequence >= marked else {
+            throw .behindMark(path: path, message: "it holds \(sequence) in-flight commits, its mark says \(marked)")
+        }
+    }
+
+    // MARK: - Schema
 
     private func storedSchemaVersion() throws(LedgerError) -> Int {
         var exists = false
@@ -105,6 +265,65 @@ public final class LedgerStore {
         }
         return version
     }
+
+    /// Brings a schema from `version` to the current one, in the caller's transaction.
+    private func migrate(from version: Int) throws(LedgerError) {
+        if version < 2 { try db.execute(Self.schemaVersion2) }
+        try db.run(
+            """
+            INSERT INTO settle_meta(key, value) VALUES ('schema_version', ?)
+            ON CONFLICT(key) DO UPDATE SET value = excluded.value
+            """, [.text(String(Self.schemaVersion))])
+        if try meta("ledger_id") == nil {
+            try db.run(
+                "INSERT INTO settle_meta(key, value) VALUES ('ledger_id', ?)", [.text(UUID().uuidString.lowercased())])
+        }
+    }
+
+    /// Version 2: Stripe's time of each answer, the runs, the lines that wait, the charges
+    /// counted, and the payouts followed to their end.
+    static let schemaVersion2 = """
+        ALTER TABLE attempts ADD COLUMN stripe_date TEXT;
+        ALTER TABLE instructions ADD COLUMN run_id TEXT;
+        ALTER TABLE instructions ADD COLUMN payout_status TEXT;
+        -- One row per plan/apply/run, with what it ended with.
+        CREATE TABLE runs (
+            id          TEXT PRIMARY KEY,
+            command     TEXT NOT NULL,
+            as_of       TEXT NOT NULL,
+            folder      TEXT,
+            started_at  INTEGER NOT NULL,
+            ended_at    INTEGER,
+            exit_status INTEGER,
+            counts      TEXT,
+            continues   TEXT
+        );
+        -- Lines deferred (charge_pending, scheduled): the queue every later run brings back.
+        CREATE TABLE waiting (
+            line_id      TEXT PRIMARY KEY,
+            content      TEXT NOT NULL,
+            amount_minor INTEGER NOT NULL,
+            currency     TEXT NOT NULL,
+            reason_code  TEXT NOT NULL,
+            reason       TEXT NOT NULL,
+            source       TEXT NOT NULL,
+            header       TEXT NOT NULL,
+            record       TEXT NOT NULL,
+            since_run    TEXT NOT NULL,
+            since_at     INTEGER NOT NULL,
+            status       TEXT NOT NULL CHECK (status IN ('waiting', 'released', 'cancelled')),
+            ended_run    TEXT
+        );
+        -- Each charge counted once, in the run that first allocated from it.
+        CREATE TABLE charges (
+            charge      TEXT PRIMARY KEY,
+            currency    TEXT NOT NULL,
+            first_run   TEXT NOT NULL,
+            gross_minor INTEGER NOT NULL,
+            fee_minor   INTEGER NOT NULL,
+            status      TEXT NOT NULL
+        );
+        """
 
     static let schema = """
         CREATE TABLE settle_meta (

@@ -7,12 +7,12 @@ final class SQLiteDatabase {
     private var statements: [String: OpaquePointer] = [:]
     let path: String
 
-    init(path: String, readOnly: Bool) throws(LedgerError) {
+    init(path: String, readOnly: Bool, create: Bool = false) throws(LedgerError) {
         self.path = path
         let flags =
             readOnly
             ? SQLITE_OPEN_READONLY
-            : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+            : (SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0))
         var db: OpaquePointer?
         let rc = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, nil)
         handle = db
@@ -33,6 +33,29 @@ final class SQLiteDatabase {
         statements.removeAll()
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
+    }
+
+    /// Copies the whole database to a new file with SQLite's online backup API: a
+    /// consistent copy even while another connection writes.
+    func backup(to destination: String) throws(LedgerError) {
+        var target: OpaquePointer?
+        let rc = sqlite3_open_v2(destination, &target, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil)
+        defer { sqlite3_close_v2(target) }
+        guard rc == SQLITE_OK, let target else {
+            throw .cannotOpen(path: destination, message: target.map { String(cString: sqlite3_errmsg($0)) } ?? "")
+        }
+        guard let backup = sqlite3_backup_init(target, "main", handle, "main") else {
+            throw .cannotOpen(path: destination, message: String(cString: sqlite3_errmsg(target)))
+        }
+        var step: Int32
+        repeat {
+            step = sqlite3_backup_step(backup, -1)
+            if step == SQLITE_BUSY || step == SQLITE_LOCKED { sqlite3_sleep(50) }
+        } while step == SQLITE_OK || step == SQLITE_BUSY || step == SQLITE_LOCKED
+        let finished = sqlite3_backup_finish(backup)
+        guard step == SQLITE_DONE, finished == SQLITE_OK else {
+            throw Self.error(finished == SQLITE_OK ? step : finished, String(cString: sqlite3_errmsg(target)))
+        }
     }
 
     /// Runs SQL with no parameters and no rows (schema, pragmas, transaction control).

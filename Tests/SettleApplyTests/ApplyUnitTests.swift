@@ -30,7 +30,7 @@ import Testing
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("settle-unit-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let ledger = try LedgerStore.open(path: folder.appendingPathComponent("l.sqlite").path)
+        let ledger = try openTestLedger(path: folder.appendingPathComponent("l.sqlite").path)
         let result = Result {
             try ApplyEngine(
                 configuration: ApplyConfiguration(apiBase: base, apiKey: APIKey("sk_test_x")), ledger: ledger)

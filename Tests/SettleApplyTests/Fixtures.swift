@@ -64,7 +64,7 @@ func configuration(
 func runEngine(_ sandbox: Sandbox, _ plan: [PlannedInstruction], configuration config: ApplyConfiguration? = nil) throws
     -> ApplyReport
 {
-    let ledger = try LedgerStore.open(path: sandbox.ledgerPath)
+    let ledger = try openTestLedger(path: sandbox.ledgerPath)
     defer { ledger.close() }
     let engine = try ApplyEngine(configuration: config ?? configuration(sandbox), ledger: ledger)
     return try engine.run(plan)

@@ -20,24 +20,46 @@ import Testing
         #expect(granted == 10)
     }
 
-    @Test func lowerHalvesNotBelowFloorAndRecoversSlowly() {
+    @Test func rateFollowsTheShareOfAcceptedAnswersAndRecoversEachSecond() {
         let start = ContinuousClock.now
-        var limiter = RateLimiter(rate: 20, floor: 1, recoveryInterval: .seconds(5), now: start)
-        limiter.lower(now: start)
-        #expect(limiter.rate == 10)
-        limiter.lower(now: start)
-        limiter.lower(now: start)
-        limiter.lower(now: start)
-        limiter.lower(now: start)
-        #expect(limiter.rate == 1)
-        limiter.lower(now: start)
-        #expect(limiter.rate == 1)
-        _ = limiter.acquire(now: start + .seconds(4))
-        #expect(limiter.rate == 1)
-        _ = limiter.acquire(now: start + .seconds(5))
-        #expect(limiter.rate == 3)
-        _ = limiter.acquire(now: start + .seconds(60))
-        #expect(limiter.rate == 20)
+        var limiter = RateLimiter(rate: 100, floor: 1, window: .seconds(1), recoveryStep: 0.05, now: start)
+        // A window where a quarter of the answers were rate 429s: 75 % of the rate, plus the step.
+        for index in 0..<100 { limiter.record(rateLimited: index % 4 == 0, now: start + .milliseconds(10 * index)) }
+        _ = limiter.acquire(now: start + .milliseconds(1000))
+        #expect(limiter.rate == 80)
+        // A server that takes nothing halves the rate each window (never more): it settles at
+        // twice the step (r = r / 2 + 5), where the retries of the refused requests still probe.
+        for second in 1..<20 {
+            limiter.record(rateLimited: true, now: start + .seconds(second) + .milliseconds(1))
+        }
+        _ = limiter.acquire(now: start + .seconds(20))
+        #expect(limiter.rate > 10 && limiter.rate < 10.001)
+        // Quiet windows add 5 % of the ceiling each: back to the ceiling within 20 s.
+        _ = limiter.acquire(now: start + .seconds(30))
+        #expect(limiter.rate > 60 && limiter.rate < 60.001)
+        _ = limiter.acquire(now: start + .seconds(40))
+        #expect(limiter.rate == 100)
+    }
+
+    @Test func fivePercentRandomRateLimitsKeepMostOfTheRate() {
+        // Simulated: 100 answers a second, 5 % of them global-rate 429s, for a minute.
+        let start = ContinuousClock.now
+        var limiter = RateLimiter(rate: 100, now: start)
+        var generator = SplitMix(seed: 7)
+        var lowest = 100.0
+        var total = 0.0
+        for second in 0..<60 {
+            let answers = Int(limiter.rate)
+            for index in 0..<answers {
+                let now = start + .seconds(second) + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(answers))
+                limiter.record(rateLimited: generator.next() % 100 < 5, now: now)
+            }
+            _ = limiter.acquire(now: start + .seconds(second + 1))
+            lowest = min(lowest, limiter.rate)
+            total += limiter.rate
+        }
+        #expect(total / 60 >= 90)
+        #expect(lowest >= 80)
     }
 
     @Test func backoffGrowsAndStaysWithinItsBounds() {
@@ -50,5 +72,18 @@ import Testing
                 #expect(delay <= .nanoseconds(Int64(ceiling * 1e9)))
             }
         }
+    }
+}
+
+/// A small seeded generator, so the simulation is the same on every run.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

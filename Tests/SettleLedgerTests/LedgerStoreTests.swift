@@ -39,21 +39,21 @@ func reversal(_ id: String, of transferID: String, amount: Int64, line: String) 
 struct LedgerStoreTests {
     @Test func secondOpenIsBusyUntilTheFirstCloses() throws {
         let folder = try TemporaryFolder()
-        let first = try LedgerStore.open(path: folder.ledgerPath)
+        let first = try openTestLedger(path: folder.ledgerPath)
         #expect(throws: LedgerError.busy("another settle process is using \(folder.ledgerPath)")) {
-            _ = try LedgerStore.open(path: folder.ledgerPath)
+            _ = try openTestLedger(path: folder.ledgerPath)
         }
         // Readers do not take the lock.
         let reader = try #require(try LedgerStore.openReadOnly(path: folder.ledgerPath))
         #expect(try reader.statusSummary().linesSettled == 0)
         first.close()
-        let again = try LedgerStore.open(path: folder.ledgerPath)
+        let again = try openTestLedger(path: folder.ledgerPath)
         again.close()
     }
 
     @Test func lockIsHeldAgainstAnotherProcess() throws {
         let folder = try TemporaryFolder()
-        let store = try LedgerStore.open(path: folder.ledgerPath)
+        let store = try openTestLedger(path: folder.ledgerPath)
         defer { store.close() }
         // flock(1) in another process cannot take the lock while we hold it.
         let probe = Process()
@@ -72,18 +72,18 @@ struct LedgerStoreTests {
 
     @Test func journalIsWALAndSchemaVersioned() throws {
         let folder = try TemporaryFolder()
-        let store = try LedgerStore.open(path: folder.ledgerPath)
+        let store = try openTestLedger(path: folder.ledgerPath)
         try store.markInFlight([transfer("ins_a", lines: ["L1"])])
         #expect(FileManager.default.fileExists(atPath: folder.ledgerPath + "-wal"))
         store.close()
         let output = try sqlite(
             folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'; PRAGMA journal_mode;")
-        #expect(output == "1\nwal\n")
+        #expect(output == "2\nwal\n")
     }
 
     @Test func inFlightIsCommittedAndVisibleToAnotherConnectionBeforeAnyOutcome() throws {
         let folder = try TemporaryFolder()
-        let store = try LedgerStore.open(path: folder.ledgerPath)
+        let store = try openTestLedger(path: folder.ledgerPath)
         let sentAt = Date(timeIntervalSince1970: 1_800_000_000)
         try store.markInFlight(
             [
@@ -108,7 +108,7 @@ struct LedgerStoreTests {
 
     @Test func settledOutcomeSettlesLinesAndCallsAreRecorded() throws {
         let folder = try TemporaryFolder()
-        let store = try LedgerStore.open(path: folder.ledgerPath)
+        let store = try openTestLedger(path: folder.ledgerPath)
         try store.markInFlight([transfer("ins_a", lines: ["L1", "L2"])])
         let now = Date()
         try store.recordCall(
@@ -147,7 +147,7 @@ struct LedgerStoreTests {
 
     @Test func failureReleasesLinesForANewAttempt() throws {
         let folder = try TemporaryFolder()
-        let store = try LedgerStore.open(path: folder.ledgerPath)
+        let store = try openTestLedger(path: folder.ledgerPath)
         try store.markInFlight([transfer("ins_a", lines: ["L1"])])
         try store.recordOutcome(
             instruction: "ins_a", .failed(code: "balance_insufficient", message: "Insufficient funds"))
@@ -174,7 +174,7 @@ struct LedgerStoreTests {
 
     @Test func aLineHeldByAnotherInstructionCannotBeClaimedAndTheBatchIsAtomic() throws {
         let folder = try TemporaryFolder()
-        let store = try LedgerStore.open(path: folder.ledgerPath)
+        let store = try openTestLedger(path: folder.ledgerPath)
         try store.markInFlight([transfer("ins_a", lines: ["L1"])])
         try store.recordOutcome(instruction: "ins_a", .unknown(message: "timeout"))
         #expect(throws: LedgerError.lineClaimed(lineID: "L1", instructionID: "ins_a", status: .unknown)) {
@@ -193,7 +193,7 @@ struct LedgerStoreTests {
 
     @Test func transferLookupIsNetOfReversals() throws {
         let folder = try TemporaryFolder()
-        let store = try LedgerStore.open(path: folder.ledgerPath)
+        let store = try openTestLedger(path: folder.ledgerPath)
         try store.markInFlight([transfer("ins_t", lines: ["L1"], amount: 7000)])
         #expect(try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd") == nil)
         try store.recordOutcome(instruction: "ins_t", .settled(stripeID: "tr_9"))
@@ -215,11 +215,11 @@ struct LedgerStoreTests {
     @Test func ledgerSurvivesReopen() throws {
         let folder = try TemporaryFolder()
         do {
-            let store = try LedgerStore.open(path: folder.ledgerPath)
+            let store = try openTestLedger(path: folder.ledgerPath)
             try store.markInFlight([transfer("ins_a", lines: ["L1"])])
             try store.recordOutcome(instruction: "ins_a", .settled(stripeID: "tr_1"))
         }
-        let store = try LedgerStore.open(path: folder.ledgerPath)
+        let store = try openTestLedger(path: folder.ledgerPath)
         #expect(try store.line("L1")?.stripeID == "tr_1")
     }
 }

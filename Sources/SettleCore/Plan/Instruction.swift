@@ -71,7 +71,7 @@ public struct Instruction: Sendable {
 
     /// `settle-<id>-a<attempt>`: the root is the instruction id, so a retry of the same attempt
     /// can never create a second object, and a deliberate re-send after a refusal gets a new key.
-    public var idempotencyKey: String { "settle-\(id)-a\(attempt)" }
+    public var idempotencyKey: String { IdempotencyKey.make(instruction: id, attempt: attempt) }
 
     /// The API path; a reversal names its transfer.
     public func path(_ batch: Batch) -> String {
@@ -85,6 +85,33 @@ public struct Instruction: Sendable {
 
 /// The deterministic id of an instruction.
 public enum InstructionID {
+    /// The id from an instruction's facts as text, as `apply` re-derives it from
+    /// `instructions.jsonl` (so an edited amount, payee or line list cannot be sent under an
+    /// old id). The same bytes as ``make(_:lines:batch:hasher:scratch:)`` hashes.
+    public static func make(
+        kind: String, group: String, payee: String, chargeOrTarget: String, currency: String, amountMinor: Int64,
+        lineIDs: [String]
+    ) -> String {
+        var scratch: [UInt8] = []
+        for field in [kind, group, payee, chargeOrTarget, currency] {
+            scratch.append(contentsOf: field.utf8)
+            scratch.append(0x0A)
+        }
+        MinorUnits.appendDecimal(amountMinor, to: &scratch)
+        scratch.append(0x0A)
+        for id in lineIDs.map({ Array($0.utf8) }).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            scratch.append(contentsOf: id)
+            scratch.append(0x0A)
+        }
+        let hasher = SHA256()
+        scratch.withUnsafeBytes { hasher.update($0) }
+        let digest = hasher.digest()
+        var instruction = Instruction(kind: .transfer, group: .none, payee: .none, currency: Currency.usd)
+        for index in 0..<8 { instruction.digestHigh = instruction.digestHigh << 8 | UInt64(digest[index]) }
+        for index in 8..<12 { instruction.digestLow = instruction.digestLow << 8 | UInt32(digest[index]) }
+        return instruction.id
+    }
+
     /// `ins_` + 24 hex digits of SHA-256 over kind, group, payee, charge (the target transfer
     /// for a reversal), currency, amount and the sorted line ids, one per line.
     static func make(

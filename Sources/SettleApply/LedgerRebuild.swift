@@ -1,0 +1,126 @@
+import Foundation
+import SettleHTTP
+public import SettleLedger
+
+/// `settle ledger rebuild --since DATE`: lists what settle created at Stripe (transfers,
+/// their reversals, outbound payments, each carrying `metadata[settle_instruction]`) and
+/// records it in the ledger as settled, so a lost ledger is recovered without paying twice.
+public struct LedgerRebuild {
+    public let configuration: ApplyConfiguration
+
+    public init(configuration: ApplyConfiguration) { self.configuration = configuration }
+
+    /// What the rebuild found.
+    public struct Report: Sendable, Equatable {
+        public var transfers = 0
+        public var reversals = 0
+        public var payouts = 0
+        public var added = 0
+        public var requests = 0
+    }
+
+    /// - Parameter since: Unix seconds; objects created before are not listed.
+    public func run(ledger: LedgerStore, since: Int64) throws(ApplyError) -> Report {
+        let api = try StripeAPI(configuration: configuration)
+        let client: HTTPClient
+        do {
+            client = try HTTPClient(configuration: .init(version: configuration.settleVersion))
+        } catch {
+            throw .transport("\(error)")
+        }
+        var report = Report()
+        var objects: [LedgerStore.RestoredObject] = []
+        func get(_ path: String) throws(ApplyError) -> JSONValue {
+            var last = ""
+            for attempt in 0..<configuration.maxTries {
+                report.requests += 1
+                let outcome = client.perform(api.request(method: "GET", path: path))
+                if case .response(let response) = outcome, response.status == 401 || response.status == 403 {
+                    throw .keyRefused("Stripe refused the API key (HTTP \(response.status))")
+                }
+                if case .object(let body) = StripeAnswer(outcome) { return body }
+                last = StripeAPI.summary(outcome)
+                usleep(UInt32(min(8_000_000, 250_000 << attempt)))
+            }
+            throw .factsUnavailable(["GET \(path.prefix(60)): \(last)"])
+        }
+        // Transfers, newest first, page by page; each one's reversals.
+        var cursor: String?
+        repeat {
+            var query = [("created[gte]", String(since)), ("limit", "100")]
+            if let cursor { query.append(("starting_after", cursor)) }
+            let page = try get("/v1/transfers" + StripeAPI.query(query))
+            let items = page["data"]?.arrayValue ?? []
+            for transfer in items {
+                guard let id = transfer["id"]?.stringValue else { continue }
+                if let instruction = transfer["metadata"]?["settle_instruction"]?.stringValue {
+                    report.transfers += 1
+                    objects.append(
+                        .init(
+                            instructionID: instruction, kind: "transfer", stripeID: id,
+                            group: transfer["transfer_group"]?.stringValue ?? "",
+                            payee: transfer["destination"]?.stringValue ?? "",
+                            charge: transfer["source_transaction"]?.stringValue ?? "",
+                            currency: transfer["currency"]?.stringValue ?? "",
+                            amountMinor: transfer["amount"]?.integerValue ?? 0, path: "/v1/transfers"))
+                }
+                if (transfer["amount_reversed"]?.integerValue ?? 0) > 0 {
+                    var reversalCursor: String?
+                    let path = "/v1/transfers/\(StripeAPI.percentEncode(id))/reversals"
+                    repeat {
+                        var reversalQuery = [("limit", "100")]
+                        if let reversalCursor { reversalQuery.append(("starting_after", reversalCursor)) }
+                        let reversals = try get(path + StripeAPI.query(reversalQuery))
+                        let list = reversals["data"]?.arrayValue ?? []
+                        for reversal in list {
+                            guard let reversalID = reversal["id"]?.stringValue,
+                                let instruction = reversal["metadata"]?["settle_instruction"]?.stringValue
+                            else { continue }
+                            report.reversals += 1
+                            objects.append(
+                                .init(
+                                    instructionID: instruction, kind: "reversal", stripeID: reversalID,
+                                    group: transfer["transfer_group"]?.stringValue ?? "",
+                                    payee: transfer["destination"]?.stringValue ?? "", charge: "",
+                                    currency: reversal["currency"]?.stringValue ?? "",
+                                    amountMinor: reversal["amount"]?.integerValue ?? 0, path: path))
+                        }
+                        reversalCursor =
+                            reversals["has_more"] == .bool(true) ? list.last?["id"]?.stringValue : nil
+                    } while reversalCursor != nil
+                }
+            }
+            cursor = page["has_more"] == .bool(true) ? items.last?["id"]?.stringValue : nil
+        } while cursor != nil
+        // Outbound payments (v2): every recipient, from the date on.
+        let sinceText = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(since)))
+        var next: String? =
+            "/v2/money_management/outbound_payments" + StripeAPI.query([("created_gte", sinceText), ("limit", "100")])
+        while let path = next {
+            let page = try get(path)
+            for payment in page["data"]?.arrayValue ?? [] {
+                guard let id = payment["id"]?.stringValue,
+                    let instruction = payment["metadata"]?["settle_instruction"]?.stringValue
+                else { continue }
+                // A payout that failed or came back moved nothing: it stays for a new attempt.
+                let status = payment["status"]?.stringValue ?? ""
+                guard !["failed", "canceled", "returned"].contains(status) else { continue }
+                report.payouts += 1
+                objects.append(
+                    .init(
+                        instructionID: instruction, kind: "payout", stripeID: id, group: "",
+                        payee: payment["to"]?["recipient"]?.stringValue ?? "", charge: "",
+                        currency: payment["amount"]?["currency"]?.stringValue ?? "usd",
+                        amountMinor: payment["amount"]?["value"]?.integerValue ?? 0,
+                        path: "/v2/money_management/outbound_payments"))
+            }
+            next = page["next_page_url"]?.stringValue.flatMap { api.path(of: $0) }
+        }
+        do {
+            report.added = try ledger.restore(objects)
+        } catch {
+            throw .ledger(error)
+        }
+        return report
+    }
+}

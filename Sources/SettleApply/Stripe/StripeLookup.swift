@@ -1,0 +1,256 @@
+import Foundation
+import SettleHTTP
+public import SettleLedger
+
+/// Read-only look-ups at Stripe and the reading of their answers: objects by
+/// `metadata[settle_instruction]`, payout methods, charges.
+enum StripeLookup {
+    /// What a page of a look-up list said about an instruction's object.
+    enum Result: Equatable {
+        case found(stripeID: String)
+        /// Not on this page; the next one is at this cursor (v1 id, or a v2 path).
+        case nextPage(String)
+        /// Stripe's list proves it was never made.
+        case absent
+        /// No proof either way.
+        case failed(String)
+    }
+
+    /// Where to list the objects an instruction could have made. Transfers are listed by
+    /// destination only: Stripe gives a transfer the charge's `transfer_group` when the
+    /// charge has one, so a filter on the group settle sent could miss the object.
+    static func path(for dispatch: LedgerDispatch, after cursor: String?) -> String {
+        if let cursor, cursor.hasPrefix("/") { return cursor }  // a v2 next_page_url
+        switch dispatch.kind {
+        case "transfer":
+            var query = [("destination", dispatch.payee), ("limit", "100")]
+            if let cursor { query.append(("starting_after", cursor)) }
+            return "/v1/transfers" + StripeAPI.query(query)
+        case "reversal":
+            var query = [("limit", "100")]
+            if let cursor { query.append(("starting_after", cursor)) }
+            return dispatch.path + StripeAPI.query(query)
+        default:
+            let params = try? JSONDecoder().decode(JSONValue.self, from: Data(dispatch.params.utf8))
+            let recipient = params?["to"]?["recipient"]?.stringValue ?? dispatch.payee
+            return "/v2/money_management/outbound_payments"
+                + StripeAPI.query([("recipient", recipient), ("limit", "100")])
+        }
+    }
+
+    static func read(_ outcome: HTTPOutcome?, _ ending: CallEnding, instruction: String, kind: String, api: StripeAPI)
+        -> Result
+    {
+        guard let outcome, !ending.stopped else { return .failed("the run stopped first") }
+        switch StripeAnswer(outcome) {
+        case .object(let list):
+            guard case .array(let items)? = list["data"] else { return .failed("the answer is not a list") }
+            if let match = items.first(where: { $0["metadata"]?["settle_instruction"]?.stringValue == instruction }),
+                let id = match["id"]?.stringValue, !id.isEmpty
+            {
+                return .found(stripeID: id)
+            }
+            if kind == "payout" {
+                if let next = list["next_page_url"]?.stringValue, !next.isEmpty {
+                    guard let path = api.path(of: next) else { return .failed("next_page_url on another host") }
+                    return .nextPage(path)
+                }
+            } else if list["has_more"] == .bool(true) {
+                guard let last = items.last?["id"]?.stringValue else { return .failed("has_more without ids") }
+                return .nextPage(last)
+            }
+            return .absent
+        case .error(let error):
+            // The transfer itself does not exist: no reversal of it can.
+            if kind == "reversal", error.status == 404, error.code == "resource_missing" { return .absent }
+            return .failed("HTTP \(error.status) \(error.code): \(error.message)")
+        case .noAnswer(let text):
+            return .failed(text)
+        }
+    }
+
+    // MARK: - Facts
+
+    static func payoutMethodPath(_ method: String) -> String {
+        "/v2/money_management/payout_methods/\(StripeAPI.percentEncode(method))"
+    }
+
+    static func chargePath(_ charge: String) -> String {
+        "/v1/charges/\(StripeAPI.percentEncode(charge))" + StripeAPI.query([("expand[]", "balance_transaction")])
+    }
+
+    static func payoutMethodFact(_ outcome: HTTPOutcome?, _ ending: CallEnding, recipient: String, method: String)
+        -> PayoutMethodFact
+    {
+        var fact = PayoutMethodFact(recipient: recipient, method: method, verdict: .unavailable("not checked"))
+        guard let outcome, !ending.stopped else {
+            fact.verdict = .unavailable("the run stopped first")
+            return fact
+        }
+        fact.requestID = requestID(outcome)
+        fact.checkedAt = stripeDate(outcome)
+        switch StripeAnswer(outcome) {
+        case .object(let body):
+            guard body["type"]?.stringValue != nil || body["id"]?.stringValue != nil else {
+                fact.verdict = .unavailable("the answer is not a payout method")
+                return fact
+            }
+            let problems = usabilityProblems(body)
+            fact.verdict = problems.isEmpty ? .usable : .refused(problems.joined(separator: ", "))
+        case .error(let error) where isVerdict(error):
+            fact.verdict = .refused("\(error.code): \(error.message)")
+        case .error(let error):
+            fact.verdict = .unavailable("HTTP \(error.status) \(error.code)")
+        case .noAnswer(let text):
+            fact.verdict = .unavailable(text)
+        }
+        return fact
+    }
+
+    /// Usable for an instant USD Apple Pay payout (STRIPE.md).
+    static func usabilityProblems(_ body: JSONValue) -> [String] {
+        var problems: [String] = []
+        if body["type"]?.stringValue != "apple_pay" { problems.append("not apple_pay") }
+        if case .array(let speeds)? = body["available_payout_speeds"], speeds.contains(.string("instant")) {
+        } else {
+            problems.append("no instant speed")
+        }
+        if body["usage_status"]?["payments"]?.stringValue != "eligible" {
+            problems.append("not eligible for payments (\(body["usage_status"]?["payments"]?.stringValue ?? "none"))")
+        }
+        if body["archived"] == .bool(true) { problems.append("archived") }
+        if let restricted = body["restricted"], restricted != .bool(false), restricted != .null {
+            problems.append("restricted")
+        }
+        if case .array(let currencies)? = body["apple_pay"]?["supported_currencies"],
+            currencies.contains(.string("usd"))
+        {
+        } else {
+            problems.append("usd not supported")
+        }
+        return problems
+    }
+
+    static func chargeFact(_ outcome: HTTPOutcome?, _ ending: CallEnding, charge: String) -> ChargeFact {
+        var fact = ChargeFact(charge: charge, verdict: .unavailable("not checked"))
+        guard let outcome, !ending.stopped else {
+            fact.verdict = .unavailable("the run stopped first")
+            return fact
+        }
+        fact.requestID = requestID(outcome)
+        fact.checkedAt = stripeDate(outcome)
+        switch StripeAnswer(outcome) {
+        case .object(let body):
+            guard let status = body["status"]?.stringValue, ["succeeded", "pending", "failed"].contains(status),
+                case .integer(let amount)? = body["amount"]
+            else {
+                fact.verdict = .unavailable("the answer is not a charge")
+                return fact
+            }
+            let balance = body["balance_transaction"]
+            fact.status = status
+            fact.amountMinor = amount
+            fact.currency = balance?["currency"]?.stringValue ?? body["currency"]?.stringValue
+            if case .integer(let fee)? = balance?["fee"] { fact.feeMinor = fee }
+            if case .integer(let refunded)? = body["amount_refunded"] { fact.refundedMinor = refunded }
+            fact.paymentMethodType = body["payment_method_details"]?["type"]?.stringValue
+            switch status {
+            case "succeeded": fact.verdict = .usable
+            case "pending": fact.verdict = .pending
+            default: fact.verdict = .refused("charge \(charge) failed")
+            }
+        case .error(let error) where isVerdict(error):
+            fact.verdict = .refused("\(error.code): \(error.message)")
+        case .error(let error):
+            fact.verdict = .unavailable("HTTP \(error.status) \(error.code)")
+        case .noAnswer(let text):
+            fact.verdict = .unavailable(text)
+        }
+        return fact
+    }
+
+    /// A Stripe refusal about the object itself (not found, invalid), not a passing state.
+    private static func isVerdict(_ error: StripeError) -> Bool {
+        (400..<500).contains(error.status) && ![401, 403, 409, 429].contains(error.status)
+    }
+
+    private static func requestID(_ outcome: HTTPOutcome) -> String? {
+        if case .response(let response) = outcome { return response.header("request-id") }
+        return nil
+    }
+
+    private static func stripeDate(_ outcome: HTTPOutcome) -> String? {
+        if case .response(let response) = outcome { return response.header("date") }
+        return nil
+    }
+}
+
+/// What a look-up of one fact said.
+public enum FactVerdict: Sendable, Equatable {
+    case usable
+    /// A charge that has not succeeded yet.
+    case pending
+    case refused(String)
+    /// No answer from Stripe: a passing failure.
+    case unavailable(String)
+}
+
+/// A payout method as Stripe described it.
+public struct PayoutMethodFact: Sendable, Equatable {
+    public var recipient: String
+    public var method: String
+    public var verdict: FactVerdict
+    public var requestID: String?
+    /// Stripe's `Date` of the answer.
+    public var checkedAt: String?
+}
+
+/// A charge as Stripe described it.
+public struct ChargeFact: Sendable, Equatable {
+    public var charge: String
+    public var verdict: FactVerdict
+    public var status: String?
+    public var amountMinor: Int64?
+    public var refundedMinor: Int64?
+    /// The balance transaction's currency (the one transfers must use).
+    public var currency: String?
+    public var feeMinor: Int64?
+    public var paymentMethodType: String?
+    public var requestID: String?
+    public var checkedAt: String?
+}
+
+/// The answers of a batch of look-ups.
+public struct LookedUpFacts: Sendable, Equatable {
+    public var payoutMethods: [PayoutMethodFact] = []
+    public var charges: [ChargeFact] = []
+
+    public init() {}
+
+    /// What could not be looked up, for messages.
+    public var unavailable: [String] {
+        payoutMethods.compactMap { fact in
+            if case .unavailable(let why) = fact.verdict { return "payout method \(fact.method): \(why)" }
+            return nil
+        }
+            + charges.compactMap { fact in
+                if case .unavailable(let why) = fact.verdict { return "charge \(fact.charge): \(why)" }
+                return nil
+            }
+    }
+
+    /// What Stripe refused or still holds back (pending charges), for messages.
+    public var refused: [String] {
+        payoutMethods.compactMap { fact in
+            if case .refused(let why) = fact.verdict { return "payout method \(fact.method): \(why)" }
+            return nil
+        }
+            + charges.compactMap { fact in
+                switch fact.verdict {
+                case .refused(let why): return "charge \(fact.charge): \(why)"
+                case .pending: return "charge \(fact.charge) is still pending"
+                default: return nil
+                }
+            }
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import SettleApply
+import SettleLedger
+
+/// `settle ledger init | backup FILE | rebuild --since DATE`.
+struct LedgerCommand {
+    let options: Options
+    let log: Log
+
+    func run() throws(CommandFailure) -> ExitCode {
+        let path = options.ledger
+        switch options.inputs.first {
+        case "init":
+            guard options.inputs.count == 1 else { throw CommandFailure(.usage, "usage: settle ledger init [--ledger FILE]") }
+            do {
+                try LedgerStore.create(path: path).close()
+            } catch {
+                throw LedgerHistory.failure(error, path: path)
+            }
+            log(.info, "created the ledger \(path) (0600); back it up with `settle ledger backup FILE`")
+            return .ok
+        case "backup":
+            guard options.inputs.count == 2 else {
+                throw CommandFailure(.usage, "usage: settle ledger backup FILE [--ledger FILE]")
+            }
+            let destination = options.inputs[1]
+            // Read-only and without the process lock: SQLite's online backup is consistent
+            // while a run writes, so cron can call it at any time.
+            do throws(LedgerError) {
+                guard let store = try LedgerStore.openReadOnly(path: path) else {
+                    throw .missing(path: path, hadMark: false)
+                }
+                try store.backup(to: destination)
+                store.close()
+            } catch {
+                if case .alreadyExists = error {
+                    throw CommandFailure(.outputUnwritable, "\(destination) exists: a backup never overwrites a file")
+                }
+                if case .cannotOpen(let target, let message) = error, target == destination {
+                    throw CommandFailure(.outputUnwritable, "cannot write \(destination): \(message)")
+                }
+                throw LedgerHistory.failure(error, path: path)
+            }
+            log(.info, "backed up \(path) to \(destination)")
+            return .ok
+        case "rebuild":
+            guard options.inputs.count == 1, let since = options.since else {
+                throw CommandFailure(.usage, "usage: settle ledger rebuild --since DATE [--ledger FILE]")
+            }
+            let applier = Applier(options: options, log: log)
+            let configuration = try applier.configuration(key: try applier.credentials())
+            let ledger: LedgerStore
+            do {
+                ledger = try LedgerStore.createForRebuild(path: path)
+            } catch {
+                throw LedgerHistory.failure(error, path: path)
+            }
+            defer { ledger.close() }
+            do {
+                let report = try LedgerRebuild(configuration: configuration).run(
+                    ledger: ledger, since: Int64(since) * 86_400)
+                log(
+                    .info,
+                    "rebuilt \(path) from Stripe: \(report.transfers) transfers, \(report.reversals) reversals, "
+                        + "\(report.payouts) payouts made by settle (\(report.added) new to the ledger) in \(report.requests) requests")
+                return .ok
+            } catch {
+                throw Applier.failure(error, folder: path)
+            }
+        default:
+            throw CommandFailure(.usage, "usage: settle ledger init|backup FILE|rebuild --since DATE [--ledger FILE]")
+        }
+    }
+}
