@@ -63,6 +63,8 @@ def main(argv=None):
     ap.add_argument("--fail-429", type=float, default=0.0)
     ap.add_argument("--drop-after-commit", type=float, default=0.0)
     ap.add_argument("--rate-limit", type=float, default=0.0, help="requests/s over all API calls; 0 = off")
+    ap.add_argument("--clock-offset-s", type=float, default=0,
+                    help="seconds added to the sandbox's clock (Date, created, key expiry)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--quiet", action="store_true", help="no per-request log lines")
     args = ap.parse_args(argv)
@@ -74,7 +76,8 @@ def main(argv=None):
             fixtures = json.load(f)
     config = {"latency_ms": args.latency_ms, "fail_5xx": args.fail_5xx,
               "fail_429": args.fail_429, "drop_after_commit": args.drop_after_commit,
-              "rate_limit": args.rate_limit, "seed": args.seed}
+              "rate_limit": args.rate_limit, "seed": args.seed,
+              "clock_offset_s": args.clock_offset_s}
     sandbox = Sandbox(config={}, fixtures=None)
     try:
         sandbox.set_config(config)

@@ -85,7 +85,10 @@ class SandboxTest(unittest.TestCase):
         self.ctl("POST", "/_sandbox/reset", {"empty": True})
         self.ctl("POST", "/_sandbox/config", {"latency_ms": 0, "fail_5xx": 0, "fail_429": 0,
                                               "drop_after_commit": 0, "rate_limit": 0,
-                                              "seed": 7})
+                                              "seed": 7, "clock_offset_s": 0,
+                                              "fail_429_reasons": ["global-rate"],
+                                              "payout_initial_status": "processing",
+                                              "payout_auto_post": True})
         self.ctl("POST", "/_sandbox/fixtures", FIXTURES)
 
     # -- helpers -------------------------------------------------------------
@@ -390,7 +393,7 @@ class SandboxTest(unittest.TestCase):
         self.assertEqual(st, 200, obp)
         self.assertTrue(obp["id"].startswith("obp_"))
         self.assertEqual((obp["object"], obp["status"]),
-                         ("v2.money_management.outbound_payment", "posted"))
+                         ("v2.money_management.outbound_payment", "processing"))
         self.assertEqual(obp["amount"], {"value": 2000, "currency": "usd"})
         self.assertEqual((obp["to"]["recipient"], obp["to"]["payout_method"]),
                          ("acct_drv", "pm_ap_1"))

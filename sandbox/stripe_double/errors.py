@@ -30,3 +30,14 @@ def invalid(code, message, param=None, status=400, save=True):
 def bad_param(code, message, param):
     return invalid(code, message, param, save=False)
 
+
+
+RESET = object()  # handler result: abort the connection (RST) without answering
+
+
+class Raw:
+    """A response given as bytes (not a JSON object): HTML, garbage, a redirect."""
+
+    def __init__(self, status: int, data: bytes, content_type: str | None, headers=None):
+        self.status, self.data, self.content_type = status, data, content_type
+        self.headers = dict(headers or {})

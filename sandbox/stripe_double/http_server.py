@@ -6,14 +6,17 @@ from __future__ import annotations
 import http.server
 import itertools
 import json
+import os
 import re
 import socket
+import struct
 import time
 import traceback
 import urllib.parse
 
-from . import control, idempotency, routes
-from .errors import DROP, ApiError, bad_param
+from . import control, faults, idempotency, routes
+from .clock import http_date
+from .errors import DROP, RESET, ApiError, Raw, bad_param
 from .params import parse_form
 
 AUTH_RE = re.compile(r"^Bearer\s+(?:sk|rk)_(test|live)_\S+$")
@@ -29,6 +32,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def version_string(self):
         return self.server_version
+
+    def date_time_string(self, timestamp=None):
+        """The `Date` header (on every response), from the sandbox's clock."""
+        return http_date(self.sb.now() if timestamp is None else timestamp)
 
     # -- plumbing ------------------------------------------------------------
     @property
@@ -75,9 +82,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.rfile.read(n) if n > 0 else b""
 
     def _send(self, status, body, headers=None):
-        data = (json.dumps(body) + "\n").encode()
+        self._send_bytes(status, (json.dumps(body) + "\n").encode(), "application/json", headers)
+
+    def _send_bytes(self, status, data, content_type, headers=None):
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        if content_type:
+            self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Request-Id", f"req_sb{next(_req_counter):010d}")
         for k, v in (headers or {}).items():
@@ -95,9 +105,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except OSError:
             pass
 
+    def _reset(self):
+        """Aborts the connection: SO_LINGER 0 and close, so the peer sees a reset."""
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            os.close(self.connection.detach())
+        except OSError:
+            pass
+
     def _dispatch(self, method):
         self._status = None
         self._delayed = False
+        self._stall = 0.0
+        self._drop_rule = False
         try:
             body = self._read_body()
         except (ValueError, OSError):
@@ -127,9 +149,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _delay(self):
         if not self._delayed:
             self._delayed = True
-            ms = float(self.sb.config.get("latency_ms") or 0)
-            if ms > 0:
-                time.sleep(ms / 1000.0)
+            seconds = float(self.sb.config.get("latency_ms") or 0) / 1000.0 + self._stall
+            if seconds > 0:
+                time.sleep(seconds)
 
     def _api(self, method, path, query, raw):
         sb = self.sb
@@ -148,13 +170,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 result = (500, ApiError(500, "api_error", None,
                                         "Internal sandbox error.").body(family),
                           {"Stripe-Should-Retry": "false"})
-            if result is DROP:
+            if self._drop_rule:  # a drop_after_commit rule: whatever the answer was
+                result = DROP
+            elif result is DROP:
                 sb.fault("drop_after_commit")
+            if result is DROP:
                 self._status = "dropped"
                 self._drop()
                 return
-            status, body, hdrs = result
+            if result is RESET:
+                self._status = "reset"
+                self._reset()
+                return
             ver = self.headers.get("Stripe-Version")
+            if isinstance(result, Raw):
+                if ver:
+                    result.headers.setdefault("Stripe-Version", ver)
+                self._send_bytes(result.status, result.data, result.content_type, result.headers)
+                return
+            status, body, hdrs = result
             if ver:
                 hdrs.setdefault("Stripe-Version", ver)
             self._send(status, body, hdrs)
@@ -172,16 +206,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if auth.strip().split(" ", 1)[-1] in sb.config.get("revoked_keys", []):
             raise ApiError(401, "invalid_request_error", "api_key_expired", "Expired API Key provided.")
         livemode = m.group(1) == "live"
+        key = self.headers.get("Idempotency-Key")
+        retry = method == "POST" and key is not None and idempotency.note_key(sb, family, key)
+        rule = sb.match_fault_rule(method, path, retry)
+        if rule is not None:
+            action = rule["action"]
+            if action == "reset":
+                return RESET
+            if action == "stall":
+                self._stall = float(rule["seconds"])
+            elif action == "drop_after_commit":
+                self._drop_rule = True
+            else:
+                answer = faults.rule_response(rule, family)
+                if isinstance(answer, ApiError):
+                    raise answer
+                return answer
         if not sb.take_token():
             sb.fault("rate_limit")
-            raise ApiError(429, "invalid_request_error", "rate_limit",
-                           "Too many requests hit the API too quickly (sandbox rate limit).",
-                           headers={"Stripe-Should-Retry": "true"})
+            raise faults.rate_limited("global-rate", "sandbox rate limit")
         if sb.roll("fail_429"):
             sb.fault("fail_429")
-            raise ApiError(429, "invalid_request_error", "rate_limit",
-                           "Too many requests hit the API too quickly (injected).",
-                           headers={"Stripe-Should-Retry": "true"})
+            raise faults.rate_limited(sb.fail_429_reason(), "injected")
         if sb.roll("fail_5xx"):
             sb.fault("fail_5xx")
             raise ApiError(500, "api_error", None,
@@ -202,7 +248,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
                            f"Unrecognized request URL ({method}: {path}).")
         name, groups = route
         handler = getattr(sb, name)
-        key = self.headers.get("Idempotency-Key")
         ctx = {"livemode": livemode, "idempotency_key": key if method == "POST" else None,
                "stripe_context": self.headers.get("Stripe-Context"), "family": family}
         if method != "POST":

@@ -1,6 +1,8 @@
 """Idempotency keys: scoped per API family (`v1`, `v2`), bound to a request fingerprint.
 
-An entry is {"fingerprint", "state": "running"|"done", "response": (status, body)|None}.
+An entry is {"fingerprint", "state": "running"|"done", "response": (status, body)|None,
+"at": sandbox time of the first request}. A finished entry expires after `TTL[family]`
+seconds of sandbox time (v1 24 h, v2 30 days); a request with an expired key runs as new.
 """
 
 from __future__ import annotations
@@ -11,6 +13,24 @@ from .errors import ApiError, bad_param
 from .params import canonical
 
 MAX_KEY_LEN = 255
+TTL = {"v1": 24 * 3600, "v2": 30 * 24 * 3600}
+
+
+def expired(sb, family: str, at: float) -> bool:
+    return sb.now() - at >= TTL[family]
+
+
+def note_key(sb, family: str, key: str) -> bool:
+    """Records that a request with this key arrived; True when one had already come
+    (within the key's window), whatever became of it."""
+    if not key or len(key) > MAX_KEY_LEN:
+        return False
+    with sb.lock:
+        at = sb.seen_keys.get((family, key))
+        seen = at is not None and not expired(sb, family, at)
+        if not seen:
+            sb.seen_keys[(family, key)] = sb.now()
+        return seen
 
 
 def check_key(key: str):
@@ -27,8 +47,11 @@ def claim(sb, family: str, key: str, method: str, path: str, params):
     fingerprint = canonical([method, path, params])
     with sb.lock:
         entry = sb.idem.get(scope)
+        if entry is not None and entry["state"] == "done" and expired(sb, family, entry["at"]):
+            entry = None
         if entry is None:
-            sb.idem[scope] = {"fingerprint": fingerprint, "state": "running", "response": None}
+            sb.idem[scope] = {"fingerprint": fingerprint, "state": "running", "response": None,
+                              "at": sb.now()}
             return None
         if entry["fingerprint"] != fingerprint:
             raise ApiError(400, "idempotency_error",

@@ -5,9 +5,24 @@ from __future__ import annotations
 import json
 import urllib.parse
 
-from .clock import _rfc3339
+from .clock import parse_rfc3339, rfc3339
 from .errors import ApiError
 from .params import get_limit, get_str
+
+
+OBP_STATUSES = ("processing", "posted", "failed", "returned", "canceled")
+# From -> the statuses a test may move an outbound payment to.
+OBP_TRANSITIONS = {
+    "processing": {"processing", "posted", "failed", "returned", "canceled"},
+    "posted": {"returned"},
+}
+# status_details reason when the test gives none.
+DEFAULT_OBP_REASON = {"failed": "payout_method_declined", "returned": "payout_method_closed"}
+
+
+def _public(obj: dict) -> dict:
+    """A deep copy without the sandbox's own `_` fields."""
+    return json.loads(json.dumps({k: v for k, v in obj.items() if not k.startswith("_")}))
 
 
 class V2Mixin:
@@ -133,11 +148,13 @@ class V2Mixin:
                            f"the payment needs {value}.")
         fa["balance"]["usd"] = have - value
         obp_id = self.new_id("obp")
-        created = _rfc3339()
+        now = self.now()
+        created = rfc3339(now)
+        status = self.config.get("payout_initial_status") or "processing"
         money = {"value": value, "currency": "usd"}
         obp = {
             "id": obp_id, "object": "v2.money_management.outbound_payment",
-            "amount": dict(money), "cancelable": False, "created": created,
+            "amount": dict(money), "cancelable": status == "processing", "created": created,
             "delivery_options": {"speed": speed or "instant"}, "description": desc,
             "expected_arrival_date": created, "financial_account": fa_id,
             "from": {"financial_account": fa_id, "currency": "usd", "debited": dict(money)},
@@ -145,22 +162,80 @@ class V2Mixin:
                    "credited": dict(money)},
             "livemode": ctx["livemode"], "metadata": dict(metadata),
             "statement_descriptor": body.get("statement_descriptor"),
-            "status": "posted", "status_details": None,
-            "status_transitions": {"posted_at": created},
+            "status": status, "status_details": None,
+            "status_transitions": {"canceled_at": None, "failed_at": None,
+                                   "posted_at": created if status == "posted" else None,
+                                   "returned_at": None},
+            "_pinned": False, "_key": ctx["idempotency_key"],
         }
         self.outbound_payments[obp_id] = obp
         self.obp_order.append(obp_id)
         self.add_effect(type="outbound_payment", id=obp_id, amount=value, currency="usd",
                         idempotency_key=ctx["idempotency_key"], metadata=dict(metadata),
                         recipient=recipient, payout_method=pm_id, financial_account=fa_id)
-        return 200, json.loads(json.dumps(obp))
+        return 200, _public(obp)
+
+    def _read_obp(self, obp):
+        """An outbound payment as a read shows it: with `payout_auto_post`, a processing
+        payment that no test has set turns posted when it is read."""
+        if (obp["status"] == "processing" and not obp["_pinned"]
+                and self.config.get("payout_auto_post", True)):
+            self._move_obp(obp, "posted", None)
+        return _public(obp)
+
+    def _move_obp(self, obp, status, reason):
+        now = rfc3339(self.now())
+        obp["status"] = status
+        obp["cancelable"] = status == "processing"
+        tr = obp["status_transitions"]
+        if status != "processing":
+            tr[f"{status}_at"] = now
+        if status == "returned" and tr["posted_at"] is None:
+            tr["posted_at"] = now  # a return follows a posting
+        if status in ("failed", "returned"):
+            obp["status_details"] = {status: {"reason": reason or DEFAULT_OBP_REASON[status]}}
+        if status in ("failed", "returned", "canceled"):
+            # The money comes back to the financial account.
+            fa = self.financial_accounts.setdefault(
+                obp["financial_account"], {"id": obp["financial_account"], "balance": {}})
+            value = obp["amount"]["value"]
+            fa["balance"]["usd"] = fa["balance"].get("usd", 0) + value
+            fields = {"reason": obp["status_details"][status]["reason"]
+                      if obp["status_details"] else None}
+            self.add_effect(type=f"outbound_payment_{status}", id=obp["id"], amount=value,
+                            currency="usd", idempotency_key=obp["_key"],
+                            recipient=obp["to"]["recipient"],
+                            payout_method=obp["to"]["payout_method"],
+                            financial_account=obp["financial_account"], **fields)
+
+    def set_outbound_payment_status(self, obp_id, status, reason=None):
+        """The control endpoint `POST /_sandbox/outbound_payments/{id}/status`.
+        Raises KeyError (unknown payment) or ValueError (a move Stripe would not make)."""
+        with self.lock:
+            obp = self.outbound_payments.get(obp_id)
+            if obp is None:
+                raise KeyError(obp_id)
+            if status not in OBP_STATUSES:
+                raise ValueError(f"status must be one of: {', '.join(OBP_STATUSES)}")
+            if reason is not None and (not isinstance(reason, str) or not reason):
+                raise ValueError("reason must be a non-empty string")
+            if reason is not None and status not in ("failed", "returned"):
+                raise ValueError("a reason is for failed or returned")
+            changed = status != obp["status"]
+            if changed:
+                if status not in OBP_TRANSITIONS.get(obp["status"], set()):
+                    raise ValueError(f"outbound payment {obp_id} is {obp['status']}; "
+                                     f"it cannot become {status}")
+                self._move_obp(obp, status, reason)
+            obp["_pinned"] = True
+            return {"ok": True, "changed": changed, "outbound_payment": _public(obp)}
 
     def get_outbound_payment(self, p, ctx, obp_id):
         obp = self.outbound_payments.get(obp_id)
         if obp is None:
             raise ApiError(404, "invalid_request_error", "not_found",
                            f"No such outbound payment: '{obp_id}'")
-        return 200, json.loads(json.dumps(obp))
+        return 200, self._read_obp(obp)
 
     def list_outbound_payments(self, p, ctx):
         limit = get_limit(p, default=20)
@@ -169,15 +244,38 @@ class V2Mixin:
         if not page_tok.isdigit():
             raise ApiError(400, "invalid_request_error", "invalid_fields", "invalid page token")
         start = int(page_tok)
+        bounds = {}
+        for name in ("created_gte", "created_gt", "created_lte", "created_lt"):
+            v = get_str(p, name)
+            if v is not None:
+                try:
+                    bounds[name] = parse_rfc3339(v)
+                except ValueError:
+                    raise ApiError(400, "invalid_request_error", "invalid_fields",
+                                   f"{name} must be an RFC 3339 timestamp; got {v!r}")
         items = [self.outbound_payments[o] for o in reversed(self.obp_order)]
         if recipient:
             items = [o for o in items if o["to"]["recipient"] == recipient]
+        items = [o for o in items if _within(parse_rfc3339(o["created"]), bounds)]
         page = items[start:start + limit]
         nxt = None
         if start + limit < len(items):
             q = {"limit": str(limit), "page": str(start + limit)}
             if recipient:
                 q["recipient"] = recipient
+            for name in bounds:
+                q[name] = p[name]
             nxt = "/v2/money_management/outbound_payments?" + urllib.parse.urlencode(q)
-        return 200, {"data": json.loads(json.dumps(page)), "next_page_url": nxt,
+        return 200, {"data": [self._read_obp(o) for o in page], "next_page_url": nxt,
                      "previous_page_url": None}
+
+
+def _within(ts: float, bounds: dict) -> bool:
+    """`created_gte` etc.: whole milliseconds, as the RFC 3339 strings show them."""
+    ms = int(round(ts * 1000))
+    for name, b in bounds.items():
+        b = int(round(b * 1000))
+        if ((name == "created_gte" and ms < b) or (name == "created_gt" and ms <= b)
+                or (name == "created_lte" and ms > b) or (name == "created_lt" and ms >= b)):
+            return False
+    return True

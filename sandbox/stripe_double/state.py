@@ -7,9 +7,10 @@ import json
 import random
 import string
 import threading
+import time
 
-from .clock import _now, _rfc3339
-from .faults import FaultsMixin
+from .clock import rfc3339
+from .faults import RATE_LIMITED_REASONS, FaultsMixin
 from .payouts import V2Mixin
 from .transfers import V1Mixin
 
@@ -22,6 +23,14 @@ DEFAULT_CONFIG = {
     # Keys Stripe no longer accepts (answered 401), e.g. a rolled key.
     "revoked_keys": [],
     "seed": None,
+    # Seconds added to the real clock: `Date`, every `created`, idempotency expiry.
+    "clock_offset_s": 0,
+    # What a `fail_429` answers, picked with the fault dice (Stripe-Rate-Limited-Reason).
+    "fail_429_reasons": ["global-rate"],
+    # The status a new outbound payment answers with: "processing" or "posted".
+    "payout_initial_status": "processing",
+    # A processing payout no test has set turns `posted` when it is next read.
+    "payout_auto_post": True,
 }
 ALNUM = string.ascii_letters + string.digits
 
@@ -56,10 +65,14 @@ class Sandbox(FaultsMixin, V1Mixin, V2Mixin):
             self.obp_order: list[str] = []
             self.effects: list[dict] = []
             self.idem: dict[tuple, dict] = {}
+            # (family, key) -> sandbox time first seen, for fault rules' `on: retry`.
+            self.seen_keys: dict[tuple, float] = {}
+            self.fault_rules: list[dict] = []
             self.bucket = {"rate": None, "tokens": 0.0, "last": 0.0}
             prev = getattr(self, "stats", None) or {}
             self.stats = {"requests": 0, "by_status": {}, "faults": {
-                "fail_5xx": 0, "fail_429": 0, "rate_limit": 0, "drop_after_commit": 0},
+                "fail_5xx": 0, "fail_429": 0, "rate_limit": 0, "drop_after_commit": 0, "rules": 0},
+                "rule_faults": {},
                 "replays": 0, "in_flight": prev.get("in_flight", 0),
                 "max_concurrent": prev.get("in_flight", 0),
                 "open_connections": prev.get("open_connections", 0),
@@ -75,6 +88,21 @@ class Sandbox(FaultsMixin, V1Mixin, V2Mixin):
                 if k == "revoked_keys":
                     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
                         raise ValueError("revoked_keys must be a list of strings")
+                elif k == "clock_offset_s":
+                    if not isinstance(v, (int, float)) or isinstance(v, bool):
+                        raise ValueError("clock_offset_s must be a number of seconds")
+                elif k == "fail_429_reasons":
+                    if (not isinstance(v, list) or not v
+                            or not all(x in RATE_LIMITED_REASONS for x in v)):
+                        raise ValueError("fail_429_reasons must be a non-empty list of: "
+                                         + ", ".join(RATE_LIMITED_REASONS))
+                    v = list(v)
+                elif k == "payout_initial_status":
+                    if v not in ("processing", "posted"):
+                        raise ValueError("payout_initial_status must be processing or posted")
+                elif k == "payout_auto_post":
+                    if not isinstance(v, bool):
+                        raise ValueError("payout_auto_post must be true or false")
                 elif k == "seed":
                     if v is not None and not isinstance(v, int):
                         raise ValueError("seed must be an integer or null")
@@ -86,6 +114,10 @@ class Sandbox(FaultsMixin, V1Mixin, V2Mixin):
                     raise ValueError(f"{k} is a probability (0..1)")
                 self.config[k] = v
             return dict(self.config)
+
+    def now(self) -> float:
+        """The sandbox's clock: real time shifted by `clock_offset_s`."""
+        return time.time() + float(self.config.get("clock_offset_s") or 0)
 
     def new_id(self, prefix: str) -> str:
         rand = "".join(self.id_rng.choice(ALNUM) for _ in range(14))
@@ -121,7 +153,7 @@ class Sandbox(FaultsMixin, V1Mixin, V2Mixin):
                 fa = self.financial_accounts.setdefault(f["id"], {"id": f["id"], "balance": {}})
                 fa["balance"].update(_balance_map(f.get("balance", {}), "financial account balance"))
             for p in fx.get("payout_methods", []):
-                pm = _fixture_payout_method(p)
+                pm = _fixture_payout_method(p, self.now())
                 self.payout_methods[pm["id"]] = pm
             for t in fx.get("transfers", []):
                 # Transfers made before settle (for example by an earlier system): not effects.
@@ -132,7 +164,7 @@ class Sandbox(FaultsMixin, V1Mixin, V2Mixin):
                 tr = {
                     "id": t["id"], "object": "transfer", "amount": t["amount"],
                     "amount_reversed": int(t.get("amount_reversed", 0)),
-                    "balance_transaction": "txn_" + t["id"].split("_", 1)[-1], "created": _now(),
+                    "balance_transaction": "txn_" + t["id"].split("_", 1)[-1], "created": int(t.get("created", self.now())),
                     "currency": str(t.get("currency", "usd")).lower(), "description": t.get("description"),
                     "destination": t["destination"], "destination_payment": "py_" + t["id"].split("_", 1)[-1],
                     "livemode": False, "metadata": dict(t.get("metadata", {})), "reversed": False,
@@ -155,7 +187,7 @@ class Sandbox(FaultsMixin, V1Mixin, V2Mixin):
         status = c.get("status", "succeeded")
         if status not in ("succeeded", "pending", "failed"):
             raise ValueError(f"charge {c['id']}: bad status {status!r}")
-        created = int(c.get("created", _now()))
+        created = int(c.get("created", self.now()))
         return {
             "id": c["id"], "amount": amount,
             "currency": str(c.get("currency", "usd")).lower(),
@@ -234,7 +266,7 @@ def _balance_map(m, what):
     return out
 
 
-def _fixture_payout_method(p):
+def _fixture_payout_method(p, now):
     if not isinstance(p, dict) or not p.get("id") or not str(p.get("recipient", "")).startswith("acct_"):
         raise ValueError(f"payout method needs an id and an acct_ recipient: {p!r}")
     return {
@@ -245,5 +277,5 @@ def _fixture_payout_method(p):
         "currencies": [c.lower() for c in p.get("currencies", ["usd"])],
         "last4": p.get("last4", "4242"), "dynamic_last4": p.get("dynamic_last4", "1234"),
         "exp_month": p.get("exp_month", 12), "exp_year": p.get("exp_year", 2030),
-        "created": _rfc3339(),
+        "created": rfc3339(now),
     }

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .clock import _now
-from .errors import invalid
+import re
+
+from .errors import bad_param, invalid
 from .params import (check_unknown, get_amount, get_currency, get_expand, get_limit,
                      get_metadata, get_str)
 
@@ -72,7 +73,7 @@ class V1Mixin:
         tr_id = self.new_id("tr")
         tr = {
             "id": tr_id, "object": "transfer", "amount": amount, "amount_reversed": 0,
-            "balance_transaction": self.new_id("txn"), "created": _now(),
+            "balance_transaction": self.new_id("txn"), "created": int(self.now()),
             "currency": currency, "description": desc, "destination": dest,
             "destination_payment": self.new_id("py"), "livemode": ctx["livemode"],
             "metadata": metadata, "reversed": False, "source_transaction": src,
@@ -107,26 +108,28 @@ class V1Mixin:
         limit = get_limit(p)
         group = get_str(p, "transfer_group")
         dest = get_str(p, "destination")
-        items = [self.transfers[t] for t in reversed(self.transfer_order)]
+        created = _created_filter(p)
+        ordered = list(reversed(self.transfer_order))  # newest first
+        position = {t: i for i, t in enumerate(ordered)}
+        items = [self.transfers[t] for t in ordered]
         if group is not None:
             items = [t for t in items if t["transfer_group"] == group]
         if dest is not None:
             items = [t for t in items if t["destination"] == dest]
+        items = [t for t in items if created(t["created"])]
         after = get_str(p, "starting_after")
         before = get_str(p, "ending_before")
         if after:
-            idx = next((i for i, t in enumerate(items) if t["id"] == after), None)
-            if idx is None:
+            if after not in position:
                 raise invalid("resource_missing", f"No such transfer: '{after}'", "starting_after",
                               status=404)
-            items = items[idx + 1:]
+            items = [t for t in items if position[t["id"]] > position[after]]
             page, more = items[:limit], len(items) > limit
         elif before:
-            idx = next((i for i, t in enumerate(items) if t["id"] == before), None)
-            if idx is None:
+            if before not in position:
                 raise invalid("resource_missing", f"No such transfer: '{before}'", "ending_before",
                               status=404)
-            items = items[:idx]
+            items = [t for t in items if position[t["id"]] < position[before]]
             page, more = items[-limit:], len(items) > limit
         else:
             page, more = items[:limit], len(items) > limit
@@ -168,7 +171,7 @@ class V1Mixin:
         tr["reversed"] = tr["amount_reversed"] >= tr["amount"]
         rev_id = self.new_id("trr")
         rev = {"id": rev_id, "object": "transfer_reversal", "amount": amount,
-               "balance_transaction": self.new_id("txn"), "created": _now(), "currency": cur,
+               "balance_transaction": self.new_id("txn"), "created": int(self.now()), "currency": cur,
                "description": desc, "destination_payment_refund": self.new_id("pyr"),
                "metadata": metadata, "source_refund": None, "transfer": tr_id}
         self.reversals[rev_id] = rev
@@ -194,26 +197,71 @@ class V1Mixin:
                                                               "amount": AUTO_CHARGE_AMOUNT})
         if ch is None:
             raise invalid("resource_missing", f"No such charge: '{ch_id}'", "id", status=404)
+        return 200, self.render_charge(ch, ctx["livemode"], "balance_transaction" in get_expand(p))
+
+    def render_charge(self, ch, livemode=False, expand_bt=False):
         bt = ch["balance_transaction"]
-        if "balance_transaction" in get_expand(p):
+        if expand_bt:
             gross = ch["amount_captured"]
             bt = {"id": bt, "object": "balance_transaction", "amount": gross,
                   "available_on": ch["available_on"], "created": ch["created"],
                   "currency": ch["currency"], "fee": ch["fee"], "net": gross - ch["fee"],
                   "status": ch["balance_status"], "type": "charge", "source": ch["id"]}
-        return 200, {
+        return {
             "id": ch["id"], "object": "charge", "amount": ch["amount"],
             "amount_captured": ch["amount_captured"], "amount_refunded": ch["amount_refunded"],
             "balance_transaction": bt, "captured": ch["status"] != "failed",
-            "created": ch["created"], "currency": ch["currency"], "livemode": ctx["livemode"],
+            "created": ch["created"], "currency": ch["currency"], "livemode": livemode,
             "paid": ch["status"] == "succeeded", "payment_intent": ch["payment_intent"],
             "payment_method_details": {"type": ch["payment_method_type"]},
             "refunded": ch["amount_refunded"] >= ch["amount"] > 0,
             "status": ch["status"], "transfer_group": ch["transfer_group"],
         }
 
+    def set_charge_status(self, ch_id, status, balance_status=None):
+        """The control endpoint `POST /_sandbox/charges/{id}/status`: a pending bank debit
+        succeeds or fails (or a charge goes back to pending). Raises KeyError / ValueError."""
+        with self.lock:
+            ch = self.charges.get(ch_id)
+            if ch is None:
+                raise KeyError(ch_id)
+            if status not in ("succeeded", "failed", "pending"):
+                raise ValueError("status must be succeeded, failed or pending")
+            if balance_status is not None and balance_status not in ("available", "pending"):
+                raise ValueError("balance_status must be available or pending")
+            ch["status"] = status
+            ch["amount_captured"] = 0 if status == "failed" else ch["amount"]
+            ch["balance_status"] = balance_status or (
+                "available" if status == "succeeded" else "pending")
+            return {"ok": True, "charge": self.render_charge(ch, expand_bt=True)}
+
     def get_balance(self, p, ctx):
         return 200, {"object": "balance", "livemode": ctx["livemode"],
                      "available": [{"amount": a, "currency": c}
                                    for c, a in sorted(self.platform_balance.items())],
                      "pending": []}
+
+
+def _created_filter(p):
+    """`created=N` or `created[gt|gte|lt|lte]=N` (Unix seconds) -> a predicate."""
+    v = p.get("created")
+    if v is None or v == "":
+        return lambda ts: True
+    parts = {"eq": v} if isinstance(v, str) else v
+    bounds = {}
+    for op, text in parts.items():
+        if op not in ("eq", "gt", "gte", "lt", "lte"):
+            raise bad_param("parameter_unknown", f"Received unknown parameter: created[{op}]",
+                            f"created[{op}]")
+        if not isinstance(text, str) or not re.fullmatch(r"-?[0-9]+", text):
+            raise bad_param("parameter_invalid_integer", f"Invalid integer: {text}",
+                            "created" if op == "eq" else f"created[{op}]")
+        bounds[op] = int(text)
+
+    def ok(ts):
+        return ((("eq" not in bounds) or ts == bounds["eq"])
+                and (("gt" not in bounds) or ts > bounds["gt"])
+                and (("gte" not in bounds) or ts >= bounds["gte"])
+                and (("lt" not in bounds) or ts < bounds["lt"])
+                and (("lte" not in bounds) or ts <= bounds["lte"]))
+    return ok
