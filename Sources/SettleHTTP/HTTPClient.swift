@@ -145,6 +145,8 @@ public final class HTTPClient {
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2)
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1)
+        // Handles are reused: set it either way (see HTTPRequest.freshConnection).
+        _ = settle_curl_easy_setopt_long(handle, CURLOPT_FRESH_CONNECT, request.freshConnection ? 1 : 0)
         _ = settle_curl_easy_setopt_long(
             handle, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds))
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(configuration.totalTimeout.milliseconds))

@@ -13,6 +13,12 @@ public struct HTTPRequest: Sendable {
     public var body: [UInt8]
     /// An opaque number the caller uses to find its own state when the outcome arrives.
     public var tag: Int
+    /// Send it on a new connection. libcurl silently re-sends a request whose reused
+    /// connection died before any answer; for a POST that may already have reached the
+    /// server, that hidden second try would answer for the first (a refusal taken as the first
+    /// try's fate). On a new connection libcurl never retries, so every try is ours to see.
+    /// On by default for every method but GET.
+    public var freshConnection: Bool
 
     public init(
         method: String, url: String, headers: [(name: String, value: String)] = [],
@@ -23,6 +29,7 @@ public struct HTTPRequest: Sendable {
         self.headers = headers
         self.body = body
         self.tag = tag
+        self.freshConnection = method != "GET"
     }
 }
 
