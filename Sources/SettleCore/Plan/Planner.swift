@@ -461,10 +461,7 @@ public struct Planner {
         var ledgerReversalSlot: [String: Int] = [:]
         for index in scratch.pendingReversals {
             let line = batch.lines[Int(index)]
-            if let slot = scratch.transfers.firstIndex(where: {
-                $0.payee == line.payee && $0.currency == line.currency
-                    && (line.charge.isNone || $0.charge == line.charge)
-            }) {
+            if let slot = nettingTarget(of: line, in: scratch.transfers, batch: batch) {
                 scratch.netted[slot] += line.amount
                 scratch.transferMembers.append((Int32(slot), index))
                 if scratch.netted[slot] > scratch.transfers[slot].amount {
@@ -529,6 +526,29 @@ public struct Planner {
                 lines: scratch.reversalMembers.lazy.filter { $0.slot == Int32(slot) }.map(\.line))
         }
         payoutLines.append(contentsOf: scratch.payouts)
+    }
+
+    /// The transfer of this run a reversal without `transfer` nets into: same destination and
+    /// currency, and its charge when the reversal names one. When the reversal names none and
+    /// the group pays that destination from several charges, the charge whose id sorts first
+    /// (bytes; no charge first), so that the line order never changes what is sent.
+    private func nettingTarget(of line: OrderLine, in transfers: [Instruction], batch: Batch) -> Int? {
+        var best: Int? = nil
+        for slot in transfers.indices {
+            let transfer = transfers[slot]
+            guard transfer.payee == line.payee, transfer.currency == line.currency,
+                line.charge.isNone || transfer.charge == line.charge
+            else { continue }
+            if let current = best {
+                let earlier = batch.symbols.withBytes(transfer.charge) { candidate in
+                    batch.symbols.withBytes(transfers[current].charge) { candidate.lexicographicallyPrecedes($0) }
+                }
+                if earlier { best = slot }
+            } else {
+                best = slot
+            }
+        }
+        return best
     }
 
     /// Payouts: one per recipient, payout method and currency (per-recipient), or one per line.
