@@ -8,7 +8,7 @@ DEBIAN_PACKAGES := zlib1g-dev libxml2-dev libcurl4-openssl-dev libsqlite3-dev li
 SAMPLES := samples/orders-2026-11-29.csv.gz samples/orders-2026-11-29.xml.gz
 AS_OF := 2026-11-29
 
-.PHONY: run test deps build golden bench clean
+.PHONY: run test deps build golden bench fuzz clean
 
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
@@ -41,6 +41,16 @@ golden: deps
 	  mkdir -p samples/expected/$$name; \
 	  for f in results.csv errors.csv deferred.csv instructions.jsonl summary.csv; do cp /tmp/settle-golden/$$f samples/expected/$$name/; done; \
 	done
+
+# Outside CI: the rules' properties on many random batches, then the CSV reader and the
+# amount parser under random and mutated bytes for a fixed time each. A failure prints
+# its seed; SETTLE_PROPERTY_SEED=<seed> replays it.
+FUZZ_CASES ?= 20000
+FUZZ_SECONDS ?= 120
+fuzz: deps
+	swift build --build-tests
+	SETTLE_PROPERTY_CASES=$(FUZZ_CASES) swift test --skip-build --filter PlannerPropertyTests
+	SETTLE_FUZZ_SECONDS=$(FUZZ_SECONDS) swift test --skip-build --filter ReaderFuzzTests
 
 bench: build
 	bash benchmarks/run.sh

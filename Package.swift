@@ -59,7 +59,8 @@ let package = Package(
         .executableTarget(name: "settle-gen", dependencies: ["CZlib"], path: "Sources/SettleGen",
                           swiftSettings: strict),
 
-        .testTarget(name: "SettleCoreTests", dependencies: ["SettleCore", "SettleDigest"],
+        // SettleRead too: the property tests feed generated CSV through the real reader.
+        .testTarget(name: "SettleCoreTests", dependencies: ["SettleCore", "SettleDigest", "SettleRead"],
                     swiftSettings: strict),
         .testTarget(name: "SettleReadTests", dependencies: ["SettleRead", "SettleCore"],
                     resources: [.copy("Fixtures")], swiftSettings: strict),

@@ -154,3 +154,35 @@ import Testing
         #expect(try #require(export.plan(history: history).instructions.first).idempotencyKey == "settle-\(id)-a3")
     }
 }
+
+/// Line order must not change what a plan sends.
+@Suite struct PlannerOrderTests {
+    static let rows: [[String: String]] = [
+        [
+            "line_id": "a", "order_id": "1", "amount": "50.00", "currency": "usd", "transfer_group": "G",
+            "destination": "acct_x", "source_transaction": "ch_2",
+        ],
+        [
+            "line_id": "b", "order_id": "1", "amount": "30.00", "currency": "usd", "transfer_group": "G",
+            "destination": "acct_x", "source_transaction": "ch_1",
+        ],
+        [
+            "line_id": "r", "order_id": "1", "kind": "reversal", "amount": "10.00", "currency": "usd",
+            "transfer_group": "G", "destination": "acct_x",
+        ],
+    ]
+
+    @Test func aReversalWithoutAChargeNetsIntoTheSameTransferInAnyOrder() throws {
+        var forward = TestExport()
+        for row in Self.rows { forward = forward.add(row) }
+        var backward = TestExport()
+        for row in [Self.rows[1], Self.rows[0], Self.rows[2]] { backward = backward.add(row) }
+        let first = forward.plan()
+        let second = backward.plan()
+        #expect(Set(first.instructions.map(\.id)) == Set(second.instructions.map(\.id)))
+        // It nets into the transfer on the charge whose id sorts first.
+        let netted = try #require(first.instruction(of: "r"))
+        #expect(first.lineIDs(of: netted) == ["b", "r"])
+        #expect(netted.amount == 2000)
+    }
+}

@@ -4,7 +4,7 @@
 /// not with their size. The original strings stay in the spool file (`spool` offsets) and
 /// are read back only for the lines that go into `errors.csv` or `deferred.csv`.
 public struct OrderLine: Sendable {
-    // Fields are declared widest first so the record packs without padding (104 bytes).
+    // Fields are declared widest first so the record packs into 104 bytes.
 
     public var amount: Int64 = 0
     /// Charge amount in minor units of the charge currency, -1 when not given.
@@ -26,6 +26,8 @@ public struct OrderLine: Sendable {
     /// For a reversal: the transfer it reverses, when named.
     public var transfer: Symbol = .none
     public var paymentMethodType: Symbol = .none
+    /// `payment_intent`: names the charge of lines that give charge facts but no charge id.
+    public var paymentIntent: Symbol = .none
     /// Index into ``Batch/extras`` (description, metadata), -1 when none.
     public var extras: Int32 = -1
     /// Index into ``Batch/messages`` for the human reason, -1 for the code's default text.
@@ -49,10 +51,16 @@ public struct OrderLine: Sendable {
     public var chargeCurrencyGiven: Bool = false
 
     public init() {}
+
+    /// Whether the line states a fact of its charge (`charge_amount`, `charge_currency`,
+    /// `charge_status` or `payment_method_type`); the charge rules then apply to it.
+    public var givesChargeFacts: Bool {
+        chargeAmount >= 0 || chargeCurrencyGiven || chargeStatus != .unknown || !paymentMethodType.isNone
+    }
 }
 
 /// A charge's status as the export states it.
-public enum ChargeStatus: UInt8, Sendable {
+public enum ChargeStatus: UInt8, Sendable, CaseIterable {
     case unknown, succeeded, pending, failed
 
     public var name: String {

@@ -8,15 +8,51 @@ import SettleDigest
 public struct Planner {
     public let options: RuleOptions
     public let history: (any SettlementHistory)?
+    /// What Stripe said before the plan; ``StripeFacts/empty`` for an offline plan.
+    public let facts: StripeFacts
 
-    public init(options: RuleOptions, history: (any SettlementHistory)?) {
+    public init(options: RuleOptions, history: (any SettlementHistory)?, facts: StripeFacts = .empty) {
         self.options = options
         self.history = history
+        self.facts = facts
     }
 
-    /// What the export says about one charge, merged over the lines naming it.
+    /// The charge a line draws on (SPEC §3): the charge it names in `source_transaction`;
+    /// else, when it gives charge facts, the one unnamed charge of its `payment_intent`, else
+    /// of its group. A line with neither draws on the platform's balance.
+    enum ChargeKey: Equatable {
+        case named(Symbol)
+        case paymentIntent(Symbol)
+        case group(Symbol)
+
+        init?(_ line: OrderLine) {
+            if !line.charge.isNone {
+                self = .named(line.charge)
+            } else if !line.givesChargeFacts {
+                return nil
+            } else if !line.paymentIntent.isNone {
+                self = .paymentIntent(line.paymentIntent)
+            } else if !line.group.isNone {
+                self = .group(line.group)
+            } else {
+                return nil
+            }
+        }
+
+        /// The charge as a person reads it in a reason.
+        func name(_ batch: Batch) -> String {
+            switch self {
+            case .named(let charge): "charge \(batch.text(charge))"
+            case .paymentIntent(let intent): "the charge of payment intent \(batch.text(intent))"
+            case .group(let group): "the charge of group \(batch.text(group))"
+            }
+        }
+    }
+
+    /// What is known of one charge: the export's columns merged over the lines drawing on it,
+    /// replaced by Stripe's own answer when there is one.
     struct ChargeFacts {
-        var symbol: Symbol
+        var key: ChargeKey
         var amount: Int64 = -1
         var currency: Currency? = nil
         var status: ChargeStatus = .unknown
@@ -27,30 +63,52 @@ public struct Planner {
         var lineCurrency: Currency? = nil
         var transfers: Int64 = 0
         var earlier: Int64 = -1
+        /// The facts are Stripe's, not the export's.
+        var fromStripe = false
 
-        init(symbol: Symbol) { self.symbol = symbol }
+        init(key: ChargeKey) { self.key = key }
     }
 
-    /// Charges by symbol, in order of first appearance.
+    /// Charges in order of first appearance, and the charge each line draws on.
     struct ChargeTable {
-        var slotOfSymbol: [Int32]
+        /// Per key space (named, payment intent, group), the slot of each symbol; a space's
+        /// table is allocated when its first charge appears (most batches name their charges).
+        private var slotOfSymbol: [[Int32]] = [[], [], []]
+        private let symbols: Int
         var facts: [ChargeFacts] = []
+        /// The slot of the charge each line draws on, -1 for none.
+        var slotOfLine: [Int32]
 
-        init(symbols: Int) { slotOfSymbol = [Int32](repeating: -1, count: symbols + 1) }
-
-        func slot(_ symbol: Symbol) -> Int? {
-            let slot = slotOfSymbol[Int(symbol.raw)]
-            return slot < 0 ? nil : Int(slot)
+        init(symbols: Int, lines: Int) {
+            self.symbols = symbols
+            slotOfLine = [Int32](repeating: -1, count: lines)
         }
 
-        mutating func slotCreating(_ symbol: Symbol) -> Int {
-            if let slot = slot(symbol) { return slot }
-            slotOfSymbol[Int(symbol.raw)] = Int32(facts.count)
-            facts.append(ChargeFacts(symbol: symbol))
+        private static func space(_ key: ChargeKey) -> (Int, Symbol) {
+            switch key {
+            case .named(let symbol): (0, symbol)
+            case .paymentIntent(let symbol): (1, symbol)
+            case .group(let symbol): (2, symbol)
+            }
+        }
+
+        mutating func slotCreating(_ key: ChargeKey) -> Int {
+            let (space, symbol) = ChargeTable.space(key)
+            if slotOfSymbol[space].isEmpty { slotOfSymbol[space] = [Int32](repeating: -1, count: symbols + 1) }
+            let slot = slotOfSymbol[space][Int(symbol.raw)]
+            if slot >= 0 { return Int(slot) }
+            slotOfSymbol[space][Int(symbol.raw)] = Int32(facts.count)
+            facts.append(ChargeFacts(key: key))
             return facts.count - 1
         }
 
-        subscript(_ symbol: Symbol) -> ChargeFacts? { slot(symbol).map { facts[$0] } }
+        /// The charge a line draws on.
+        func slot(line index: Int) -> Int? {
+            let slot = slotOfLine[index]
+            return slot < 0 ? nil : Int(slot)
+        }
+
+        subscript(line index: Int) -> ChargeFacts? { slot(line: index).map { facts[$0] } }
     }
 
     /// Instructions of one kind with their lines, contiguous per instruction.
@@ -69,11 +127,14 @@ public struct Planner {
 
     public func plan(_ batch: Batch) -> SettlementPlan {
         let plan = SettlementPlan(batch: batch, options: options)
+        plan.facts = facts
         if let history { applyHistory(batch, plan: plan, history: history) }
+        applyPayoutMethodFacts(batch)
         var charges = mergeCharges(batch)
         applyChargeRules(batch, charges: &charges)
+        // Unnamed charges stay out of the summary: no later run could tell it saw them already.
         plan.charges = charges.facts.compactMap { facts in
-            guard facts.amount >= 0 else { return nil }
+            guard case .named = facts.key, facts.amount >= 0 else { return nil }
             return ChargeTotal(
                 currency: facts.currency ?? facts.lineCurrency ?? .usd, amount: facts.amount,
                 fee: max(0, facts.fee))
@@ -133,15 +194,51 @@ public struct Planner {
         }
     }
 
+    // MARK: - Stripe's facts
+
+    /// A payout method Stripe refused rejects its lines; their groups follow in the group rules.
+    private func applyPayoutMethodFacts(_ batch: Batch) {
+        guard !facts.payoutMethods.isEmpty else { return }
+        // One verdict per (recipient, method) pair of symbols: no string built per line.
+        var verdicts: [[Int32]: StripeFacts.PayoutMethod?] = [:]
+        for index in batch.lines.indices {
+            let line = batch.lines[index]
+            guard line.status == .planned, line.kind == .payout else { continue }
+            let pair = [line.payee.raw, line.payoutMethod.raw]
+            let fact: StripeFacts.PayoutMethod?
+            if let known = verdicts[pair] {
+                fact = known
+            } else {
+                fact = facts.payoutMethod(recipient: batch.text(line.payee), method: batch.text(line.payoutMethod))
+                verdicts[pair] = fact
+            }
+            guard case .refused(let reason) = fact?.verdict else { continue }
+            batch.set(
+                index, .rejected, .payoutMethodUnusable,
+                "Stripe reports payout method \(batch.text(line.payoutMethod)) of \(batch.text(line.payee)) cannot receive instant Apple Pay payouts: \(reason)"
+            )
+        }
+    }
+
     // MARK: - Charges
 
     private func mergeCharges(_ batch: Batch) -> ChargeTable {
-        var charges = ChargeTable(symbols: batch.symbols.count)
+        var charges = ChargeTable(symbols: batch.symbols.count, lines: batch.lines.count)
         batch.lines.withUnsafeBufferPointer { lines in
-            for line in lines where !line.charge.isNone && line.status != .rejected {
-                let slot = charges.slotCreating(line.charge)
+            for index in lines.indices {
+                let line = lines[index]
+                guard line.status != .rejected, let key = ChargeKey(line) else { continue }
+                let slot = charges.slotCreating(key)
+                charges.slotOfLine[index] = Int32(slot)
                 charges.facts[slot].merge(line, batch: batch)
             }
+        }
+        guard !facts.charges.isEmpty else { return charges }
+        for slot in charges.facts.indices {
+            guard case .named(let symbol) = charges.facts[slot].key,
+                let fact = facts.charges[batch.text(symbol)]
+            else { continue }
+            charges.facts[slot].adopt(fact, batch: batch)
         }
         return charges
     }
@@ -150,37 +247,43 @@ public struct Planner {
     private func applyChargeRules(_ batch: Batch, charges: inout ChargeTable) {
         for index in batch.lines.indices {
             let line = batch.lines[index]
-            guard line.status == .planned, !line.charge.isNone, let slot = charges.slot(line.charge) else { continue }
+            guard line.status == .planned, let slot = charges.slot(line: index) else { continue }
             let facts = charges.facts[slot]
             if let mismatch = facts.mismatch {
                 batch.set(index, .rejected, .chargeMismatch, mismatch)
             } else if facts.status == .failed {
-                batch.set(index, .rejected, .chargeFailed, "charge \(batch.text(line.charge)) failed")
+                let source = facts.fromStripe ? "Stripe reports " : ""
+                batch.set(index, .rejected, .chargeFailed, "\(source)\(facts.key.name(batch)) failed")
             } else if line.kind == .transfer, let currency = facts.currency, currency != line.currency {
                 batch.set(
                     index, .rejected, .currencyMismatch,
-                    "the transfer is in \(line.currency.code.uppercased()) but charge \(batch.text(line.charge)) is in \(currency.code.uppercased())"
+                    "the transfer is in \(line.currency.code.uppercased()) but \(facts.key.name(batch)) is in \(currency.code.uppercased())"
                 )
             } else if line.kind == .transfer {
                 charges.facts[slot].transfers += line.amount
             }
         }
-        // Over-allocation: this batch (deferred lines included) plus earlier runs.
+        // Over-allocation: this batch (deferred lines included) plus earlier runs (the ledger
+        // knows only named charges).
         for index in batch.lines.indices {
             let line = batch.lines[index]
-            guard line.status == .planned, line.kind == .transfer, !line.charge.isNone,
-                let slot = charges.slot(line.charge), charges.facts[slot].amount >= 0
+            guard line.status == .planned, line.kind == .transfer, let slot = charges.slot(line: index),
+                charges.facts[slot].amount >= 0
             else { continue }
             if charges.facts[slot].earlier < 0 {
-                charges.facts[slot].earlier =
-                    history?.transferred(charge: batch.text(line.charge), currency: line.currency.code) ?? 0
+                if case .named(let charge) = charges.facts[slot].key {
+                    charges.facts[slot].earlier =
+                        history?.transferred(charge: batch.text(charge), currency: line.currency.code) ?? 0
+                } else {
+                    charges.facts[slot].earlier = 0
+                }
             }
             let facts = charges.facts[slot]
             if facts.transfers + facts.earlier > facts.amount {
                 let currency = facts.currency ?? line.currency
                 batch.set(
                     index, .rejected, .overAllocated,
-                    "transfers on charge \(batch.text(line.charge)) add up to \(MinorUnits.format(facts.transfers + facts.earlier, currency: currency)) \(currency.code.uppercased()), more than the charge's \(MinorUnits.format(facts.amount, currency: currency))"
+                    "transfers on \(facts.key.name(batch)) add up to \(MinorUnits.format(facts.transfers + facts.earlier, currency: currency)) \(currency.code.uppercased()), more than the charge's \(MinorUnits.format(facts.amount, currency: currency))"
                 )
             }
         }
@@ -226,15 +329,13 @@ public struct Planner {
         return (order, starts)
     }
 
-    private func isPending(_ line: OrderLine, _ batch: Batch, _ charges: ChargeTable) -> Bool {
-        var status = line.chargeStatus
-        var type = line.paymentMethodType
-        if !line.charge.isNone, let facts = charges[line.charge] {
-            if facts.status != .unknown { status = facts.status }
-            if !facts.paymentMethodType.isNone { type = facts.paymentMethodType }
+    /// charge_pending: the charge a line draws on is pending, or a bank debit not yet succeeded.
+    private func isPending(_ index: Int32, _ batch: Batch, _ charges: ChargeTable) -> Bool {
+        guard let facts = charges[line: Int(index)] else { return false }
+        if facts.status == .pending { return true }
+        if facts.status != .succeeded, !facts.paymentMethodType.isNone, batch.isBankDebit(facts.paymentMethodType) {
+            return true
         }
-        if status == .pending { return true }
-        if status != .succeeded, !type.isNone, batch.isBankDebit(type) { return true }
         return false
     }
 
@@ -244,10 +345,11 @@ public struct Planner {
             rejectGroup(batch, group: group)
             return
         }
-        if group.contains(where: { isPending(batch.lines[Int($0)], batch, charges) }) {
-            let charge = group.lazy.map { batch.lines[Int($0)].charge }.first { !$0.isNone }
-            let name = charge.map { "charge \(batch.text($0))" } ?? "the order's charge"
-            let message = batch.addMessage("\(name) has not succeeded yet; the line waits for it")
+        if let waiting = group.first(where: { isPending($0, batch, charges) }), let facts = charges[line: Int(waiting)]
+        {
+            let source = facts.fromStripe ? "Stripe reports " : ""
+            let message = batch.addMessage(
+                "\(source)\(facts.key.name(batch)) has not succeeded yet; the line waits for it")
             for index in group where batch.lines[Int(index)].status == .planned {
                 batch.set(Int(index), .deferred, .chargePending, message: message)
             }
@@ -330,7 +432,8 @@ public struct Planner {
                         currency: line.currency)
                     instruction.charge = line.charge
                     instruction.amount = line.amount
-                    if !line.charge.isNone, let facts = charges[line.charge], facts.amount < 0, facts.status == .unknown
+                    if !line.charge.isNone, let facts = charges[line: Int(index)], facts.amount < 0,
+                        facts.status == .unknown
                     {
                         instruction.needsChargeLookup = true
                     }
@@ -358,10 +461,7 @@ public struct Planner {
         var ledgerReversalSlot: [String: Int] = [:]
         for index in scratch.pendingReversals {
             let line = batch.lines[Int(index)]
-            if let slot = scratch.transfers.firstIndex(where: {
-                $0.payee == line.payee && $0.currency == line.currency
-                    && (line.charge.isNone || $0.charge == line.charge)
-            }) {
+            if let slot = nettingTarget(of: line, in: scratch.transfers, batch: batch) {
                 scratch.netted[slot] += line.amount
                 scratch.transferMembers.append((Int32(slot), index))
                 if scratch.netted[slot] > scratch.transfers[slot].amount {
@@ -426,6 +526,29 @@ public struct Planner {
                 lines: scratch.reversalMembers.lazy.filter { $0.slot == Int32(slot) }.map(\.line))
         }
         payoutLines.append(contentsOf: scratch.payouts)
+    }
+
+    /// The transfer of this run a reversal without `transfer` nets into: same destination and
+    /// currency, and its charge when the reversal names one. When the reversal names none and
+    /// the group pays that destination from several charges, the charge whose id sorts first
+    /// (bytes; no charge first), so that the line order never changes what is sent.
+    private func nettingTarget(of line: OrderLine, in transfers: [Instruction], batch: Batch) -> Int? {
+        var best: Int? = nil
+        for slot in transfers.indices {
+            let transfer = transfers[slot]
+            guard transfer.payee == line.payee, transfer.currency == line.currency,
+                line.charge.isNone || transfer.charge == line.charge
+            else { continue }
+            if let current = best {
+                let earlier = batch.symbols.withBytes(transfer.charge) { candidate in
+                    batch.symbols.withBytes(transfers[current].charge) { candidate.lexicographicallyPrecedes($0) }
+                }
+                if earlier { best = slot }
+            } else {
+                best = slot
+            }
+        }
+        return best
     }
 
     /// Payouts: one per recipient, payout method and currency (per-recipient), or one per line.
@@ -507,26 +630,45 @@ public struct Planner {
 extension Planner.ChargeFacts {
     /// Merges one line's charge columns; an empty value never disagrees.
     mutating func merge(_ line: OrderLine, batch: Batch) {
+        // Built only when the lines disagree.
+        var lines: String {
+            switch key {
+            case .named(let charge): "lines naming charge \(batch.text(charge))"
+            case .paymentIntent(let intent): "lines of payment intent \(batch.text(intent))"
+            case .group(let group): "lines of group \(batch.text(group))"
+            }
+        }
         if lineCurrency == nil { lineCurrency = line.currency }
         if line.chargeAmount >= 0 {
             if amount >= 0, amount != line.chargeAmount, mismatch == nil {
-                mismatch = "lines naming charge \(batch.text(symbol)) disagree on charge_amount"
+                mismatch = "\(lines) disagree on charge_amount"
             }
             if amount < 0 { amount = line.chargeAmount }
         }
         if line.chargeCurrencyGiven {
             if let known = currency, known != line.chargeCurrency, mismatch == nil {
-                mismatch = "lines naming charge \(batch.text(symbol)) disagree on charge_currency"
+                mismatch = "\(lines) disagree on charge_currency"
             }
             if currency == nil { currency = line.chargeCurrency }
         }
         if line.chargeStatus != .unknown {
             if status != .unknown, status != line.chargeStatus, mismatch == nil {
-                mismatch = "lines naming charge \(batch.text(symbol)) disagree on charge_status"
+                mismatch = "\(lines) disagree on charge_status"
             }
             if status == .unknown { status = line.chargeStatus }
         }
         if line.chargeFee >= 0, fee < 0 { fee = line.chargeFee }
         if !line.paymentMethodType.isNone, paymentMethodType.isNone { paymentMethodType = line.paymentMethodType }
+    }
+
+    /// Stripe's answer replaces the export's columns: they no longer count, even to disagree.
+    mutating func adopt(_ fact: StripeFacts.Charge, batch: Batch) {
+        amount = fact.amount
+        currency = fact.currency
+        status = fact.status
+        if let stripeFee = fact.fee { fee = stripeFee }
+        if let type = fact.paymentMethodType { paymentMethodType = batch.symbols.intern(type) }
+        mismatch = nil
+        fromStripe = true
     }
 }

@@ -11,6 +11,8 @@ public final class SettlementPlan: @unchecked Sendable {
     public var knownStripeIDs: [Int: String] = [:]
     /// The charges the batch names, once each, for the finance summary.
     public var charges: [ChargeTotal] = []
+    /// What Stripe said before the plan (``StripeFacts/empty`` offline), for the record.
+    public var facts: StripeFacts = .empty
 
     public init(batch: Batch, options: RuleOptions) {
         self.batch = batch

@@ -117,6 +117,7 @@ public final class LineChecker: RecordSink {
         line.charge = intern(field(.sourceTransaction))
         line.transfer = intern(field(.transfer))
         line.paymentMethodType = intern(field(.paymentMethodType))
+        line.paymentIntent = intern(field(.paymentIntent))
 
         if let defect = record.defect { return defect }
         if let encodingProblem { return RecordDefect(code: .encodingInvalid, message: encodingProblem) }

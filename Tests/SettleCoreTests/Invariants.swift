@@ -1,0 +1,214 @@
+import SettleCore
+
+/// The properties every plan must have, checked from the generated rows (the truth the
+/// generator wrote) and the plan.
+enum Invariants {
+    /// Codes a line gets before the charge rules look at it: such lines do not count for a charge.
+    static let beforeCharges: Set<ReasonCode> = [
+        .amountInvalid, .currencyUnsupported, .idInvalid, .kindInvalid, .dateInvalid, .fieldMissing,
+        .fieldTooLong, .encodingInvalid, .malformedRecord, .schemaInvalid, .duplicateLineID, .lineConflict,
+        .crossBorderUnsupported, .payoutCurrencyUnsupported, .payoutCountryUnsupported, .payoutMethodMissing,
+        .chargeInvalid, .payoutMethodUnusable,
+    ]
+
+    /// The charge a row draws on, derived from its strings (SPEC §3), independent of the planner.
+    static func chargeKey(_ row: GeneratedRow) -> String? {
+        if !row["source_transaction"].isEmpty { return "named:" + row["source_transaction"] }
+        let givesFacts = ["charge_amount", "charge_currency", "charge_status", "payment_method_type"].contains {
+            !row[$0].isEmpty
+        }
+        guard givesFacts else { return nil }
+        return row["payment_intent"].isEmpty ? "group:" + row.groupKey : "pi:" + row["payment_intent"]
+    }
+
+    static func check(_ generated: GeneratedCase, rows: [GeneratedRow], plan: SettlementPlan) -> [String] {
+        let batch = plan.batch
+        var problems: [String] = []
+        func fail(_ text: String) { problems.append(text) }
+        guard batch.lines.count == rows.count else {
+            return ["\(rows.count) records but \(batch.lines.count) lines"]
+        }
+        func name(_ index: Int) -> String { batch.text(batch.lines[index].lineID) }
+
+        // Every line has exactly one status, and a code that fits it.
+        for (index, line) in batch.lines.enumerated() {
+            if batch.text(line.lineID) != rows[index]["line_id"] { fail("line \(index) is not record \(index)") }
+            switch line.status {
+            case .planned, .netted, .alreadySettled, .unknown:
+                if line.reason != .none { fail("\(name(index)) is \(line.status.name) with \(line.reason.code)") }
+            case .deferred:
+                if line.reason != .chargePending && line.reason != .scheduled {
+                    fail("\(name(index)) deferred with \(line.reason.code)")
+                }
+            case .rejected:
+                if line.reason == .none { fail("\(name(index)) rejected without a code") }
+            case .settled, .failed:
+                fail("\(name(index)) is \(line.status.name) in a plan")
+            }
+        }
+
+        // Instructions carry planned lines only, each planned line exactly once.
+        var carried = [Int](repeating: 0, count: batch.lines.count)
+        for instruction in plan.instructions {
+            let members = plan.lines(of: instruction).map(Int.init)
+            if members.isEmpty { fail("instruction \(instruction.id) has no lines") }
+            if instruction.amount <= 0 { fail("instruction \(instruction.id) moves \(instruction.amount)") }
+            var signed: Int64 = 0
+            for index in members {
+                carried[index] += 1
+                let line = batch.lines[index]
+                if line.status != .planned { fail("instruction carries \(name(index)), \(line.status.name)") }
+                if line.currency != instruction.currency {
+                    fail("\(name(index)) in another currency than its instruction")
+                }
+                switch (instruction.kind, line.kind) {
+                case (.transfer, .transfer), (.reversal, .reversal), (.payout, .payout): signed += line.amount
+                case (.transfer, .reversal): signed -= line.amount
+                default: fail("a \(line.kind.name) line in a \(instruction.kind.name) instruction")
+                }
+                if instruction.kind == .payout,
+                    line.payee != instruction.payee || line.payoutMethod != instruction.payoutMethod
+                {
+                    fail("payout \(instruction.id) carries \(name(index)) of another recipient or method")
+                }
+            }
+            if signed != instruction.amount {
+                fail("instruction \(instruction.id) is \(instruction.amount) but its lines add up to \(signed)")
+            }
+        }
+        for (index, line) in batch.lines.enumerated() {
+            let expected = line.status == .planned ? 1 : 0
+            if carried[index] != expected {
+                fail("\(name(index)) (\(line.status.name)) is in \(carried[index]) instructions")
+            }
+        }
+
+        // Groups: atomic; a rejected or charge_pending group moves nothing.
+        var groups: [String: [Int]] = [:]
+        for (index, line) in batch.lines.enumerated() where line.reason != .duplicateLineID {
+            groups[batch.text(line.group), default: []].append(index)
+        }
+        for (group, members) in groups {
+            let rejected = members.contains { batch.lines[$0].status == .rejected }
+            let pending = members.contains { batch.lines[$0].reason == .chargePending }
+            if rejected || pending {
+                for index in members
+                where carried[index] > 0 || batch.lines[index].status == .planned
+                    || batch.lines[index].status == .netted
+                {
+                    fail("\(name(index)) of \(rejected ? "rejected" : "deferred") group \(group) moves")
+                }
+            }
+            if pending, !rejected {
+                for index in members
+                where batch.lines[index].status == .deferred
+                    && batch.lines[index].reason != .chargePending
+                {
+                    fail("\(name(index)) of a charge_pending group is deferred \(batch.lines[index].reason.code)")
+                }
+            }
+        }
+
+        // Charges: what is known of each, from eligible lines (and Stripe's facts).
+        struct Known {
+            var lines: [Int] = []
+            var amounts: [Int64] = []
+            var failed = false
+            var pending = false
+        }
+        var charges: [String: Known] = [:]
+        for (index, row) in rows.enumerated() {
+            guard let key = chargeKey(row) else { continue }
+            let line = batch.lines[index]
+            if line.status == .rejected && beforeCharges.contains(line.reason) { continue }
+            var known = charges[key] ?? Known()
+            known.lines.append(index)
+            if line.chargeAmount >= 0 { known.amounts.append(line.chargeAmount) }
+            if line.chargeStatus == .failed { known.failed = true }
+            if line.chargeStatus == .pending { known.pending = true }
+            charges[key] = known
+        }
+        for (key, var known) in charges {
+            var earlier: Int64 = 0
+            if key.hasPrefix("named:") {
+                let id = String(key.dropFirst("named:".count))
+                earlier = generated.ledgerCharges[id] ?? 0
+                if let fact = generated.facts.charges[id] {
+                    known.amounts = [fact.amount]
+                    known.failed = fact.status == .failed
+                    known.pending = fact.status == .pending
+                }
+            }
+            if let limit = known.amounts.min() {
+                // A charge the ledger already used up can only reject: nothing more may move.
+                let moved = known.lines.filter {
+                    let line = batch.lines[$0]
+                    return line.kind == .transfer && [.planned, .deferred, .netted].contains(line.status)
+                }.reduce(Int64(0)) { $0 + batch.lines[$1].amount }
+                if moved > 0, moved + earlier > limit {
+                    fail("transfers on \(key) add up to \(moved) + \(earlier) earlier, more than \(limit)")
+                }
+            }
+            if known.failed || known.pending {
+                for index in known.lines where [.planned, .netted].contains(batch.lines[index].status) {
+                    fail("\(name(index)) moves on \(known.failed ? "failed" : "pending") charge \(key)")
+                }
+            }
+            if known.failed {
+                for index in known.lines where batch.lines[index].status == .deferred {
+                    fail("\(name(index)) waits on failed charge \(key): failed beats pending")
+                }
+                // The lines it rejected sink their groups (a line the ledger settled earlier is
+                // not the charge's to reject).
+                for index in known.lines where batch.lines[index].status == .rejected {
+                    for member in groups[batch.text(batch.lines[index].group)] ?? [] where carried[member] > 0 {
+                        fail("\(name(member)) moves in the group of failed charge \(key)")
+                    }
+                }
+            }
+        }
+
+        // A refused payout method pays nothing.
+        for (index, line) in batch.lines.enumerated() where line.kind == .payout && carried[index] > 0 {
+            let fact = generated.facts.payoutMethod(
+                recipient: batch.text(line.payee), method: batch.text(line.payoutMethod))
+            if case .refused = fact?.verdict { fail("\(name(index)) is paid to a refused payout method") }
+        }
+
+        // Conservation: per currency, the input equals the sum over statuses; lines and
+        // instructions move the same money; netted lines cancel out.
+        var input: [String: Int64] = [:]
+        var byStatus: [String: Int64] = [:]
+        for (index, row) in rows.enumerated() {
+            let line = batch.lines[index]
+            if let minor = row.minor {
+                if line.amount > 0, line.amount != minor {
+                    fail("\(name(index)) amount \(line.amount), written \(minor)")
+                }
+                if line.amount == 0, line.status != .rejected { fail("\(name(index)) lost its amount") }
+            } else if line.amount != 0 {
+                fail("\(name(index)) has amount \(line.amount) from an invalid amount")
+            }
+            guard line.amount > 0, let minor = row.minor else { continue }
+            input[line.currency.code, default: 0] += minor
+            byStatus[line.currency.code, default: 0] += line.amount
+        }
+        if input != byStatus { fail("conservation: input \(input), by status \(byStatus)") }
+        var linesMoved: Int64 = 0
+        var netted: [String: Int64] = [:]
+        for line in batch.lines {
+            let signed = line.kind == .reversal ? -line.amount : line.amount
+            if line.status == .planned { linesMoved += signed }
+            if line.status == .netted {
+                netted["\(batch.text(line.group))|\(batch.text(line.payee))|\(line.currency.code)", default: 0] +=
+                    signed
+            }
+        }
+        let instructionsMoved = plan.instructions.reduce(Int64(0)) {
+            $0 + ($1.kind == .reversal ? -$1.amount : $1.amount)
+        }
+        if linesMoved != instructionsMoved { fail("lines move \(linesMoved), instructions \(instructionsMoved)") }
+        for (key, sum) in netted where sum != 0 { fail("netted lines of \(key) add up to \(sum)") }
+        return problems
+    }
+}

@@ -1,0 +1,153 @@
+import SettleCore
+import Testing
+
+/// SPEC §5: Stripe's facts come before the plan.
+@Suite struct StripeFactsTests {
+    static func refused(_ recipient: String, _ method: String) -> StripeFacts {
+        StripeFacts(payoutMethods: [
+            StripeFacts.PayoutMethodKey(recipient: recipient, method: method): StripeFacts.PayoutMethod(
+                verdict: .refused(reason: "archived"), requestID: "req_1", checkedAt: "2026-11-29T01:00:00Z")
+        ])
+    }
+
+    static func charge(_ id: String, _ status: ChargeStatus, amount: Int64 = 10000, currency: String = "usd")
+        -> StripeFacts
+    {
+        StripeFacts(charges: [
+            id: StripeFacts.Charge(status: status, amount: amount, currency: Currency(currency)!, fee: 320)
+        ])
+    }
+
+    @Test func refusedPayoutMethodRejectsItsGroupBeforePayoutsAreFormed() throws {
+        let export = TestExport()
+            .transfer("1", order: "1", amount: "10.00")
+            .payout("2", order: "1", amount: "5.00", method: "pm_bad")
+            .payout("3", order: "1", amount: "5.00")
+            .payout("4", order: "2", amount: "7.00")
+            .payout("5", order: "3", amount: "1.00", method: "pm_bad", extra: ["recipient": "acct_other"])
+        let facts = Self.refused("acct_drv", "pm_bad")
+        let plan = Planner(options: TestExport.options(), history: nil, facts: facts).plan(export.batch())
+        #expect(plan.outcome("2") == (.rejected, "payout_method_unusable"))
+        #expect(plan.batch.reasonText(of: plan.batch.lines[1]).hasSuffix(": archived"))
+        #expect(plan.outcome("1") == (.rejected, "group_rejected"))
+        #expect(plan.outcome("3") == (.rejected, "group_rejected"))
+        // Another group paying the same recipient by the same method is aggregated alone.
+        let payout = try #require(plan.instruction(of: "4"))
+        #expect(plan.lineIDs(of: payout) == ["4"])
+        #expect(payout.amount == 700)
+        // The refusal is per recipient: the same method id of another recipient was not looked at.
+        #expect(plan.outcome("5") == (.planned, ""))
+        #expect(plan.instructions.count == 2)
+        #expect(plan.facts == facts)
+    }
+
+    @Test func usablePayoutMethodPlans() {
+        let facts = StripeFacts(payoutMethods: [
+            StripeFacts.PayoutMethodKey(recipient: "acct_drv", method: "pm_ap_1"): StripeFacts.PayoutMethod(
+                verdict: .usable)
+        ])
+        let plan = Planner(options: TestExport.options(), history: nil, facts: facts)
+            .plan(TestExport().payout("1", order: "1", amount: "5.00").batch())
+        #expect(plan.outcome("1") == (.planned, ""))
+    }
+
+    @Test func stripesChargeStatusOverridesTheExport() {
+        let export = TestExport()
+            .transfer("1", order: "1", amount: "10.00", charge: "ch_failed")
+            .payout("2", order: "1", amount: "5.00")
+            .transfer("3", order: "2", amount: "10.00", charge: "ch_pending")
+            .transfer("4", order: "3", amount: "10.00", charge: "ch_ok", extra: ["charge_status": "pending"])
+            .transfer(
+                "5", order: "4", amount: "10.00", charge: "ch_debit",
+                extra: ["charge_status": "", "payment_method_type": "sepa_debit"])
+        var facts = Self.charge("ch_failed", .failed)
+        facts.charges.merge(Self.charge("ch_pending", .pending).charges) { $1 }
+        facts.charges.merge(Self.charge("ch_ok", .succeeded).charges) { $1 }
+        facts.charges.merge(Self.charge("ch_debit", .succeeded).charges) { $1 }
+        let plan = Planner(options: TestExport.options(), history: nil, facts: facts).plan(export.batch())
+        #expect(plan.outcome("1") == (.rejected, "charge_failed"))
+        #expect(plan.batch.reasonText(of: plan.batch.lines[0]) == "Stripe reports charge ch_failed failed")
+        #expect(plan.outcome("2") == (.rejected, "group_rejected"))
+        #expect(plan.outcome("3") == (.deferred, "charge_pending"))
+        #expect(plan.outcome("4") == (.planned, ""))
+        #expect(plan.outcome("5") == (.planned, ""))
+    }
+
+    @Test func stripesAmountAndCurrencyAreWhatTheRulesCheck() throws {
+        let export = TestExport()
+            // The export says 100.00; Stripe says 15.00.
+            .transfer("1", order: "1", amount: "10.00", charge: "ch_small")
+            .transfer("2", order: "1", amount: "10.00", destination: "acct_b", charge: "ch_small")
+            // The export says usd; Stripe says eur.
+            .transfer("3", order: "2", amount: "10.00", charge: "ch_eur")
+            // The export's lines disagree; Stripe's answer replaces both.
+            .transfer("4", order: "3", amount: "10.00", charge: "ch_mixed", chargeAmount: "20.00")
+            .transfer(
+                "5", order: "3", amount: "10.00", destination: "acct_b", charge: "ch_mixed", chargeAmount: "30.00"
+            )
+            // No charge columns at all: Stripe's facts stand in, so no look-up at apply.
+            .add([
+                "line_id": "6", "order_id": "6", "amount": "10.00", "currency": "usd", "destination": "acct_a",
+                "source_transaction": "ch_bare",
+            ])
+        var facts = Self.charge("ch_small", .succeeded, amount: 1500)
+        facts.charges.merge(Self.charge("ch_eur", .succeeded, currency: "eur").charges) { $1 }
+        facts.charges.merge(Self.charge("ch_mixed", .succeeded, amount: 2000).charges) { $1 }
+        facts.charges.merge(Self.charge("ch_bare", .succeeded).charges) { $1 }
+        let plan = Planner(options: TestExport.options(), history: nil, facts: facts).plan(export.batch())
+        #expect(plan.outcome("1") == (.rejected, "over_allocated"))
+        #expect(plan.outcome("2") == (.rejected, "over_allocated"))
+        #expect(plan.outcome("3") == (.rejected, "currency_mismatch"))
+        #expect(plan.outcome("4") == (.planned, ""))
+        #expect(plan.outcome("5") == (.planned, ""))
+        #expect(plan.outcome("6") == (.planned, ""))
+        #expect(try #require(plan.instruction(of: "6")).needsChargeLookup == false)
+        #expect(plan.charges.map(\.amount).sorted() == [1500, 2000, 10000, 10000])
+        // Offline, the same charge needs its look-up before sending.
+        #expect(
+            try #require(Planner(options: TestExport.options(), history: nil).plan(export.batch()).instruction(of: "6"))
+                .needsChargeLookup)
+    }
+
+    @Test func factsRequestListsWhatThePlanDependsOn() {
+        let batch = TestExport()
+            .payout("p1", order: "1", amount: "5.00", recipient: "acct_z", method: "pm_2")
+            .payout("p2", order: "2", amount: "5.00", recipient: "acct_z", method: "pm_2")
+            .payout("p3", order: "3", amount: "5.00", recipient: "acct_a", method: "pm_9")
+            .payout("p4", order: "3", amount: "5.00", recipient: "acct_z", method: "pm_1")
+            // A group with a rejected line: nothing to look up for it.
+            .payout("p5", order: "5", amount: "5.00", recipient: "acct_dead", method: "pm_1")
+            .transfer("t5", order: "5", amount: "x", charge: "ch_dead", extra: ["charge_status": "pending"])
+            // A rejected payout line.
+            .payout("p6", order: "6", amount: "5.00", recipient: "acct_eur", extra: ["currency": "eur"])
+            .transfer("succeeded", order: "7", amount: "1.00", charge: "ch_card")
+            .transfer("pending", order: "8", amount: "1.00", charge: "ch_pending", extra: ["charge_status": "pending"])
+            .transfer(
+                "debit", order: "9", amount: "1.00", charge: "ch_debit",
+                extra: ["charge_status": "", "payment_method_type": "bacs_debit"]
+            )
+            .transfer(
+                "debit ok", order: "10", amount: "1.00", charge: "ch_debit_ok",
+                extra: ["payment_method_type": "bacs_debit"]
+            )
+            .add([
+                "line_id": "bare", "order_id": "11", "amount": "1.00", "currency": "usd", "destination": "acct_a",
+                "source_transaction": "ch_bare",
+            ])
+            .add([
+                "line_id": "bare again", "order_id": "12", "amount": "1.00", "currency": "usd",
+                "destination": "acct_a", "source_transaction": "ch_bare",
+            ])
+            // No charge id: nothing Stripe can be asked about.
+            .add(["line_id": "unnamed", "order_id": "13", "amount": "1.00", "currency": "usd", "destination": "acct_a"])
+            .batch()
+        let request = FactsRequest.needed(for: batch)
+        #expect(
+            request.payoutMethods == [
+                .init(recipient: "acct_a", method: "pm_9"), .init(recipient: "acct_z", method: "pm_1"),
+                .init(recipient: "acct_z", method: "pm_2"),
+            ])
+        #expect(request.charges == ["ch_bare", "ch_debit", "ch_pending"])
+        #expect(FactsRequest.needed(for: TestExport().transfer("1", order: "1", amount: "1.00").batch()).isEmpty)
+    }
+}
