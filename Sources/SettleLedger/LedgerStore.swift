@@ -32,8 +32,8 @@ public final class LedgerStore {
     /// - Throws: ``LedgerError/busy(_:)`` when another process holds the lock.
     public static func open(path: String) throws(LedgerError) -> LedgerStore {
         let lockPath = path + ".lock"
-        let descriptor = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
+        let descriptor = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0, fchmod(descriptor, 0o600) == 0 || errno == EPERM else {
             throw .cannotOpen(path: lockPath, message: String(cString: strerror(errno)))
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
@@ -43,6 +43,13 @@ public final class LedgerStore {
                 throw .busy("another settle process is using \(path)")
             }
             throw .cannotOpen(path: lockPath, message: String(cString: strerror(reason)))
+        }
+        // A new ledger is private to the user whatever the umask; SQLite gives its WAL and
+        // shared-memory files the database file's mode.
+        let created = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if created >= 0 {
+            fchmod(created, 0o600)
+            Glibc.close(created)
         }
         do {
             let db = try SQLiteDatabase(path: path, readOnly: false)

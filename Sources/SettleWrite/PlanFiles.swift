@@ -2,8 +2,9 @@ public import SettleCore
 
 /// Gives back the original text of input records (from the spool files in the plan folder).
 public protocol OriginalRecords {
-    /// The fields of the record at `offset..<offset+length` in file `file`'s spool.
-    func fields(file: Int, offset: UInt64, length: UInt32) -> [[UInt8]]
+    /// The fields of the record at `offset..<offset+length` in file `file`'s spool; throws
+    /// when the spool cannot give the record whole (a row must never lose its input columns).
+    func fields(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [[UInt8]]
 }
 
 /// The columns of `errors.csv` and `deferred.csv`: every input column of every file (known
@@ -90,7 +91,7 @@ public enum CorrectionFile {
         for row in rows {
             for index in values.indices { values[index].removeAll(keepingCapacity: true) }
             if row.spoolLength > 0 {
-                let fields = records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
+                let fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
                 let map = row.file < layout.mapping.count ? layout.mapping[row.file] : []
                 for (position, value) in fields.enumerated() where position < map.count && map[position] >= 0 {
                     values[map[position]] = value
