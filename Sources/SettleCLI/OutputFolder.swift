@@ -104,7 +104,9 @@ enum OutputFolder {
     }
 
     private static func create(_ path: String) throws(CommandFailure) {
-        let parent = (path as NSString).deletingLastPathComponent
+        // (NSString.deletingLastPathComponent traps on a one-component relative path.)
+        let trimmed = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
+        let parent = trimmed.lastIndex(of: "/").map { String(trimmed[..<$0]) } ?? ""
         if !parent.isEmpty, !FileManager.default.fileExists(atPath: parent) {
             do {
                 try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
