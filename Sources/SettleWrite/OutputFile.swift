@@ -158,7 +158,9 @@ public final class OutputFile {
             folder = "."
         }
         let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw WriteFailure(path: path, message: "open folder: " + String(cString: strerror(errno))) }
+        guard fd >= 0 else {
+            throw WriteFailure(path: path, message: "open folder: " + String(cString: strerror(errno)))
+        }
         defer { close(fd) }
         // Some file systems cannot sync a folder (EINVAL): nothing to make durable there.
         guard fsync(fd) == 0 || errno == EINVAL else {

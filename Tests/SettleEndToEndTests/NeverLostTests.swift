@@ -390,12 +390,13 @@ import Testing
 
     // MARK: "operators" item 7: the formula guard in errors.csv, removed when fed back
 
-    static let formulaInput = [
-        "line_id,order_id,amount,currency,destination,description,note",
-        "1-1,1,10.00,usd,acct_1A,\"=HYPERLINK(\"\"http://x\"\")\",+1",
-        "1-2,1,-5,usd,acct_1A,@SUM(A1),'abc",
-        "2-1,2,10.00,usd,=cmd,\"\tTAB\",-x",
-    ].joined(separator: "\n") + "\n"
+    static let formulaInput =
+        [
+            "line_id,order_id,amount,currency,destination,description,note",
+            "1-1,1,10.00,usd,acct_1A,\"=HYPERLINK(\"\"http://x\"\")\",+1",
+            "1-2,1,-5,usd,acct_1A,@SUM(A1),'abc",
+            "2-1,2,10.00,usd,=cmd,\"\tTAB\",-x",
+        ].joined(separator: "\n") + "\n"
 
     /// errors.csv rows without their `source` (which names the file the line came from).
     static func withoutSource(_ folder: URL) -> [[String]] {

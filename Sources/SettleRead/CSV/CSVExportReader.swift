@@ -318,7 +318,9 @@ public final class CSVExportReader {
     }
 
     /// Views of fields held in arrays (a record read as a stream), guard removed as for any record.
-    private func withViews(of fields: [[UInt8]], stripping strip: [Bool]?, _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void) {
+    private func withViews(
+        of fields: [[UInt8]], stripping strip: [Bool]?, _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void
+    ) {
         var copies = fields
         let total = copies.reduce(0) { $0 + $1.count }
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 16)
@@ -327,7 +329,10 @@ public final class CSVExportReader {
         var at = 0
         for index in copies.indices {
             let count = copies[index].count
-            copies[index].withUnsafeBytes { (storage.baseAddress! + at).copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(storage.baseAddress!), byteCount: count) }
+            copies[index].withUnsafeBytes {
+                (storage.baseAddress! + at).copyMemory(
+                    from: $0.baseAddress ?? UnsafeRawPointer(storage.baseAddress!), byteCount: count)
+            }
             var view = UnsafeRawBufferPointer(start: storage.baseAddress! + at, count: count)
             if let strip, index < strip.count, strip[index] { view = CSVExportReader.unguarded(view) }
             list.append(view)
