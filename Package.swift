@@ -31,6 +31,8 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"])]),
+        // prctl and setrlimit for the executable's hardening (no core dumps).
+        .systemLibrary(name: "CProcess", path: "Sources/CProcess"),
 
         // SHA-256 on libcrypto: instruction ids and file checksums.
         .target(name: "SettleDigest", dependencies: ["CCrypto"], swiftSettings: strict),
@@ -54,7 +56,7 @@ let package = Package(
                 dependencies: ["SettleCore", "SettleRead", "SettleWrite", "SettleLedger",
                                "SettleApply"],
                 swiftSettings: strict),
-        .executableTarget(name: "settle", dependencies: ["SettleCLI"], swiftSettings: strict),
+        .executableTarget(name: "settle", dependencies: ["SettleCLI", "CProcess"], swiftSettings: strict),
         // Developer tool: deterministic synthetic exports for benchmarks and load tests.
         .executableTarget(name: "settle-gen", dependencies: ["CZlib"], path: "Sources/SettleGen",
                           swiftSettings: strict),

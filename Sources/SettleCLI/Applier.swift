@@ -94,6 +94,8 @@ struct Applier {
     {
         let key = try credentials()
         let configuration = try configuration(key: key)
+        // The folder is ours for the whole command: no re-plan can mix its files with ours.
+        try OutputFolder.lock(folder)
         let plan = try PlanFolder.open(folder)
         let ledger: LedgerStore
         if let givenLedger {

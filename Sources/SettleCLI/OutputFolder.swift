@@ -1,42 +1,81 @@
 import Foundation
+import Glibc
+import SettleWrite
 
-/// The output folder: created when missing, refused when it holds files settle did not write.
+/// The output folder: created when missing (0700), refused when it holds files settle did
+/// not write, locked for the whole command.
+///
+/// The lock is an exclusive, non-blocking `flock` on `DIR/.settle/lock`, taken by `plan`
+/// (``prepare(_:)``), `apply` and `run` (``lock(_:)``) and held until the process ends, so
+/// two settle processes never write one folder at the same time (the second exits 75).
 enum OutputFolder {
     static let ownFiles: Set<String> = [
         "results.csv", "errors.csv", "deferred.csv", "instructions.jsonl", "summary.csv", "manifest.json", ".settle",
     ]
     static let spoolFolder = ".settle"
+    static let lockName = "lock"
 
+    /// Makes `path` ready for a new plan: creates it when missing, refuses it when it holds
+    /// files settle did not write, locks it, and removes what an earlier plan or a crashed
+    /// run left there that the new plan does not replace (its spool, seal and manifest).
     static func prepare(_ path: String) throws(CommandFailure) {
-        let manager = FileManager.default
-        var isFolder: ObjCBool = false
-        if manager.fileExists(atPath: path, isDirectory: &isFolder) {
-            guard isFolder.boolValue else {
+        var info = stat()
+        if stat(path, &info) == 0 {
+            guard info.st_mode & S_IFMT == S_IFDIR else {
                 throw CommandFailure(.outputUnwritable, "--out \(path) is a file, not a folder")
             }
-            let entries = (try? manager.contentsOfDirectory(atPath: path)) ?? []
-            let foreign = entries.filter { !ownFiles.contains($0) && !$0.contains(".tmp-") }
-            if !foreign.isEmpty {
-                throw CommandFailure(
-                    .outputUnwritable,
-                    "--out \(path) holds files settle did not write (\(foreign.sorted().prefix(3).joined(separator: ", "))); choose an empty or settle-made folder"
-                )
-            }
+            try refuseForeign(path)
+            try makePrivateFolder(path, what: "--out \(path)", following: true)
         } else {
-            do {
-                try manager.createDirectory(atPath: path, withIntermediateDirectories: true)
-            } catch {
-                throw CommandFailure(.outputUnwritable, "cannot create --out \(path): \(error.localizedDescription)")
+            try create(path)
+        }
+        try lock(path)
+        let spool = (path as NSString).appendingPathComponent(spoolFolder)
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? [] where name != lockName {
+            let entry = (spool as NSString).appendingPathComponent(name)
+            guard unlink(entry) == 0 || errno == ENOENT else {
+                throw CommandFailure(
+                    .outputUnwritable, "cannot remove \(entry) of an earlier plan: \(String(cString: strerror(errno)))")
             }
         }
-        let spool = (path as NSString).appendingPathComponent(spoolFolder)
-        try? manager.removeItem(atPath: spool)
-        do {
-            try manager.createDirectory(atPath: spool, withIntermediateDirectories: true)
-        } catch {
-            throw CommandFailure(.outputUnwritable, "cannot write in --out \(path): \(error.localizedDescription)")
+        // A manifest of an earlier plan must not stand beside this plan's files.
+        let manifest = (path as NSString).appendingPathComponent("manifest.json")
+        guard unlink(manifest) == 0 || errno == ENOENT else {
+            throw CommandFailure(
+                .outputUnwritable, "cannot remove \(manifest) of an earlier plan: \(String(cString: strerror(errno)))")
         }
         guard access(path, W_OK) == 0 else { throw CommandFailure(.outputUnwritable, "cannot write in --out \(path)") }
+    }
+
+    /// Takes the folder's lock for the rest of the process (a second call for the same
+    /// folder is a no-op), then removes temporary files a crashed settle left behind.
+    /// Another settle process holding it: exit 75, naming the folder.
+    static func lock(_ path: String) throws(CommandFailure) {
+        let spool = (path as NSString).appendingPathComponent(spoolFolder)
+        try makePrivateFolder(spool, what: "--out \(path)")
+        let key = (spool as NSString).resolvingSymlinksInPath
+        try Held.shared.lock(key) { () throws(CommandFailure) -> Int32 in
+            let lockPath = (spool as NSString).appendingPathComponent(lockName)
+            let fd = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            guard fd >= 0 else {
+                throw CommandFailure(
+                    .outputUnwritable, "cannot create the lock \(lockPath): \(String(cString: strerror(errno)))")
+            }
+            fchmod(fd, 0o600)
+            while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+                if errno == EINTR { continue }
+                let busy = errno == EWOULDBLOCK
+                let reason = String(cString: strerror(errno))
+                close(fd)
+                if busy {
+                    throw CommandFailure(
+                        .tryAgain, "--out \(path) is in use by another settle process; run again when it has finished")
+                }
+                throw CommandFailure(.outputUnwritable, "cannot lock \(lockPath): \(reason)")
+            }
+            return fd
+        }
+        removeLeftovers(path)
     }
 
     static func spoolPath(_ folder: String, file: Int) -> String {
@@ -45,4 +84,85 @@ enum OutputFolder {
 
     /// The spool file of input `file`, relative to the folder.
     static func spoolName(file: Int) -> String { "\(spoolFolder)/input-\(file + 1).csv" }
+    // MARK: -
+
+    /// The folder's entries that are not settle's: unknown names, settle's names of the
+    /// wrong type, and `*.tmp-*` files that are not settle's temporary names.
+    private static func refuseForeign(_ path: String) throws(CommandFailure) {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        let foreign = entries.filter { name in
+            if let base = OutputFile.baseOfTemporaryName(name) { return !ownFiles.contains(base) }
+            guard ownFiles.contains(name) else { return true }
+            var info = stat()
+            guard lstat((path as NSString).appendingPathComponent(name), &info) == 0 else { return false }
+            return info.st_mode & S_IFMT != (name == spoolFolder ? S_IFDIR : S_IFREG)
+        }
+        if !foreign.isEmpty {
+            throw CommandFailure(
+                .outputUnwritable,
+                "--out \(path) holds files settle did not write (\(foreign.sorted().prefix(3).joined(separator: ", "))); choose an empty or settle-made folder"
+            )
+        }
+    }
+
+    private static func create(_ path: String) throws(CommandFailure) {
+        // (NSString.deletingLastPathComponent traps on a one-component relative path.)
+        let trimmed = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
+        let parent = trimmed.lastIndex(of: "/").map { String(trimmed[..<$0]) } ?? ""
+        if !parent.isEmpty, !FileManager.default.fileExists(atPath: parent) {
+            do {
+                try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+            } catch {
+                throw CommandFailure(.outputUnwritable, "cannot create --out \(path): \(error.localizedDescription)")
+            }
+        }
+        try makePrivateFolder(path, what: "--out \(path)", following: true)
+    }
+
+    /// Creates a folder 0700 (whatever the umask), or makes an existing one 0700.
+    /// `following`: the path may be a symlink to a folder (the user's `--out`, not `.settle`).
+    private static func makePrivateFolder(_ path: String, what: String, following: Bool = false)
+        throws(CommandFailure)
+    {
+        if mkdir(path, 0o700) != 0, errno != EEXIST {
+            throw CommandFailure(.outputUnwritable, "cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        var info = stat()
+        guard (following ? stat(path, &info) : lstat(path, &info)) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw CommandFailure(.outputUnwritable, "\(what): \(path) is not a folder")
+        }
+        if info.st_mode & 0o7777 != 0o700, chmod(path, 0o700) != 0, errno != EPERM {
+            throw CommandFailure(.outputUnwritable, "cannot make \(path) private: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Removes settle's own temporary files (`<name>.tmp-<16 hex digits>`) that a crashed
+    /// run left in the folder or its `.settle`; only ever called under the lock.
+    private static func removeLeftovers(_ path: String) {
+        let spool = (path as NSString).appendingPathComponent(spoolFolder)
+        for (folder, isSpool) in [(path, false), (spool, true)] {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
+                guard let base = OutputFile.baseOfTemporaryName(name), isSpool || ownFiles.contains(base) else {
+                    continue
+                }
+                let entry = (folder as NSString).appendingPathComponent(name)
+                var info = stat()
+                if lstat(entry, &info) == 0, info.st_mode & S_IFMT == S_IFREG { unlink(entry) }
+            }
+        }
+    }
+
+    /// The folder locks this process holds (descriptors stay open until it exits).
+    private final class Held: @unchecked Sendable {
+        static let shared = Held()
+        private let mutex = NSLock()
+        private var descriptors: [String: Int32] = [:]
+
+        func lock(_ key: String, _ take: () throws(CommandFailure) -> Int32) throws(CommandFailure) {
+            mutex.lock()
+            defer { mutex.unlock() }
+            guard descriptors[key] == nil else { return }
+            descriptors[key] = try take()
+        }
+    }
 }

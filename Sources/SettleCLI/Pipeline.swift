@@ -84,8 +84,10 @@ struct Pipeline {
                 }
                 report.lines = checker.batch.lines.count - before
             }
-            spool.flush()
             source.finishReading()
+            if let problem = spool.finish() {
+                throw CommandFailure(.outputUnwritable, "cannot write \(spoolPath): \(problem)")
+            }
             // Keep file indices aligned with inputs: a file rejected before its header still gets a slot.
             while checker.batch.files.count <= position {
                 var placeholder = Batch.InputFile(name: name, layout: FileLayout())

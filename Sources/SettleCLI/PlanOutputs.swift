@@ -37,6 +37,8 @@ struct PlanOutputs {
             let instructionsJob = BackgroundJob { () throws(WriteFailure) in
                 try InstructionsFile.write(path: instructionsPath, plan: plan)
             }
+            // Also when another file fails: the job must not write on after the command ended.
+            defer { _ = try? instructionsJob.wait() }
             let results = try ResultsFile.write(path: path("results.csv"), plan: plan)
             written.files.append(("results.csv", results.sha256, results.rows))
             for (name, status) in [("errors.csv", LineStatus.rejected), ("deferred.csv", LineStatus.deferred)] {
@@ -205,6 +207,7 @@ final class BackgroundJob<Value: Sendable, Failure: Error>: @unchecked Sendable 
 
     func wait() throws(Failure) -> Value {
         done.wait()
+        done.signal()  // a later wait returns at once
         return try result!.get()
     }
 }

@@ -1,3 +1,4 @@
+import Glibc
 import SettleRead
 import SettleWrite
 
@@ -8,11 +9,17 @@ final class SpoolRecords: OriginalRecords {
 
     init(folder: String) { self.folder = folder }
 
-    func fields(file: Int, offset: UInt64, length: UInt32) -> [[UInt8]] {
-        if readers[file] == nil {
-            readers[file] = SpoolReader(path: OutputFolder.spoolPath(folder, file: file))
+    func fields(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [[UInt8]] {
+        let path = OutputFolder.spoolPath(folder, file: file)
+        if readers[file] == nil { readers[file] = SpoolReader(path: path) }
+        guard let reader = readers[file] else {
+            throw WriteFailure(path: path, message: "the spool cannot be opened: \(String(cString: strerror(errno)))")
         }
-        guard let reader = readers[file] else { return [] }
-        return CSVField.split(reader.read(offset: offset, length: Int(length)))
+        let record = reader.read(offset: offset, length: Int(length))
+        guard record.count == Int(length) else {
+            throw WriteFailure(
+                path: path, message: "the spool holds \(record.count) of the record's \(length) bytes at \(offset)")
+        }
+        return CSVField.split(record)
     }
 }

@@ -5,10 +5,20 @@ import SettleDigest
 public struct WriteFailure: Error, Sendable {
     public let path: String
     public let message: String
+    public init(path: String, message: String) {
+        self.path = path
+        self.message = message
+    }
 }
 
-/// A file written to a temporary name, flushed and renamed, so that a crash never leaves
-/// a half-written file. Bytes are buffered and hashed (SHA-256) as they go out.
+/// A file written to a temporary name, flushed, synced and renamed, so that a crash never
+/// leaves a half-written file. Bytes are buffered and hashed (SHA-256) as they go out.
+///
+/// The temporary file sits beside the file, named `<name>.tmp-<16 random hex digits>`
+/// (``isTemporaryName(_:)``), created exclusively (never through a symlink, never an
+/// existing file) and private to the user (0600 whatever the umask). Every write, the
+/// sync, the close and the rename are checked: a failure is a ``WriteFailure`` and the
+/// temporary file is removed.
 public final class OutputFile {
     public let path: String
     private let temporaryPath: String
@@ -18,13 +28,13 @@ public final class OutputFile {
     public private(set) var rows = 0
     private var failed: String? = nil
 
+    /// What follows a file's name in its temporary name: `.tmp-` and 16 hex digits.
+    public static let temporaryMarker = ".tmp-"
+    static let randomDigits = 16
+
     public init(path: String) throws(WriteFailure) {
         self.path = path
-        temporaryPath = path + ".tmp-\(getpid())"
-        descriptor = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw WriteFailure(path: path, message: String(cString: strerror(errno)))
-        }
+        (descriptor, temporaryPath) = try OutputFile.createTemporary(beside: path)
         buffer.reserveCapacity(1 << 20)
     }
 
@@ -32,6 +42,45 @@ public final class OutputFile {
         if descriptor >= 0 {
             close(descriptor)
             unlink(temporaryPath)
+        }
+    }
+
+    /// Whether `name` is a temporary name settle gives its files: `<base>.tmp-<16 hex digits>`;
+    /// returns the base name, or nil.
+    public static func baseOfTemporaryName(_ name: String) -> String? {
+        let bytes = Array(name.utf8)
+        let marker = Array(temporaryMarker.utf8)
+        guard bytes.count > marker.count + randomDigits else { return nil }
+        let digits = bytes.suffix(randomDigits)
+        guard digits.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return nil }
+        let markerStart = bytes.count - randomDigits - marker.count
+        guard Array(bytes[markerStart..<markerStart + marker.count]) == marker, markerStart > 0 else { return nil }
+        return String(decoding: bytes[0..<markerStart], as: UTF8.self)
+    }
+
+    /// Creates `<path>.tmp-<random>` exclusively, mode 0600.
+    static func createTemporary(beside path: String) throws(WriteFailure) -> (Int32, String) {
+        var attempts = 0
+        while true {
+            var generator = SystemRandomNumberGenerator()
+            let random = UInt64.random(in: .min ... .max, using: &generator)
+            var digits = String(random, radix: 16)
+            digits = String(repeating: "0", count: randomDigits - digits.count) + digits
+            let candidate = path + temporaryMarker + digits
+            let fd = open(candidate, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                // The umask can only take bits away; fchmod makes it exactly 0600.
+                guard fchmod(fd, 0o600) == 0 else {
+                    let message = String(cString: strerror(errno))
+                    close(fd)
+                    unlink(candidate)
+                    throw WriteFailure(path: path, message: message)
+                }
+                return (fd, candidate)
+            }
+            attempts += 1
+            if errno == EINTR || (errno == EEXIST && attempts < 8) { continue }
+            throw WriteFailure(path: path, message: String(cString: strerror(errno)))
         }
     }
 
@@ -53,36 +102,70 @@ public final class OutputFile {
         if buffer.count >= 1 << 20 { flush() }
     }
 
+    /// Writes the buffer out. After a failed write nothing more is written: ``commit()``
+    /// reports the failure.
     private func flush() {
         guard !buffer.isEmpty else { return }
+        defer { buffer.removeAll(keepingCapacity: true) }
+        guard failed == nil else { return }
         buffer.withUnsafeBytes { bytes in
             hasher.update(bytes)
-            var done = 0
-            while done < bytes.count {
-                let count = write(descriptor, bytes.baseAddress! + done, bytes.count - done)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    failed = String(cString: strerror(errno))
-                    return
-                }
-                done += count
-            }
+            if let problem = OutputFile.writeAll(descriptor, bytes) { failed = problem }
         }
-        buffer.removeAll(keepingCapacity: true)
     }
 
-    /// Flushes, syncs and renames into place; returns the file's SHA-256.
+    /// Writes every byte (retrying short writes and EINTR); returns what went wrong, if anything.
+    static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> String? {
+        var done = 0
+        while done < bytes.count {
+            let count = write(descriptor, bytes.baseAddress! + done, bytes.count - done)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return String(cString: strerror(errno))
+            }
+            if count == 0 { return "the write made no progress" }
+            done += count
+        }
+        return nil
+    }
+
+    /// Flushes, syncs and renames into place (and syncs the folder); returns the file's SHA-256.
     @discardableResult
     public func commit() throws(WriteFailure) -> String {
         flush()
-        if let failed { throw WriteFailure(path: path, message: failed) }
-        guard fsync(descriptor) == 0 else { throw WriteFailure(path: path, message: String(cString: strerror(errno))) }
-        close(descriptor)
-        descriptor = -1
-        guard rename(temporaryPath, path) == 0 else {
-            throw WriteFailure(path: path, message: String(cString: strerror(errno)))
+        func fail(_ message: String) -> WriteFailure {
+            if descriptor >= 0 { close(descriptor) }
+            descriptor = -1
+            unlink(temporaryPath)
+            return WriteFailure(path: path, message: message)
         }
+        if let failed { throw fail(failed) }
+        guard fsync(descriptor) == 0 else { throw fail("fsync: " + String(cString: strerror(errno))) }
+        let closed = close(descriptor)
+        descriptor = -1
+        guard closed == 0 else { throw fail("close: " + String(cString: strerror(errno))) }
+        guard rename(temporaryPath, path) == 0 else { throw fail("rename: " + String(cString: strerror(errno))) }
+        try OutputFile.syncFolder(of: path)
         return hasher.hexDigest()
+    }
+
+    /// Syncs the folder holding `path`, so that a rename into it is durable.
+    public static func syncFolder(of path: String) throws(WriteFailure) {
+        var folder = path
+        if let slash = folder.utf8.lastIndex(of: 0x2F) {
+            folder = slash == folder.utf8.startIndex ? "/" : String(folder[..<slash])
+        } else {
+            folder = "."
+        }
+        let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw WriteFailure(path: path, message: "open folder: " + String(cString: strerror(errno)))
+        }
+        defer { close(fd) }
+        // Some file systems cannot sync a folder (EINVAL): nothing to make durable there.
+        guard fsync(fd) == 0 || errno == EINVAL else {
+            throw WriteFailure(path: path, message: "fsync folder: " + String(cString: strerror(errno)))
+        }
     }
 }
 

@@ -2,8 +2,9 @@ public import SettleCore
 
 /// Gives back the original text of input records (from the spool files in the plan folder).
 public protocol OriginalRecords {
-    /// The fields of the record at `offset..<offset+length` in file `file`'s spool.
-    func fields(file: Int, offset: UInt64, length: UInt32) -> [[UInt8]]
+    /// The fields of the record at `offset..<offset+length` in file `file`'s spool; throws
+    /// when the spool cannot give the record whole (a row must never lose its input columns).
+    func fields(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [[UInt8]]
 }
 
 /// The columns of `errors.csv` and `deferred.csv`: every input column of every file (known
@@ -14,9 +15,21 @@ public struct CorrectionLayout: Sendable {
     /// For each file, the output column of each of its input columns (-1: dropped).
     public var mapping: [[Int]] = []
 
+    /// Per column, whether its cells get the formula guard: all but the amounts, which stay
+    /// numbers (the CSV reader removes the guard from the same columns; see
+    /// `CSVExportReader.amountColumns`).
+    public var guarded: [Bool] = []
+
+    /// The columns whose cells are written as they came, without a formula guard.
+    public static let amountColumns: Set<Column> = [.amount, .chargeAmount, .chargeFee]
+
+    /// A layout read back from a manifest: amount columns are known by their names.
     public init(names: [String], mapping: [[Int]]) {
         self.names = names
         self.mapping = mapping
+        guarded = names.map { name in
+            Column(headerName: name).map { !CorrectionLayout.amountColumns.contains($0) } ?? true
+        }
     }
 
     public init(files: [Batch.InputFile]) {
@@ -39,6 +52,11 @@ public struct CorrectionLayout: Sendable {
                     index[key] = names.count
                     map.append(names.count)
                     names.append(file.layout.names[position])
+                    if case .known(let column) = role {
+                        guarded.append(!CorrectionLayout.amountColumns.contains(column))
+                    } else {
+                        guarded.append(true)
+                    }
                 }
             }
             mapping.append(map)
@@ -72,7 +90,10 @@ public struct CorrectionRow {
 }
 
 /// Writes `errors.csv` / `deferred.csv`: input strings byte for byte, so a fixed file can be
-/// fed back in. No formula guard here on purpose: these files are inputs, not reports.
+/// fed back in, except that a text cell a spreadsheet would run as a formula gets a leading
+/// `'` (as in every CSV file settle writes; amount columns stay numbers). The CSV reader
+/// removes exactly that guard from a file settle wrote, so feeding it back gives the
+/// original strings (and so does a copy a spreadsheet saved without the `'`).
 public enum CorrectionFile {
     public static func write(
         path: String, layout: CorrectionLayout, rows: some Sequence<CorrectionRow>,
@@ -90,22 +111,23 @@ public enum CorrectionFile {
         for row in rows {
             for index in values.indices { values[index].removeAll(keepingCapacity: true) }
             if row.spoolLength > 0 {
-                let fields = records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
+                let fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
                 let map = row.file < layout.mapping.count ? layout.mapping[row.file] : []
                 for (position, value) in fields.enumerated() where position < map.count && map[position] >= 0 {
                     values[map[position]] = value
                 }
             }
             file.withBuffer { out in
-                for value in values {
-                    CSVField.append(value, to: &out, guardFormula: false)
+                for (column, value) in values.enumerated() {
+                    CSVField.append(
+                        value, to: &out, guardFormula: column < layout.guarded.count ? layout.guarded[column] : true)
                     out.append(0x2C)
                 }
-                CSVField.append(row.reasonCode, to: &out, guardFormula: false)
+                CSVField.append(row.reasonCode, to: &out, guardFormula: true)
                 out.append(0x2C)
-                CSVField.append(row.reason, to: &out, guardFormula: false)
+                CSVField.append(row.reason, to: &out, guardFormula: true)
                 out.append(0x2C)
-                CSVField.append(row.source, to: &out, guardFormula: false)
+                CSVField.append(row.source, to: &out, guardFormula: true)
                 out.append(0x0A)
             }
             file.endRow()

@@ -182,4 +182,97 @@ import Testing
         // Two physical lines a record, after the header.
         #expect(sink.records.map(\.line) == (0..<12_000).map { 2 + 2 * $0 })
     }
+    /// Reads `text` as a CSV file; returns the sink, the failure and the spool's bytes.
+    static func read(text: [UInt8], limits: ReadLimits = ReadLimits()) throws -> (RecordingSink, ReadFailure?, [UInt8])
+    {
+        let path = NSTemporaryDirectory() + "text-\(UUID().uuidString).csv"
+        let spoolPath = path + ".spool"
+        defer {
+            try? FileManager.default.removeItem(atPath: path)
+            try? FileManager.default.removeItem(atPath: spoolPath)
+        }
+        try Data(text).write(to: URL(fileURLWithPath: path))
+        let sink = RecordingSink()
+        let spool = try SpoolWriter(path: spoolPath)
+        let failure = CSVExportReader(limits: limits).read(
+            name: "text.csv", source: try ByteSource(path: path), spool: spool, sink: sink)
+        #expect(spool.finish() == nil)
+        return (sink, failure, [UInt8](FileManager.default.contents(atPath: spoolPath) ?? Data()))
+    }
+
+    static func spooled(_ record: RecordingSink.Record, _ spool: [UInt8]) -> String {
+        String(
+            decoding: spool[Int(record.spoolOffset)..<Int(record.spoolOffset) + Int(record.spoolLength)], as: UTF8.self)
+    }
+
+    @Test func loneCRLineEndsCountAsLinesAndQuotedCRIsData() throws {
+        let text =
+            "line_id,order_id,amount,currency,note\r1,10,1.00,usd,\"a\rb\"\r\r2,20,2.00,usd,x\r\n3,30,3.00,usd,y\n4,40,4.00,usd,z\r"
+        let (sink, failure, spool) = try Self.read(text: Array(text.utf8))
+        #expect(failure == nil)
+        #expect(sink.records.map { $0.fields[0] } == ["1", "2", "3", "4"])
+        #expect(sink.records[0].fields[4] == "a\rb")
+        #expect(sink.records.allSatisfy { $0.defect == nil && $0.fields.count == 5 })
+        // Line 2 holds a quoted lone CR (line 3 continues it), line 4 is blank.
+        #expect(sink.records.map(\.line) == [2, 5, 6, 7])
+        #expect(Self.spooled(sink.records[0], spool) == "1,10,1.00,usd,\"a\rb\"\r\n")
+        #expect(Self.spooled(sink.records[3], spool) == "4,40,4.00,usd,z\r\n")
+    }
+
+    /// 600 repeats: the record fits the first read chunk; 20 000 (320 KB): it is streamed.
+    @Test(arguments: [600, 20_000])
+    func overLongRecordKeepsItsIdsAndIsSpooledWhole(_ repeats: Int) throws {
+        var limits = ReadLimits()
+        limits.maxRecordBytes = 4096
+        limits.maxFieldBytes = 1024
+        // A quoted field with escapes, commas, CR and LF, longer than the record limit.
+        let long = "\"" + String(repeating: "ab,\"\"c\r\nd\re", count: repeats) + "\""
+        let record = "7,70,1.00,usd,\(long),after\r\n"
+        let text = "line_id,order_id,amount,currency,note,more\n" + record + "8,80,2.00,usd,x,y\n"
+        let (sink, failure, spool) = try Self.read(text: Array(text.utf8), limits: limits)
+        #expect(failure == nil)
+        #expect(sink.records.count == 2)
+        let first = sink.records[0]
+        #expect(first.defect?.code == .fieldTooLong)
+        #expect(first.defect?.message.contains("note") == true)
+        #expect(first.fields == ["7", "70", "1.00", "usd", "", "after"])
+        #expect(Self.spooled(first, spool) == record)
+        // A CRLF and a lone CR a repeat inside the quotes, then the record's CRLF.
+        #expect(sink.records.map(\.line) == [2, 2 + 2 * repeats + 1])
+        #expect(sink.records[1].fields == ["8", "80", "2.00", "usd", "x", "y"])
+    }
+
+    @Test func overLongRecordOverTheSpoolLimitOrWithALongIdRejectsTheFile() throws {
+        var limits = ReadLimits()
+        limits.maxRecordBytes = 4096
+        limits.maxFieldBytes = 1024
+        limits.maxSpooledRecordBytes = 100_000
+        let header = "line_id,order_id,amount,currency,note\n"
+        // Over a read chunk: streamed, and over the spool limit.
+        let huge = header + "1,10,1.00,usd," + String(repeating: "x", count: 400_000) + "\n"
+        let (sink, failure, _) = try Self.read(text: Array(huge.utf8), limits: limits)
+        #expect(failure?.code == .unreadable)
+        #expect(failure?.position == "text.csv:2")
+        #expect(sink.discarded == [0])
+        for text in [
+            header + "2,20,1.00,usd,x\n" + String(repeating: "9", count: 2000) + ",10,1.00,usd,x\n",
+            header + "1,\(String(repeating: "9", count: 5000)),1.00,usd,x\n",
+        ] {
+            let (sink, failure, _) = try Self.read(text: Array(text.utf8), limits: limits)
+            #expect(failure?.code == .unreadable)
+            #expect(sink.records.isEmpty)
+        }
+    }
+
+    @Test func formulaGuardIsRemovedFromFilesSettleWrote() throws {
+        let settleWritten =
+            "line_id,order_id,amount,currency,note,reason_code,reason,source\n'=1,'abc,'-5,'+usd,\"'=a,b\",x,'-y,f:2\n"
+        let (sink, failure, _) = try Self.read(text: Array(settleWritten.utf8))
+        #expect(failure == nil)
+        // Text cells lose exactly the guard; the amount column keeps its bytes.
+        #expect(sink.records[0].fields == ["=1", "'abc", "'-5", "+usd", "=a,b", "x", "-y", "f:2"])
+        let other = "line_id,order_id,amount,currency,note\n'=1,2,1.00,usd,'=x\n"
+        let (plain, _, _) = try Self.read(text: Array(other.utf8))
+        #expect(plain.records[0].fields == ["'=1", "2", "1.00", "usd", "'=x"])
+    }
 }

@@ -3,17 +3,30 @@ public import SettleCore
 
 /// Limits that protect memory; past them the record (or the file) is rejected, never a crash.
 public struct ReadLimits: Sendable {
+    /// A longer field rejects its line (`field_too_long`); a longer `line_id` or `order_id`
+    /// rejects the file (`unreadable`): a line that cannot be traced must not stand alone.
     public var maxFieldBytes = 64 * 1024
+    /// A longer record is read as a stream (its fields within limits kept, the rest
+    /// dropped) and rejected `field_too_long`, its original text still spooled.
     public var maxRecordBytes = 1 << 20
+    /// A record longer than this rejects the file (`unreadable`): the spool could not hand
+    /// it back for `errors.csv` without holding it whole in memory.
+    public var maxSpooledRecordBytes = 64 << 20
     public var maxColumns = 1024
     public init() {}
 }
 
 /// Reads an RFC 4180 order export at the byte level and hands each record to a sink.
 ///
-/// Quotes, `""` escapes, quoted commas and newlines, LF or CRLF, an optional BOM. Fields
-/// are views into a reused window; only fields with `""` escapes are copied. Records are
-/// also copied verbatim into the spool.
+/// Quotes, `""` escapes, quoted commas and newlines, an optional BOM. Line ends are LF,
+/// CRLF or a lone CR (old Mac exports), mixed freely; inside quotes every byte is data.
+/// `source` line numbers count each of them as one line end. Fields are views into a
+/// reused window; only fields with `""` escapes are copied. Records are also copied
+/// verbatim into the spool.
+///
+/// A file settle wrote (`errors.csv`, `deferred.csv`: its header ends in `reason_code,
+/// reason, source`) has the spreadsheet formula guard removed from its text cells: a cell
+/// `'=X` reads as `=X` (a cell `'abc` stays as it is), so the original strings come back.
 public final class CSVExportReader {
     private let aliases: [String: String]
     private let limits: ReadLimits
@@ -96,38 +109,61 @@ public final class CSVExportReader {
                         line += 1
                         continue
                     }
-                    if window[position] == 0x0D, position + 1 < filled, window[position + 1] == 0x0A {
-                        position += 2
+                    if window[position] == 0x0D {
+                        if position + 1 < filled {
+                            position += window[position + 1] == 0x0A ? 2 : 1
+                            line += 1
+                            continue
+                        }
+                        if !atEOF { break }
+                        position += 1
                         line += 1
                         continue
                     }
-                    if window[position] == 0x0D, position + 1 == filled, !atEOF { break }
                     let result = parseRecord(from: position, atEOF: atEOF)
                     switch result {
                     case .incomplete:
                         if filled - position > limits.maxRecordBytes {
-                            // Too long to be a record: skip it as one rejected line.
-                            let (skipped, newlines) = try skipRecord(from: position, source: source, atEOF: &atEOF)
-                            _ = skipped
-                            if let fileIndex, layout != nil {
-                                let defect = RecordDefect(
-                                    code: .fieldTooLong,
-                                    message: "the record is longer than \(limits.maxRecordBytes) bytes")
-                                views.removeAll(keepingCapacity: true)
-                                views.withUnsafeBufferPointer {
-                                    sink.record(
-                                        RecordView(
-                                            fields: $0, line: line, spoolOffset: spool.offset, spoolLength: 0,
-                                            defect: defect), file: fileIndex)
-                                }
-                                lines += 1
-                            } else {
+                            guard let fileIndex, let layout else {
                                 return ReadFailure(
                                     code: .headerInvalid,
                                     message: "the header is longer than \(limits.maxRecordBytes) bytes",
                                     position: "\(name):\(line)")
                             }
-                            line += newlines
+                            let offset = spool.offset
+                            let long = try readLongRecord(from: position, source: source, atEOF: &atEOF, spool: spool)
+                            guard let long else {
+                                sink.discardFile(fileIndex)
+                                return ReadFailure(
+                                    code: .unreadable,
+                                    message:
+                                        "the record on line \(line) is longer than \(limits.maxSpooledRecordBytes >> 20) MiB",
+                                    position: "\(name):\(line)")
+                            }
+                            if let failure = untraceable(long.tooLong, layout: layout, name: name, line: line) {
+                                sink.discardFile(fileIndex)
+                                return failure
+                            }
+                            var length = long.length
+                            if long.endsWithLF == false {
+                                spool.appendNewline()
+                                length += 1
+                            }
+                            let column = long.tooLong.firstIndex(of: true).map { columnName($0, layout) }
+                            let defect = RecordDefect(
+                                code: .fieldTooLong,
+                                message: column.map { "column \($0) is longer than \(limits.maxFieldBytes) bytes" }
+                                    ?? "the record is longer than \(limits.maxRecordBytes) bytes")
+                            let empty = [UInt8]()
+                            let kept = zip(long.fields, long.tooLong).map { $1 ? empty : $0 }
+                            withViews(of: kept, stripping: guardedColumns(layout)) { fields in
+                                sink.record(
+                                    RecordView(
+                                        fields: fields, line: line, spoolOffset: offset,
+                                        spoolLength: UInt32(length), defect: defect), file: fileIndex)
+                            }
+                            lines += 1
+                            line += long.newlines
                             position = 0
                             continue
                         }
@@ -151,6 +187,7 @@ public final class CSVExportReader {
                             do {
                                 let built = try FileLayout.csv(header: header, aliases: aliases)
                                 layout = built
+                                stripGuard = guardedColumns(built)
                                 fileIndex = sink.beginFile(name: name, layout: built)
                                 spool.append(raw)
                                 if raw.last != 0x0A { spool.appendNewline() }
@@ -165,7 +202,21 @@ public final class CSVExportReader {
                                     code: .malformedRecord,
                                     message: "the record has \(starts.count) fields, the header \(layout.count)")
                             }
-                            buildViews()
+                            if defect?.code == .fieldTooLong {
+                                let tooLong = zip(starts, ends).map { $1 - $0 > limits.maxFieldBytes }
+                                if let failure = untraceable(tooLong, layout: layout, name: name, line: line) {
+                                    sink.discardFile(fileIndex)
+                                    return failure
+                                }
+                                if let column = tooLong.firstIndex(of: true) {
+                                    defect = RecordDefect(
+                                        code: .fieldTooLong,
+                                        message:
+                                            "column \(columnName(column, layout)) is longer than \(limits.maxFieldBytes) bytes"
+                                    )
+                                }
+                            }
+                            buildViews(forRules: true)
                             let offset = spool.offset
                             spool.append(raw)
                             var length = raw.count
@@ -188,10 +239,7 @@ public final class CSVExportReader {
                     break
                 }
                 if atEOF && position >= filled { break }
-                if atEOF && position < filled {
-                    // Only a lone CR can be left; treat it as a line end.
-                    break
-                }
+
             }
         } catch {
             if let fileIndex { sink.discardFile(fileIndex) }
@@ -220,14 +268,96 @@ public final class CSVExportReader {
         return views.map { String(decoding: $0, as: UTF8.self) }
     }
 
-    private func buildViews() {
+    /// `forRules`: a field over the field limit is handed on empty (the spool keeps it), and
+    /// in a file settle wrote the formula guard is removed.
+    private func buildViews(forRules: Bool = false) {
         views.removeAll(keepingCapacity: true)
         let base = UnsafeRawPointer(window.baseAddress!)
         let scratchBase = UnsafeRawPointer(scratch.baseAddress!)
         for index in 0..<starts.count {
             let pointer = inScratch[index] ? scratchBase + starts[index] : base + starts[index]
-            views.append(UnsafeRawBufferPointer(start: pointer, count: ends[index] - starts[index]))
+            var view = UnsafeRawBufferPointer(start: pointer, count: ends[index] - starts[index])
+            if forRules {
+                if view.count > limits.maxFieldBytes {
+                    view = UnsafeRawBufferPointer(start: pointer, count: 0)
+                } else if let strip = stripGuard, index < strip.count, strip[index] {
+                    view = CSVExportReader.unguarded(view)
+                }
+            }
+            views.append(view)
         }
+    }
+
+    /// Per input column of a file settle wrote, whether its cells carry the formula guard
+    /// (every column but the amounts, whose bytes are kept); nil for any other file.
+    private var stripGuard: [Bool]? = nil
+
+    private func guardedColumns(_ layout: FileLayout) -> [Bool]? {
+        let tail = layout.names.suffix(3).map { $0.trimmingSpaces().lowercased() }
+        guard tail == ["reason_code", "reason", "source"] else { return nil }
+        return layout.roles.map { role in
+            if case .known(let column) = role {
+                return !CSVExportReader.amountColumns.contains(column)
+            }
+            return true
+        }
+    }
+
+    /// The columns whose cells settle writes as they came, without a formula guard.
+    public static let amountColumns: Set<Column> = [.amount, .chargeAmount, .chargeFee]
+
+    /// A cell without the guard settle's writers put before a cell that starts like a
+    /// formula (`'=`, `'+`, `'-`, `'@`, `'` tab, `'` CR); any other cell as it is.
+    @inline(__always)
+    static func unguarded(_ view: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        guard view.count >= 2, view[0] == 0x27 else { return view }
+        let second = view[1]
+        guard second == 0x3D || second == 0x2B || second == 0x2D || second == 0x40 || second == 0x09 || second == 0x0D
+        else { return view }
+        return UnsafeRawBufferPointer(rebasing: view[1...])
+    }
+
+    /// Views of fields held in arrays (a record read as a stream), guard removed as for any record.
+    private func withViews(
+        of fields: [[UInt8]], stripping strip: [Bool]?, _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void
+    ) {
+        var copies = fields
+        let total = copies.reduce(0) { $0 + $1.count }
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 16)
+        defer { storage.deallocate() }
+        var list: [UnsafeRawBufferPointer] = []
+        var at = 0
+        for index in copies.indices {
+            let count = copies[index].count
+            copies[index].withUnsafeBytes {
+                (storage.baseAddress! + at).copyMemory(
+                    from: $0.baseAddress ?? UnsafeRawPointer(storage.baseAddress!), byteCount: count)
+            }
+            var view = UnsafeRawBufferPointer(start: storage.baseAddress! + at, count: count)
+            if let strip, index < strip.count, strip[index] { view = CSVExportReader.unguarded(view) }
+            list.append(view)
+            at += count
+        }
+        list.withUnsafeBufferPointer(body)
+    }
+
+    /// A record whose `line_id` or `order_id` is over the field limit cannot be traced:
+    /// its file is rejected whole (`unreadable`), so no part of its order moves alone.
+    private func untraceable(_ tooLong: [Bool], layout: FileLayout, name: String, line: Int) -> ReadFailure? {
+        for column in [Column.lineID, .orderID] {
+            if let index = layout.index(of: column), index < tooLong.count, tooLong[index] {
+                return ReadFailure(
+                    code: .unreadable,
+                    message:
+                        "the \(column.csvName) of the record on line \(line) is longer than \(limits.maxFieldBytes) bytes: the line cannot be traced, so no line of the file is read",
+                    position: "\(name):\(line)")
+            }
+        }
+        return nil
+    }
+
+    private func columnName(_ index: Int, _ layout: FileLayout) -> String {
+        index < layout.names.count ? layout.names[index] : String(index + 1)
     }
 
     /// Parses one record starting at `start`. Fields go into `starts`/`ends`.
@@ -256,7 +386,7 @@ public final class CSVExportReader {
                         return atEOF ? .unclosedQuote : .incomplete
                     }
                     let quote = UnsafeRawPointer(found) - bytes
-                    newlines += countNewlines(bytes + index, quote - index)
+                    newlines += countLineEnds(bytes + index, quote - index)
                     if quote + 1 == end, !atEOF { return .incomplete }
                     if quote + 1 < end, bytes.load(fromByteOffset: quote + 1, as: UInt8.self) == 0x22 {
                         // "" inside quotes: copy what we have so far into scratch once.
@@ -288,31 +418,22 @@ public final class CSVExportReader {
                         flag(.malformedRecord, "text after a closing quote")
                         while index < end {
                             let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
-                            if byte == 0x2C || byte == 0x0A { break }
+                            if byte == 0x2C || byte == 0x0A || byte == 0x0D { break }
                             index += 1
                         }
                     }
                 }
             } else {
+                // Unquoted: up to a comma or a line end (LF, CRLF or a lone CR).
                 let fieldStart = index
                 while index < end {
                     let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
-                    if byte == 0x2C || byte == 0x0A { break }
+                    if byte == 0x2C || byte == 0x0A || byte == 0x0D { break }
                     if byte == 0x22 { flag(.malformedRecord, "a quote inside an unquoted field") }
                     index += 1
                 }
-                var fieldEnd = index
-                if index < end, bytes.load(fromByteOffset: index, as: UInt8.self) == 0x0A, fieldEnd > fieldStart,
-                    bytes.load(fromByteOffset: fieldEnd - 1, as: UInt8.self) == 0x0D
-                {
-                    fieldEnd -= 1
-                } else if index == end, atEOF, fieldEnd > fieldStart,
-                    bytes.load(fromByteOffset: fieldEnd - 1, as: UInt8.self) == 0x0D
-                {
-                    fieldEnd -= 1
-                }
                 starts.append(fieldStart)
-                ends.append(fieldEnd)
+                ends.append(index)
                 inScratch.append(false)
             }
             if let last = ends.last, let first = starts.last, last - first > limits.maxFieldBytes {
@@ -333,16 +454,12 @@ public final class CSVExportReader {
                 continue
             }
             if byte == 0x0D {
-                // CR after a quoted field: expect LF.
-                if index + 1 < end, bytes.load(fromByteOffset: index + 1, as: UInt8.self) == 0x0A {
-                    return .complete(end: index + 2, newlines: newlines + 1, defect: defect)
+                // CRLF, or a lone CR: one line end either way.
+                if index + 1 < end {
+                    let crlf = bytes.load(fromByteOffset: index + 1, as: UInt8.self) == 0x0A
+                    return .complete(end: index + (crlf ? 2 : 1), newlines: newlines + 1, defect: defect)
                 }
-                if index + 1 >= end {
-                    return atEOF ? .complete(end: end, newlines: newlines, defect: defect) : .incomplete
-                }
-                flag(.malformedRecord, "a stray carriage return")
-                index += 1
-                continue
+                return atEOF ? .complete(end: end, newlines: newlines + 1, defect: defect) : .incomplete
             }
             // LF
             return .complete(end: index + 1, newlines: newlines + 1, defect: defect)
@@ -362,8 +479,9 @@ public final class CSVExportReader {
         scratchUsed += count
     }
 
+    /// Line ends in quoted text, as `source` counts them: LF, CRLF and a lone CR are one each.
     @inline(__always)
-    private func countNewlines(_ pointer: UnsafeRawPointer, _ count: Int) -> Int {
+    private func countLineEnds(_ pointer: UnsafeRawPointer, _ count: Int) -> Int {
         var total = 0
         var cursor = pointer
         var remaining = count
@@ -373,47 +491,145 @@ public final class CSVExportReader {
             remaining -= next - cursor
             cursor = next
         }
+        // A CR not followed by LF (a CR last in the text is followed by the quote).
+        cursor = pointer
+        remaining = count
+        while remaining > 0, let found = memchr(cursor, 0x0D, remaining) {
+            let at = UnsafeRawPointer(found)
+            let next = at + 1
+            remaining -= next - cursor
+            cursor = next
+            if remaining == 0 || next.load(as: UInt8.self) != 0x0A { total += 1 }
+        }
         return total
     }
 
-    /// Skips an over-long record without keeping it: returns bytes skipped and newlines.
-    private func skipRecord(from start: Int, source: ByteSource, atEOF: inout Bool) throws(ReadFailure) -> (Int, Int) {
-        var inQuotes = false
+    /// A record over ``ReadLimits/maxRecordBytes``, read as a stream from `start`.
+    struct LongRecord {
+        /// The fields, each cut at the field limit (and all of them at the record limit).
+        var fields: [[UInt8]] = [[]]
+        /// Which fields were over a limit (their bytes are not all in `fields`).
+        var tooLong: [Bool] = [false]
         var newlines = 0
-        var skipped = 0
-        var index = start
-        while true {
-            while index < filled {
-                let byte = window[index]
-                index += 1
-                skipped += 1
-                if byte == 0x22 { inQuotes.toggle() }
-                if byte == 0x0A {
-                    newlines += 1
-                    if !inQuotes {
-                        // Keep what follows the record.
-                        let tail = filled - index
-                        memmove(window.baseAddress!, window.baseAddress! + index, tail)
-                        filled = tail
-                        return (skipped, newlines)
-                    }
-                }
-            }
-            filled = 0
-            index = 0
-            if atEOF { break }
-            if let chunk = try source.next() {
-                ensureWindow(chunk.count)
-                window.baseAddress!.copyMemory(from: chunk.baseAddress!, byteCount: chunk.count)
-                filled = chunk.count
+        /// Bytes of the record, line end included, all written to the spool.
+        var length = 0
+        var endsWithLF = false
+    }
+
+    /// Reads an over-long record to its end without holding it: its bytes go to the spool as
+    /// they come, its fields are kept up to the limits (so its ids can still be read). What
+    /// follows the record is left at the start of the window. Nil when the record is over
+    /// ``ReadLimits/maxSpooledRecordBytes``.
+    private func readLongRecord(from start: Int, source: ByteSource, atEOF: inout Bool, spool: SpoolWriter)
+        throws(ReadFailure) -> LongRecord?
+    {
+        enum State { case fieldStart, unquoted, quoted, quoteInQuoted, afterCR }
+        var record = LongRecord()
+        var state = State.fieldStart
+        var kept = 0
+        var lastWasCR = false
+        func keep(_ byte: UInt8) {
+            let field = record.fields.count - 1
+            if record.fields[field].count < limits.maxFieldBytes, kept < limits.maxRecordBytes,
+                record.fields.count <= limits.maxColumns
+            {
+                record.fields[field].append(byte)
+                kept += 1
             } else {
-                atEOF = true
+                record.tooLong[field] = true
             }
         }
-        if inQuotes {
+        func nextField() {
+            record.fields.append([])
+            record.tooLong.append(false)
+        }
+        // Scans `buffer[from...]`; returns where the record ended in it, or nil when it goes on.
+        func scan(_ buffer: UnsafeRawBufferPointer, from: Int) -> Int? {
+            var index = from
+            while index < buffer.count {
+                let byte = buffer[index]
+                if state == .afterCR {
+                    return byte == 0x0A ? index + 1 : index
+                }
+                if state == .fieldStart {
+                    if byte == 0x22 {
+                        state = .quoted
+                        index += 1
+                        continue
+                    }
+                    state = .unquoted
+                }
+                switch state {
+                case .unquoted, .quoteInQuoted:
+                    if state == .quoteInQuoted, byte == 0x22 {
+                        keep(0x22)
+                        state = .quoted
+                    } else if byte == 0x2C {
+                        nextField()
+                        state = .fieldStart
+                    } else if byte == 0x0A {
+                        record.newlines += 1
+                        return index + 1
+                    } else if byte == 0x0D {
+                        record.newlines += 1
+                        state = .afterCR
+                    } else {
+                        state = .unquoted
+                        keep(byte)
+                    }
+                case .quoted:
+                    if byte == 0x22 {
+                        state = .quoteInQuoted
+                    } else {
+                        if byte == 0x0D || (byte == 0x0A && !lastWasCR) { record.newlines += 1 }
+                        keep(byte)
+                    }
+                    lastWasCR = byte == 0x0D
+                case .fieldStart, .afterCR:
+                    break
+                }
+                index += 1
+            }
+            return nil
+        }
+        // Spools `buffer[from..<to]`; false past the spooled-record limit.
+        func spoolBytes(_ buffer: UnsafeRawBufferPointer, _ from: Int, _ to: Int) -> Bool {
+            guard to > from else { return true }
+            record.length += to - from
+            record.endsWithLF = buffer[to - 1] == 0x0A
+            guard record.length <= limits.maxSpooledRecordBytes else { return false }
+            spool.append(UnsafeRawBufferPointer(rebasing: buffer[from..<to]))
+            return true
+        }
+        let windowBytes = UnsafeRawBufferPointer(rebasing: window[0..<filled])
+        if let end = scan(windowBytes, from: start) {
+            guard spoolBytes(windowBytes, start, end) else { return nil }
+            let tail = filled - end
+            if tail > 0 { memmove(window.baseAddress!, window.baseAddress! + end, tail) }
+            filled = tail
+            return record
+        }
+        guard spoolBytes(windowBytes, start, filled) else { return nil }
+        filled = 0
+        while !atEOF {
+            guard let chunk = try source.next() else {
+                atEOF = true
+                break
+            }
+            if let end = scan(chunk, from: 0) {
+                guard spoolBytes(chunk, 0, end) else { return nil }
+                let tail = chunk.count - end
+                ensureWindow(tail)
+                if tail > 0 { window.baseAddress!.copyMemory(from: chunk.baseAddress! + end, byteCount: tail) }
+                filled = tail
+                return record
+            }
+            guard spoolBytes(chunk, 0, chunk.count) else { return nil }
+        }
+        if state == .quoted {
             throw ReadFailure(
                 code: .csvUnclosedQuote, message: "a quoted field is never closed", position: "end of file")
         }
-        return (skipped, newlines)
+        return record
     }
 }

@@ -502,6 +502,15 @@ final class XMLExportParse {
         let count = start.flatMap { start in end.map { $0 - start } } ?? 0
         if count > limits.maxFieldBytes {
             let attribute = name.map { String(cString: $0) } ?? "?"
+            if column == Column.lineID.rawValue || column == Column.orderID.rawValue {
+                // Its lines could not be traced (nor their order kept whole): reject the file.
+                let element = owner == .order ? "<order>" : "<line>"
+                reject(
+                    .unreadable,
+                    "the id of the \(element) on line \(tagLine) is longer than \(limits.maxFieldBytes) bytes: its lines cannot be traced, so no line of the file is read",
+                    line: tagLine)
+                return
+            }
             let defect = RecordDefect(
                 code: .fieldTooLong, message: "attribute \(attribute) is longer than \(limits.maxFieldBytes) bytes")
             if owner == .order {

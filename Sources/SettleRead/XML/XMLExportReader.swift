@@ -36,7 +36,7 @@ public struct XMLReadLimits: Sendable {
     /// Deeper element nesting rejects the file (`xml_malformed`). The export needs 4.
     public var maxDepth = 16
     /// A longer attribute value rejects its line (`field_too_long`; on an `<order>`, all
-    /// of its lines).
+    /// of its lines); a longer `id` rejects the file (`unreadable`): its lines could not be traced.
     public var maxFieldBytes = 64 * 1024
     /// The lines of one `<order>` are held until `</order>` (a schema error late in an
     /// order rejects all its lines); a larger order rejects the file (`xml_malformed`).
