@@ -4,6 +4,7 @@ import Foundation
 enum OutputFolder {
     static let ownFiles: Set<String> = [
         "results.csv", "errors.csv", "deferred.csv", "instructions.jsonl", "summary.csv", "manifest.json", ".settle",
+        "report.html",
     ]
     static let spoolFolder = ".settle"
 
