@@ -1,3 +1,5 @@
+import Foundation
+
 /// The help of every command, and the man page made from the same text (one source of
 /// truth: `settle help --roff > docs/settle.1`, and a test checks the file is current).
 enum Help {
@@ -36,7 +38,7 @@ enum Help {
         Option(usage: "--config FILE", meaning: "JSON config; each option's key is its name with - written _; unknown keys are an error", defaultValue: "none"),
         Option(usage: "--as-of DATE", meaning: "the settlement date (YYYY-MM-DD); lines scheduled later are deferred", defaultValue: "today, UTC"),
         Option(usage: "--platform-country CC", meaning: "the platform's country, for the cross-border rules", defaultValue: "US"),
-        Option(usage: "--financial-account fa_…", meaning: "the financial account payouts are paid from", defaultValue: "none (payout lines need it at apply)"),
+        Option(usage: "--financial-account fa_…", meaning: "the financial account payouts are paid from", defaultValue: "none; payout lines need it at apply"),
         Option(
             usage: "--payouts per-recipient|per-line",
             meaning: "one payout per recipient and run (saves instant-payout fees), or one per line", defaultValue: "per-recipient"),
@@ -148,6 +150,7 @@ enum Help {
             exits: [(0, "every line named was waiting and is cancelled"), (65, "some lines named were not waiting (unknown, or already sent)"), (75, "the ledger is in use by another settle process: try again"), (64, nil), (66, nil), (78, nil), (70, nil)],
             examples: [
                 ("a deferred line the order system withdrew", "settle cancel 117-1 118-1 --ledger /var/settle/ledger.sqlite"),
+                ("then check it is gone", "settle status --ledger /var/settle/ledger.sqlite --line 117-1"),
             ]),
         Command(
             name: "ledger", synopsis: ["settle ledger init [--ledger FILE]", "settle ledger backup FILE [--ledger FILE]", "settle ledger rebuild --since DATE [--ledger FILE] [options]"],
@@ -228,7 +231,10 @@ enum Help {
         for name in names {
             guard let option = option(named: name) else { continue }
             var meaning = option.meaning
-            if !option.defaultValue.isEmpty { meaning += " (default: \(option.defaultValue))" }
+            // The default stays on one line: its spaces do not break.
+            if !option.defaultValue.isEmpty {
+                meaning += " (default:\u{1}\(option.defaultValue.replacingOccurrences(of: " ", with: "\u{1}")))"
+            }
             let head = "  " + pad(option.usage, 34)
             if option.usage.count >= 34 {
                 text += "  \(option.usage)\n" + wrap(meaning, indent: String(repeating: " ", count: 36)) + "\n"
@@ -236,6 +242,7 @@ enum Help {
                 let wrapped = wrap(meaning, indent: String(repeating: " ", count: 36))
                 text += head + wrapped.dropFirst(36) + "\n"
             }
+            text = text.replacingOccurrences(of: "\u{1}", with: " ")
         }
         return text
     }
