@@ -66,6 +66,10 @@ public enum Settle {
                 say(Help.roff())
                 return .ok
             }
+            if rest.contains("--help") || rest.contains("-h") {
+                say(Help.text(of: Help.command(named: "help")!))
+                return .ok
+            }
             guard let name = rest.first else {
                 say(Help.global())
                 return .ok
