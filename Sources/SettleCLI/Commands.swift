@@ -105,7 +105,9 @@ struct Commands {
             fields: [.file(folder), .lines(written.counts.values.reduce(0, +))])
         for (name, _, rows) in written.files {
             let path = (folder as NSString).appendingPathComponent(name)
-            log(.info, event: "file_written", "  \(path) (\(rows) rows)", fields: [.file(path), Log.Field("rows", rows)])
+            log(
+                .info, event: "file_written", "  \(path) (\(rows) rows)",
+                fields: [.file(path), Log.Field("rows", rows)])
         }
         if written.exit == .linesRejected {
             log(

@@ -108,7 +108,9 @@ final class Log: @unchecked Sendable {
 
     func jsonLine(_ level: Level, event: String, _ message: String, _ fields: [Field]) -> String {
         var out: [UInt8] = []
-        out.append(contentsOf: "{\"time\":\"\(Log.timestamp(clock(), fractional: true))\",\"level\":\"\(level.name)\",\"event\":".utf8)
+        out.append(
+            contentsOf:
+                "{\"time\":\"\(Log.timestamp(clock(), fractional: true))\",\"level\":\"\(level.name)\",\"event\":".utf8)
         JSON.appendString(event, to: &out)
         out.append(contentsOf: ",\"message\":".utf8)
         JSON.appendString(message, to: &out)
@@ -131,7 +133,9 @@ final class Log: @unchecked Sendable {
             for field in fields {
                 let value = field.value.text
                 let needsQuotes = value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" })
-                line += " \(field.key)=" + (needsQuotes ? "\"\(value.replacingOccurrences(of: "\"", with: "\\\""))\"" : value)
+                line +=
+                    " \(field.key)="
+                    + (needsQuotes ? "\"\(value.replacingOccurrences(of: "\"", with: "\\\""))\"" : value)
             }
         }
         return line + "\n"

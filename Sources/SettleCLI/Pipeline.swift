@@ -122,8 +122,11 @@ struct Pipeline {
         let plan = Planner(options: options.ruleOptions, history: history).plan(checker.batch)
         progress.finish()
         log(
-            .debug, event: "planned", "planned \(plan.instructions.count) instructions in \(Pipeline.elapsed(since: planning))",
-            fields: [Log.Field("instructions", plan.instructions.count), .durationMS(Pipeline.milliseconds(since: planning))])
+            .debug, event: "planned",
+            "planned \(plan.instructions.count) instructions in \(Pipeline.elapsed(since: planning))",
+            fields: [
+                Log.Field("instructions", plan.instructions.count), .durationMS(Pipeline.milliseconds(since: planning)),
+            ])
         return (plan, reports)
     }
 }

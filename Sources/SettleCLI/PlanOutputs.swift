@@ -60,7 +60,8 @@ struct PlanOutputs {
             // report.html: the same sums as summary.csv, for finance.
             let page = try ReportPage.write(
                 path: path("report.html"),
-                facts: PlanReport.facts(runID: nil, asOf: plan.options.asOf, mode: mode, exit: written.exit, inputs: inputs),
+                facts: PlanReport.facts(
+                    runID: nil, asOf: plan.options.asOf, mode: mode, exit: written.exit, inputs: inputs),
                 sums: sums, counts: written.counts, reasons: PlanReport.reasonGroups(plan))
             progress.update(done: 5)
             let index = try LineIndex.write(path: path(LineIndex.name), plan: plan)

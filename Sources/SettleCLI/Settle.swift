@@ -38,7 +38,9 @@ public enum Settle {
             default: throw CommandFailure(.usage, "unknown command '\(options.command)'")
             }
         } catch {
-            log(.error, event: "command_failed", error.message, fields: [Log.Field("exit_status", Int(error.code.rawValue))])
+            log(
+                .error, event: "command_failed", error.message,
+                fields: [Log.Field("exit_status", Int(error.code.rawValue))])
             if error.code == .usage {
                 let name = arguments.first.flatMap { Help.command(named: $0)?.name }
                 FileHandle.standardError.write(Data(Help.usage(of: name).utf8))
@@ -76,7 +78,8 @@ public enum Settle {
             }
             guard rest.count == 1, let command = Help.command(named: name) else {
                 FileHandle.standardError.write(
-                    Data("settle: error: no such command '\(rest.joined(separator: " "))'\n\(Help.usage(of: nil))".utf8))
+                    Data("settle: error: no such command '\(rest.joined(separator: " "))'\n\(Help.usage(of: nil))".utf8)
+                )
                 return .usage
             }
             say(Help.text(of: command))

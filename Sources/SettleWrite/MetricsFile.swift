@@ -102,7 +102,8 @@ public enum MetricsFile {
         family("settle_lines", "Input lines of the last run by status (results.csv).")
         for (status, count) in metrics.lines { sample("settle_lines", [("status", status)], String(count)) }
         family(
-            "settle_amount_minor", "Amounts of the last run's lines by currency and status, in minor units (summary.csv).")
+            "settle_amount_minor",
+            "Amounts of the last run's lines by currency and status, in minor units (summary.csv).")
         for amount in metrics.amounts {
             sample(
                 "settle_amount_minor", [("currency", amount.currency), ("status", amount.status)], String(amount.minor))

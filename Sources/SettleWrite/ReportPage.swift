@@ -137,13 +137,15 @@ public enum ReportPage {
 
         if !facts.rejectedFiles.isEmpty {
             html += "<section id=\"rejected-files\"><h2>Files rejected whole</h2>\n"
-            html += "<table><thead><tr><th>file</th><th>reason code</th><th>where</th><th>reason</th></tr></thead><tbody>\n"
+            html +=
+                "<table><thead><tr><th>file</th><th>reason code</th><th>where</th><th>reason</th></tr></thead><tbody>\n"
             for file in facts.rejectedFiles {
                 html +=
                     "<tr data-file-rejected=\"\(escape(file.path))\"><td>\(escape(file.path))</td><td><code>\(escape(file.code))</code></td>"
                     + "<td>\(escape(file.position))</td><td>\(escape(file.message))</td></tr>\n"
             }
-            html += "</tbody></table><p class=\"note\">None of their lines moves money; fix the file and run again.</p></section>\n"
+            html +=
+                "</tbody></table><p class=\"note\">None of their lines moves money; fix the file and run again.</p></section>\n"
         }
 
         html += "<section id=\"money\"><h2>Money per currency</h2>\n"
@@ -154,7 +156,8 @@ public enum ReportPage {
         }
         html += "</div></section>\n"
 
-        html += "<section id=\"statuses\"><h2>Lines by status</h2>\n<table class=\"statuses\"><thead><tr><th>status</th>"
+        html +=
+            "<section id=\"statuses\"><h2>Lines by status</h2>\n<table class=\"statuses\"><thead><tr><th>status</th>"
         html += "<th class=\"num\">lines</th></tr></thead><tbody>\n"
         var total = 0
         for status in LineStatus.allCases {
@@ -173,8 +176,10 @@ public enum ReportPage {
         if groups.isEmpty {
             html += "<p>None.</p>\n"
         } else {
-            html += "<p class=\"note\">Every one is in <code>errors.csv</code>: fix it there and feed the file back in.</p>\n"
-            html += "<table class=\"reasons\"><thead><tr><th>status</th><th>reason code</th><th class=\"num\">lines</th>"
+            html +=
+                "<p class=\"note\">Every one is in <code>errors.csv</code>: fix it there and feed the file back in.</p>\n"
+            html +=
+                "<table class=\"reasons\"><thead><tr><th>status</th><th>reason code</th><th class=\"num\">lines</th>"
             html += "<th class=\"num\">amount</th><th>first lines (file:line)</th></tr></thead><tbody>\n"
             for group in groups {
                 let amounts = group.amounts.keys.sorted().map { code in

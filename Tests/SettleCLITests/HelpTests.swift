@@ -50,7 +50,12 @@ import Testing
 
     @Test func cronLineIsAnExampleOfRun() throws {
         let run = try #require(Help.command(named: "run"))
-        #expect(run.examples.contains { $0.1.hasPrefix("settle run /exports/orders-$(date +%F).csv.gz --out /var/settle/$(date +%F) --ledger /var/settle/ledger.sqlite --financial-account fa_") })
+        #expect(
+            run.examples.contains {
+                $0.1.hasPrefix(
+                    "settle run /exports/orders-$(date +%F).csv.gz --out /var/settle/$(date +%F) --ledger /var/settle/ledger.sqlite --financial-account fa_"
+                )
+            })
     }
 
     @Test func roffEscapesWhatRoffWouldRun() {

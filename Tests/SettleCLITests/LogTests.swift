@@ -107,7 +107,9 @@ import Testing
         let object = try #require(try JSONSerialization.jsonObject(with: Data(lines.all[0].utf8)) as? [String: Any])
         #expect(object["level"] as? String == "warning")
         #expect(object["event"] as? String == "payout_methods_checked")
-        #expect(object["message"] as? String == "650 payout methods checked, 2 unusable: pm_a (archived), pm_b (not instant)")
+        #expect(
+            object["message"] as? String
+                == "650 payout methods checked, 2 unusable: pm_a (archived), pm_b (not instant)")
         #expect(object["checked"] as? Int == 650)
         #expect(object["unusable"] as? Int == 2)
     }

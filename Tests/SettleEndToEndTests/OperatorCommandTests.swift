@@ -72,7 +72,10 @@ import Testing
         let written = try #require(events["plan_written"])
         #expect(written["lines"] as? Int == 36)
         let estimate = try #require(events["apply_estimate"])
-        #expect(estimate["instructions"] as? Int == Int(SettleProcess.read(out.appendingPathComponent("instructions.jsonl")).split(separator: "\n").count))
+        #expect(
+            estimate["instructions"] as? Int
+                == Int(
+                    SettleProcess.read(out.appendingPathComponent("instructions.jsonl")).split(separator: "\n").count))
         #expect(events["lines_rejected"]?["level"] as? String == "warning")
     }
 
@@ -172,7 +175,8 @@ import Testing
         let folder = SettleProcess.temporaryFolder()
         let metricsPath = folder.appendingPathComponent("settle.prom").path
         let outcome = try SettleProcess.run([
-            "plan", folder.appendingPathComponent("missing.csv").path, "--out", folder.appendingPathComponent("out").path,
+            "plan", folder.appendingPathComponent("missing.csv").path, "--out",
+            folder.appendingPathComponent("out").path,
             "--metrics-file", metricsPath,
         ])
         #expect(outcome.status == 66)
@@ -227,7 +231,10 @@ import Testing
         // Every row of summary.csv, at its amount; the page also shows "waiting: 0" where
         // summary.csv has no deferred row.
         #expect(shown.filter { expected[$0.key] != nil } == expected)
-        #expect(shown.filter { expected[$0.key] == nil }.allSatisfy { $0.key.hasSuffix(",status:deferred") && $0.value == "0" })
+        #expect(
+            shown.filter { expected[$0.key] == nil }.allSatisfy {
+                $0.key.hasSuffix(",status:deferred") && $0.value == "0"
+            })
         // Lines by status and the run's facts.
         #expect(dom.contains(#"data-status="all" data-count="36""#))
         #expect(dom.contains(#"data-status="rejected" data-count="16""#))
@@ -242,7 +249,10 @@ import Testing
             codes[fields[fields.count - 3], default: 0] += 1
         }
         for (code, count) in codes {
-            #expect(dom.contains(#"data-reason-code="\#(code)" data-reason-status="rejected"><td>rejected</td><td><code>\#(code)</code></td><td class="num" data-count="\#(count)">"#), "\(code)")
+            #expect(
+                dom.contains(
+                    #"data-reason-code="\#(code)" data-reason-status="rejected"><td>rejected</td><td><code>\#(code)</code></td><td class="num" data-count="\#(count)">"#
+                ), "\(code)")
         }
         #expect(dom.contains("<code>\(Self.sample):"))
         #expect(!dom.contains("<script"))

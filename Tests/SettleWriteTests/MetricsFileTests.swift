@@ -14,7 +14,10 @@ import Testing
             start: 1_796_000_000.25, end: 1_796_000_012, exitStatus: 65,
             counts: [.planned: 1, .rejected: 2], sums: sums, requests: 14, retries: 2, rateLimited: 1)
         let text = MetricsFile.render(metrics)
-        #expect(text.contains("# TYPE settle_last_run_start_timestamp_seconds gauge\nsettle_last_run_start_timestamp_seconds 1796000000.25\n"))
+        #expect(
+            text.contains(
+                "# TYPE settle_last_run_start_timestamp_seconds gauge\nsettle_last_run_start_timestamp_seconds 1796000000.25\n"
+            ))
         #expect(text.contains("\nsettle_last_run_end_timestamp_seconds 1796000012\n"))
         #expect(text.contains("\nsettle_run_duration_seconds 11.75\n"))
         #expect(text.contains("\nsettle_last_run_exit_status 65\n"))
@@ -46,7 +49,8 @@ import Testing
     }
 
     @Test func writesAtomicallyIntoPlace() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("settle-metrics-\(UUID().uuidString)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "settle-metrics-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let path = folder.appendingPathComponent("settle.prom").path
         let metrics = RunMetrics(start: 1, end: 2, exitStatus: 0)
