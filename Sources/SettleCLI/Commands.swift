@@ -98,7 +98,7 @@ struct Commands {
 
     func report(_ written: PlanOutputs.Written, folder: String) {
         let counts = LineStatus.allCases.compactMap { status in
-            written.counts[status].map { "\($0) \(status.name)" }
+            written.counts[status].map { "\(HumanFormat.count($0)) \(status.name)" }
         }.joined(separator: ", ")
         log(
             .info, event: "plan_written", "plan written to \(folder): \(counts.isEmpty ? "no lines" : counts)",

@@ -34,7 +34,12 @@ struct PlanOutputs {
         try PlanOutputs.checkConservation(plan, sums: sums)
         let layout = CorrectionLayout(files: batch.files)
         let records = SpoolRecords(folder: folder)
-        progress.phase("writing \(folder)", total: 8, unit: "files")
+        // Counted in rows, so the ETA weighs results.csv and the line index as they weigh.
+        let rowsToWrite =
+            2 * batch.lines.count + (written.counts[.rejected] ?? 0) + (written.counts[.deferred] ?? 0)
+            + plan.instructions.count + 1
+        var rowsWritten = 0
+        progress.phase("writing \(folder)", total: rowsToWrite, unit: "rows")
         do {
             // instructions.jsonl is the largest file: it is written on the second core while
             // this thread writes the others (the plan is only read from here on).
@@ -44,7 +49,8 @@ struct PlanOutputs {
             }
             let results = try ResultsFile.write(path: path("results.csv"), plan: plan)
             written.files.append(("results.csv", results.sha256, results.rows))
-            progress.update(done: 1)
+            rowsWritten += results.rows
+            progress.update(done: rowsWritten)
             for (name, status) in [("errors.csv", LineStatus.rejected), ("deferred.csv", LineStatus.deferred)] {
                 let rows = batch.lines.lazy.filter { $0.status == status }.map { line in
                     CorrectionRow(
@@ -54,7 +60,8 @@ struct PlanOutputs {
                 }
                 let file = try CorrectionFile.write(path: path(name), layout: layout, rows: rows, records: records)
                 written.files.append((name, file.sha256, file.rows))
-                progress.update(done: written.files.count)
+                rowsWritten += file.rows
+                progress.update(done: rowsWritten)
             }
             let summary = try sums.write(path: path("summary.csv"))
             // report.html: the same sums as summary.csv, for finance.
@@ -63,11 +70,12 @@ struct PlanOutputs {
                 facts: PlanReport.facts(
                     runID: nil, asOf: plan.options.asOf, mode: mode, exit: written.exit, inputs: inputs),
                 sums: sums, counts: written.counts, reasons: PlanReport.reasonGroups(plan))
-            progress.update(done: 5)
             let index = try LineIndex.write(path: path(LineIndex.name), plan: plan)
-            progress.update(done: 6)
+            rowsWritten += index.rows
+            progress.update(done: rowsWritten)
             let instructions = try instructionsJob.wait()
-            progress.update(done: 7)
+            rowsWritten += instructions.rows
+            progress.update(done: rowsWritten)
             written.files.append(("instructions.jsonl", instructions.sha256, instructions.rows))
             written.files.append(("summary.csv", summary.sha256, summary.rows))
             written.files.append((LineIndex.name, index.sha256, index.rows))
@@ -76,7 +84,7 @@ struct PlanOutputs {
                 plan: plan, inputs: inputs, layout: layout, sums: sums,
                 written: written, mode: mode, options: options)
             try PlanOutputs.writeManifest(manifest, folder: folder)
-            progress.update(done: 8)
+            progress.update(done: rowsToWrite)
         } catch {
             throw CommandFailure(.outputUnwritable, "cannot write \(error.path): \(error.message)")
         }

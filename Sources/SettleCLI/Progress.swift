@@ -171,13 +171,14 @@ final class Progress: @unchecked Sendable {
         let percent = done * 100 / total
         if state.bytes {
             text += "\(HumanFormat.mebibytes(UInt64(done))) of \(HumanFormat.mebibytes(UInt64(total))) (\(percent)%)"
-            if let lines = state.count {
+            if let lines = state.count, lines > 0 {
                 text += ", \(HumanFormat.count(lines)) lines, \(HumanFormat.rate(Double(lines) / elapsed)) lines/s"
             }
         } else {
             text += "\(HumanFormat.count(done))/\(HumanFormat.count(total))"
             if !state.unit.isEmpty { text += " \(state.unit)" }
-            text += " (\(percent)%), \(HumanFormat.rate(Double(done) / elapsed))/s"
+            text += " (\(percent)%)"
+            if done > 0 { text += ", \(HumanFormat.rate(Double(done) / elapsed))/s" }
         }
         if done > 0, done < total {
             let remaining = Double(total - done) / (Double(done) / elapsed)
