@@ -64,7 +64,7 @@ let package = Package(
         .testTarget(name: "SettleReadTests", dependencies: ["SettleRead", "SettleCore"],
                     resources: [.copy("Fixtures")], swiftSettings: strict),
         .testTarget(name: "SettleWriteTests", dependencies: ["SettleWrite", "SettleCore"], swiftSettings: strict),
-        .testTarget(name: "SettleCLITests", dependencies: ["SettleCLI"], swiftSettings: strict),
+        .testTarget(name: "SettleCLITests", dependencies: ["SettleCLI", "SettleWrite"], swiftSettings: strict),
         .testTarget(name: "SettleLedgerTests", dependencies: ["SettleLedger"],
                     swiftSettings: strict),
         .testTarget(name: "SettleHTTPTests", dependencies: ["SettleHTTP"],

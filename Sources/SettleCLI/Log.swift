@@ -1,4 +1,5 @@
 import Foundation
+import SettleApply
 import SettleWrite
 
 /// Log lines on standard error, as text or JSON, never carrying a secret.
@@ -13,6 +14,16 @@ final class Log: @unchecked Sendable {
         case debug = 0, info = 1, warning = 2, error = 3
 
         var name: String { ["debug", "info", "warning", "error"][rawValue] }
+
+        /// The apply engine's levels, for its logger callback.
+        init(_ level: ApplyLogLevel) {
+            switch level {
+            case .debug: self = .debug
+            case .info: self = .info
+            case .warning: self = .warning
+            case .error: self = .error
+            }
+        }
         static func < (lhs: Level, rhs: Level) -> Bool { lhs.rawValue < rhs.rawValue }
     }
 

@@ -31,4 +31,20 @@ enum PlanReport {
                 }
             })
     }
+
+    /// The facts for the page written after an apply, from the plan's manifest (as-of date, run
+    /// id when it has one, files rejected whole).
+    static func facts(manifest: JSON, mode: String, exit: ExitCode) -> ReportPage.Facts {
+        let rejected: [ReportPage.RejectedFile] =
+            manifest["inputs"]?.array?.compactMap { input in
+                guard input["status"]?.string == "rejected" else { return nil }
+                return ReportPage.RejectedFile(
+                    path: input["path"]?.string ?? "", code: input["reason_code"]?.string ?? "",
+                    position: input["position"]?.string ?? "", message: input["reason"]?.string ?? "")
+            } ?? []
+        return ReportPage.Facts(
+            runID: manifest["run_id"]?.string, asOf: manifest["as_of"]?.string ?? "", mode: mode,
+            exitStatus: exit.rawValue, writtenAt: Log.timestamp(), settleVersion: Settle.version,
+            rejectedFiles: rejected)
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SettleWrite
 import Testing
 
 @testable import SettleCLI
@@ -118,5 +119,24 @@ import Testing
         let (log, lines) = LogTests.log("text")
         WarningGroup(noun: "charges", problem: "pending", event: "charges_checked", log: log).emit()
         #expect(lines.all.isEmpty)
+    }
+}
+
+/// The page facts the apply side reads from a manifest.
+@Suite struct PlanReportTests {
+    @Test func factsFromAManifest() throws {
+        let manifest = try #require(
+            JSON.parse(
+                #"{"run_id":"run_7","as_of":"2026-11-29","inputs":[{"path":"a.csv","status":"read"},"#
+                    + #"{"path":"b.csv.gz","status":"rejected","reason_code":"gzip_truncated","reason":"cut","position":"b.csv.gz:9"}]}"#
+            ))
+        let facts = PlanReport.facts(manifest: manifest, mode: "apply", exit: .tryAgain)
+        #expect(facts.runID == "run_7")
+        #expect(facts.asOf == "2026-11-29")
+        #expect(facts.mode == "apply")
+        #expect(facts.exitStatus == 75)
+        #expect(facts.rejectedFiles.map(\.path) == ["b.csv.gz"])
+        #expect(facts.rejectedFiles.first?.code == "gzip_truncated")
+        #expect(facts.rejectedFiles.first?.position == "b.csv.gz:9")
     }
 }
