@@ -8,7 +8,9 @@ DEBIAN_PACKAGES := zlib1g-dev libxml2-dev libcurl4-openssl-dev libsqlite3-dev li
 SAMPLES := samples/orders-2026-11-29.csv.gz samples/orders-2026-11-29.xml.gz
 AS_OF := 2026-11-29
 
-.PHONY: run test deps build golden bench fuzz clean
+PREFIX ?= /usr/local
+
+.PHONY: run test deps test-deps build golden bench fuzz clean install man
 
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do \
@@ -26,8 +28,15 @@ build: deps
 run: build
 	@bash scripts/run-samples.sh
 
+# What the operator-facing tests drive: Prometheus's own parser reads the metrics file,
+# headless Chromium renders report.html.
+test-deps:
+	@python3 -c 'import prometheus_client' 2>/dev/null || pip install -q prometheus_client || pip install -q --break-system-packages prometheus_client
+	@command -v chromium >/dev/null || { SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
 # The sandbox's own tests first, so the run ends with swift test's summary line.
-test: deps
+test: deps test-deps
 	python3 -m unittest sandbox.test_stripe_sandbox
 	swift build --build-tests
 	swift test --skip-build
@@ -54,6 +63,16 @@ fuzz: deps
 
 bench: build
 	bash benchmarks/run.sh
+
+# The man page is generated from the help text (Sources/SettleCLI/Help.swift), never edited.
+man:
+	swift build
+	.build/debug/settle help --roff > docs/settle.1
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 .build/release/settle $(DESTDIR)$(PREFIX)/bin/settle
+	install -m 644 docs/settle.1 $(DESTDIR)$(PREFIX)/share/man/man1/settle.1
 
 clean:
 	rm -rf .build out

@@ -66,6 +66,8 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "SettleReadTests", dependencies: ["SettleRead", "SettleCore"],
                     resources: [.copy("Fixtures")], swiftSettings: strict),
+        .testTarget(name: "SettleWriteTests", dependencies: ["SettleWrite", "SettleCore"], swiftSettings: strict),
+        .testTarget(name: "SettleCLITests", dependencies: ["SettleCLI", "SettleWrite"], swiftSettings: strict),
         .testTarget(name: "SettleLedgerTests", dependencies: ["SettleLedger"],
                     swiftSettings: strict),
         .testTarget(name: "SettleHTTPTests", dependencies: ["SettleHTTP"],

@@ -130,38 +130,3 @@ struct Applier {
         return exit
     }
 }
-
-/// Apply progress: a live line on a terminal, a log line every 30 s otherwise.
-final class ApplyProgressPrinter: @unchecked Sendable {
-    let mode: Progress.Mode
-    let log: Log
-    private let started = Date()
-    private var last = Date.distantPast
-    private let lock = NSLock()
-
-    init(mode: Progress.Mode, log: Log) {
-        self.mode = mode
-        self.log = log
-    }
-
-    func callAsFunction(_ progress: ApplyProgress) {
-        guard mode != .off else { return }
-        lock.lock()
-        defer { lock.unlock() }
-        let now = Date()
-        let finished = progress.done == progress.total
-        guard finished || now.timeIntervalSince(last) >= (mode == .terminal ? 0.25 : 30) else { return }
-        last = now
-        let seconds = max(0.001, now.timeIntervalSince(started))
-        let rate = Double(progress.done) / seconds
-        var text = "\(progress.phase): \(progress.done)/\(progress.total), \(String(format: "%.1f", rate))/s"
-        if rate > 0, progress.done < progress.total {
-            text += ", ETA \(Int(Double(progress.total - progress.done) / rate)) s"
-        }
-        if mode == .terminal {
-            FileHandle.standardError.write(Data("\r\(text)   ".utf8))
-        } else {
-            log(.info, text)
-        }
-    }
-}

@@ -90,7 +90,11 @@ struct Commands {
         _ = try applier.configuration(key: try applier.credentials())
         let ledger = try LedgerHistory.openExclusive(path: options.ledger)
         let (folder, written) = try planToFolder(mode: "run", ledger: ledger)
-        log(.info, "planned \(written.counts[.planned] ?? 0) lines; applying")
+        let planned = written.counts[.planned] ?? 0
+        log(
+            .info, event: "plan_ready",
+            "planned \(HumanFormat.count(planned)) lines in \(HumanFormat.count(written.instructions)) instructions; applying them",
+            fields: [.lines(planned), Log.Field("instructions", written.instructions)])
         return try applier.apply(folder: folder, ledger: ledger, mode: "run")
     }
 
@@ -100,12 +104,21 @@ struct Commands {
 
     func report(_ written: PlanOutputs.Written, folder: String) {
         let counts = LineStatus.allCases.compactMap { status in
-            written.counts[status].map { "\($0) \(status.name)" }
+            written.counts[status].map { "\(HumanFormat.count($0)) \(status.name)" }
         }.joined(separator: ", ")
-        log(.info, "plan written to \(folder): \(counts.isEmpty ? "no lines" : counts)")
+        log(
+            .info, event: "plan_written", "plan written to \(folder): \(counts.isEmpty ? "no lines" : counts)",
+            fields: [.file(folder), .lines(written.counts.values.reduce(0, +))])
         for (name, _, rows) in written.files {
-            log(.info, "  \((folder as NSString).appendingPathComponent(name)) (\(rows) rows)")
+            let path = (folder as NSString).appendingPathComponent(name)
+            log(
+                .info, event: "file_written", "  \(path) (\(rows) rows)",
+                fields: [.file(path), Log.Field("rows", rows)])
         }
-        if written.exit == .linesRejected { log(.warning, "some lines were rejected: see \(folder)/errors.csv") }
+        if written.exit == .linesRejected {
+            log(
+                .warning, event: "lines_rejected", "some lines were rejected: see \(folder)/errors.csv",
+                fields: [.lines((written.counts[.rejected] ?? 0) + (written.counts[.failed] ?? 0))])
+        }
     }
 }

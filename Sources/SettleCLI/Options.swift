@@ -25,13 +25,28 @@ struct Options {
     var verbosity = 0
     var format: InputFormat?
     var columns: [String: String] = [:]
-    /// `ledger rebuild --since DATE`: days since 1970.
+    /// `--metrics-file`: where the run's metrics go (Prometheus text format), written at the end.
+    var metricsFile: String?
+    /// `plan --online`: look up Stripe's facts (read-only) before planning.
+    var online = false
+    /// `status --json`: the status as one JSON object.
+    var json = false
+    /// `status --line ID`: what the ledger knows about one line.
+    var lineID: String?
+    /// `ledger rebuild --since DATE`.
     var since: Int32?
+    /// What the run did, for the metrics file; shared by every copy of these options.
+    let record = RunRecord()
 
     static let valueOptions: Set<String> = [
         "out", "ledger", "config", "as-of", "platform-country", "financial-account", "payouts", "api-base",
-        "api-key-file", "stripe-version", "rate", "concurrency", "progress", "log-format", "format", "since",
+        "api-key-file", "stripe-version", "rate", "concurrency", "progress", "log-format", "format",
+        "metrics-file", "line", "since",
     ]
+    /// Options that take no value.
+    static let flagOptions: Set<String> = ["live", "online", "json"]
+    /// Command-line only: they describe one invocation, not a configuration.
+    static let commandLineOnly: Set<String> = ["config", "line", "json", "since"]
 
     /// Parses arguments after the command word.
     static func parse(_ arguments: [String]) throws(CommandFailure) -> Options {
@@ -63,7 +78,8 @@ struct Options {
                 value = String(name[name.index(after: equals)...])
                 name = String(name[..<equals])
             }
-            if name == "live" {
+            if flagOptions.contains(name) {
+                guard value == nil else { throw CommandFailure(.usage, "--\(name) takes no value") }
                 flags.insert(name)
                 continue
             }
@@ -84,17 +100,14 @@ struct Options {
             try options.set(name, value, source: "--\(name)", usage: .usage)
         }
         if flags.contains("live") { options.live = true }
+        if flags.contains("online") { options.online = true }
+        if flags.contains("json") { options.json = true }
         return options
     }
 
     mutating func set(_ name: String, _ value: String, source: String, usage code: ExitCode) throws(CommandFailure) {
         switch name {
         case "out": out = value
-        case "since":
-            guard let day = CivilDate.parse(value) else {
-                throw CommandFailure(code, "\(source): '\(value)' is not a date (YYYY-MM-DD)")
-            }
-            since = day
         case "ledger": ledger = value
         case "as-of":
             guard let day = CivilDate.parse(value) else {
@@ -137,6 +150,13 @@ struct Options {
                 throw CommandFailure(code, "\(source): '\(value)' is not text or json")
             }
             logFormat = value
+        case "metrics-file": metricsFile = value
+        case "line": lineID = value
+        case "since":
+            guard let day = CivilDate.parse(value) else {
+                throw CommandFailure(code, "\(source): '\(value)' is not a date YYYY-MM-DD")
+            }
+            since = day
         case "format":
             guard let format = InputFormat(rawValue: value) else {
                 throw CommandFailure(code, "\(source): '\(value)' is not csv or xml")
@@ -169,7 +189,9 @@ struct Options {
                     columns[column] = alias
                 }
             case ("live", .bool(let flag)): live = flag
-            case (_, .string(let text)) where Options.valueOptions.contains(name) && name != "config":
+            case ("online", .bool(let flag)): online = flag
+            case (_, .string(let text))
+            where Options.valueOptions.contains(name) && !Options.commandLineOnly.contains(name):
                 try set(name, text, source: source, usage: .configuration)
             case (_, .int(let number)) where ["rate", "concurrency"].contains(name):
                 try set(name, String(number), source: source, usage: .configuration)

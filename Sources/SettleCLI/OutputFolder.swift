@@ -11,6 +11,7 @@ import SettleWrite
 enum OutputFolder {
     static let ownFiles: Set<String> = [
         "results.csv", "errors.csv", "deferred.csv", "instructions.jsonl", "summary.csv", "manifest.json", ".settle",
+        "report.html",
     ]
     static let spoolFolder = ".settle"
     static let lockName = "lock"

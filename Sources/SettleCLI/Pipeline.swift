@@ -65,7 +65,7 @@ struct Pipeline {
             }
             if failure == nil {
                 let before = checker.batch.lines.count
-                progress.start(name: name, total: source.fileSize)
+                progress.phase(reading: name, bytes: source.fileSize)
                 switch report.format {
                 case .csv:
                     failure = csv.read(name: name, source: source, spool: spool, sink: checker) {
@@ -100,28 +100,51 @@ struct Pipeline {
                 report.rejection = failure
                 report.lines = 0
                 log(
-                    .error, "\(name) rejected whole: \(failure.code.rawValue): \(failure.message)",
-                    [("position", failure.position)])
+                    .error, event: "input_rejected",
+                    "\(name) rejected whole at \(failure.position): \(failure.code.rawValue): \(failure.message)",
+                    fields: [
+                        .file(name), .line(Pipeline.lineNumber(of: failure.position)),
+                        Log.Field("reason_code", failure.code.rawValue),
+                    ])
             } else {
-                log(.debug, "\(name): \(report.lines) lines (\(report.format.rawValue))")
+                log(
+                    .debug, event: "input_read", "\(name): \(report.lines) lines (\(report.format.rawValue))",
+                    fields: [.file(name), .lines(report.lines), Log.Field("format", report.format.rawValue)])
             }
             reports.append(report)
         }
         log(
-            .debug,
+            .debug, event: "inputs_read",
             "read \(checker.batch.lines.count) lines in \(Pipeline.elapsed(since: started)) "
-                + "(\(MemoryLayout<OrderLine>.stride) bytes a line record, \(checker.batch.symbols.count) interned strings)"
-        )
+                + "(\(MemoryLayout<OrderLine>.stride) bytes a line record, \(checker.batch.symbols.count) interned strings)",
+            fields: [.lines(checker.batch.lines.count), .durationMS(Pipeline.milliseconds(since: started))])
         let planning = Date()
+        // Group rules and instruction forming run as one call: the line shows the time spent.
+        progress.phase("planning \(HumanFormat.count(checker.batch.lines.count)) lines", total: nil)
         let plan = Planner(options: options.ruleOptions, history: history).plan(checker.batch)
-        log(.debug, "planned \(plan.instructions.count) instructions in \(Pipeline.elapsed(since: planning))")
+        progress.finish()
+        log(
+            .debug, event: "planned",
+            "planned \(plan.instructions.count) instructions in \(Pipeline.elapsed(since: planning))",
+            fields: [
+                Log.Field("instructions", plan.instructions.count), .durationMS(Pipeline.milliseconds(since: planning)),
+            ])
         return (plan, reports)
     }
 }
 
 extension Pipeline {
     static func elapsed(since start: Date) -> String {
-        String(format: "%.2f s", Date().timeIntervalSince(start))
+        HumanFormat.duration(seconds: Date().timeIntervalSince(start))
+    }
+
+    static func milliseconds(since start: Date) -> Int {
+        Int(Date().timeIntervalSince(start) * 1000)
+    }
+
+    /// The line number of a `file:line` position (0 when it has none).
+    static func lineNumber(of position: String) -> Int {
+        position.split(separator: ":").last.flatMap { Int($0) } ?? 0
     }
 }
 
@@ -139,54 +162,5 @@ enum XMLInput {
             return nil
         }
         return ReadFailure(code: report.code, message: report.message, position: "\(name):\(report.line)")
-    }
-}
-
-/// Progress while reading: a live line on a terminal, a log line every 30 s otherwise
-/// (so a long cron run still shows it is alive), or nothing.
-final class Progress {
-    enum Mode { case terminal, logLines, off }
-    let mode: Mode
-    let log: Log
-    private var name = ""
-    private var total: UInt64?
-    private var started = Date()
-    private var last = Date()
-
-    init(_ mode: Mode, log: Log) {
-        self.mode = mode
-        self.log = log
-    }
-
-    func start(name: String, total: UInt64?) {
-        self.name = name
-        self.total = total
-        started = Date()
-        last = started
-    }
-
-    /// Called per input chunk with the bytes of the file read so far (compressed for gzip,
-    /// like the total) and the lines checked so far.
-    func update(bytes: UInt64, lines: Int) {
-        guard mode != .off else { return }
-        let now = Date()
-        guard now.timeIntervalSince(last) >= (mode == .terminal ? 0.25 : 30) else { return }
-        last = now
-        let seconds = max(0.001, now.timeIntervalSince(started))
-        var text = "reading \(name): \(String(format: "%.1f", Double(bytes) / 1_048_576)) MiB"
-        if let total, total > 0 {
-            text += " of \(String(format: "%.1f", Double(total) / 1_048_576)) MiB (\(bytes * 100 / total)%)"
-        }
-        text += ", \(lines) lines, \(Int(Double(lines) / seconds)) lines/s"
-        if mode == .terminal {
-            FileHandle.standardError.write(Data("\r\(text)   ".utf8))
-        } else {
-            log(.info, text)
-        }
-    }
-
-    func finish() {
-        guard mode == .terminal else { return }
-        FileHandle.standardError.write(Data("\r\u{1b}[K".utf8))
     }
 }

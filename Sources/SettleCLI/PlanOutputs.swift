@@ -12,6 +12,7 @@ struct PlanOutputs {
         var files: [(String, String, Int)] = []  // name, sha256, rows
         var exit: ExitCode = .ok
         var counts: [LineStatus: Int] = [:]
+        var instructions = 0
     }
 
     /// - Parameters:
@@ -21,15 +22,28 @@ struct PlanOutputs {
         _ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log, ledger: String?, online: Bool
     ) throws(CommandFailure) -> Written {
         let started = Date()
-        defer { log(.debug, "wrote the plan folder in \(Pipeline.elapsed(since: started))") }
+        let progress = Progress(options.progressMode, log: log)
+        defer {
+            progress.finish()
+            log(
+                .debug, event: "plan_folder_written", "wrote the plan folder in \(Pipeline.elapsed(since: started))",
+                fields: [.durationMS(Pipeline.milliseconds(since: started))])
+        }
         let batch = plan.batch
         var written = Written()
+        written.instructions = plan.instructions.count
         for line in batch.lines { written.counts[line.status, default: 0] += 1 }
         written.exit = PlanOutputs.exitCode(counts: written.counts, inputs: inputs)
         let sums = ControlSums.of(plan)
         try PlanOutputs.checkConservation(plan, sums: sums)
         let layout = CorrectionLayout(files: batch.files)
         let records = SpoolRecords(folder: folder)
+        // Counted in rows, so the ETA weighs results.csv and the line index as they weigh.
+        let rowsToWrite =
+            2 * batch.lines.count + (written.counts[.rejected] ?? 0) + (written.counts[.deferred] ?? 0)
+            + plan.instructions.count + 1
+        var rowsWritten = 0
+        progress.phase("writing \(folder)", total: rowsToWrite, unit: "rows")
         do {
             // instructions.jsonl is the largest file: it is written on the second core while
             // this thread writes the others (the plan is only read from here on).
@@ -41,6 +55,8 @@ struct PlanOutputs {
             defer { _ = try? instructionsJob.wait() }
             let results = try ResultsFile.write(path: path("results.csv"), plan: plan)
             written.files.append(("results.csv", results.sha256, results.rows))
+            rowsWritten += results.rows
+            progress.update(done: rowsWritten)
             for (name, status) in [("errors.csv", LineStatus.rejected), ("deferred.csv", LineStatus.deferred)] {
                 let rows = batch.lines.lazy.filter { $0.status == status }.map { line in
                     CorrectionRow(
@@ -50,13 +66,26 @@ struct PlanOutputs {
                 }
                 let file = try CorrectionFile.write(path: path(name), layout: layout, rows: rows, records: records)
                 written.files.append((name, file.sha256, file.rows))
+                rowsWritten += file.rows
+                progress.update(done: rowsWritten)
             }
             let summary = try sums.write(path: path("summary.csv"))
+            // report.html: the same sums as summary.csv, for finance.
+            let page = try ReportPage.write(
+                path: path("report.html"),
+                facts: PlanReport.facts(
+                    runID: nil, asOf: plan.options.asOf, mode: mode, exit: written.exit, inputs: inputs),
+                sums: sums, counts: written.counts, reasons: PlanReport.reasonGroups(plan))
             let index = try LineIndex.write(path: path(LineIndex.name), plan: plan)
+            rowsWritten += index.rows
+            progress.update(done: rowsWritten)
             let instructions = try instructionsJob.wait()
+            rowsWritten += instructions.rows
+            progress.update(done: rowsWritten)
             written.files.append(("instructions.jsonl", instructions.sha256, instructions.rows))
             written.files.append(("summary.csv", summary.sha256, summary.rows))
             written.files.append((LineIndex.name, index.sha256, index.rows))
+            written.files.append(("report.html", page.sha256, page.rows))
             // The spool is sealed too: apply copies failed lines' strings from it.
             var spool: [(String, JSON)] = []
             for position in inputs.indices {
@@ -74,9 +103,15 @@ struct PlanOutputs {
                 manifest = .object(pairs)
             }
             try PlanOutputs.writeManifest(manifest, folder: folder)
+            progress.update(done: rowsToWrite)
         } catch {
             throw CommandFailure(.outputUnwritable, "cannot write \(error.path): \(error.message)")
         }
+        options.record.recordLines(counts: written.counts, sums: sums)
+        let estimate = ApplyEstimate(plan: plan)
+        log(
+            .info, event: "apply_estimate", estimate.text(rate: options.rate),
+            fields: [Log.Field("instructions", estimate.instructions), Log.Field("requests", estimate.requests)])
         return written
     }
 

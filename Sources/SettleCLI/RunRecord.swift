@@ -1,0 +1,57 @@
+import Foundation
+import SettleCore
+import SettleWrite
+
+/// What a run did, gathered as it goes, for `--metrics-file`. `Settle.run` writes the file
+/// at the very end, with the exit status, also when the command stopped early (66, 73, 78…),
+/// so monitoring sees a failed run as well as a good one.
+///
+/// Callers: the plan writer records the lines (`recordLines`); the apply side records its
+/// outcome lines again after rewriting the folder and its HTTP counts (`recordRequests`).
+final class RunRecord: @unchecked Sendable {
+    let started = Date()
+    private let lock = NSLock()
+    private var counts: [LineStatus: Int] = [:]
+    private var sums: ControlSums?
+    private var requests = 0
+    private var retries = 0
+    private var rateLimited = 0
+
+    /// The lines by status and the control sums of summary.csv; a later call replaces an earlier one.
+    func recordLines(counts: [LineStatus: Int], sums: ControlSums) {
+        lock.lock()
+        defer { lock.unlock() }
+        self.counts = counts
+        self.sums = sums
+    }
+
+    /// The apply engine's HTTP counts (`ApplyReport.requests`, `.retries`, `.rateLimited`).
+    func recordRequests(requests: Int, retries: Int, rateLimited: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        self.requests = requests
+        self.retries = retries
+        self.rateLimited = rateLimited
+    }
+
+    func metrics(exit: ExitCode, ended: Date = Date()) -> RunMetrics {
+        lock.lock()
+        defer { lock.unlock() }
+        return RunMetrics(
+            start: started.timeIntervalSince1970, end: ended.timeIntervalSince1970, exitStatus: exit.rawValue,
+            counts: counts, sums: sums, requests: requests, retries: retries, rateLimited: rateLimited)
+    }
+
+    /// Writes the metrics file; a failure is logged, and does not change the run's exit status
+    /// (the money side of the run is what the status reports).
+    func writeMetrics(path: String, exit: ExitCode, log: Log) {
+        do {
+            try MetricsFile.write(metrics(exit: exit), path: path)
+            log(.debug, event: "metrics_written", "metrics written to \(path)", fields: [.file(path)])
+        } catch {
+            log(
+                .error, event: "metrics_unwritable", "cannot write --metrics-file \(path): \(error.message)",
+                fields: [.file(path)])
+        }
+    }
+}

@@ -1,0 +1,260 @@
+import Foundation
+import Testing
+
+/// What the people who run settle see: help, logs, metrics, report.html — read back with the
+/// tools they use (Prometheus's own parser, a real browser).
+@Suite struct OperatorCommandTests {
+    static let sample = "samples/orders-2026-11-29.csv.gz"
+
+    // MARK: help
+
+    @Test(arguments: ["plan", "apply", "run", "validate", "status", "cancel", "ledger", "help"])
+    func helpPerCommand(_ command: String) throws {
+        let viaHelp = try SettleProcess.run(["help", command])
+        #expect(viaHelp.status == 0)
+        #expect(viaHelp.stdout.hasPrefix("settle \(command) — "))
+        #expect(viaHelp.stdout.contains("\nUSAGE\n  settle "))
+        #expect(viaHelp.stdout.contains("\nEXIT STATUS\n  0   "))
+        #expect(viaHelp.stdout.contains("\nEXAMPLES\n  # "))
+        let viaFlag = try SettleProcess.run([command, "--help"])
+        #expect(viaFlag.status == 0)
+        #expect(viaFlag.stdout == viaHelp.stdout)
+    }
+
+    @Test func globalHelpListsCommandsAndOptions() throws {
+        let outcome = try SettleProcess.run(["--help"])
+        #expect(outcome.status == 0)
+        for line in [
+            "settle plan INPUT... --out DIR [options]", "settle status [--ledger FILE] [--line ID] [--json]",
+            "settle cancel LINE_ID... [--ledger FILE]", "settle ledger rebuild --since DATE",
+            "--metrics-file FILE", "--log-format text|json", "--online",
+        ] {
+            #expect(outcome.stdout.contains(line), "settle --help lacks \(line)")
+        }
+        #expect(try SettleProcess.run(["help"]).stdout == outcome.stdout)
+    }
+
+    @Test func wrongUsagePrintsTheCommandsUsageAndExits64() throws {
+        let missing = try SettleProcess.run(["plan", Self.sample])
+        #expect(missing.status == 64)
+        #expect(missing.stderr.contains("settle: error: plan needs --out DIR\n"))
+        #expect(missing.stderr.contains("usage: settle plan INPUT... --out DIR [options]\nsee settle help plan"))
+        let unknown = try SettleProcess.run(["apply", "--colour"])
+        #expect(unknown.status == 64)
+        #expect(unknown.stderr.contains("usage: settle apply DIR [options]"))
+        let none = try SettleProcess.run([])
+        #expect(none.status == 64)
+        #expect(none.stderr.hasPrefix("usage: settle plan|apply|run"))
+        #expect(try SettleProcess.run(["help", "nosuch"]).status == 64)
+        #expect(try SettleProcess.run(["frobnicate"]).status == 64)
+    }
+
+    // MARK: logs
+
+    @Test func jsonLogsAreOneObjectPerEventWithTypedFields() throws {
+        let out = SettleProcess.temporaryFolder()
+        let outcome = try SettleProcess.run([
+            "plan", Self.sample, "--out", out.path, "--as-of", "2026-11-29", "--log-format", "json", "-v",
+        ])
+        #expect(outcome.status == 65)
+        let lines = outcome.stderr.split(separator: "\n")
+        #expect(!lines.isEmpty)
+        var events: [String: [String: Any]] = [:]
+        for line in lines {
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not JSON: \(line)")
+            for key in ["time", "level", "event", "message"] { #expect(object[key] is String, "\(key) in \(line)") }
+            events[object["event"] as! String] = object
+        }
+        let read = try #require(events["input_read"])
+        #expect(read["lines"] as? Int == 36)
+        #expect(read["file"] as? String == Self.sample)
+        let written = try #require(events["plan_written"])
+        #expect(written["lines"] as? Int == 36)
+        let estimate = try #require(events["apply_estimate"])
+        #expect(
+            estimate["instructions"] as? Int
+                == Int(
+                    SettleProcess.read(out.appendingPathComponent("instructions.jsonl")).split(separator: "\n").count))
+        #expect(events["lines_rejected"]?["level"] as? String == "warning")
+    }
+
+    @Test func aRejectedFileIsAnEventWithItsPlace() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("cut.csv.gz")
+        let whole = try Data(contentsOf: SettleProcess.root.appendingPathComponent(Self.sample))
+        try whole.prefix(whole.count / 2).write(to: input)
+        let outcome = try SettleProcess.run([
+            "plan", input.path, "--out", folder.appendingPathComponent("out").path, "--as-of", "2026-11-29",
+            "--log-format", "json",
+        ])
+        #expect(outcome.status == 65)
+        let rejected = try #require(
+            outcome.stderr.split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }.first { $0["event"] as? String == "input_rejected" })
+        #expect(rejected["level"] as? String == "error")
+        #expect(rejected["file"] as? String == input.path)
+        #expect(rejected["reason_code"] as? String == "gzip_truncated")
+        #expect(rejected["line"] is Int)
+    }
+
+    // MARK: metrics
+
+    /// The samples of a metrics file as Prometheus's own parser reads them: "name{labels}" → value.
+    static func parseMetrics(_ path: String) throws -> [String: Double] {
+        let script = """
+            import json, sys
+            from prometheus_client.parser import text_string_to_metric_families
+            out = {}
+            for family in text_string_to_metric_families(open(sys.argv[1]).read()):
+                assert family.documentation, family.name
+                for s in family.samples:
+                    labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+                    out[s.name + ("{" + labels + "}" if labels else "")] = s.value
+            print(json.dumps(out))
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, path]
+        let pipe = Pipe()
+        let errors = Pipe()
+        process.standardOutput = pipe
+        process.standardError = errors
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        try #require(
+            process.terminationStatus == 0,
+            "the Prometheus parser refused \(path) (make test installs prometheus_client): \(errorText)")
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Double])
+    }
+
+    @Test func planWritesMetricsThatPrometheusParses() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let metricsPath = folder.appendingPathComponent("settle.prom").path
+        let before = Date().timeIntervalSince1970
+        let outcome = try SettleProcess.run([
+            "plan", Self.sample, "--out", folder.appendingPathComponent("out").path, "--as-of", "2026-11-29", "-q",
+            "--metrics-file", metricsPath,
+        ])
+        let after = Date().timeIntervalSince1970
+        #expect(outcome.status == 65)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == ["out", "settle.prom"])
+        let metrics = try Self.parseMetrics(metricsPath)
+        #expect(metrics["settle_last_run_exit_status"] == 65)
+        #expect(metrics["settle_lines{status=\"planned\"}"] == 15)
+        #expect(metrics["settle_lines{status=\"rejected\"}"] == 16)
+        #expect(metrics["settle_lines{status=\"deferred\"}"] == 3)
+        #expect(metrics["settle_lines{status=\"netted\"}"] == 2)
+        #expect(metrics["settle_lines{status=\"settled\"}"] == 0)
+        #expect(metrics["settle_requests_total"] == 0)
+        #expect(metrics["settle_retries_total"] == 0)
+        #expect(metrics["settle_rate_limited_total"] == 0)
+        // Amounts are summary.csv's, exactly.
+        let summary = SettleProcess.read(folder.appendingPathComponent("out/summary.csv"))
+        var compared = 0
+        for row in summary.split(separator: "\n").dropFirst() {
+            let fields = row.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            guard fields[1].hasPrefix("status:"), !fields[0].isEmpty else { continue }
+            let status = String(fields[1].dropFirst("status:".count))
+            #expect(
+                metrics["settle_amount_minor{currency=\"\(fields[0])\",status=\"\(status)\"}"] == Double(fields[4]),
+                "\(row)")
+            compared += 1
+        }
+        #expect(compared >= 5)
+        let start = try #require(metrics["settle_last_run_start_timestamp_seconds"])
+        let end = try #require(metrics["settle_last_run_end_timestamp_seconds"])
+        #expect(start >= before.rounded(.down) && start <= end && end <= after.rounded(.up))
+        #expect(abs(try #require(metrics["settle_run_duration_seconds"]) - (end - start)) < 0.002)
+    }
+
+    @Test func aRunThatStopsEarlyStillWritesItsExitStatus() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let metricsPath = folder.appendingPathComponent("settle.prom").path
+        let outcome = try SettleProcess.run([
+            "plan", folder.appendingPathComponent("missing.csv").path, "--out",
+            folder.appendingPathComponent("out").path,
+            "--metrics-file", metricsPath,
+        ])
+        #expect(outcome.status == 66)
+        let metrics = try Self.parseMetrics(metricsPath)
+        #expect(metrics["settle_last_run_exit_status"] == 66)
+        #expect(metrics["settle_lines{status=\"planned\"}"] == 0)
+    }
+
+    // MARK: report.html
+
+    /// The rendered DOM of a page, from headless Chromium.
+    static func renderedDOM(_ file: URL) throws -> String {
+        let profile = SettleProcess.temporaryFolder()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "chromium", "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir=\(profile.path)",
+            "--dump-dom", file.absoluteString,
+        ]
+        let output = SettleProcess.temporaryFolder().appendingPathComponent("dom.html")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: output)
+        process.standardOutput = handle
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        try handle.close()
+        try #require(process.terminationStatus == 0, "chromium did not run (make test installs it)")
+        return SettleProcess.read(output)
+    }
+
+    @Test func reportShowsTheSumsOfSummaryCSVInABrowser() throws {
+        let out = SettleProcess.temporaryFolder()
+        let outcome = try SettleProcess.run(["plan", Self.sample, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+        #expect(outcome.status == 65)
+        let dom = try Self.renderedDOM(out.appendingPathComponent("report.html"))
+        #expect(dom.contains("<h1>Settlement report</h1>"))
+        var shown: [String: String] = [:]
+        let cell = try Regex(#"data-currency="([a-z]+)" data-measure="([a-z_:]+)" data-minor="(-?[0-9]+)""#)
+        for match in dom.matches(of: cell) {
+            let key = "\(match.output[1].substring!),\(match.output[2].substring!)"
+            #expect(shown[key] == nil, "\(key) shown twice")
+            shown[key] = String(match.output[3].substring!)
+        }
+        var expected: [String: String] = [:]
+        for row in SettleProcess.read(out.appendingPathComponent("summary.csv")).split(separator: "\n").dropFirst() {
+            let fields = row.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            guard !fields[0].isEmpty else { continue }
+            expected["\(fields[0]),\(fields[1])"] = fields[4]
+        }
+        #expect(!expected.isEmpty)
+        // Every row of summary.csv, at its amount; the page also shows "waiting: 0" where
+        // summary.csv has no deferred row.
+        #expect(shown.filter { expected[$0.key] != nil } == expected)
+        #expect(
+            shown.filter { expected[$0.key] == nil }.allSatisfy {
+                $0.key.hasSuffix(",status:deferred") && $0.value == "0"
+            })
+        // Lines by status and the run's facts.
+        #expect(dom.contains(#"data-status="all" data-count="36""#))
+        #expect(dom.contains(#"data-status="rejected" data-count="16""#))
+        #expect(dom.contains(#"<dd id="exit-status" data-value="65">"#))
+        #expect(dom.contains(#"<dd id="as-of">2026-11-29</dd>"#))
+        #expect(dom.contains(#"<dd id="mode" data-value="plan">"#))
+        // Rejected lines grouped by reason, with their file:line.
+        let errors = SettleProcess.read(out.appendingPathComponent("errors.csv")).split(separator: "\n").dropFirst()
+        var codes: [String: Int] = [:]
+        for row in errors {
+            let fields = SettleProcess.csvFields(String(row))
+            codes[fields[fields.count - 3], default: 0] += 1
+        }
+        for (code, count) in codes {
+            #expect(
+                dom.contains(
+                    #"data-reason-code="\#(code)" data-reason-status="rejected"><td>rejected</td><td><code>\#(code)</code></td><td class="num" data-count="\#(count)">"#
+                ), "\(code)")
+        }
+        #expect(dom.contains("<code>\(Self.sample):"))
+        #expect(!dom.contains("<script"))
+    }
+}
