@@ -1,4 +1,5 @@
 import Foundation
+import SettleApply
 import SettleCore
 import SettleLedger
 import SettleWrite
@@ -9,7 +10,13 @@ struct Commands {
     let log: Log
 
     func plan() throws(CommandFailure) -> ExitCode {
-        let (folder, written) = try planToFolder(mode: "plan")
+        var lookUp: ApplyConfiguration?
+        if options.online {
+            // Read-only calls: the key and the API base are checked before any input is read.
+            let applier = Applier(options: options, log: log)
+            lookUp = try applier.configuration(key: try applier.credentials())
+        }
+        let (folder, written) = try planToFolder(mode: "plan", lookUp: lookUp)
         report(written, folder: folder)
         return written.exit
     }
@@ -17,7 +24,10 @@ struct Commands {
     /// Plans into `--out`; shared by `plan` and `run`.
     /// With `ledger`, plans against that (locked) ledger, as `run` does; else reads the ledger
     /// without a lock.
-    func planToFolder(mode: String, ledger: LedgerStore? = nil) throws(CommandFailure) -> (String, PlanOutputs.Written)
+    /// With `lookUp`, Stripe's facts are looked up (read-only) after reading and before
+    /// planning, and sealed in the plan (`run`, `plan --online`).
+    func planToFolder(mode: String, ledger: LedgerStore? = nil, lookUp: ApplyConfiguration? = nil)
+        throws(CommandFailure) -> (String, PlanOutputs.Written)
     {
         guard !options.inputs.isEmpty else {
             throw CommandFailure(.usage, "\(options.command) needs at least one INPUT")
@@ -36,10 +46,15 @@ struct Commands {
                         + "apply needs one (settle ledger init)")
             }
         }
-        let (plan, inputs) = try Pipeline(options: options, log: log).plan(history: history, spoolFolder: folder)
+        let lookup = FactsStep(configuration: lookUp, log: log, folder: folder)
+        let factsStep: ((Batch) throws(CommandFailure) -> StripeFacts)? =
+            lookUp == nil ? nil : { (batch: Batch) throws(CommandFailure) -> StripeFacts in try lookup.facts(batch) }
+        let (plan, inputs) = try Pipeline(options: options, log: log).plan(
+            history: history, spoolFolder: folder, facts: factsStep)
         try history?.checkReads()
         let written = try PlanOutputs(folder: folder, options: options).write(
-            plan, inputs: inputs, mode: mode, log: log, ledger: history == nil ? nil : options.ledger, online: false)
+            plan, inputs: inputs, mode: mode, log: log, ledger: history == nil ? nil : options.ledger,
+            facts: lookUp == nil ? nil : lookup.looked)
         return (folder, written)
     }
 
@@ -87,9 +102,9 @@ struct Commands {
         // Check what apply needs before planning, so a missing key stops the run before any work,
         // and hold the ledger from plan to apply so no other process settles in between.
         let applier = Applier(options: options, log: log)
-        _ = try applier.configuration(key: try applier.credentials())
+        let configuration = try applier.configuration(key: try applier.credentials())
         let ledger = try LedgerHistory.openExclusive(path: options.ledger)
-        let (folder, written) = try planToFolder(mode: "run", ledger: ledger)
+        let (folder, written) = try planToFolder(mode: "run", ledger: ledger, lookUp: configuration)
         let planned = written.counts[.planned] ?? 0
         log(
             .info, event: "plan_ready",
@@ -119,6 +134,59 @@ struct Commands {
             log(
                 .warning, event: "lines_rejected", "some lines were rejected: see \(folder)/errors.csv",
                 fields: [.lines((written.counts[.rejected] ?? 0) + (written.counts[.failed] ?? 0))])
+        }
+    }
+}
+
+extension Commands {
+    /// One grouped line per kind of refusal, the full list in the files.
+    static func reportRefusals(_ facts: LookedUpFacts, log: Log) {
+        let methods = WarningGroup(
+            noun: "payout methods", problem: "unusable", event: "payout_methods_checked", log: log)
+        methods.checked(facts.payoutMethods.count)
+        for method in facts.payoutMethods {
+            if case .refused(let why) = method.verdict { methods.add(method.method, reason: why) }
+        }
+        methods.emit()
+        let charges = WarningGroup(noun: "charges", problem: "not succeeded", event: "charges_checked", log: log)
+        charges.checked(facts.charges.count)
+        for charge in facts.charges {
+            switch charge.verdict {
+            case .refused(let why): charges.add(charge.charge, reason: why)
+            case .pending: charges.add(charge.charge, reason: "pending")
+            default: break
+            }
+        }
+        charges.emit()
+    }
+}
+
+/// The look-ups before the plan, remembering what Stripe said for the manifest.
+final class FactsStep {
+    let configuration: ApplyConfiguration?
+    let log: Log
+    let folder: String
+    private(set) var looked = LookedUpFacts()
+
+    init(configuration: ApplyConfiguration?, log: Log, folder: String) {
+        self.configuration = configuration
+        self.log = log
+        self.folder = folder
+    }
+
+    func facts(_ batch: Batch) throws(CommandFailure) -> StripeFacts {
+        guard let configuration else { return .empty }
+        let request = FactsRequest.needed(for: batch)
+        log(
+            .info, event: "facts_lookup",
+            "looking up \(request.payoutMethods.count) payout method(s) and \(request.charges.count) charge(s) before planning")
+        do {
+            let (facts, raw) = try FactsLookup(configuration: configuration).facts(for: request)
+            looked = raw
+            Commands.reportRefusals(raw, log: log)
+            return facts
+        } catch {
+            throw Applier.failure(error, folder: folder)
         }
     }
 }

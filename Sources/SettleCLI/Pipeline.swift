@@ -20,7 +20,13 @@ struct Pipeline {
 
     /// Reads every input into a checked batch and plans it.
     /// `spoolFolder` nil: spool into nothing (validate writes nothing).
-    func plan(history: (any SettlementHistory)?, spoolFolder: String?) throws(CommandFailure)
+    /// `facts`: Stripe's facts for the checked batch (`run`, `plan --online`), asked for after
+    /// reading and before planning, so a refused payout method or a failed charge rejects its
+    /// groups before any instruction is formed.
+    func plan(
+        history: (any SettlementHistory)?, spoolFolder: String?,
+        facts: ((Batch) throws(CommandFailure) -> StripeFacts)? = nil
+    ) throws(CommandFailure)
         -> (SettlementPlan, [InputReport])
     {
         // Every input must open before anything is read: 66 stops the run.
@@ -121,7 +127,8 @@ struct Pipeline {
         let planning = Date()
         // Group rules and instruction forming run as one call: the line shows the time spent.
         progress.phase("planning \(HumanFormat.count(checker.batch.lines.count)) lines", total: nil)
-        let plan = Planner(options: options.ruleOptions, history: history).plan(checker.batch)
+        let stripeFacts = try facts?(checker.batch) ?? .empty
+        let plan = Planner(options: options.ruleOptions, history: history, facts: stripeFacts).plan(checker.batch)
         progress.finish()
         log(
             .debug, event: "planned",

@@ -1,4 +1,5 @@
 import Foundation
+import SettleApply
 import SettleCore
 import SettleRead
 import SettleWrite
@@ -17,9 +18,11 @@ struct PlanOutputs {
 
     /// - Parameters:
     ///   - ledger: the ledger the plan read, or nil when it had none (recorded in the manifest).
-    ///   - online: whether Stripe's facts were looked up before planning.
+    ///   - facts: what Stripe said before planning (`run`, `plan --online`), sealed in the
+    ///     manifest so the plan can be reviewed; nil for a plan made offline.
     func write(
-        _ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log, ledger: String?, online: Bool
+        _ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log, ledger: String?,
+        facts: LookedUpFacts?
     ) throws(CommandFailure) -> Written {
         let started = Date()
         let progress = Progress(options.progressMode, log: log)
@@ -99,7 +102,7 @@ struct PlanOutputs {
             if case .object(var pairs) = manifest {
                 pairs.append(("spool", .object(spool)))
                 pairs.append(("ledger", ledger.map(JSON.string) ?? .null))
-                pairs.append(("facts", .object([("online", .bool(online))])))
+                pairs.append(("facts", PlanOutputs.factsJSON(facts)))
                 manifest = .object(pairs)
             }
             try PlanOutputs.writeManifest(manifest, folder: folder)
@@ -128,6 +131,51 @@ struct PlanOutputs {
         seal.append(sha + "\n")
         seal.endRow()
         try seal.commit()
+    }
+
+    /// The facts the plan used, as the manifest records them.
+    static func factsJSON(_ facts: LookedUpFacts?) -> JSON {
+        guard let facts else { return .object([("online", .bool(false))]) }
+        func verdict(_ value: FactVerdict) -> (String, String) {
+            switch value {
+            case .usable: return ("usable", "")
+            case .pending: return ("pending", "")
+            case .refused(let why): return ("refused", why)
+            case .unavailable(let why): return ("unavailable", why)
+            }
+        }
+        func text(_ value: String?) -> JSON { value.map(JSON.string) ?? .null }
+        return .object([
+            ("online", .bool(true)),
+            (
+                "payout_methods",
+                .array(
+                    facts.payoutMethods.map { method in
+                        let (name, why) = verdict(method.verdict)
+                        return .object([
+                            ("recipient", .string(method.recipient)), ("payout_method", .string(method.method)),
+                            ("verdict", .string(name)), ("reason", .string(why)),
+                            ("request_id", text(method.requestID)), ("checked_at", text(method.checkedAt)),
+                        ])
+                    })
+            ),
+            (
+                "charges",
+                .array(
+                    facts.charges.map { charge in
+                        let (name, why) = verdict(charge.verdict)
+                        return .object([
+                            ("charge", .string(charge.charge)), ("status", text(charge.status)),
+                            ("verdict", .string(name)), ("reason", .string(why)),
+                            ("amount_minor", charge.amountMinor.map(JSON.int) ?? .null),
+                            ("amount_refunded_minor", charge.refundedMinor.map(JSON.int) ?? .null),
+                            ("currency", text(charge.currency)), ("fee_minor", charge.feeMinor.map(JSON.int) ?? .null),
+                            ("payment_method_type", text(charge.paymentMethodType)),
+                            ("request_id", text(charge.requestID)), ("checked_at", text(charge.checkedAt)),
+                        ])
+                    })
+            ),
+        ])
     }
 
     static let manifestSealName = ".settle/manifest.sha256"

@@ -72,8 +72,9 @@ import Testing
                 index += 1
                 continue
             }
-            if bytes[index] == cr, index + 1 < end, bytes[index + 1] == lf {
-                index += 2
+            // CRLF, and a lone CR, end a line too (the reader accepts CR-only exports).
+            if bytes[index] == cr {
+                index += index + 1 < end && bytes[index + 1] == lf ? 2 : 1
                 continue
             }
             fields: while true {
@@ -92,22 +93,18 @@ import Testing
                     }
                     index = scan + 1
                     if index < end, bytes[index] != comma, bytes[index] != lf, bytes[index] != cr {
-                        while index < end, bytes[index] != comma, bytes[index] != lf { index += 1 }
+                        while index < end, bytes[index] != comma, bytes[index] != lf, bytes[index] != cr { index += 1 }
                     }
                 } else {
-                    while index < end, bytes[index] != comma, bytes[index] != lf { index += 1 }
+                    while index < end, bytes[index] != comma, bytes[index] != lf, bytes[index] != cr { index += 1 }
                 }
                 if index >= end { break fields }
                 switch bytes[index] {
                 case comma:
                     index += 1
                 case cr:
-                    if index + 1 < end, bytes[index + 1] == lf {
-                        index += 2
-                        break fields
-                    }
-                    index += 1
-                    if index >= end { break fields }
+                    index += index + 1 < end && bytes[index + 1] == lf ? 2 : 1
+                    break fields
                 default:
                     index += 1
                     break fields

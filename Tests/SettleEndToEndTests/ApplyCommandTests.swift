@@ -267,9 +267,11 @@ import Testing
         #expect(refused.stderr.contains("refused the API key"))
         #expect(!refused.stderr.contains("REVOKED"))
         #expect(try setup.sandbox.effects().isEmpty)
-        // No line is failed or rejected for it: nothing was sent, they all wait for a good key.
-        let refusedRows = setup.results("refused")
-        #expect(refusedRows.allSatisfy { $0[8] == "planned" }, "\(refusedRows.map { $0[8] })")
+        // The key is refused on the first look-up, before the plan is made: nothing is planned
+        // from a guess, no line is failed or rejected for it, no plan is sealed.
+        let refusedFolder = setup.folder.appendingPathComponent("refused")
+        #expect(!FileManager.default.fileExists(atPath: refusedFolder.appendingPathComponent("manifest.json").path))
+        #expect(!FileManager.default.fileExists(atPath: refusedFolder.appendingPathComponent("results.csv").path))
         let retried = try setup.run([input], out: "retried")
         #expect(retried.status == 0, "\(retried.stderr)")
         #expect(

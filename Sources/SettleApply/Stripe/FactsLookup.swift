@@ -1,0 +1,113 @@
+public import SettleCore
+import SettleHTTP
+
+/// Stripe's facts before the plan (`run`, `plan --online`): read-only look-ups of every
+/// payout method and charge the batch depends on, rate-limited and retried like every other
+/// call, turned into the ``StripeFacts`` the planner takes. Needs no ledger.
+public struct FactsLookup {
+    public let configuration: ApplyConfiguration
+
+    public init(configuration: ApplyConfiguration) { self.configuration = configuration }
+
+    /// - Throws: ``ApplyError/keyRefused(_:)`` when Stripe refuses the key,
+    ///   ``ApplyError/factsUnavailable(_:)`` when an answer was not Stripe's (5xx, time-out,
+    ///   garbage): nothing is planned from a guess.
+    public func facts(for request: FactsRequest) throws(ApplyError) -> (StripeFacts, LookedUpFacts) {
+        guard !request.isEmpty else { return (.empty, LookedUpFacts()) }
+        let looked = try FactsScheduler(configuration: configuration).run(
+            payoutMethods: request.payoutMethods.map { ($0.recipient, $0.method) }, charges: request.charges)
+        let unavailable = looked.unavailable
+        if !unavailable.isEmpty { throw .factsUnavailable(unavailable) }
+        var facts = StripeFacts()
+        for method in looked.payoutMethods {
+            let verdict: StripeFacts.PayoutMethodVerdict
+            switch method.verdict {
+            case .usable, .pending: verdict = .usable
+            case .refused(let why), .unavailable(let why): verdict = .refused(reason: why)
+            }
+            facts.payoutMethods[.init(recipient: method.recipient, method: method.method)] = .init(
+                verdict: verdict, requestID: method.requestID ?? "", checkedAt: method.checkedAt ?? "")
+        }
+        for charge in looked.charges {
+            // A charge Stripe does not know funds nothing: its lines are rejected charge_failed.
+            let status: ChargeStatus =
+                switch charge.status {
+                case "succeeded": .succeeded
+                case "pending": .pending
+                default: .failed
+                }
+            let currency = charge.currency.flatMap { Currency($0) } ?? Currency.usd
+            facts.charges[charge.charge] = .init(
+                status: status, amount: (charge.amountMinor ?? 0) - (charge.refundedMinor ?? 0), currency: currency,
+                fee: charge.feeMinor, paymentMethodType: charge.paymentMethodType, requestID: charge.requestID ?? "",
+                checkedAt: charge.checkedAt ?? "")
+        }
+        return (facts, looked)
+    }
+}
+
+/// The look-ups on their own client and scheduler.
+final class FactsScheduler {
+    let configuration: ApplyConfiguration
+    init(configuration: ApplyConfiguration) { self.configuration = configuration }
+
+    func run(payoutMethods: [(recipient: String, method: String)], charges: [String]) throws(ApplyError)
+        -> LookedUpFacts
+    {
+        let api = try StripeAPI(configuration: configuration)
+        let client: HTTPClient
+        do {
+            client = try HTTPClient(
+                configuration: .init(
+                    version: configuration.settleVersion, connectTimeout: configuration.connectTimeout,
+                    totalTimeout: configuration.totalTimeout, maxInFlight: configuration.concurrency))
+        } catch {
+            throw .transport("\(error)")
+        }
+        let scheduler = CallScheduler(
+            limiter: RateLimiter(rate: configuration.rate), maxTries: configuration.maxTries,
+            retryBase: configuration.retryBase
+        ) { [configuration] level, message in configuration.logger(level, message) }
+        var result = LookedUpFacts()
+        var refusedKey: String?
+        func noteKey(_ outcome: HTTPOutcome?) {
+            if case .response(let response)? = outcome, response.status == 401 || response.status == 403 {
+                refusedKey = "Stripe refused the API key (HTTP \(response.status))"
+                scheduler.stopped = true
+            }
+        }
+        var done = 0
+        let total = payoutMethods.count + charges.count
+        let progress: () -> Void = { [configuration] in
+            done += 1
+            configuration.progress(ApplyProgress(phase: "look-up", done: done, total: total))
+        }
+        for (recipient, method) in payoutMethods {
+            scheduler.enqueue(
+                Call(
+                    request: api.request(method: "GET", path: StripeLookup.payoutMethodPath(method), context: recipient),
+                    label: "payout method \(method)"
+                ) { outcome, ending in
+                    noteKey(outcome)
+                    result.payoutMethods.append(
+                        StripeLookup.payoutMethodFact(outcome, ending, recipient: recipient, method: method))
+                    progress()
+                })
+        }
+        for charge in charges {
+            scheduler.enqueue(
+                Call(request: api.request(method: "GET", path: StripeLookup.chargePath(charge)), label: "charge \(charge)")
+                { outcome, ending in
+                    noteKey(outcome)
+                    result.charges.append(StripeLookup.chargeFact(outcome, ending, charge: charge))
+                    progress()
+                })
+        }
+        client.run(source: scheduler)
+        scheduler.finishStopped()
+        if let refusedKey { throw .keyRefused(refusedKey) }
+        result.payoutMethods.sort { ($0.recipient, $0.method) < ($1.recipient, $1.method) }
+        result.charges.sort { $0.charge < $1.charge }
+        return result
+    }
+}
