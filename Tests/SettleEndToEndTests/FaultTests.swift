@@ -140,3 +140,117 @@ import Testing
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
     }
 }
+
+/// Groups atomic through apply (issue "Rules that read every charge fact…").
+@Suite struct GroupAtomicityTests {
+    typealias Setup = ApplyCommandTests.Setup
+
+    static let order =
+        "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method\n"
+        + "M1,900,transfer,40.00,usd,ORDER900,acct_r1,ch_e900,100.00,usd,succeeded,,\n"
+        + "M2,900,payout,5.00,usd,ORDER900,,,,,,acct_c9,pm_ap_arch\n"
+        + "N1,901,transfer,30.00,usd,ORDER901,acct_r2,ch_e901,100.00,usd,succeeded,,\n"
+        + "N2,901,payout,2.00,usd,ORDER901,,,,,,acct_c0,pm_ap_c0\n"
+
+    /// `settle run`: the refused payout method is looked up before the plan, so its order's
+    /// transfer never moves; the other order settles whole.
+    @Test func runMovesNothingOfAnOrderWhosePayoutMethodIsUnusable() throws {
+        let setup = try Setup()
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try Self.order.write(to: input, atomically: true, encoding: .utf8)
+        let outcome = try setup.run([input], out: "out")
+        #expect(outcome.status == 65, "\(outcome.stderr)")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("out").map { ($0[0], $0) })
+        #expect(rows["M2"]?[8] == "rejected")
+        #expect(rows["M2"]?[11] == "payout_method_unusable")
+        #expect(rows["M1"]?[8] == "rejected")
+        #expect(rows["M1"]?[11] == "group_rejected")
+        #expect(rows["N1"]?[8] == "settled")
+        #expect(rows["N2"]?[8] == "settled")
+        let effects = try setup.sandbox.effects()
+        #expect(!effects.contains { $0["destination"] as? String == "acct_r1" })
+        #expect(!effects.contains { $0["recipient"] as? String == "acct_c9" })
+        #expect(effects.count == 2)
+        // What Stripe said is sealed in the plan.
+        let manifest = SettleProcess.read(setup.folder.appendingPathComponent("out/manifest.json"))
+        #expect(manifest.contains("\"online\": true"))
+        #expect(manifest.contains("pm_ap_arch"))
+    }
+
+    /// `apply` of a plan made offline checks the same facts first and refuses the whole plan
+    /// (65, nothing sent) rather than move an order in part.
+    @Test func applyOfAnOfflinePlanRefusesItWhenAPayoutMethodIsUnusable() throws {
+        let setup = try Setup()
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try Self.order.write(to: input, atomically: true, encoding: .utf8)
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let applied = try SettleProcess.run(
+            ["apply", setup.folder.appendingPathComponent("plan").path, "--ledger", setup.ledger,
+             "--api-base", setup.sandbox.base, "--financial-account", "fa_e2e"],
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(applied.status == 65, "\(applied.stderr)")
+        #expect(applied.stderr.contains("pm_ap_arch"))
+        #expect(try setup.sandbox.effects().isEmpty)
+        // plan --online makes the plan that can go.
+        let online = try SettleProcess.run(
+            setup.arguments("plan", [input.path], out: "online", extra: ["--online"]),
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(online.status == 65, "\(online.stderr)")
+        let again = try SettleProcess.run(
+            ["apply", setup.folder.appendingPathComponent("online").path, "--ledger", setup.ledger,
+             "--api-base", setup.sandbox.base, "--financial-account", "fa_e2e"],
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(again.status == 65, "\(again.stderr)")
+        #expect(try setup.sandbox.effects().count == 2)
+    }
+
+    /// An instruction edited by hand, with the seals recomputed, is still refused: apply
+    /// re-derives every id from its content before the first request.
+    @Test func applyRefusesAnInstructionWhoseContentDoesNotMatchItsId() throws {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 2, in: setup.folder)
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
+        #expect(plan.status == 0)
+        let folder = setup.folder.appendingPathComponent("plan")
+        let instructions = folder.appendingPathComponent("instructions.jsonl")
+        let original = SettleProcess.read(instructions)
+        let edited = original.replacingOccurrences(of: "\"amount\":\"1101\"", with: "\"amount\":\"9101\"")
+            .replacingOccurrences(of: "\"amount_minor\":1101", with: "\"amount_minor\":9101")
+        #expect(edited != original)
+        try edited.write(to: instructions, atomically: true, encoding: .utf8)
+        // Reseal as someone who read the format would: sha256 of the file in the manifest,
+        // sha256 of the manifest in its seal.
+        try Self.reseal(folder, file: "instructions.jsonl")
+        let applied = try SettleProcess.run(
+            ["apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+             "--financial-account", "fa_e2e"],
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(applied.status == 65, "\(applied.stderr)")
+        #expect(applied.stderr.contains("does not match its content"))
+        #expect(try setup.sandbox.requestCount() == 0)
+    }
+
+    static func reseal(_ folder: URL, file: String) throws {
+        func sha(_ url: URL) throws -> String {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
+            process.arguments = [url.path]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            try process.run()
+            process.waitUntilExit()
+            let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            return String(text.prefix(64))
+        }
+        let manifestURL = folder.appendingPathComponent("manifest.json")
+        var manifest = SettleProcess.read(manifestURL)
+        let newSHA = try sha(folder.appendingPathComponent(file))
+        let pattern = try NSRegularExpression(pattern: "(\"\(file)\": \\{\\s*\"sha256\": \")[0-9a-f]{64}")
+        manifest = pattern.stringByReplacingMatches(
+            in: manifest, range: NSRange(manifest.startIndex..., in: manifest), withTemplate: "$1\(newSHA)")
+        try manifest.write(to: manifestURL, atomically: true, encoding: .utf8)
+        try (try sha(manifestURL) + "\n").write(
+            to: folder.appendingPathComponent(".settle/manifest.sha256"), atomically: true, encoding: .utf8)
+    }
+}
