@@ -11,8 +11,18 @@ import SettleWrite
 enum OutputFolder {
     static let ownFiles: Set<String> = [
         "results.csv", "errors.csv", "deferred.csv", "instructions.jsonl", "summary.csv", "manifest.json", ".settle",
-        "report.html",
+        "report.html", "charges.csv",
     ]
+
+    /// The outcome files an apply rewrites; a re-apply keeps the earlier ones as
+    /// `<name>.<attempt>` (results.csv is always the latest).
+    static let outcomeFiles = ["results.csv", "errors.csv", "deferred.csv", "summary.csv", "charges.csv", "report.html"]
+
+    /// Whether a name is an earlier attempt's outcome file (`results.csv.2`).
+    static func isKeptOutcome(_ name: String) -> Bool {
+        guard let dot = name.lastIndex(of: "."), Int(name[name.index(after: dot)...]) != nil else { return false }
+        return outcomeFiles.contains(String(name[..<dot]))
+    }
     static let spoolFolder = ".settle"
     static let lockName = "lock"
 
@@ -26,6 +36,7 @@ enum OutputFolder {
                 throw CommandFailure(.outputUnwritable, "--out \(path) is a file, not a folder")
             }
             try refuseForeign(path)
+            try refuseApplied(path)
             try makePrivateFolder(path, what: "--out \(path)", following: true)
         } else {
             try create(path)
@@ -46,6 +57,20 @@ enum OutputFolder {
                 .outputUnwritable, "cannot remove \(manifest) of an earlier plan: \(String(cString: strerror(errno)))")
         }
         guard access(path, W_OK) == 0 else { throw CommandFailure(.outputUnwritable, "cannot write in --out \(path)") }
+    }
+
+    /// A folder whose plan was applied holds a run's record: planning into it again would
+    /// overwrite it (exit 73; re-applying the same plan is allowed).
+    private static func refuseApplied(_ path: String) throws(CommandFailure) {
+        let manifest = (path as NSString).appendingPathComponent("manifest.json")
+        guard let data = FileManager.default.contents(atPath: manifest),
+            let text = String(data: data, encoding: .utf8), let json = JSON.parse(text), json["apply"] != nil
+        else { return }
+        let run = json["run_id"]?.string.map { " (run \($0))" } ?? ""
+        throw CommandFailure(
+            .outputUnwritable,
+            "--out \(path) holds a run that was applied\(run): its files are that run's record. "
+                + "Plan into a new folder (for example \(path)-2); to retry what failed, re-apply it: settle apply \(path)")
     }
 
     /// Takes the folder's lock for the rest of the process (a second call for the same
@@ -93,6 +118,7 @@ enum OutputFolder {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         let foreign = entries.filter { name in
             if let base = OutputFile.baseOfTemporaryName(name) { return !ownFiles.contains(base) }
+            if isKeptOutcome(name) { return false }
             guard ownFiles.contains(name) else { return true }
             var info = stat()
             guard lstat((path as NSString).appendingPathComponent(name), &info) == 0 else { return false }

@@ -207,6 +207,18 @@ struct PlanFolder {
                 outputs.append((name, value))
             }
         }
+        // A re-apply keeps the earlier attempt's outcome files beside the new ones.
+        let attempt = Int(manifest["apply"]?["attempt"]?.int ?? (manifest["apply"] == nil ? 0 : 1)) + 1
+        if attempt > 1 {
+            for name in OutputFolder.outcomeFiles where FileManager.default.fileExists(atPath: path(name)) {
+                let kept = path("\(name).\(attempt - 1)")
+                unlink(kept)
+                guard link(path(name), kept) == 0 else {
+                    throw CommandFailure(
+                        .outputUnwritable, "cannot keep \(path(name)) as \(kept): \(String(cString: strerror(errno)))")
+                }
+            }
+        }
         do {
             record("results.csv", try ResultsFile.write(path: path("results.csv"), rows: rows))
             let records = SpoolRecords(folder: folder)
@@ -237,6 +249,7 @@ struct PlanFolder {
             put(
                 "apply",
                 .object([
+                    ("attempt", .int(Int64(attempt))),
                     ("applied_at", .string(Log.timestamp())),
                     ("api_base", .string(options.apiBase)),
                     ("requests", .int(Int64(report.requests))), ("retries", .int(Int64(report.retries))),
@@ -248,6 +261,9 @@ struct PlanFolder {
                     ("key_refused", report.keyRefused.map(JSON.string) ?? .null),
                     ("ledger_failure", report.ledgerFailure.map(JSON.string) ?? .null),
                 ]))
+            if attempt > 1, let run = manifest["run_id"]?.string {
+                put("continues", .string("\(run) apply attempt \(attempt - 1) (its files: results.csv.\(attempt - 1), …)"))
+            }
             put("exit_status", .int(Int64(exit.rawValue)))
             try PlanOutputs.writeManifest(.object(updated), folder: folder)
         } catch {

@@ -14,6 +14,8 @@ struct PlanOutputs {
         var exit: ExitCode = .ok
         var counts: [LineStatus: Int] = [:]
         var instructions = 0
+        /// The run's id (manifest, ledger, summary.csv, charges.csv, report.html).
+        var runID = RunID.make()
     }
 
     /// - Parameters:
@@ -77,7 +79,7 @@ struct PlanOutputs {
             let page = try ReportPage.write(
                 path: path("report.html"),
                 facts: PlanReport.facts(
-                    runID: nil, asOf: plan.options.asOf, mode: mode, exit: written.exit, inputs: inputs),
+                    runID: written.runID, asOf: plan.options.asOf, mode: mode, exit: written.exit, inputs: inputs),
                 sums: sums, counts: written.counts, reasons: PlanReport.reasonGroups(plan))
             let index = try LineIndex.write(path: path(LineIndex.name), plan: plan)
             rowsWritten += index.rows
@@ -247,6 +249,7 @@ struct PlanOutputs {
         }
         return .object([
             ("tool", .string("settle")),
+            ("run_id", .string(written.runID)),
             ("version", .string(Settle.version)),
             ("mode", .string(mode)),
             ("as_of", .string(CivilDate.format(plan.options.asOf))),
@@ -292,5 +295,18 @@ final class BackgroundJob<Value: Sendable, Failure: Error>: @unchecked Sendable 
         done.wait()
         done.signal()  // a later wait returns at once
         return try result!.get()
+    }
+}
+
+/// A run's id: `run_<UTC time>_<8 random hex digits>`, sortable by time, unique across
+/// machines that share a ledger.
+enum RunID {
+    static func make(now: Date = Date()) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        let random = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        return "run_\(formatter.string(from: now))_\(String(repeating: "0", count: 8 - random.count))\(random)"
     }
 }

@@ -298,22 +298,28 @@ public final class LedgerStore {
             counts      TEXT,
             continues   TEXT
         );
-        -- Lines deferred (charge_pending, scheduled): the queue every later run brings back.
-        CREATE TABLE waiting (
+        -- Lines the ledger holds for later runs, with their original record: deferred ones
+        -- (waiting: every later run brings them back as if in its input), lines of payouts
+        -- Stripe has not posted yet (following), and those whose payout came back (returned:
+        -- the run that learns it reports them failed, in its errors.csv).
+        CREATE TABLE held_lines (
             line_id      TEXT PRIMARY KEY,
-            content      TEXT NOT NULL,
+            state        TEXT NOT NULL CHECK (state IN ('waiting', 'following', 'returned', 'cancelled', 'released')),
+            payee        TEXT NOT NULL,
             amount_minor INTEGER NOT NULL,
             currency     TEXT NOT NULL,
             reason_code  TEXT NOT NULL,
             reason       TEXT NOT NULL,
             source       TEXT NOT NULL,
             header       TEXT NOT NULL,
-            record       TEXT NOT NULL,
+            record       BLOB NOT NULL,
+            instruction_id TEXT,
             since_run    TEXT NOT NULL,
             since_at     INTEGER NOT NULL,
-            status       TEXT NOT NULL CHECK (status IN ('waiting', 'released', 'cancelled')),
-            ended_run    TEXT
+            ended_run    TEXT,
+            ended_at     INTEGER
         );
+        CREATE INDEX held_lines_by_state ON held_lines(state);
         -- Each charge counted once, in the run that first allocated from it.
         CREATE TABLE charges (
             charge      TEXT PRIMARY KEY,

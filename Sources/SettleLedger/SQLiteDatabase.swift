@@ -129,6 +129,10 @@ final class SQLiteDatabase {
             case .null: rc = sqlite3_bind_null(statement, index)
             case .integer(let number): rc = sqlite3_bind_int64(statement, index, number)
             case .text(let text): rc = sqlite3_bind_text(statement, index, text, -1, settle_sqlite_transient())
+            case .blob(let bytes):
+                rc = bytes.withUnsafeBytes { raw in
+                    sqlite3_bind_blob(statement, index, raw.baseAddress, Int32(raw.count), settle_sqlite_transient())
+                }
             }
             guard rc == SQLITE_OK else { throw Self.error(rc, message) }
         }
@@ -146,6 +150,7 @@ enum SQLiteValue {
     case null
     case integer(Int64)
     case text(String)
+    case blob([UInt8])
 
     init(_ text: String?) { self = text.map { .text($0) } ?? .null }
     init(_ number: Int64?) { self = number.map { .integer($0) } ?? .null }
@@ -163,6 +168,17 @@ struct SQLiteRow {
     }
 
     func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+
+    /// The bytes of a blob (or text) column; empty for NULL.
+    func blob(_ column: Int32) -> [UInt8] {
+        // The pointer first, then the size (SQLite's documented order).
+        guard let bytes = sqlite3_column_blob(statement, column) else { return [] }
+        let count = Int(sqlite3_column_bytes(statement, column))
+        guard count > 0 else { return [] }
+        return Array(UnsafeRawBufferPointer(start: bytes, count: count))
+    }
 
     func optionalInteger(_ column: Int32) -> Int64? {
         sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, column)

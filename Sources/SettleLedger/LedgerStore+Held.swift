@@ -1,0 +1,230 @@
+public import Foundation
+
+/// A line the ledger holds for later runs (the `held_lines` table).
+public struct HeldLine: Sendable, Equatable {
+    public enum State: String, Sendable, Equatable, CaseIterable {
+        /// Deferred (`charge_pending`, `scheduled`): every later run brings it back.
+        case waiting
+        /// Paid by a payout Stripe has not posted yet.
+        case following
+        /// Its payout failed, came back or was canceled: the next run reports it failed.
+        case returned
+        /// Dropped on purpose by `settle cancel`.
+        case cancelled
+        /// It left the queue: settled, rejected, or fed again by an export.
+        case released
+    }
+
+    public var lineID: String
+    public var state: State
+    public var payee: String
+    public var amountMinor: Int64
+    public var currency: String
+    public var reasonCode: String
+    public var reason: String
+    /// `file:line` where the line first came from.
+    public var source: String
+    /// The header of its export, in CSV (the columns of `errors.csv`).
+    public var header: String
+    /// Its original record, byte for byte.
+    public var record: [UInt8]
+    /// The payout that paid it (following, returned).
+    public var instructionID: String?
+    public var sinceRun: String
+    public var sinceAt: Date
+    public var endedRun: String?
+
+    public init(
+        lineID: String, state: State, payee: String, amountMinor: Int64, currency: String, reasonCode: String,
+        reason: String, source: String, header: String, record: [UInt8], instructionID: String? = nil,
+        sinceRun: String, sinceAt: Date = Date(), endedRun: String? = nil
+    ) {
+        self.lineID = lineID
+        self.state = state
+        self.payee = payee
+        self.amountMinor = amountMinor
+        self.currency = currency
+        self.reasonCode = reasonCode
+        self.reason = reason
+        self.source = source
+        self.header = header
+        self.record = record
+        self.instructionID = instructionID
+        self.sinceRun = sinceRun
+        self.sinceAt = sinceAt
+        self.endedRun = endedRun
+    }
+}
+
+/// A run as the ledger records it.
+public struct LedgerRun: Sendable, Equatable {
+    public var id: String
+    public var command: String
+    public var asOf: String
+    public var folder: String?
+    public var startedAt: Date
+    public var endedAt: Date?
+    public var exitStatus: Int?
+    /// Line counts by status, as JSON (`{"settled": 3, …}`).
+    public var counts: String?
+    public var continues: String?
+
+    public init(
+        id: String, command: String, asOf: String, folder: String?, startedAt: Date, endedAt: Date? = nil,
+        exitStatus: Int? = nil, counts: String? = nil, continues: String? = nil
+    ) {
+        self.id = id
+        self.command = command
+        self.asOf = asOf
+        self.folder = folder
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.exitStatus = exitStatus
+        self.counts = counts
+        self.continues = continues
+    }
+}
+
+extension LedgerStore {
+    /// Records a run (insert or update by id).
+    public func recordRun(_ run: LedgerRun) throws(LedgerError) {
+        try db.transaction { () throws(LedgerError) in
+            try db.run(
+                """
+                INSERT INTO runs (id, command, as_of, folder, started_at, ended_at, exit_status, counts, continues)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET ended_at = excluded.ended_at, exit_status = excluded.exit_status,
+                    counts = excluded.counts, continues = excluded.continues
+                """,
+                [
+                    .text(run.id), .text(run.command), .text(run.asOf), SQLiteValue(run.folder),
+                    .integer(run.startedAt.ledgerMilliseconds), SQLiteValue(run.endedAt?.ledgerMilliseconds),
+                    SQLiteValue(run.exitStatus.map { Int64($0) }), SQLiteValue(run.counts), SQLiteValue(run.continues),
+                ])
+        }
+    }
+
+    /// The runs, oldest first.
+    public func runs() throws(LedgerError) -> [LedgerRun] {
+        var result: [LedgerRun] = []
+        try db.query(
+            "SELECT id, command, as_of, folder, started_at, ended_at, exit_status, counts, continues FROM runs ORDER BY started_at, id"
+        ) { row in
+            result.append(
+                LedgerRun(
+                    id: row.text(0) ?? "", command: row.text(1) ?? "", asOf: row.text(2) ?? "", folder: row.text(3),
+                    startedAt: Date(ledgerMilliseconds: row.integer(4)),
+                    endedAt: row.isNull(5) ? nil : Date(ledgerMilliseconds: row.integer(5)),
+                    exitStatus: row.isNull(6) ? nil : Int(row.integer(6)), counts: row.text(7), continues: row.text(8)))
+        }
+        return result
+    }
+
+    /// Holds lines (insert or replace by line id), in one transaction.
+    public func hold(_ lines: [HeldLine]) throws(LedgerError) {
+        guard !lines.isEmpty else { return }
+        try db.transaction { () throws(LedgerError) in
+            for line in lines {
+                try db.run(
+                    """
+                    INSERT INTO held_lines (line_id, state, payee, amount_minor, currency, reason_code, reason, source,
+                        header, record, instruction_id, since_run, since_at, ended_run, ended_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)
+                    ON CONFLICT(line_id) DO UPDATE SET state = excluded.state, payee = excluded.payee,
+                        amount_minor = excluded.amount_minor, currency = excluded.currency,
+                        reason_code = excluded.reason_code, reason = excluded.reason, header = excluded.header,
+                        record = excluded.record, instruction_id = excluded.instruction_id,
+                        since_run = CASE WHEN held_lines.state = excluded.state THEN held_lines.since_run
+                                         ELSE excluded.since_run END,
+                        since_at = CASE WHEN held_lines.state = excluded.state THEN held_lines.since_at
+                                        ELSE excluded.since_at END,
+                        source = CASE WHEN held_lines.state IN ('waiting', 'following', 'returned')
+                                      THEN held_lines.source ELSE excluded.source END,
+                        ended_run = NULL, ended_at = NULL
+                    """,
+                    [
+                        .text(line.lineID), .text(line.state.rawValue), .text(line.payee), .integer(line.amountMinor),
+                        .text(line.currency), .text(line.reasonCode), .text(line.reason), .text(line.source),
+                        .text(line.header), .blob(line.record), SQLiteValue(line.instructionID), .text(line.sinceRun),
+                        .integer(line.sinceAt.ledgerMilliseconds),
+                    ])
+            }
+        }
+    }
+
+    /// Ends the holding of lines (released, cancelled) by a run; only lines currently held
+    /// in `from` states change. Returns how many changed.
+    @discardableResult
+    public func endHolding(
+        _ lineIDs: [String], to state: HeldLine.State, run: String, from: [HeldLine.State] = [.waiting, .returned]
+    ) throws(LedgerError) -> Int {
+        guard !lineIDs.isEmpty else { return 0 }
+        var changed = 0
+        let states = from.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        try db.transaction { () throws(LedgerError) in
+            for id in lineIDs {
+                changed += try db.run(
+                    "UPDATE held_lines SET state = ?, ended_run = ?, ended_at = ? WHERE line_id = ? AND state IN (\(states))",
+                    [.text(state.rawValue), .text(run), .integer(Date().ledgerMilliseconds), .text(id)])
+            }
+        }
+        return changed
+    }
+
+    /// The lines held in the given states, by line id.
+    public func heldLines(_ states: [HeldLine.State]) throws(LedgerError) -> [HeldLine] {
+        var result: [HeldLine] = []
+        let list = states.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        try db.query(
+            """
+            SELECT line_id, state, payee, amount_minor, currency, reason_code, reason, source, header, record,
+                instruction_id, since_run, since_at, ended_run
+            FROM held_lines WHERE state IN (\(list)) ORDER BY since_at, line_id
+            """
+        ) { row in
+            result.append(
+                HeldLine(
+                    lineID: row.text(0) ?? "", state: HeldLine.State(rawValue: row.text(1) ?? "") ?? .released,
+                    payee: row.text(2) ?? "", amountMinor: row.integer(3), currency: row.text(4) ?? "",
+                    reasonCode: row.text(5) ?? "", reason: row.text(6) ?? "", source: row.text(7) ?? "",
+                    header: row.text(8) ?? "", record: row.blob(9), instructionID: row.text(10),
+                    sinceRun: row.text(11) ?? "", sinceAt: Date(ledgerMilliseconds: row.integer(12)),
+                    endedRun: row.text(13)))
+        }
+        return result
+    }
+
+    /// Payout instructions Stripe has not posted yet (`payout_status` processing).
+    public func processingPayouts() throws(LedgerError) -> [(instruction: String, stripeID: String)] {
+        var result: [(String, String)] = []
+        try db.query(
+            """
+            SELECT id, stripe_id FROM instructions
+            WHERE kind = 'payout' AND status = 'settled' AND payout_status = 'processing' AND stripe_id IS NOT NULL
+            ORDER BY rowid
+            """
+        ) { row in result.append((row.text(0) ?? "", row.text(1) ?? "")) }
+        return result
+    }
+
+    /// Records a payout's status at Stripe. `failed`, `returned`, `canceled`: the money came
+    /// back, so the instruction and its lines are failed (released for a new attempt) with
+    /// Stripe's reason, and its following lines become returned.
+    public func recordPayoutStatus(instruction id: String, status: String, reason: String?) throws(LedgerError) {
+        try db.transaction { () throws(LedgerError) in
+            try db.run("UPDATE instructions SET payout_status = ? WHERE id = ?", [.text(status), .text(id)])
+            guard ["failed", "returned", "canceled"].contains(status) else { return }
+            let code = reason ?? "payout_\(status)"
+            let message = "the payout was \(status) at Stripe after it was accepted (\(code))"
+            try db.run(
+                "UPDATE instructions SET status = 'failed', error_code = ?, error_message = ? WHERE id = ?",
+                [.text(code), .text(message), .text(id)])
+            try db.run("UPDATE lines SET status = 'failed' WHERE instruction_id = ?", [.text(id)])
+            try db.run(
+                """
+                UPDATE held_lines SET state = 'returned', reason_code = ?, reason = ?
+                WHERE instruction_id = ? AND state = 'following'
+                """, [.text(code), .text(message), .text(id)])
+        }
+    }
+}
