@@ -169,6 +169,7 @@ public final class ApplyEngine {
             switch StripeLookup.read(outcome, ending, instruction: dispatch.id, kind: dispatch.kind, api: self.api) {
             case .found(let id):
                 self.record(dispatch, .settled(stripeID: id), outcome: outcome, label: "lookup_found")
+                if dispatch.kind == "payout" { self.notePayoutStatus(dispatch, nil) }
                 self.resolved[dispatch.id] = .settled(stripeID: id)
             case .nextPage(let next):
                 self.enqueueLookup(row, scheduler: scheduler, after: next)
@@ -462,8 +463,24 @@ public final class ApplyEngine {
             result = reached ? .unknown(message: message) : .notSent(reason: "not sent: \(message)")
         case .notSent(let message): result = .notSent(reason: "not sent: \(message)")
         }
-        return record(dispatch, result, outcome: outcome, label: label) ? result
-            : .unknown(message: "Stripe answered, but the ledger could not record it; the next run looks it up")
+        guard record(dispatch, result, outcome: outcome, label: label) else {
+            return .unknown(message: "Stripe answered, but the ledger could not record it; the next run looks it up")
+        }
+        if case .settled = result, dispatch.kind == "payout" { notePayoutStatus(dispatch, outcome) }
+        return result
+    }
+
+    /// A payout Stripe accepted is followed until it is posted (``PayoutFollow``).
+    private func notePayoutStatus(_ dispatch: LedgerDispatch, _ outcome: HTTPOutcome?) {
+        var status = "processing"
+        if let outcome, case .object(let body) = StripeAnswer(outcome), let given = body["status"]?.stringValue {
+            status = given
+        }
+        do {
+            try ledger.notePayoutStatus(instruction: dispatch.id, status: status)
+        } catch {
+            fail(error)
+        }
     }
 
     /// Commits an outcome (and the call that told it) to the ledger, and logs it; false when

@@ -92,6 +92,7 @@ struct Applier {
     func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure)
         -> ExitCode
     {
+        let started = Date()
         let key = try credentials()
         let configuration = try configuration(key: key)
         // The folder is ours for the whole command: no re-plan can mix its files with ours.
@@ -115,7 +116,8 @@ struct Applier {
         }
         if progressMode == .terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
         let exit = try plan.rewrite(
-            outcomes: report.outcomes, ledger: ledger, report: report, mode: mode, options: options)
+            outcomes: report.outcomes, ledger: ledger, report: report, mode: mode, options: options,
+            startedAt: started)
         log(
             .info,
             "applied: \(report.requests) requests, \(report.retries) retries, \(report.rateLimited) rate-limited, "

@@ -49,8 +49,10 @@ struct Commands {
         let lookup = FactsStep(configuration: lookUp, log: log, folder: folder)
         let factsStep: ((Batch) throws(CommandFailure) -> StripeFacts)? =
             lookUp == nil ? nil : { (batch: Batch) throws(CommandFailure) -> StripeFacts in try lookup.facts(batch) }
+        // What the ledger holds for later runs comes back by itself (nothing carried by hand).
+        let held = (try? history?.store.heldLines([.waiting, .returned])) ?? []
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(
-            history: history, spoolFolder: folder, facts: factsStep)
+            history: history, spoolFolder: folder, facts: factsStep, held: held)
         try history?.checkReads()
         let written = try PlanOutputs(folder: folder, options: options).write(
             plan, inputs: inputs, mode: mode, log: log, ledger: history == nil ? nil : options.ledger,
@@ -104,6 +106,21 @@ struct Commands {
         let applier = Applier(options: options, log: log)
         let configuration = try applier.configuration(key: try applier.credentials())
         let ledger = try LedgerHistory.openExclusive(path: options.ledger)
+        // Payouts Stripe accepted earlier are followed first: those that came back are part
+        // of this run's errors.csv.
+        do {
+            let followed = try PayoutFollow(configuration: configuration).run(ledger: ledger, runID: "follow")
+            if followed.checked + followed.unavailable > 0 {
+                log(
+                    followed.cameBack.isEmpty ? .info : .warning, event: "payouts_followed",
+                    "\(followed.checked) earlier payout(s) checked at Stripe: \(followed.posted) posted, "
+                        + "\(followed.cameBack.count) came back, \(followed.stillProcessing) still processing"
+                        + (followed.unavailable > 0 ? ", \(followed.unavailable) could not be checked (next run)" : ""),
+                    fields: [Log.Field("checked", followed.checked), Log.Field("came_back", followed.cameBack.count)])
+            }
+        } catch {
+            throw Applier.failure(error, folder: options.out ?? "")
+        }
         let (folder, written) = try planToFolder(mode: "run", ledger: ledger, lookUp: configuration)
         let planned = written.counts[.planned] ?? 0
         log(

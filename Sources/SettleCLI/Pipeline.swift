@@ -1,11 +1,14 @@
 import Foundation
 import SettleCore
+import SettleLedger
 import SettleRead
 import SettleWrite
 
 /// What happened to one input file.
 struct InputReport {
     var path: String
+    /// Lines the ledger held (waiting, returned payouts), brought back by this run.
+    var held = false
     var format: InputFormat = .csv
     var bytes: UInt64 = 0
     var sha256 = ""
@@ -25,7 +28,7 @@ struct Pipeline {
     /// groups before any instruction is formed.
     func plan(
         history: (any SettlementHistory)?, spoolFolder: String?,
-        facts: ((Batch) throws(CommandFailure) -> StripeFacts)? = nil
+        facts: ((Batch) throws(CommandFailure) -> StripeFacts)? = nil, held: [HeldLine] = []
     ) throws(CommandFailure)
         -> (SettlementPlan, [InputReport])
     {
@@ -48,10 +51,29 @@ struct Pipeline {
         let csv = CSVExportReader(aliases: options.columns)
         var reports: [InputReport] = []
         let progress = Progress(options.progressMode, log: log)
-        for (position, source) in sources.enumerated() {
-            let path = options.inputs[position]
-            let name = path == "-" ? "stdin" : path
+        var names = options.inputs.map { $0 == "-" ? "stdin" : $0 }
+        var heldFiles: [HeldInputs.File] = []
+        var position = 0
+        while true {
+            if position == options.inputs.count, !held.isEmpty, heldFiles.isEmpty {
+                // The lines the ledger holds come back as if in the input, each under the
+                // file:line it first came from (after the inputs, so a newer export's copy wins).
+                heldFiles = try HeldInputs.prepare(held, batch: checker.batch, folder: spoolFolder, log: log)
+                for file in heldFiles {
+                    do {
+                        sources.append(try ByteSource(path: file.path))
+                    } catch {
+                        throw CommandFailure(.outputUnwritable, "\(file.path): \(error.message)")
+                    }
+                    names.append(file.name)
+                }
+            }
+            guard position < sources.count else { break }
+            let source = sources[position]
+            defer { position += 1 }
+            let name = names[position]
             var report = InputReport(path: name)
+            report.held = position >= options.inputs.count
             let spoolPath = spoolFolder.map { OutputFolder.spoolPath($0, file: position) } ?? "/dev/null"
             let spool: SpoolWriter
             do {
@@ -119,6 +141,7 @@ struct Pipeline {
             }
             reports.append(report)
         }
+        HeldInputs.markReturned(heldFiles, batch: checker.batch)
         log(
             .debug, event: "inputs_read",
             "read \(checker.batch.lines.count) lines in \(Pipeline.elapsed(since: started)) "

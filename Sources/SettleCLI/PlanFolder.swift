@@ -95,7 +95,7 @@ struct PlanFolder {
     /// Rewrites the result files with the outcomes and returns the run's exit status.
     func rewrite(
         outcomes: [String: InstructionOutcome], ledger: LedgerStore, report: ApplyReport, mode: String,
-        options: Options
+        options: Options, startedAt: Date = Date()
     ) throws(CommandFailure) -> ExitCode {
         typealias F = ResultsFile.Field
         guard let resultsData = FileManager.default.contents(atPath: path("results.csv")),
@@ -207,6 +207,17 @@ struct PlanFolder {
                 outputs.append((name, value))
             }
         }
+        // What waits for later runs, and the run itself, in the ledger (before the files say
+        // the run is over).
+        let run = manifest["run_id"]?.string ?? "run_unknown"
+        if report.ledgerFailure == nil {
+            do throws(CommandFailure) {
+                try updateHeldLines(rows: rows, index: index, layout: layout, ledger: ledger, run: run)
+            } catch {
+                if error.code == .outputUnwritable { throw error }
+                exit = exit.combined(with: .tryAgain)
+            }
+        }
         // A re-apply keeps the earlier attempt's outcome files beside the new ones.
         let attempt = Int(manifest["apply"]?["attempt"]?.int ?? (manifest["apply"] == nil ? 0 : 1)) + 1
         if attempt > 1 {
@@ -269,6 +280,12 @@ struct PlanFolder {
         } catch {
             throw CommandFailure(.outputUnwritable, "cannot write \(error.path): \(error.message)")
         }
+        let countsText = JSON.object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }).encoded()
+        try? ledger.recordRun(
+            LedgerRun(
+                id: attempt > 1 ? "\(run).a\(attempt)" : run, command: mode,
+                asOf: manifest["as_of"]?.string ?? "", folder: folder, startedAt: startedAt, endedAt: Date(),
+                exitStatus: Int(exit.rawValue), counts: countsText, continues: attempt > 1 ? run : nil))
         return exit
     }
 }

@@ -243,6 +243,8 @@ struct PlanOutputs {
             } else {
                 pairs.append(("status", .string("read")))
             }
+            // The lines the ledger held, brought back by this run (not a file given to it).
+            if input.held { pairs.append(("held_by_ledger", .bool(true))) }
             let mapping = position < layout.mapping.count ? layout.mapping[position] : []
             pairs.append(("columns", .array(mapping.map { .int(Int64($0)) })))
             return .object(pairs)

@@ -228,3 +228,19 @@ extension LedgerStore {
         }
     }
 }
+
+extension LedgerStore {
+    /// The line ids an instruction claimed.
+    public func lines(ofInstruction id: String) throws(LedgerError) -> [String] {
+        var result: [String] = []
+        try db.query("SELECT line_id FROM lines WHERE instruction_id = ? ORDER BY line_id", [.text(id)]) { row in
+            result.append(row.text(0) ?? "")
+        }
+        return result
+    }
+
+    /// Records a payout's status as the create call answered it (`processing`, `posted`).
+    public func notePayoutStatus(instruction id: String, status: String) throws(LedgerError) {
+        try db.run("UPDATE instructions SET payout_status = ? WHERE id = ? AND kind = 'payout'", [.text(status), .text(id)])
+    }
+}

@@ -152,8 +152,20 @@ public final class LedgerStore {
         guard descriptor >= 0 else {
             throw .cannotOpen(path: lockPath, message: String(cString: strerror(errno)))
         }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let reason = errno
+        // A few short tries: a child being spawned in this very moment (fork before exec)
+        // can hold a copy of a lock this process just gave up.
+        var locked = false
+        var reason: Int32 = 0
+        for attempt in 0..<20 {
+            if flock(descriptor, LOCK_EX | LOCK_NB) == 0 {
+                locked = true
+                break
+            }
+            reason = errno
+            guard reason == EWOULDBLOCK, attempt < 19 else { break }
+            usleep(50_000)
+        }
+        guard locked else {
             Glibc.close(descriptor)
             if reason == EWOULDBLOCK {
                 throw .busy("another settle process is using \(path)")

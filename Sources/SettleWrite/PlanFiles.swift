@@ -95,6 +95,39 @@ public struct CorrectionRow {
 /// removes exactly that guard from a file settle wrote, so feeding it back gives the
 /// original strings (and so does a copy a spreadsheet saved without the `'`).
 public enum CorrectionFile {
+    /// The header of the input columns alone (no reason columns): what a held line is fed
+    /// back under.
+    public static func inputHeader(_ layout: CorrectionLayout) -> [UInt8] {
+        var out: [UInt8] = []
+        for (index, name) in layout.names.enumerated() {
+            if index > 0 { out.append(0x2C) }
+            CSVField.append(Array(name.utf8), to: &out, guardFormula: false)
+        }
+        out.append(0x0A)
+        return out
+    }
+
+    /// One row's input columns in the layout, original strings, no formula guard, ending in LF.
+    public static func inputRecord(_ row: CorrectionRow, layout: CorrectionLayout, records: any OriginalRecords)
+        throws(WriteFailure) -> [UInt8]
+    {
+        var values = [[UInt8]](repeating: [], count: layout.names.count)
+        if row.spoolLength > 0 {
+            let fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
+            let map = row.file < layout.mapping.count ? layout.mapping[row.file] : []
+            for (position, value) in fields.enumerated() where position < map.count && map[position] >= 0 {
+                values[map[position]] = value
+            }
+        }
+        var out: [UInt8] = []
+        for (column, value) in values.enumerated() {
+            if column > 0 { out.append(0x2C) }
+            CSVField.append(value, to: &out, guardFormula: false)
+        }
+        out.append(0x0A)
+        return out
+    }
+
     public static func write(
         path: String, layout: CorrectionLayout, rows: some Sequence<CorrectionRow>,
         records: any OriginalRecords, keeping existing: [[UInt8]] = []

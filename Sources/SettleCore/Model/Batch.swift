@@ -112,6 +112,9 @@ public enum ReasonText {
         case .chargePending: "the funding charge has not succeeded yet"
         case .scheduled: "transfer_on is after the settlement date"
         case .payoutMethodUnusable: "the payout method cannot receive instant Apple Pay payouts"
+        case .payoutMethodDeclined, .payoutMethodExpired, .payoutMethodUnsupported, .payoutMethodAmountLimitExceeded,
+            .payoutMethodClosed, .payoutFailed, .payoutReturned, .payoutCanceled:
+            "Stripe accepted the payout, then it did not reach the recipient; the money is back in the financial account"
         }
     }
 }

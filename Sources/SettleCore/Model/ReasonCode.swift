@@ -15,6 +15,21 @@ public enum ReasonCode: UInt8, Sendable, CaseIterable {
     case chargePending, scheduled
     // apply
     case payoutMethodUnusable
+    // a payout Stripe accepted, then failed, returned or canceled (its status_details code)
+    case payoutMethodDeclined, payoutMethodExpired, payoutMethodUnsupported, payoutMethodAmountLimitExceeded
+    case payoutMethodClosed, payoutFailed, payoutReturned, payoutCanceled
+
+    /// The code of a payout's `status_details` (Stripe's own; unknown ones by the status).
+    public static func payout(status: String, detail: String) -> ReasonCode {
+        if let known = allCases.first(where: { $0.code == detail && $0.rawValue >= ReasonCode.payoutMethodDeclined.rawValue }) {
+            return known
+        }
+        switch status {
+        case "returned": return .payoutReturned
+        case "canceled": return .payoutCanceled
+        default: return .payoutFailed
+        }
+    }
 
     public var code: String {
         switch self {
@@ -46,6 +61,14 @@ public enum ReasonCode: UInt8, Sendable, CaseIterable {
         case .chargePending: "charge_pending"
         case .scheduled: "scheduled"
         case .payoutMethodUnusable: "payout_method_unusable"
+        case .payoutMethodDeclined: "payout_method_declined"
+        case .payoutMethodExpired: "payout_method_expired"
+        case .payoutMethodUnsupported: "payout_method_unsupported"
+        case .payoutMethodAmountLimitExceeded: "payout_method_amount_limit_exceeded"
+        case .payoutMethodClosed: "payout_method_closed"
+        case .payoutFailed: "payout_failed"
+        case .payoutReturned: "payout_returned"
+        case .payoutCanceled: "payout_canceled"
         }
     }
 }

@@ -1,0 +1,111 @@
+import Foundation
+import SettleCore
+import SettleLedger
+
+/// The lines the ledger holds for later runs (deferred ones waiting; lines of payouts that
+/// came back), fed to the pipeline as if they were in the input.
+///
+/// Each goes into a CSV file of its own original export's columns, at the physical line it
+/// first had (blank lines before it, which the reader skips), so `source` names where it
+/// first came from. A line the run's inputs list again is not brought back: a newer export
+/// replaces it when the money content (payee, amount, currency) is the same, and is
+/// `line_conflict` when it is not.
+enum HeldInputs {
+    struct File {
+        var path: String
+        var name: String
+        /// Line id → the held line, for the lines written to this file.
+        var lines: [String: HeldLine]
+    }
+
+    static func prepare(_ held: [HeldLine], batch: Batch, folder: String?, log: Log) throws(CommandFailure)
+        -> [File]
+    {
+        let wanted = Dictionary(held.map { ($0.lineID, $0) }, uniquingKeysWith: { first, _ in first })
+        var present: Set<String> = []
+        for index in batch.lines.indices {
+            let line = batch.lines[index]
+            guard line.status != .rejected || line.reason != .duplicateLineID else { continue }
+            let id = batch.text(line.lineID)
+            guard let waiting = wanted[id] else { continue }
+            present.insert(id)
+            let payee = batch.text(batch.payee(of: line))
+            if payee != waiting.payee || line.amount != waiting.amountMinor || line.currency.code != waiting.currency {
+                batch.set(
+                    index, .rejected, .lineConflict,
+                    "line_id \(id) waits in the ledger (since \(waiting.sinceRun)) with other money content: "
+                        + "\(waiting.payee) \(waiting.amountMinor) \(waiting.currency); settle cancel it first to replace it")
+            }
+        }
+        // One file per original export and header, records in their original line order.
+        var groups: [String: [HeldLine]] = [:]
+        var order: [String] = []
+        for line in held where !present.contains(line.lineID) {
+            let key = sourceName(line.source) + "\u{0}" + line.header
+            if groups[key] == nil { order.append(key) }
+            groups[key, default: []].append(line)
+        }
+        guard !order.isEmpty else { return [] }
+        let directory = folder.map { ($0 as NSString).appendingPathComponent(OutputFolder.spoolFolder) }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("settle-held-\(getpid())").path
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var files: [File] = []
+        for (number, key) in order.enumerated() {
+            let lines = groups[key]!.sorted { sourceLine($0.source) < sourceLine($1.source) }
+            var bytes = Array(lines[0].header.utf8)
+            if bytes.last != 0x0A { bytes.append(0x0A) }
+            var physical = 2
+            for line in lines {
+                let target = sourceLine(line.source)
+                if target > physical {
+                    bytes.append(contentsOf: repeatElement(0x0A, count: target - physical))
+                    physical = target
+                }
+                bytes.append(contentsOf: line.record)
+                physical += line.record.reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
+            }
+            let path = (directory as NSString).appendingPathComponent("held-\(number + 1).csv")
+            guard FileManager.default.createFile(atPath: path, contents: Data(bytes), attributes: [.posixPermissions: 0o600])
+            else {
+                throw CommandFailure(.outputUnwritable, "cannot write \(path)")
+            }
+            files.append(
+                File(
+                    path: path, name: sourceName(lines[0].source),
+                    lines: Dictionary(lines.map { ($0.lineID, $0) }, uniquingKeysWith: { first, _ in first })))
+        }
+        let waiting = held.filter { $0.state == .waiting && !present.contains($0.lineID) }.count
+        let returned = held.filter { $0.state == .returned && !present.contains($0.lineID) }.count
+        log(
+            .info, event: "held_lines",
+            "\(waiting) line(s) waiting in the ledger and \(returned) of payouts that came back are part of this run",
+            fields: [.lines(waiting + returned)])
+        return files
+    }
+
+    /// Lines of payouts that came back are `failed` in this run, with Stripe's reason, so
+    /// they go to its errors.csv to be fixed and fed back.
+    static func markReturned(_ files: [File], batch: Batch) {
+        guard files.contains(where: { file in file.lines.values.contains { $0.state == .returned } }) else { return }
+        for index in batch.lines.indices where batch.lines[index].status != .rejected {
+            let id = batch.text(batch.lines[index].lineID)
+            for file in files {
+                guard let held = file.lines[id], held.state == .returned else { continue }
+                batch.set(index, .failed, ReasonCode.payout(status: "", detail: held.reasonCode), held.reason)
+            }
+        }
+    }
+
+    /// `name` of a `name:line` source.
+    static func sourceName(_ source: String) -> String {
+        guard let colon = source.lastIndex(of: ":"), Int(source[source.index(after: colon)...]) != nil else {
+            return source
+        }
+        return String(source[..<colon])
+    }
+
+    static func sourceLine(_ source: String) -> Int {
+        guard let colon = source.lastIndex(of: ":") else { return 2 }
+        return max(2, Int(source[source.index(after: colon)...]) ?? 2)
+    }
+}
