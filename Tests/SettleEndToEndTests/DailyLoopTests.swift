@@ -1,0 +1,115 @@
+import Foundation
+import SettleTestSupport
+import Testing
+
+/// Three days on one ledger, as cron runs it: one command a day, nothing carried by hand
+/// (issue "Across days").
+@Suite struct DailyLoopTests {
+    typealias Setup = ApplyCommandTests.Setup
+
+    static let header =
+        "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,payment_method_type,recipient,payout_method,transfer_on\n"
+
+    static let fixtures = """
+        {"charges": [
+           {"id": "ch_card1", "amount": 10000, "currency": "usd", "status": "succeeded", "fee": 320},
+           {"id": "ch_becs1", "amount": 5000, "currency": "usd", "status": "pending", "fee": 100,
+            "payment_method_type": "au_becs_debit"},
+           {"id": "ch_card2", "amount": 3000, "currency": "usd", "status": "succeeded", "fee": 117},
+           {"id": "ch_card3", "amount": 2000, "currency": "usd", "status": "succeeded", "fee": 88}],
+         "accounts": [{"id": "acct_rest", "balance": {"usd": 100000}}],
+         "payout_methods": [{"id": "pm_ap_1", "recipient": "acct_drv"}, {"id": "pm_ap_2", "recipient": "acct_drv"}]}
+        """
+
+    func day(_ setup: Setup, _ name: String, _ text: String, asOf: String, extra: [URL] = []) throws
+        -> (SettleProcess.Outcome, [String: [String]])
+    {
+        let input = setup.folder.appendingPathComponent("\(name).csv")
+        try text.write(to: input, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("run", [input.path] + extra.map(\.path), out: name)
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = asOf
+        let outcome = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+        let rows = Dictionary(setup.results(name).map { ($0[0], $0) }, uniquingKeysWith: { first, _ in first })
+        return (outcome, rows)
+    }
+
+    @Test func threeDaysOnOneLedgerJoinUp() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+
+        // Day 1: a card order settles (transfer + payout), a BECS debit is pending, a line is
+        // scheduled for tomorrow.
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header + "D1,1001,transfer,60.00,usd,ORDER1001,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+                + "D2,1001,payout,15.00,usd,ORDER1001,,,,,,,acct_drv,pm_ap_1,\n"
+                + "B1,1002,transfer,40.00,usd,ORDER1002,acct_rest,ch_becs1,50.00,usd,pending,au_becs_debit,,,\n"
+                + "S1,1003,transfer,25.00,usd,ORDER1003,acct_rest,ch_card2,30.00,usd,succeeded,card,,,2026-12-02\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(day1["D1"]?[8] == "settled")
+        #expect(day1["D2"]?[8] == "settled")
+        #expect(day1["B1"]?[8] == "deferred")
+        #expect(day1["B1"]?[11] == "charge_pending")
+        #expect(day1["S1"]?[8] == "deferred")
+        #expect(day1["S1"]?[11] == "scheduled")
+        let payout = try #require(day1["D2"]?[10])
+
+        // Overnight: the debit succeeds at Stripe; the payout comes back.
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(payout)/status",
+            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+
+        // Day 2: only today's export; the ledger brings back what waits.
+        let (second, day2) = try day(
+            setup, "day2",
+            Self.header + "E1,2001,transfer,10.00,usd,ORDER2001,acct_rest,ch_card3,20.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["E1"]?[8] == "settled")
+        #expect(day2["B1"]?[8] == "settled", "\(day2["B1"] ?? [])")
+        #expect(day2["S1"]?[8] == "settled", "\(day2["S1"] ?? [])")
+        #expect(day2["B1"]?[13] == setup.folder.appendingPathComponent("day1.csv").path + ":4")
+        #expect(day2["S1"]?[13] == setup.folder.appendingPathComponent("day1.csv").path + ":5")
+        #expect(day2["D2"]?[8] == "failed")
+        #expect(day2["D2"]?[11] == "payout_method_closed")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+        #expect(errors.contains("D2,1001,payout,15.00,usd,ORDER1001,,,,,,,acct_drv,pm_ap_1,,payout_method_closed,"), "\(errors)")
+        #expect(day2.count == 4)
+
+        // Day 3: order 1001 is refunded in part; finance fixes the payout method and feeds
+        // day 2's errors.csv back.
+        let fixed = setup.folder.appendingPathComponent("fixed.csv")
+        try errors.replacingOccurrences(of: "pm_ap_1", with: "pm_ap_2").write(
+            to: fixed, atomically: true, encoding: .utf8)
+        let (third, day3) = try day(
+            setup, "day3", Self.header + "R1,1001,reversal,20.00,usd,ORDER1001,acct_rest,,,,,,,,\n",
+            asOf: "2026-12-03", extra: [fixed])
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(day3["R1"]?[8] == "settled", "\(day3["R1"] ?? [])")
+        #expect(day3["D2"]?[8] == "settled", "\(day3["D2"] ?? [])")
+        #expect(day3.count == 2)
+
+        // Every line paid exactly once, at Stripe.
+        let effects = try setup.sandbox.effects()
+        func total(_ type: String) -> Int {
+            effects.filter { $0["type"] as? String == type }.reduce(0) { $0 + (($1["amount"] as? Int) ?? 0) }
+        }
+        #expect(total("transfer") == 6000 + 4000 + 2500 + 1000)
+        #expect(total("reversal") == 2000)
+        #expect(total("outbound_payment") == 1500 + 1500)
+        #expect(total("outbound_payment_returned") == 1500)
+        let ids = effects.filter { ["transfer", "reversal"].contains($0["type"] as? String) }
+            .compactMap { ($0["metadata"] as? [String: Any])?["settle_instruction"] as? String }
+        #expect(Set(ids).count == ids.count)
+        // The payout that came back was paid again once, under the next attempt's key.
+        let payoutKeys = effects.filter { $0["type"] as? String == "outbound_payment" }
+            .compactMap { $0["idempotency_key"] as? String }
+        #expect(payoutKeys.count == 2)
+        #expect(payoutKeys.contains { $0.hasSuffix("-a2") })
+        // Nothing waits any more.
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(status.status == 0, "\(status.stdout)")
+    }
+}
