@@ -113,3 +113,33 @@ import Testing
         #expect(status.status == 0, "\(status.stdout)")
     }
 }
+
+/// Every run keeps its record.
+@Suite struct RunRecordTests {
+    @Test func anAppliedFolderIsNeverPlannedIntoAndReApplyKeepsTheEarlierFiles() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 2, in: setup.folder)
+        let first = try setup.run([input], out: "day")
+        #expect(first.status == 0, "\(first.stderr)")
+        let before = SettleProcess.read(setup.folder.appendingPathComponent("day/results.csv"))
+        let again = try setup.run([input], out: "day")
+        #expect(again.status == 73)
+        #expect(again.stderr.contains("holds a run that was applied"))
+        #expect(SettleProcess.read(setup.folder.appendingPathComponent("day/results.csv")) == before)
+        // Re-applying the same plan is allowed: the earlier outcome files are kept beside.
+        let folder = setup.folder.appendingPathComponent("day")
+        let reapplied = try SettleProcess.run(
+            ["apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+             "--financial-account", "fa_e2e"],
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(reapplied.status == 0, "\(reapplied.stderr)")
+        #expect(SettleProcess.read(folder.appendingPathComponent("results.csv.1")) == before)
+        let manifest = SettleProcess.read(folder.appendingPathComponent("manifest.json"))
+        #expect(manifest.contains("\"attempt\": 2"))
+        #expect(manifest.contains("\"continues\""))
+        #expect(manifest.contains("\"run_id\": \"run_"))
+        // Nothing was paid twice.
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(2), payouts: 2 * 250)
+    }
+}
