@@ -57,6 +57,12 @@ public struct LedgerStatusLines: Sendable, Equatable {
     public var failed: [LedgerStatusLine]
     /// Deferred, waiting for a later run.
     public var waiting: [LedgerStatusLine]
+
+    public init(unknown: [LedgerStatusLine], failed: [LedgerStatusLine], waiting: [LedgerStatusLine]) {
+        self.unknown = unknown
+        self.failed = failed
+        self.waiting = waiting
+    }
 }
 
 /// Everything the ledger knows about one line, for `settle status --line`.
