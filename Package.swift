@@ -77,7 +77,7 @@ let package = Package(
                 swiftSettings: strict),
         .testTarget(name: "SettleApplyTests", dependencies: ["SettleApply", "SettleLedger", "SettleHTTP", "SettleTestSupport"],
                     swiftSettings: strict),
-        .testTarget(name: "SettleEndToEndTests", dependencies: ["SettleTestSupport"],
+        .testTarget(name: "SettleEndToEndTests", dependencies: ["SettleTestSupport", "SettleLedger"],
                     resources: [.copy("Fixtures")], swiftSettings: strict),
     ]
 )

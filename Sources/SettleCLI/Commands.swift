@@ -131,7 +131,7 @@ struct Commands {
     }
 
     func status() throws(CommandFailure) -> ExitCode {
-        try LedgerHistory.printStatus(path: options.ledger)
+        try StatusCommand(options: options).run()
     }
 
     func report(_ written: PlanOutputs.Written, folder: String) {

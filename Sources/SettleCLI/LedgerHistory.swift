@@ -88,27 +88,4 @@ final class LedgerHistory: SettlementHistory {
     func attempts(instruction: String) -> Int {
         read(0) { () throws(LedgerError) -> Int in try store.attempts(instruction: instruction) }
     }
-
-    /// settle status: what the ledger knows.
-    static func printStatus(path: String) throws(CommandFailure) -> ExitCode {
-        guard let history = try openForPlanning(path: path) else {
-            print("settle status: no ledger at \(path) (nothing settled yet)")
-            return .ok
-        }
-        let summary: LedgerStatusSummary
-        do {
-            summary = try history.store.statusSummary()
-        } catch {
-            throw CommandFailure(.tryAgain, "cannot read the ledger \(path): \(error)")
-        }
-        var text = "settle status: ledger \(path)\n"
-        text += "  lines settled: \(summary.linesSettled)\n"
-        text += "  lines unknown (sent, outcome not known yet): \(summary.linesPending)\n"
-        text += "  lines failed: \(summary.linesFailed)\n"
-        for status in [LedgerStatus.settled, .inFlight, .unknown, .failed] {
-            text += "  instructions \(status.rawValue): \(summary.instructions[status] ?? 0)\n"
-        }
-        print(text, terminator: "")
-        return summary.linesPending > 0 ? .tryAgain : .ok
-    }
 }

@@ -36,6 +36,7 @@ public enum Settle {
             case "apply": code = try Commands(options: options, log: log).apply()
             case "run": code = try Commands(options: options, log: log).run()
             case "status": code = try Commands(options: options, log: log).status()
+            case "cancel": code = try CancelCommand(options: options, log: log).run()
             case "ledger": code = try LedgerCommand(options: options, log: log).run()
             default: throw CommandFailure(.usage, "unknown command '\(options.command)'")
             }

@@ -1,0 +1,286 @@
+import Foundation
+import SettleLedger
+import Testing
+
+/// `settle status` and `settle cancel` run as a user would, on a ledger made by
+/// `settle ledger init` and filled through the ledger's write API.
+@Suite struct StatusCommandTests {
+    /// A time `seconds` after 2025-11-29T07:06:40Z.
+    static func at(_ seconds: Int) -> Date { Date(timeIntervalSince1970: 1_764_400_000 + Double(seconds)) }
+
+    static func transfer(_ id: String, line: String, amount: Int64, payee: String, attempt: Int = 1) -> LedgerDispatch {
+        LedgerDispatch(
+            id: id, kind: "transfer", group: "ORDER-\(line)", payee: payee, charge: "ch_\(line)", currency: "usd",
+            amountMinor: amount, method: "POST", path: "/v1/transfers", params: "{}", stripeContext: nil,
+            attempt: attempt, idempotencyKey: "settle-\(id)-a\(attempt)",
+            lines: [LedgerLineClaim(lineID: line, kind: "transfer", amountMinor: amount, content: "c-\(line)")])
+    }
+
+    static func waiting(_ id: String, amount: Int64, code: String, reason: String, at seconds: Int) -> HeldLine {
+        HeldLine(
+            lineID: id, state: .waiting, payee: "acct_\(id)", amountMinor: amount, currency: "usd", reasonCode: code,
+            reason: reason, source: "orders.csv:\(seconds)", header: "line_id,amount", record: Array("\(id)\n".utf8),
+            sinceRun: "run_1", sinceAt: at(seconds))
+    }
+
+    /// A ledger: one run; ok-1 settled; bad-1 failed; again-1 failed then settled; ns-1
+    /// released as never sent; wait-1 and wait-2 waiting. `unknown`: also unk-1 unknown.
+    static func ledger(unknown: Bool = false) throws -> String {
+        let path = SettleProcess.temporaryFolder().appendingPathComponent("ledger.sqlite").path
+        let created = try SettleProcess.run(["ledger", "init", "--ledger", path])
+        #expect(created.status == 0, "ledger init: \(created.stderr)")
+        let store = try LedgerStore.open(path: path)
+        defer { store.close() }
+        try store.recordRun(
+            LedgerRun(
+                id: "run_1", command: "run", asOf: "2025-11-29", folder: "/srv/out/1", startedAt: at(0),
+                endedAt: at(50), exitStatus: 65, counts: #"{"settled":2,"failed":1,"deferred":2}"#))
+        try store.markInFlight([transfer("T_OK", line: "ok-1", amount: 7000, payee: "acct_ok")], at: at(1))
+        try store.recordOutcome(instruction: "T_OK", .settled(stripeID: "tr_ok"), requestID: "req_ok")
+        try store.markInFlight([transfer("T_BAD", line: "bad-1", amount: 4400, payee: "acct_bad")], at: at(5))
+        try store.recordOutcome(
+            instruction: "T_BAD", .failed(code: "account_invalid", message: "the destination account is closed"),
+            requestID: "req_bad",
+            call: LedgerCall(
+                instructionID: "T_BAD", attempt: 1, idempotencyKey: "settle-T_BAD-a1", sentAt: at(5),
+                outcome: "failed", httpStatus: 400, requestID: "req_bad"))
+        try store.markInFlight([transfer("T_NS", line: "ns-1", amount: 300, payee: "acct_ns")], at: at(6))
+        try store.recordOutcome(instruction: "T_NS", .failed(code: LedgerOutcome.notSentCode, message: "never left"))
+        try store.markInFlight([transfer("T_AGAIN", line: "again-1", amount: 5000, payee: "acct_again")], at: at(7))
+        try store.recordOutcome(
+            instruction: "T_AGAIN", .failed(code: "api_error", message: "500 from Stripe"),
+            call: LedgerCall(
+                instructionID: "T_AGAIN", attempt: 1, idempotencyKey: "settle-T_AGAIN-a1", sentAt: at(8),
+                outcome: "failed", httpStatus: 500, requestID: "req_a1"))
+        try store.markInFlight(
+            [transfer("T_AGAIN", line: "again-1", amount: 5000, payee: "acct_again", attempt: 2)], at: at(9))
+        try store.recordOutcome(
+            instruction: "T_AGAIN", .settled(stripeID: "tr_again"), requestID: "req_a2",
+            call: LedgerCall(
+                instructionID: "T_AGAIN", attempt: 2, idempotencyKey: "settle-T_AGAIN-a2", sentAt: at(10),
+                outcome: "settled", httpStatus: 200, requestID: "req_a2", stripeDate: "Sat, 29 Nov 2025 07:06:50 GMT"))
+        if unknown {
+            try store.markInFlight([transfer("T_UNK", line: "unk-1", amount: 1250, payee: "acct_unk")], at: at(11))
+            try store.recordOutcome(instruction: "T_UNK", .unknown(message: "timeout after 30 s"))
+        }
+        try store.hold([
+            waiting("wait-1", amount: 2500, code: "charge_pending", reason: "the charge is pending", at: 13),
+            waiting("wait-2", amount: 1800, code: "scheduled", reason: "scheduled for 2025-12-05", at: 14),
+        ])
+        return path
+    }
+
+    static func object(_ text: String) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+    }
+
+    @Test func statusText() throws {
+        let path = try Self.ledger()
+        let outcome = try SettleProcess.run(["status", "--ledger", path])
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        #expect(
+            outcome.stdout == """
+                settle status: ledger \(path)
+                  lines settled: 2
+                  lines unknown (sent, outcome not known yet): 0
+                  lines failed: 1
+                  lines waiting (deferred): 2
+                  instructions settled: 2
+                  instructions in_flight: 0
+                  instructions unknown: 0
+                  instructions failed: 2
+                runs: 1
+                  run_1: run, as of 2025-11-29, started 2025-11-29T07:06:40Z, ended 2025-11-29T07:07:30Z, exit 65, settled 2, failed 1, deferred 2
+                unknown (sent, outcome not known yet): 0
+                failed: 1
+                  bad-1 44.00 usd (4400 minor units) to acct_bad, since 2025-11-29T07:06:45Z, instruction T_BAD: account_invalid: the destination account is closed
+                waiting (deferred): 2
+                  wait-1 25.00 usd (2500 minor units) to acct_wait-1, since 2025-11-29T07:06:53Z (run_1): charge_pending: the charge is pending
+                  wait-2 18.00 usd (1800 minor units) to acct_wait-2, since 2025-11-29T07:06:54Z (run_1): scheduled: scheduled for 2025-12-05
+
+                """)
+    }
+
+    @Test func statusJSON() throws {
+        let path = try Self.ledger(unknown: true)
+        let outcome = try SettleProcess.run(["status", "--ledger", path, "--json"])
+        // A line whose outcome is not known yet: run again later.
+        #expect(outcome.status == 75, "\(outcome.stderr)")
+        let json = try Self.object(outcome.stdout)
+        #expect(
+            Set(json.keys) == [
+                "ledger", "ledger_exists", "lines", "instructions", "runs", "waiting", "unknown", "failed",
+            ])
+        #expect(json["ledger"] as? String == path)
+        #expect(json["ledger_exists"] as? Bool == true)
+        #expect(json["lines"] as? [String: Int] == ["settled": 2, "unknown": 1, "failed": 1, "waiting": 2])
+        #expect(json["instructions"] as? [String: Int] == ["settled": 2, "in_flight": 0, "unknown": 1, "failed": 2])
+
+        let runs = try #require(json["runs"] as? [[String: Any]])
+        #expect(runs.count == 1)
+        #expect(runs[0]["id"] as? String == "run_1")
+        #expect(runs[0]["command"] as? String == "run")
+        #expect(runs[0]["as_of"] as? String == "2025-11-29")
+        #expect(runs[0]["folder"] as? String == "/srv/out/1")
+        #expect(runs[0]["started_at"] as? String == "2025-11-29T07:06:40Z")
+        #expect(runs[0]["ended_at"] as? String == "2025-11-29T07:07:30Z")
+        #expect(runs[0]["exit_status"] as? Int == 65)
+        #expect(runs[0]["counts"] as? [String: Int] == ["settled": 2, "failed": 1, "deferred": 2])
+        #expect(runs[0]["continues"] is NSNull)
+
+        let unknown = try #require(json["unknown"] as? [[String: Any]])
+        #expect(unknown.count == 1)
+        #expect(unknown[0]["line_id"] as? String == "unk-1")
+        #expect(unknown[0]["state"] as? String == "unknown")
+        #expect(unknown[0]["amount_minor"] as? Int == 1250)
+        #expect(unknown[0]["amount"] as? String == "12.50")
+        #expect(unknown[0]["currency"] as? String == "usd")
+        #expect(unknown[0]["reason"] as? String == "timeout after 30 s")
+        #expect(unknown[0]["since"] as? String == "2025-11-29T07:06:51Z")
+        #expect(unknown[0]["instruction_id"] as? String == "T_UNK")
+
+        // Not ns-1 (never sent: it goes again), not again-1 (failed, then settled).
+        let failed = try #require(json["failed"] as? [[String: Any]])
+        #expect(failed.map { $0["line_id"] as? String } == ["bad-1"])
+        #expect(failed[0]["state"] as? String == "failed")
+        #expect(failed[0]["payee"] as? String == "acct_bad")
+        #expect(failed[0]["amount_minor"] as? Int == 4400)
+        #expect(failed[0]["amount"] as? String == "44.00")
+        #expect(failed[0]["reason_code"] as? String == "account_invalid")
+        #expect(failed[0]["reason"] as? String == "the destination account is closed")
+        #expect(failed[0]["since"] as? String == "2025-11-29T07:06:45Z")
+        #expect(failed[0]["stripe_id"] is NSNull)
+
+        let waiting = try #require(json["waiting"] as? [[String: Any]])
+        #expect(waiting.map { $0["line_id"] as? String } == ["wait-1", "wait-2"])
+        #expect(
+            Set(waiting[0].keys) == [
+                "line_id", "state", "payee", "amount_minor", "amount", "currency", "reason_code", "reason", "since",
+                "since_run", "instruction_id", "stripe_id",
+            ])
+        #expect(waiting[0]["state"] as? String == "waiting")
+        #expect(waiting[0]["amount_minor"] as? Int == 2500)
+        #expect(waiting[0]["currency"] as? String == "usd")
+        #expect(waiting[0]["reason_code"] as? String == "charge_pending")
+        #expect(waiting[0]["since"] as? String == "2025-11-29T07:06:53Z")
+        #expect(waiting[0]["since_run"] as? String == "run_1")
+    }
+
+    @Test func oneLinesHistory() throws {
+        let path = try Self.ledger()
+        let outcome = try SettleProcess.run(["status", "--ledger", path, "--line", "again-1", "--json"])
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let json = try Self.object(outcome.stdout)
+        #expect(json["line_id"] as? String == "again-1")
+        #expect(json["status"] as? String == "settled")
+        #expect(json["amount_minor"] as? Int == 5000)
+        #expect(json["currency"] as? String == "usd")
+        #expect(json["stripe_id"] as? String == "tr_again")
+        #expect(json["instruction_id"] as? String == "T_AGAIN")
+        let history = try #require(json["history"] as? [[String: Any]])
+        #expect(history.map { $0["event"] as? String } == ["call", "instruction", "call"])
+        #expect(
+            history.map { $0["at"] as? String } == [
+                "2025-11-29T07:06:48Z", "2025-11-29T07:06:49Z", "2025-11-29T07:06:50Z",
+            ])
+        #expect(history[0]["attempt"] as? Int == 1)
+        #expect(history[0]["http_status"] as? Int == 500)
+        #expect(history[0]["request_id"] as? String == "req_a1")
+        #expect(history[0]["idempotency_key"] as? String == "settle-T_AGAIN-a1")
+        #expect(history[1]["attempt"] as? Int == 2)
+        #expect(history[1]["status"] as? String == "settled")
+        #expect(history[1]["stripe_id"] as? String == "tr_again")
+        #expect(history[1]["request_id"] as? String == "req_a2")
+        #expect(history[2]["request_id"] as? String == "req_a2")
+        #expect(history[2]["stripe_date"] as? String == "Sat, 29 Nov 2025 07:06:50 GMT")
+
+        let text = try SettleProcess.run(["status", "--ledger", path, "--line", "again-1"])
+        #expect(text.status == 0)
+        #expect(
+            text.stdout == """
+                settle status: line again-1 in the ledger \(path): settled
+                  50.00 usd (5000 minor units), to acct_again, Stripe id tr_again
+                  2025-11-29T07:06:48Z  call, attempt 1 (Idempotency-Key settle-T_AGAIN-a1): failed, HTTP 500, Request-Id req_a1
+                  2025-11-29T07:06:49Z  instruction T_AGAIN: transfer to acct_again, 50.00 usd (5000 minor units), attempt 2 (Idempotency-Key settle-T_AGAIN-a2): settled tr_again, Request-Id req_a2
+                  2025-11-29T07:06:50Z  call, attempt 2 (Idempotency-Key settle-T_AGAIN-a2): settled, HTTP 200, Request-Id req_a2, Stripe's Date Sat, 29 Nov 2025 07:06:50 GMT
+
+                """)
+
+        let waiting = try Self.object(
+            try SettleProcess.run(["status", "--ledger", path, "--line", "wait-1", "--json"]).stdout)
+        #expect(waiting["status"] as? String == "waiting")
+        let events = try #require(waiting["history"] as? [[String: Any]])
+        #expect(events.map { $0["event"] as? String } == ["run", "held"])
+        #expect(events[1]["source"] as? String == "orders.csv:13")
+        #expect(events[1]["reason_code"] as? String == "charge_pending")
+
+        let notSent = try Self.object(
+            try SettleProcess.run(["status", "--ledger", path, "--line", "ns-1", "--json"]).stdout)
+        #expect(notSent["status"] as? String == "not_sent")
+        let nobody = try SettleProcess.run(["status", "--ledger", path, "--line", "nobody-1", "--json"])
+        #expect(nobody.status == 0)
+        let none = try Self.object(nobody.stdout)
+        #expect(none["status"] as? String == "not_in_ledger")
+        #expect((none["history"] as? [Any])?.isEmpty == true)
+    }
+
+    @Test func cancelDropsWaitingLinesAndReportsTheOthers() throws {
+        let path = try Self.ledger()
+        let noIDs = try SettleProcess.run(["cancel", "--ledger", path])
+        #expect(noIDs.status == 64)
+
+        let outcome = try SettleProcess.run(["cancel", "wait-1", "ok-1", "nobody-1", "--ledger", path])
+        #expect(outcome.status == 65, "\(outcome.stderr)")
+        #expect(
+            outcome.stdout
+                == "cancelled wait-1: 25.00 usd (2500 minor units) to acct_wait-1, waiting since 2025-11-29T07:06:53Z (charge_pending: the charge is pending)\n"
+        )
+        #expect(outcome.stderr.contains("line ok-1 was not cancelled: it is settled, not waiting"))
+        #expect(outcome.stderr.contains("line nobody-1 was not cancelled: it is not in the ledger"))
+
+        let status = try Self.object(try SettleProcess.run(["status", "--ledger", path, "--json"]).stdout)
+        #expect((status["waiting"] as? [[String: Any]])?.map { $0["line_id"] as? String } == ["wait-2"])
+        let runs = try #require(status["runs"] as? [[String: Any]])
+        #expect(runs.count == 2)
+        let cancel = runs[1]
+        let runID = try #require(cancel["id"] as? String)
+        #expect(runID.hasPrefix("cancel_"))
+        #expect(cancel["command"] as? String == "cancel")
+        #expect(cancel["exit_status"] as? Int == 65)
+        #expect(cancel["counts"] as? [String: Int] == ["cancelled": 1, "not_waiting": 2])
+
+        let line = try Self.object(
+            try SettleProcess.run(["status", "--ledger", path, "--line", "wait-1", "--json"]).stdout)
+        #expect(line["status"] as? String == "cancelled")
+        let events = try #require(line["history"] as? [[String: Any]])
+        #expect(events.last?["event"] as? String == "cancelled")
+        #expect(events.last?["run"] as? String == runID)
+
+        // Cancelled once: a second cancel of it is refused; the last waiting one goes.
+        #expect(try SettleProcess.run(["cancel", "wait-1", "--ledger", path]).status == 65)
+        #expect(try SettleProcess.run(["cancel", "wait-2", "--ledger", path]).status == 0)
+        let after = try Self.object(try SettleProcess.run(["status", "--ledger", path, "--json"]).stdout)
+        #expect((after["waiting"] as? [Any])?.isEmpty == true)
+    }
+
+    @Test func noLedgerNotALedgerAndAMissingOneForCancel() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let missing = folder.appendingPathComponent("none.sqlite").path
+        let none = try SettleProcess.run(["status", "--ledger", missing])
+        #expect(none.status == 0)
+        #expect(none.stdout == "settle status: no ledger at \(missing) (nothing settled yet)\n")
+        let noneJSON = try Self.object(try SettleProcess.run(["status", "--ledger", missing, "--json"]).stdout)
+        #expect(noneJSON["ledger_exists"] as? Bool == false)
+        #expect((noneJSON["runs"] as? [Any])?.isEmpty == true)
+
+        let bogus = folder.appendingPathComponent("bogus.sqlite")
+        try Data("not a database at all".utf8).write(to: bogus)
+        let refused = try SettleProcess.run(["status", "--ledger", bogus.path])
+        #expect(refused.status == 66)
+        #expect(refused.stderr.contains("is not a settle ledger"))
+
+        let cancel = try SettleProcess.run(["cancel", "wait-1", "--ledger", missing])
+        #expect(cancel.status == 78)
+        #expect(cancel.stderr.contains("there is no ledger at \(missing)"))
+    }
+}
