@@ -37,6 +37,7 @@ test-deps:
 
 # The sandbox's own tests first, so the run ends with swift test's summary line.
 test: deps test-deps
+	swift format lint --strict -r Sources Tests
 	python3 -m unittest sandbox.test_stripe_sandbox
 	swift build --build-tests
 	swift test --skip-build

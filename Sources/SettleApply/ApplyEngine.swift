@@ -301,8 +301,7 @@ public final class ApplyEngine {
 
     /// Read-only look-ups of payout methods and charges, cached per id, rate-limited like
     /// every other call. Never throws: what could not be read is `unavailable`.
-    public func lookUpFacts(payoutMethods: [(recipient: String, method: String)], charges: [String]) -> LookedUpFacts
-    {
+    public func lookUpFacts(payoutMethods: [(recipient: String, method: String)], charges: [String]) -> LookedUpFacts {
         var result = LookedUpFacts()
         let scheduler = makeScheduler()
         stopSending = { [unowned scheduler] in scheduler.stopped = true }

@@ -16,7 +16,8 @@ extension InstructionOutcome {
         case .settled(let id):
             return LineResult(status: .settled, stripeID: id, reasonCode: "", reason: "")
         case .alreadySettled(let id):
-            return LineResult(status: .alreadySettled, stripeID: id, reasonCode: "", reason: "settled by an earlier run")
+            return LineResult(
+                status: .alreadySettled, stripeID: id, reasonCode: "", reason: "settled by an earlier run")
         case .failed(let code, let message):
             return LineResult(status: .failed, stripeID: "", reasonCode: code, reason: message)
         case .unknown(let message):

@@ -85,7 +85,8 @@ struct Applier {
         case .factsUnavailable:
             return CommandFailure(
                 .tryAgain,
-                "\(folder): the payout methods and charges it depends on \(error); nothing of it was sent, run again later")
+                "\(folder): the payout methods and charges it depends on \(error); nothing of it was sent, run again later"
+            )
         }
     }
 

@@ -196,7 +196,8 @@ final class FactsStep {
         let request = FactsRequest.needed(for: batch)
         log(
             .info, event: "facts_lookup",
-            "looking up \(request.payoutMethods.count) payout method(s) and \(request.charges.count) charge(s) before planning")
+            "looking up \(request.payoutMethods.count) payout method(s) and \(request.charges.count) charge(s) before planning"
+        )
         do {
             let (facts, raw) = try FactsLookup(configuration: configuration).facts(for: request)
             looked = raw

@@ -34,7 +34,8 @@ enum HeldInputs {
                 batch.set(
                     index, .rejected, .lineConflict,
                     "line_id \(id) waits in the ledger (since \(waiting.sinceRun)) with other money content: "
-                        + "\(waiting.payee) \(waiting.amountMinor) \(waiting.currency); settle cancel it first to replace it")
+                        + "\(waiting.payee) \(waiting.amountMinor) \(waiting.currency); settle cancel it first to replace it"
+                )
             }
         }
         // One file per original export and header, records in their original line order.
@@ -46,7 +47,8 @@ enum HeldInputs {
             groups[key, default: []].append(line)
         }
         guard !order.isEmpty else { return [] }
-        let directory = folder.map { ($0 as NSString).appendingPathComponent(OutputFolder.spoolFolder) }
+        let directory =
+            folder.map { ($0 as NSString).appendingPathComponent(OutputFolder.spoolFolder) }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("settle-held-\(getpid())").path
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var files: [File] = []
@@ -65,7 +67,9 @@ enum HeldInputs {
                 physical += line.record.reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
             }
             let path = (directory as NSString).appendingPathComponent("held-\(number + 1).csv")
-            guard FileManager.default.createFile(atPath: path, contents: Data(bytes), attributes: [.posixPermissions: 0o600])
+            guard
+                FileManager.default.createFile(
+                    atPath: path, contents: Data(bytes), attributes: [.posixPermissions: 0o600])
             else {
                 throw CommandFailure(.outputUnwritable, "cannot write \(path)")
             }

@@ -11,7 +11,9 @@ struct LedgerCommand {
         let path = options.ledger
         switch options.inputs.first {
         case "init":
-            guard options.inputs.count == 1 else { throw CommandFailure(.usage, "usage: settle ledger init [--ledger FILE]") }
+            guard options.inputs.count == 1 else {
+                throw CommandFailure(.usage, "usage: settle ledger init [--ledger FILE]")
+            }
             do {
                 try LedgerStore.create(path: path).close()
             } catch {
@@ -62,7 +64,8 @@ struct LedgerCommand {
                 log(
                     .info,
                     "rebuilt \(path) from Stripe: \(report.transfers) transfers, \(report.reversals) reversals, "
-                        + "\(report.payouts) payouts made by settle (\(report.added) new to the ledger) in \(report.requests) requests")
+                        + "\(report.payouts) payouts made by settle (\(report.added) new to the ledger) in \(report.requests) requests"
+                )
                 return .ok
             } catch {
                 throw Applier.failure(error, folder: path)

@@ -16,7 +16,9 @@ enum OutputFolder {
 
     /// The outcome files an apply rewrites; a re-apply keeps the earlier ones as
     /// `<name>.<attempt>` (results.csv is always the latest).
-    static let outcomeFiles = ["results.csv", "errors.csv", "deferred.csv", "summary.csv", "charges.csv", "report.html"]
+    static let outcomeFiles = [
+        "results.csv", "errors.csv", "deferred.csv", "summary.csv", "charges.csv", "report.html",
+    ]
 
     /// Whether a name is an earlier attempt's outcome file (`results.csv.2`).
     static func isKeptOutcome(_ name: String) -> Bool {
@@ -70,7 +72,8 @@ enum OutputFolder {
         throw CommandFailure(
             .outputUnwritable,
             "--out \(path) holds a run that was applied\(run): its files are that run's record. "
-                + "Plan into a new folder (for example \(path)-2); to retry what failed, re-apply it: settle apply \(path)")
+                + "Plan into a new folder (for example \(path)-2); to retry what failed, re-apply it: settle apply \(path)"
+        )
     }
 
     /// Takes the folder's lock for the rest of the process (a second call for the same

@@ -36,8 +36,10 @@ struct PlanFolder {
         var sealed: [(String, JSON)] = []
         if case .object(let outputs)? = manifest["outputs"] { sealed += outputs }
         if case .object(let spool)? = manifest["spool"] { sealed += spool }
-        for required in ["instructions.jsonl", "results.csv", LineIndex.name] where !sealed.contains(where: { $0.0 == required }) {
-            throw CommandFailure(.linesRejected, "\(folder)/manifest.json does not seal \(required); nothing was sent (plan again)")
+        for required in ["instructions.jsonl", "results.csv", LineIndex.name]
+        where !sealed.contains(where: { $0.0 == required }) {
+            throw CommandFailure(
+                .linesRejected, "\(folder)/manifest.json does not seal \(required); nothing was sent (plan again)")
         }
         for (name, entry) in sealed {
             guard let expected = entry["sha256"]?.string else { continue }
@@ -55,7 +57,8 @@ struct PlanFolder {
         let indexed = manifest["outputs"]?[LineIndex.name]?["rows"]?.int
         guard rows != nil, rows == indexed else {
             throw CommandFailure(
-                .linesRejected, "\(folder): results.csv and its line index disagree on the line count; nothing was sent")
+                .linesRejected, "\(folder): results.csv and its line index disagree on the line count; nothing was sent"
+            )
         }
         return folderValue
     }
@@ -78,7 +81,8 @@ struct PlanFolder {
             if let problem = instruction.inconsistency {
                 throw CommandFailure(
                     .linesRejected,
-                    "\(folder)/instructions.jsonl: instruction \(instruction.id) \(problem); nothing was sent (plan again)")
+                    "\(folder)/instructions.jsonl: instruction \(instruction.id) \(problem); nothing was sent (plan again)"
+                )
             }
         }
         return list
@@ -273,7 +277,9 @@ struct PlanFolder {
                     ("ledger_failure", report.ledgerFailure.map(JSON.string) ?? .null),
                 ]))
             if attempt > 1, let run = manifest["run_id"]?.string {
-                put("continues", .string("\(run) apply attempt \(attempt - 1) (its files: results.csv.\(attempt - 1), …)"))
+                put(
+                    "continues",
+                    .string("\(run) apply attempt \(attempt - 1) (its files: results.csv.\(attempt - 1), …)"))
             }
             put("exit_status", .int(Int64(exit.rawValue)))
             try PlanOutputs.writeManifest(.object(updated), folder: folder)

@@ -47,11 +47,14 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
                 : "there is no ledger at \(path): create one with `settle ledger init --ledger \(path)` (or recover a lost one with `settle ledger rebuild --since DATE`)"
         case .notALedger(let path, let message): return "\(path) is not a settle ledger: \(message)"
         case .damaged(let path, let message):
-            return "the ledger \(path) is damaged (\(message)): restore it from a backup or recover it with `settle ledger rebuild --since DATE`"
+            return
+                "the ledger \(path) is damaged (\(message)): restore it from a backup or recover it with `settle ledger rebuild --since DATE`"
         case .behindMark(let path, let message):
-            return "the ledger \(path) lost commits (\(message)): restore the latest backup or recover it with `settle ledger rebuild --since DATE`; nothing was sent"
+            return
+                "the ledger \(path) lost commits (\(message)): restore the latest backup or recover it with `settle ledger rebuild --since DATE`; nothing was sent"
         case .alreadyExists(let path):
-            return "\(path) already has a ledger (or its mark): settle ledger init never replaces one; use `settle ledger rebuild` to recover a lost ledger"
+            return
+                "\(path) already has a ledger (or its mark): settle ledger init never replaces one; use `settle ledger rebuild` to recover a lost ledger"
         }
     }
 }

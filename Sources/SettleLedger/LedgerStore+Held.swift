@@ -241,6 +241,7 @@ extension LedgerStore {
 
     /// Records a payout's status as the create call answered it (`processing`, `posted`).
     public func notePayoutStatus(instruction id: String, status: String) throws(LedgerError) {
-        try db.run("UPDATE instructions SET payout_status = ? WHERE id = ? AND kind = 'payout'", [.text(status), .text(id)])
+        try db.run(
+            "UPDATE instructions SET payout_status = ? WHERE id = ? AND kind = 'payout'", [.text(status), .text(id)])
     }
 }

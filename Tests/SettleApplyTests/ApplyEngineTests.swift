@@ -157,7 +157,8 @@ struct ApplyEngineTests {
                 Issue.record("\(error)")
                 return
             }
-            #expect(refused.sorted() == ["charge ch_failed: charge ch_failed failed", "charge ch_pending is still pending"])
+            #expect(
+                refused.sorted() == ["charge ch_failed: charge ch_failed failed", "charge ch_pending is still pending"])
         }
         #expect(try sandbox.effectCounts() == [:])
         // With only the succeeded charge, the plan goes.

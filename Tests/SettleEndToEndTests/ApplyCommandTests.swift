@@ -38,7 +38,9 @@ import Testing
             sandbox = try Sandbox(flags: flags)
             try sandbox.seed(ApplyCommandTests.fixtures)
             folder = SettleProcess.temporaryFolder()
-            let created = try SettleProcess.run(["ledger", "init", "--ledger", folder.appendingPathComponent("ledger.sqlite").path])
+            let created = try SettleProcess.run([
+                "ledger", "init", "--ledger", folder.appendingPathComponent("ledger.sqlite").path,
+            ])
             #expect(created.status == 0, "ledger init: \(created.stderr)")
         }
 

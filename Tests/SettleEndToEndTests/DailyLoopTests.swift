@@ -75,7 +75,9 @@ import Testing
         #expect(day2["D2"]?[8] == "failed")
         #expect(day2["D2"]?[11] == "payout_method_closed")
         let errors = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
-        #expect(errors.contains("D2,1001,payout,15.00,usd,ORDER1001,,,,,,,acct_drv,pm_ap_1,,payout_method_closed,"), "\(errors)")
+        #expect(
+            errors.contains("D2,1001,payout,15.00,usd,ORDER1001,,,,,,,acct_drv,pm_ap_1,,payout_method_closed,"),
+            "\(errors)")
         #expect(day2.count == 4)
 
         // Day 3: order 1001 is refunded in part; finance fixes the payout method and feeds
@@ -129,8 +131,10 @@ import Testing
         // Re-applying the same plan is allowed: the earlier outcome files are kept beside.
         let folder = setup.folder.appendingPathComponent("day")
         let reapplied = try SettleProcess.run(
-            ["apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
-             "--financial-account", "fa_e2e"],
+            [
+                "apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+                "--financial-account", "fa_e2e",
+            ],
             environment: ["STRIPE_API_KEY": testKey])
         #expect(reapplied.status == 0, "\(reapplied.stderr)")
         #expect(SettleProcess.read(folder.appendingPathComponent("results.csv.1")) == before)

@@ -134,7 +134,8 @@ import Testing
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
         let again = try setup.run([input], out: "again")
         #expect(again.status == 0, "\(again.stderr)")
-        #expect(setup.results("again").allSatisfy { $0[8] == "already_settled" }, "\(setup.results("again").map { $0[8] })")
+        #expect(
+            setup.results("again").allSatisfy { $0[8] == "already_settled" }, "\(setup.results("again").map { $0[8] })")
         #expect(try setup.sandbox.effects().count == made)
         try ApplyCommandTests.expectPaidExactlyOnce(
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
@@ -186,8 +187,10 @@ import Testing
         let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
         #expect(plan.status == 0, "\(plan.stderr)")
         let applied = try SettleProcess.run(
-            ["apply", setup.folder.appendingPathComponent("plan").path, "--ledger", setup.ledger,
-             "--api-base", setup.sandbox.base, "--financial-account", "fa_e2e"],
+            [
+                "apply", setup.folder.appendingPathComponent("plan").path, "--ledger", setup.ledger,
+                "--api-base", setup.sandbox.base, "--financial-account", "fa_e2e",
+            ],
             environment: ["STRIPE_API_KEY": testKey])
         #expect(applied.status == 65, "\(applied.stderr)")
         #expect(applied.stderr.contains("pm_ap_arch"))
@@ -198,8 +201,10 @@ import Testing
             environment: ["STRIPE_API_KEY": testKey])
         #expect(online.status == 65, "\(online.stderr)")
         let again = try SettleProcess.run(
-            ["apply", setup.folder.appendingPathComponent("online").path, "--ledger", setup.ledger,
-             "--api-base", setup.sandbox.base, "--financial-account", "fa_e2e"],
+            [
+                "apply", setup.folder.appendingPathComponent("online").path, "--ledger", setup.ledger,
+                "--api-base", setup.sandbox.base, "--financial-account", "fa_e2e",
+            ],
             environment: ["STRIPE_API_KEY": testKey])
         #expect(again.status == 65, "\(again.stderr)")
         #expect(try setup.sandbox.effects().count == 2)
@@ -223,8 +228,10 @@ import Testing
         // sha256 of the manifest in its seal.
         try Self.reseal(folder, file: "instructions.jsonl")
         let applied = try SettleProcess.run(
-            ["apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
-             "--financial-account", "fa_e2e"],
+            [
+                "apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+                "--financial-account", "fa_e2e",
+            ],
             environment: ["STRIPE_API_KEY": testKey])
         #expect(applied.status == 65, "\(applied.stderr)")
         #expect(applied.stderr.contains("does not match its content"))

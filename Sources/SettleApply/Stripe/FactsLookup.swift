@@ -85,7 +85,8 @@ final class FactsScheduler {
         for (recipient, method) in payoutMethods {
             scheduler.enqueue(
                 Call(
-                    request: api.request(method: "GET", path: StripeLookup.payoutMethodPath(method), context: recipient),
+                    request: api.request(
+                        method: "GET", path: StripeLookup.payoutMethodPath(method), context: recipient),
                     label: "payout method \(method)"
                 ) { outcome, ending in
                     noteKey(outcome)
@@ -96,8 +97,10 @@ final class FactsScheduler {
         }
         for charge in charges {
             scheduler.enqueue(
-                Call(request: api.request(method: "GET", path: StripeLookup.chargePath(charge)), label: "charge \(charge)")
-                { outcome, ending in
+                Call(
+                    request: api.request(method: "GET", path: StripeLookup.chargePath(charge)),
+                    label: "charge \(charge)"
+                ) { outcome, ending in
                     noteKey(outcome)
                     result.charges.append(StripeLookup.chargeFact(outcome, ending, charge: charge))
                     progress()

@@ -1,5 +1,5 @@
-public import SettleLedger
 import SettleHTTP
+public import SettleLedger
 
 /// Payouts followed to their end: each run first asks Stripe for every payout the ledger
 /// holds as `processing` (`GET /v2/money_management/outbound_payments/{id}`). `posted`:
@@ -67,7 +67,8 @@ public struct PayoutFollow {
         do throws(LedgerError) {
             for answer in answers {
                 report.checked += 1
-                try ledger.recordPayoutStatus(instruction: answer.instruction, status: answer.status, reason: answer.reason)
+                try ledger.recordPayoutStatus(
+                    instruction: answer.instruction, status: answer.status, reason: answer.reason)
                 switch answer.status {
                 case "posted":
                     report.posted += 1

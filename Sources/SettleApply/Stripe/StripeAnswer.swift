@@ -20,7 +20,11 @@ enum StripeAnswer {
             let body = StripeAnswer.jsonObject(response.body)
             switch response.status {
             case 200..<300:
-                if let body { self = .object(body) } else { self = .noAnswer("HTTP \(response.status) with a body that is not JSON") }
+                if let body {
+                    self = .object(body)
+                } else {
+                    self = .noAnswer("HTTP \(response.status) with a body that is not JSON")
+                }
             case 400..<600:
                 if let error = body?["error"], case .object = error,
                     error["type"]?.stringValue != nil || error["code"]?.stringValue != nil

@@ -21,7 +21,9 @@ public enum ReasonCode: UInt8, Sendable, CaseIterable {
 
     /// The code of a payout's `status_details` (Stripe's own; unknown ones by the status).
     public static func payout(status: String, detail: String) -> ReasonCode {
-        if let known = allCases.first(where: { $0.code == detail && $0.rawValue >= ReasonCode.payoutMethodDeclined.rawValue }) {
+        if let known = allCases.first(where: {
+            $0.code == detail && $0.rawValue >= ReasonCode.payoutMethodDeclined.rawValue
+        }) {
             return known
         }
         switch status {
