@@ -403,6 +403,7 @@ public final class ApplyEngine {
                         }
                     }
                 }
+                if !marked.isEmpty { CrashPoint.reach("in_flight_written") }
                 for dispatch in marked {
                     calls.append(self.sendCall(dispatch, params: params, progress: progress))
                 }
@@ -436,6 +437,7 @@ public final class ApplyEngine {
             request: request, label: "\(dispatch.id) \(dispatch.method) \(dispatch.path) a\(dispatch.attempt)"
         ) {
             [unowned self] outcome, ending in
+            CrashPoint.reach("answer_received")
             self.noteKeyRefused(outcome)
             self.outcomes[dispatch.id] = self.conclude(
                 dispatch, CreateVerdict(outcome, ending), outcome: outcome, label: "send")

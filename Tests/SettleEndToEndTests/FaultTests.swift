@@ -261,3 +261,27 @@ import Testing
             to: folder.appendingPathComponent(".settle/manifest.sha256"), atomically: true, encoding: .utf8)
     }
 }
+
+/// Kills at instrumented points of the exactly-once protocol, not only at times.
+@Suite struct CrashPointTests {
+    @Test(arguments: ["in_flight_written:1", "in_flight_written:2", "answer_received:1", "answer_received:5"])
+    func killedAtAPointOfTheProtocolThenRunAgainPaysEachLineOnce(point: String) throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 12, in: setup.folder)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "killed", extra: ["--concurrency", "2"]),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": point])
+        // SIGKILL: no exit status of settle's own.
+        #expect(![0, 65, 75].contains(killed.status), "not killed at \(point): \(killed.status)")
+        var out = "again"
+        var again = try setup.run([input], out: out)
+        if again.status == 75 {
+            out = "again2"
+            again = try setup.run([input], out: out)
+        }
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(setup.results(out).allSatisfy { ["settled", "already_settled"].contains($0[8]) })
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(12), payouts: 12 * 250)
+    }
+}

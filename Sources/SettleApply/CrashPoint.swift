@@ -1,0 +1,22 @@
+import Foundation
+
+/// Instrumented crash points for the exactly-once tests: with `SETTLE_CRASH_AT=<point>[:<n>]`
+/// in the environment, the process kills itself (SIGKILL, no clean-up) the n-th time
+/// (default 1st) it reaches that point. Points: `in_flight_written` (the ledger committed a
+/// batch in flight, its requests have not left), `answer_received` (Stripe's answer is in,
+/// the ledger has not recorded it). Without the variable this is one comparison.
+enum CrashPoint {
+    nonisolated(unsafe) private static var reached = 0
+    private static let armed: (point: String, count: Int)? = {
+        guard let value = ProcessInfo.processInfo.environment["SETTLE_CRASH_AT"], !value.isEmpty else { return nil }
+        let parts = value.split(separator: ":")
+        return (String(parts[0]), parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
+    }()
+
+    /// Called from the engine's one thread.
+    static func reach(_ point: String) {
+        guard let armed, armed.point == point else { return }
+        reached += 1
+        if reached == armed.count { kill(getpid(), SIGKILL) }
+    }
+}
