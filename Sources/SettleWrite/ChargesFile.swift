@@ -43,8 +43,12 @@ public struct ChargeRow: Sendable, Equatable {
         self.fee = fee
     }
 
-    /// gross − fee − transferred before − transferred − paid out + reversed.
-    public var retained: Int64 { gross - fee - transferredBefore - transferred - paidOut + reversed }
+    /// gross − fee − transferred before − transferred − paid out + reversed; 0 for a pending
+    /// or failed charge (no money of it is in yet).
+    public var retained: Int64 {
+        if status == ChargeStatus.failed.name || status == ChargeStatus.pending.name { return 0 }
+        return gross - fee - transferredBefore - transferred - paidOut + reversed
+    }
 
     /// How this run counts the charge, given the run the ledger says counted it.
     public func counting(runID: String) -> Counting {
