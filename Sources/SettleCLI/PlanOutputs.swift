@@ -347,7 +347,10 @@ enum RunID {
         // Pinned for reproducible folders (make golden, tests): `run_` and up to 64 of [A-Za-z0-9_-].
         if let pinned = ProcessInfo.processInfo.environment["SETTLE_RUN_ID"], pinned.hasPrefix("run_"),
             pinned.count <= 68,
-            pinned.utf8.allSatisfy({ $0 == 0x5F || $0 == 0x2D || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) })
+            pinned.utf8.allSatisfy({
+                $0 == 0x5F || $0 == 0x2D || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0)
+                    || (0x61...0x7A).contains($0)
+            })
         {
             return pinned
         }

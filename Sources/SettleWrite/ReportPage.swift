@@ -253,7 +253,9 @@ public enum ReportPage {
         row(planOnly ? "Reversals planned" : "Reversed", names.reversed, sums.reversed, lines: sums.reversals)
         row("Reversal lines netted into transfers", "reversals_netted", sums.netted, lines: sums.nettedReversals)
         heading("Retained")
-        row(planOnly ? "Platform retained, once applied" : "Platform retained", names.retained, sums.retained, strong: true)
+        row(
+            planOnly ? "Platform retained, once applied" : "Platform retained", names.retained, sums.retained,
+            strong: true)
         heading("Waiting")
         let deferred = sums.byStatus[.deferred] ?? (0, 0)
         row("Deferred (deferred.csv)", "status:deferred", deferred.amount, lines: deferred.lines)

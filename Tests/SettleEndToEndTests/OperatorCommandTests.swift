@@ -157,7 +157,8 @@ import Testing
         var compared = 0
         for row in summary.split(separator: "\n").dropFirst() {
             // run_id and as_of first: the per-currency columns follow.
-            let fields = Array(row.split(separator: ",", omittingEmptySubsequences: false).map(String.init).dropFirst(2))
+            let fields = Array(
+                row.split(separator: ",", omittingEmptySubsequences: false).map(String.init).dropFirst(2))
             guard fields[1].hasPrefix("status:"), !fields[0].isEmpty else { continue }
             let status = String(fields[1].dropFirst("status:".count))
             #expect(
@@ -225,7 +226,8 @@ import Testing
         var expected: [String: String] = [:]
         for row in SettleProcess.read(out.appendingPathComponent("summary.csv")).split(separator: "\n").dropFirst() {
             // run_id and as_of first: the per-currency columns follow.
-            let fields = Array(row.split(separator: ",", omittingEmptySubsequences: false).map(String.init).dropFirst(2))
+            let fields = Array(
+                row.split(separator: ",", omittingEmptySubsequences: false).map(String.init).dropFirst(2))
             guard !fields[0].isEmpty else { continue }
             expected["\(fields[0]),\(fields[1])"] = fields[4]
         }

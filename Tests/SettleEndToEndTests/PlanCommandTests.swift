@@ -11,9 +11,10 @@ import Testing
     @Test(arguments: ["orders-2026-11-29.csv.gz", "orders-2026-11-29.xml.gz"])
     func sampleMatchesTheCheckedInExpectedFolder(_ sample: String) throws {
         let out = SettleProcess.temporaryFolder()
-        let outcome = try SettleProcess.run([
-            "plan", "samples/" + sample, "--out", out.path, "--as-of", "2026-11-29", "-q",
-        ], environment: ["SETTLE_RUN_ID": "run_golden"])
+        let outcome = try SettleProcess.run(
+            [
+                "plan", "samples/" + sample, "--out", out.path, "--as-of", "2026-11-29", "-q",
+            ], environment: ["SETTLE_RUN_ID": "run_golden"])
         #expect(outcome.status == 65)
         let name = sample.replacingOccurrences(of: ".gz", with: "").replacingOccurrences(of: ".", with: "-")
         let expected = SettleProcess.root.appendingPathComponent("samples/expected/\(name)")
