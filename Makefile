@@ -47,9 +47,9 @@ golden: deps
 	swift build
 	@for sample in $(SAMPLES); do \
 	  name=$$(basename $$sample .gz | tr . -); \
-	  rm -rf /tmp/settle-golden && .build/debug/settle plan $$sample --out /tmp/settle-golden --as-of $(AS_OF) -q; \
+	  rm -rf /tmp/settle-golden && SETTLE_RUN_ID=run_golden .build/debug/settle plan $$sample --out /tmp/settle-golden --as-of $(AS_OF) -q; \
 	  mkdir -p samples/expected/$$name; \
-	  for f in results.csv errors.csv deferred.csv instructions.jsonl summary.csv; do cp /tmp/settle-golden/$$f samples/expected/$$name/; done; \
+	  for f in results.csv errors.csv deferred.csv instructions.jsonl summary.csv charges.csv; do cp /tmp/settle-golden/$$f samples/expected/$$name/; done; \
 	done
 
 # Outside CI: the rules' properties on many random batches, then the CSV reader and the

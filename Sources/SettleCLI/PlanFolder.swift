@@ -155,17 +155,13 @@ struct PlanFolder {
                 }
             }
         }
-        // Sums, conservation, files.
-        var sums = ControlSums()
+        // Sums, conservation, files (the charges counted by this run go into the ledger).
+        let (sums, charges, chargesFailure) = PlanFolder.outcomeSums(rows: rows, manifest: manifest, ledger: ledger)
         var counts: [LineStatus: Int] = [:]
         var corrections: [LineStatus: [CorrectionRow]] = [.rejected: [], .deferred: []]
         for (position, row) in rows.enumerated() where row.count == ResultsFile.header.count {
             guard let status = LineStatus(name: text(row[F.status.rawValue])) else { continue }
             counts[status, default: 0] += 1
-            sums.add(
-                kind: LineKind.allCases.first { $0.name == text(row[F.kind.rawValue]) },
-                currency: text(row[F.currency.rawValue]), amount: Int64(text(row[F.amountMinor.rawValue])) ?? 0,
-                status: status)
             let target: LineStatus? =
                 status == .rejected || status == .failed ? .rejected : status == .deferred ? .deferred : nil
             if let target {
@@ -178,13 +174,6 @@ struct PlanFolder {
                         source: text(row[F.source.rawValue]).trimmingFormulaGuard()))
             }
         }
-        if case .object(let currencies)? = manifest["control_sums"] {
-            for (code, value) in currencies {
-                sums.addCharges(
-                    currency: code, count: Int(value["charges"]?.int ?? 0),
-                    gross: value["charges_gross"]?.int ?? 0, fees: value["charges_fees"]?.int ?? 0)
-            }
-        }
         guard sums.conserved() else {
             throw CommandFailure(
                 .internalError, "conservation check failed after apply: amounts by status do not add up")
@@ -194,7 +183,7 @@ struct PlanFolder {
             fileRejected: manifest["inputs"]?.array?.contains(where: { $0["status"]?.string == "rejected" }) == true,
             applied: true)
         // The files say what the process exits with, on every path.
-        if report.ledgerFailure != nil { exit = exit.combined(with: .tryAgain) }
+        if report.ledgerFailure != nil || chargesFailure != nil { exit = exit.combined(with: .tryAgain) }
         if report.keyRefused != nil { exit = .configuration }
         let layout = CorrectionLayout(
             names: manifest["correction_columns"]?.array?.compactMap(\.string) ?? [],
@@ -248,6 +237,7 @@ struct PlanFolder {
                     path: path("deferred.csv"), layout: layout,
                     rows: corrections[.deferred]!, records: records))
             record("summary.csv", try sums.write(path: path("summary.csv")))
+            record("charges.csv", try ChargesFile.write(path: path("charges.csv"), runID: sums.runID, rows: charges))
             var updated: [(String, JSON)] = []
             if case .object(let pairs) = manifest { updated = pairs }
             func put(_ key: String, _ value: JSON) {

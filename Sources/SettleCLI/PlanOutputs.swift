@@ -1,6 +1,7 @@
 import Foundation
 import SettleApply
 import SettleCore
+import SettleLedger
 import SettleRead
 import SettleWrite
 
@@ -39,7 +40,8 @@ struct PlanOutputs {
         written.instructions = plan.instructions.count
         for line in batch.lines { written.counts[line.status, default: 0] += 1 }
         written.exit = PlanOutputs.exitCode(counts: written.counts, inputs: inputs)
-        let sums = ControlSums.of(plan)
+        let charges = try PlanOutputs.chargeRows(plan, runID: written.runID, ledger: ledger)
+        let sums = ControlSums.of(plan, charges: charges.rows, runID: written.runID)
         try PlanOutputs.checkConservation(plan, sums: sums)
         let layout = CorrectionLayout(files: batch.files)
         let records = SpoolRecords(folder: folder)
@@ -75,6 +77,7 @@ struct PlanOutputs {
                 progress.update(done: rowsWritten)
             }
             let summary = try sums.write(path: path("summary.csv"))
+            let chargesFile = try ChargesFile.write(path: path("charges.csv"), runID: written.runID, rows: charges.rows)
             // report.html: the same sums as summary.csv, for finance.
             let page = try ReportPage.write(
                 path: path("report.html"),
@@ -89,6 +92,7 @@ struct PlanOutputs {
             progress.update(done: rowsWritten)
             written.files.append(("instructions.jsonl", instructions.sha256, instructions.rows))
             written.files.append(("summary.csv", summary.sha256, summary.rows))
+            written.files.append(("charges.csv", chargesFile.sha256, chargesFile.rows))
             written.files.append((LineIndex.name, index.sha256, index.rows))
             written.files.append(("report.html", page.sha256, page.rows))
             // The spool is sealed too: apply copies failed lines' strings from it.
@@ -105,6 +109,13 @@ struct PlanOutputs {
                 pairs.append(("spool", .object(spool)))
                 pairs.append(("ledger", ledger.map(JSON.string) ?? .null))
                 pairs.append(("facts", PlanOutputs.factsJSON(facts)))
+                pairs.append(
+                    (
+                        "charges",
+                        ChargesFile.json(
+                            charges.rows,
+                            lineIDs: charges.lines.map { $0.map { batch.text(batch.lines[$0].lineID) } })
+                    ))
                 manifest = .object(pairs)
             }
             try PlanOutputs.writeManifest(manifest, folder: folder)
@@ -121,6 +132,37 @@ struct PlanOutputs {
     }
 
     func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
+
+    /// The charges the plan touched, with what the ledger says of each: the run that counted
+    /// it, what earlier runs transferred on it. The ledger is only read (nil: no ledger yet).
+    static func chargeRows(_ plan: SettlementPlan, runID: String, ledger: String?) throws(CommandFailure) -> (
+        rows: [ChargeRow], lines: [[Int]]
+    ) {
+        let store: LedgerStore?
+        do {
+            store = try ledger.flatMap { path throws(LedgerError) in try LedgerStore.openReadOnly(path: path) }
+        } catch {
+            throw LedgerHistory.failure(error, path: ledger ?? "")
+        }
+        var failure: LedgerError?
+        func read<T>(_ fallback: T, _ body: (LedgerStore) throws(LedgerError) -> T) -> T {
+            guard let store else { return fallback }
+            do {
+                return try body(store)
+            } catch {
+                if failure == nil { failure = error }
+                return fallback
+            }
+        }
+        let result = ChargesFile.rows(
+            of: plan, runID: runID,
+            firstRun: { charge in read(nil) { store throws(LedgerError) in try store.chargeFirstRun(charge) } },
+            transferredBefore: { charge, currency in
+                read(0) { store throws(LedgerError) in try store.transferredBefore(charge: charge, currency: currency) }
+            })
+        if let failure { throw CommandFailure(.tryAgain, "reading the ledger's charges failed: \(failure)") }
+        return result
+    }
 
     /// Writes manifest.json and, beside the spool, its SHA-256, so `apply` can tell that
     /// neither the manifest nor the instructions changed since they were written.
@@ -304,6 +346,16 @@ final class BackgroundJob<Value: Sendable, Failure: Error>: @unchecked Sendable 
 /// machines that share a ledger.
 enum RunID {
     static func make(now: Date = Date()) -> String {
+        // Pinned for reproducible folders (make golden, tests): `run_` and up to 64 of [A-Za-z0-9_-].
+        if let pinned = ProcessInfo.processInfo.environment["SETTLE_RUN_ID"], pinned.hasPrefix("run_"),
+            pinned.count <= 68,
+            pinned.utf8.allSatisfy({
+                $0 == 0x5F || $0 == 0x2D || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0)
+                    || (0x61...0x7A).contains($0)
+            })
+        {
+            return pinned
+        }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")

@@ -1,18 +1,31 @@
 public import SettleCore
 
-/// Control sums per currency (SPEC §4 summary.csv): lines and amounts by status, money moved,
-/// charges' gross and fees, and what the platform keeps.
+/// Control sums per currency (SPEC §4 summary.csv): lines and amounts by status; the
+/// objects this run created at Stripe (planned ones in a plan-only run), at their amounts
+/// as sent; the charges' gross and fees, each charge counted once; what the platform keeps.
 public struct ControlSums: Sendable {
     public struct PerCurrency: Sendable {
         public var lines = 0
         public var amount: Int64 = 0
         public var byStatus: [LineStatus: (lines: Int, amount: Int64)] = [:]
+        /// Stripe objects (one per API call) and their amounts as sent: a transfer with
+        /// reversals netted into it counts once, at its net amount.
+        public var transfers = 0
         public var transferred: Int64 = 0
+        public var payouts = 0
         public var paidOut: Int64 = 0
+        public var reversals = 0
         public var reversed: Int64 = 0
+        /// Reversal lines netted into a transfer of this run (never counted as reversed).
+        public var nettedReversals = 0
+        public var netted: Int64 = 0
+        /// Charges counted in this run (first allocation), their gross and fees.
+        public var charges = 0
         public var chargesGross: Int64 = 0
         public var chargesFees: Int64 = 0
-        public var charges = 0
+        /// Charges an earlier run counted, pending, failed, or touched but not allocated from:
+        /// shown on their own rows at their gross, never in `chargesGross`.
+        public var chargesBy: [ChargeRow.Counting: (count: Int, gross: Int64)] = [:]
 
         /// gross − fees − transferred − paid out + reversed.
         public var retained: Int64 { chargesGross - chargesFees - transferred - paidOut + reversed }
@@ -21,14 +34,19 @@ public struct ControlSums: Sendable {
     public var currencies: [String: PerCurrency] = [:]
     /// Lines whose amount or currency did not parse (counted, no amount).
     public var linesWithoutAmount: [LineStatus: Int] = [:]
+    /// The run these sums are of, and its as-of date (`YYYY-MM-DD`).
+    public var runID = ""
+    public var asOf = ""
+    /// A plan not applied: the moves are planned, not made.
+    public var planOnly = false
 
-    public init() {}
-
-    /// Money that moved or is about to: planned, settled, already settled.
-    static func moves(_ status: LineStatus) -> Bool {
-        status == .planned || status == .settled || status == .alreadySettled
+    public init(runID: String = "", asOf: String = "", planOnly: Bool = false) {
+        self.runID = runID
+        self.asOf = asOf
+        self.planOnly = planOnly
     }
 
+    /// One line, by status.
     public mutating func add(kind: LineKind?, currency: String, amount: Int64, status: LineStatus) {
         guard amount > 0, !currency.isEmpty else {
             linesWithoutAmount[status, default: 0] += 1
@@ -39,45 +57,111 @@ public struct ControlSums: Sendable {
         sums.amount += amount
         let previous = sums.byStatus[status] ?? (0, 0)
         sums.byStatus[status] = (previous.lines + 1, previous.amount + amount)
-        if ControlSums.moves(status), let kind {
-            switch kind {
-            case .transfer: sums.transferred += amount
-            case .payout: sums.paidOut += amount
-            case .reversal: sums.reversed += amount
-            }
+        currencies[currency] = sums
+    }
+
+    /// One Stripe object this run created (or, in a plan, would create), at its amount as sent.
+    public mutating func addObject(kind: LineKind, currency: String, amount: Int64) {
+        var sums = currencies[currency] ?? PerCurrency()
+        switch kind {
+        case .transfer:
+            sums.transfers += 1
+            sums.transferred += amount
+        case .payout:
+            sums.payouts += 1
+            sums.paidOut += amount
+        case .reversal:
+            sums.reversals += 1
+            sums.reversed += amount
         }
         currencies[currency] = sums
     }
 
-    public mutating func addCharge(currency: String, gross: Int64, fee: Int64) {
+    /// A reversal line netted into a transfer of this run (or cancelled with it: `netted`).
+    public mutating func addNetted(currency: String, amount: Int64) {
         var sums = currencies[currency] ?? PerCurrency()
-        sums.charges += 1
-        sums.chargesGross += gross
-        sums.chargesFees += max(0, fee)
+        sums.nettedReversals += 1
+        sums.netted += amount
         currencies[currency] = sums
     }
 
-    /// Charges as a plan's manifest recorded them (apply recomputes the rest from results.csv).
-    public mutating func addCharges(currency: String, count: Int, gross: Int64, fees: Int64) {
-        var sums = currencies[currency] ?? PerCurrency()
-        sums.charges += count
-        sums.chargesGross += gross
-        sums.chargesFees += fees
-        currencies[currency] = sums
+    /// A charge the run touched, counted as ``ChargeRow/counting(runID:)`` says.
+    public mutating func addCharge(_ row: ChargeRow) {
+        var sums = currencies[row.currency] ?? PerCurrency()
+        let counting = row.counting(runID: runID)
+        if counting == .thisRun {
+            sums.charges += 1
+            sums.chargesGross += row.gross
+            sums.chargesFees += max(0, row.fee)
+        } else {
+            let previous = sums.chargesBy[counting] ?? (0, 0)
+            sums.chargesBy[counting] = (previous.count + 1, previous.gross + row.gross)
+        }
+        currencies[row.currency] = sums
     }
 
-    /// Sums over a plan's lines and the charges it saw.
-    public static func of(_ plan: SettlementPlan) -> ControlSums {
-        var sums = ControlSums()
-        for line in plan.batch.lines {
+    /// The moves of lines grouped by instruction: per instruction, a transfer when it holds
+    /// a transfer line (its reversal lines netted, subtracted), else the kind of its lines.
+    public struct Objects {
+        var members: [String: (currency: String, transfer: Int64, reversal: Int64, payout: Int64)] = [:]
+
+        public init() {}
+
+        public mutating func add(instruction: String, kind: LineKind, currency: String, amount: Int64) {
+            var entry = members[instruction] ?? (currency, 0, 0, 0)
+            switch kind {
+            case .transfer: entry.transfer += amount
+            case .reversal: entry.reversal += amount
+            case .payout: entry.payout += amount
+            }
+            members[instruction] = entry
+        }
+
+        /// Whether the instruction is a transfer (a reversal line in it is netted).
+        public func isTransfer(_ instruction: String) -> Bool { (members[instruction]?.transfer ?? 0) > 0 }
+
+        func add(to sums: inout ControlSums) {
+            for entry in members.values {
+                if entry.transfer > 0 {
+                    sums.addObject(kind: .transfer, currency: entry.currency, amount: entry.transfer - entry.reversal)
+                } else if entry.reversal > 0 {
+                    sums.addObject(kind: .reversal, currency: entry.currency, amount: entry.reversal)
+                } else if entry.payout > 0 {
+                    sums.addObject(kind: .payout, currency: entry.currency, amount: entry.payout)
+                }
+            }
+        }
+    }
+
+    public mutating func add(_ objects: Objects) { objects.add(to: &self) }
+
+    /// Sums over a plan's lines, its instructions (planned, not sent) and the charges it touched.
+    public static func of(_ plan: SettlementPlan, charges: [ChargeRow], runID: String) -> ControlSums {
+        var sums = ControlSums(runID: runID, asOf: CivilDate.format(plan.options.asOf), planOnly: true)
+        let batch = plan.batch
+        for index in batch.lines.indices {
+            let line = batch.lines[index]
+            let parsed = line.amount > 0 && line.reason != .kindInvalid
             sums.add(
                 kind: line.reason == .kindInvalid ? nil : line.kind,
                 currency: line.amount > 0 ? line.currency.code : "",
                 amount: line.amount, status: line.status)
+            guard parsed, line.kind == .reversal else { continue }
+            let owner = plan.instructionOfLine[index]
+            if line.status == .netted || (owner >= 0 && plan.instructions[Int(owner)].kind == .transfer) {
+                sums.addNetted(currency: line.currency.code, amount: line.amount)
+            }
         }
-        for charge in plan.charges {
-            sums.addCharge(currency: charge.currency.code, gross: charge.amount, fee: charge.fee)
+        for instruction in plan.instructions {
+            let kind: LineKind
+            switch instruction.kind {
+            case .transfer: kind = .transfer
+            case .reversal: kind = .reversal
+            case .payout: kind = .payout
+            }
+            sums.addObject(kind: kind, currency: instruction.currency.code, amount: instruction.amount)
         }
+        for row in charges { sums.addCharge(row) }
         return sums
     }
 
@@ -89,15 +173,55 @@ public struct ControlSums: Sendable {
         }
     }
 
+    /// The measures of one currency, in summary.csv's order: (measure, lines or count, amount).
+    public func rows(_ sums: PerCurrency) -> [(measure: String, lines: Int?, amount: Int64)] {
+        var rows: [(String, Int?, Int64)] = [("input", sums.lines, sums.amount)]
+        for status in LineStatus.allCases {
+            if let entry = sums.byStatus[status] { rows.append(("status:" + status.name, entry.lines, entry.amount)) }
+        }
+        let names = ControlSums.moveNames(planOnly: planOnly)
+        rows += [
+            (names.transferred, sums.transfers, sums.transferred),
+            (names.paidOut, sums.payouts, sums.paidOut),
+            (names.reversed, sums.reversals, sums.reversed),
+            ("reversals_netted", sums.nettedReversals, sums.netted),
+            ("charges_gross", sums.charges, sums.chargesGross),
+            ("charges_fees", nil, sums.chargesFees),
+        ]
+        for counting in [ChargeRow.Counting.earlier, .unallocated, .pending, .failed] {
+            let entry = sums.chargesBy[counting] ?? (0, 0)
+            rows.append(("charges_" + counting.rawValue, entry.count, entry.gross))
+        }
+        rows.append((names.retained, nil, sums.retained))
+        return rows
+    }
+
+    /// The names of the moved measures: made by an apply, planned in a plan-only run.
+    public static func moveNames(planOnly: Bool) -> (
+        transferred: String, paidOut: String, reversed: String, retained: String
+    ) {
+        planOnly
+            ? ("planned_transfers", "planned_payouts", "planned_reversals", "platform_retained_planned")
+            : ("transferred", "paid_out", "reversed", "platform_retained")
+    }
+
+    public static let header = ["run_id", "as_of", "currency", "measure", "lines", "amount", "amount_minor"]
+
     /// summary.csv: one row per currency and measure.
     public func write(path: String) throws(WriteFailure) -> (sha256: String, rows: Int) {
         let file = try OutputFile(path: path)
-        file.withBuffer { CSVField.header(["currency", "measure", "lines", "amount", "amount_minor"], to: &$0) }
+        file.withBuffer { CSVField.header(ControlSums.header, to: &$0) }
+        var prefix: [UInt8] = []
+        CSVField.append(runID, to: &prefix, guardFormula: true)
+        prefix.append(0x2C)
+        prefix.append(contentsOf: asOf.utf8)
+        prefix.append(0x2C)
         for code in currencies.keys.sorted() {
             let sums = currencies[code]!
             let currency = Currency(code)!
-            func row(_ measure: String, _ lines: Int?, _ amount: Int64) {
+            for (measure, lines, amount) in rows(sums) {
                 file.withBuffer { out in
+                    out.append(contentsOf: prefix)
                     out.append(contentsOf: code.utf8)
                     out.append(0x2C)
                     out.append(contentsOf: measure.utf8)
@@ -111,20 +235,13 @@ public struct ControlSums: Sendable {
                 }
                 file.endRow()
             }
-            row("input", sums.lines, sums.amount)
-            for status in LineStatus.allCases {
-                if let entry = sums.byStatus[status] { row("status:" + status.name, entry.lines, entry.amount) }
-            }
-            row("transferred", nil, sums.transferred)
-            row("paid_out", nil, sums.paidOut)
-            row("reversed", nil, sums.reversed)
-            row("charges_gross", sums.charges, sums.chargesGross)
-            row("charges_fees", nil, sums.chargesFees)
-            row("platform_retained", nil, sums.retained)
         }
         for status in LineStatus.allCases {
             if let count = linesWithoutAmount[status] {
-                file.withBuffer { $0.append(contentsOf: ",status:\(status.name),\(count),,\n".utf8) }
+                file.withBuffer { out in
+                    out.append(contentsOf: prefix)
+                    out.append(contentsOf: ",status:\(status.name),\(count),,\n".utf8)
+                }
                 file.endRow()
             }
         }
@@ -150,12 +267,11 @@ public struct ControlSums: Sendable {
                                 }
                             })
                     ))
-                pairs += [
-                    ("transferred", .int(sums.transferred)), ("paid_out", .int(sums.paidOut)),
-                    ("reversed", .int(sums.reversed)), ("charges", .int(Int64(sums.charges))),
-                    ("charges_gross", .int(sums.chargesGross)), ("charges_fees", .int(sums.chargesFees)),
-                    ("platform_retained", .int(sums.retained)),
-                ]
+                for (measure, lines, amount) in rows(sums) where !measure.hasPrefix("status:") && measure != "input" {
+                    var entry: [(String, JSON)] = [("amount_minor", .int(amount))]
+                    if let lines { entry.insert(("count", .int(Int64(lines))), at: 0) }
+                    pairs.append((measure, .object(entry)))
+                }
                 return (code, .object(pairs))
             })
     }

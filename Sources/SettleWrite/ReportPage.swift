@@ -238,12 +238,24 @@ public enum ReportPage {
         heading("Money in")
         row("Charges, gross", "charges_gross", sums.chargesGross, lines: sums.charges)
         row("Stripe fees", "charges_fees", sums.chargesFees)
+        let labels: [(ChargeRow.Counting, String)] = [
+            (.earlier, "Charges counted by an earlier run"), (.unallocated, "Charges not allocated from yet"),
+            (.pending, "Charges pending"), (.failed, "Charges failed"),
+        ]
+        for (counting, label) in labels {
+            let entry = sums.chargesBy[counting] ?? (0, 0)
+            row(label, "charges_" + counting.rawValue, entry.gross, lines: entry.count)
+        }
+        let names = ControlSums.moveNames(planOnly: planOnly)
         heading(planOnly ? "To move (planned, not sent yet)" : "Moved")
-        row(planOnly ? "Transfers planned" : "Transferred", "transferred", sums.transferred)
-        row(planOnly ? "Payouts planned" : "Paid out", "paid_out", sums.paidOut)
-        row(planOnly ? "Reversals planned" : "Reversed", "reversed", sums.reversed)
+        row(planOnly ? "Transfers planned" : "Transferred", names.transferred, sums.transferred, lines: sums.transfers)
+        row(planOnly ? "Payouts planned" : "Paid out", names.paidOut, sums.paidOut, lines: sums.payouts)
+        row(planOnly ? "Reversals planned" : "Reversed", names.reversed, sums.reversed, lines: sums.reversals)
+        row("Reversal lines netted into transfers", "reversals_netted", sums.netted, lines: sums.nettedReversals)
         heading("Retained")
-        row("Platform retained", "platform_retained", sums.retained, strong: true)
+        row(
+            planOnly ? "Platform retained, once applied" : "Platform retained", names.retained, sums.retained,
+            strong: true)
         heading("Waiting")
         let deferred = sums.byStatus[.deferred] ?? (0, 0)
         row("Deferred (deferred.csv)", "status:deferred", deferred.amount, lines: deferred.lines)

@@ -156,7 +156,9 @@ import Testing
         let summary = SettleProcess.read(folder.appendingPathComponent("out/summary.csv"))
         var compared = 0
         for row in summary.split(separator: "\n").dropFirst() {
-            let fields = row.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            // run_id and as_of first: the per-currency columns follow.
+            let fields = Array(
+                row.split(separator: ",", omittingEmptySubsequences: false).map(String.init).dropFirst(2))
             guard fields[1].hasPrefix("status:"), !fields[0].isEmpty else { continue }
             let status = String(fields[1].dropFirst("status:".count))
             #expect(
@@ -223,7 +225,9 @@ import Testing
         }
         var expected: [String: String] = [:]
         for row in SettleProcess.read(out.appendingPathComponent("summary.csv")).split(separator: "\n").dropFirst() {
-            let fields = row.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            // run_id and as_of first: the per-currency columns follow.
+            let fields = Array(
+                row.split(separator: ",", omittingEmptySubsequences: false).map(String.init).dropFirst(2))
             guard !fields[0].isEmpty else { continue }
             expected["\(fields[0]),\(fields[1])"] = fields[4]
         }

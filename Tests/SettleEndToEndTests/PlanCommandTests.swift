@@ -4,14 +4,17 @@ import Testing
 /// `settle plan` and `settle validate` end to end: the real binary on real files.
 @Suite struct PlanCommandTests {
     static let sample = "samples/orders-2026-11-29.csv.gz"
-    static let goldenFiles = ["results.csv", "errors.csv", "deferred.csv", "instructions.jsonl", "summary.csv"]
+    static let goldenFiles = [
+        "results.csv", "errors.csv", "deferred.csv", "instructions.jsonl", "summary.csv", "charges.csv",
+    ]
 
     @Test(arguments: ["orders-2026-11-29.csv.gz", "orders-2026-11-29.xml.gz"])
     func sampleMatchesTheCheckedInExpectedFolder(_ sample: String) throws {
         let out = SettleProcess.temporaryFolder()
-        let outcome = try SettleProcess.run([
-            "plan", "samples/" + sample, "--out", out.path, "--as-of", "2026-11-29", "-q",
-        ])
+        let outcome = try SettleProcess.run(
+            [
+                "plan", "samples/" + sample, "--out", out.path, "--as-of", "2026-11-29", "-q",
+            ], environment: ["SETTLE_RUN_ID": "run_golden"])
         #expect(outcome.status == 65)
         let name = sample.replacingOccurrences(of: ".gz", with: "").replacingOccurrences(of: ".", with: "-")
         let expected = SettleProcess.root.appendingPathComponent("samples/expected/\(name)")
@@ -37,11 +40,12 @@ import Testing
         let outcome = try SettleProcess.run(["plan", input.path, "--out", out.path, "--as-of", "2026-11-29"])
         #expect(outcome.status == 0)
         let summary = SettleProcess.read(out.appendingPathComponent("summary.csv"))
-        #expect(summary.contains("usd,charges_gross,1,100.00,10000\n"))
-        #expect(summary.contains("usd,charges_fees,,3.20,320\n"))
-        #expect(summary.contains("usd,transferred,,70.00,7000\n"))
-        #expect(summary.contains("usd,paid_out,,20.00,2000\n"))
-        #expect(summary.contains("usd,platform_retained,,6.80,680\n"))
+        #expect(summary.contains(",2026-11-29,usd,charges_gross,1,100.00,10000\n"))
+        #expect(summary.contains(",2026-11-29,usd,charges_fees,,3.20,320\n"))
+        #expect(summary.contains(",2026-11-29,usd,planned_transfers,1,70.00,7000\n"))
+        #expect(summary.contains(",2026-11-29,usd,planned_payouts,1,20.00,2000\n"))
+        #expect(summary.contains(",2026-11-29,usd,platform_retained_planned,,6.80,680\n"))
+        #expect(!summary.contains(",transferred,"))
         #expect(outcome.stderr.contains("results.csv"))
     }
 

@@ -134,10 +134,16 @@ public struct Planner {
         applyChargeRules(batch, charges: &charges)
         // Unnamed charges stay out of the summary: no later run could tell it saw them already.
         plan.charges = charges.facts.compactMap { facts in
-            guard case .named = facts.key, facts.amount >= 0 else { return nil }
+            guard case .named(let charge) = facts.key, facts.amount >= 0 else { return nil }
+            var status = facts.status
+            if status != .succeeded, status != .failed, !facts.paymentMethodType.isNone,
+                batch.isBankDebit(facts.paymentMethodType)
+            {
+                status = .pending
+            }
             return ChargeTotal(
                 currency: facts.currency ?? facts.lineCurrency ?? .usd, amount: facts.amount,
-                fee: max(0, facts.fee))
+                fee: max(0, facts.fee), charge: batch.text(charge), status: status)
         }
         let (order, starts) = groupIndex(batch)
         var transfers = Formed()

@@ -31,4 +31,16 @@ public struct ChargeTotal: Sendable {
     public var currency: Currency
     public var amount: Int64
     public var fee: Int64
+    /// The charge id (`ch_…`/`py_…`).
+    public var charge: String = ""
+    /// As the rules read it: `pending` also for a bank debit that has not succeeded.
+    public var status: ChargeStatus = .unknown
+
+    public init(currency: Currency, amount: Int64, fee: Int64, charge: String = "", status: ChargeStatus = .unknown) {
+        self.currency = currency
+        self.amount = amount
+        self.fee = fee
+        self.charge = charge
+        self.status = status
+    }
 }

@@ -1,0 +1,67 @@
+import Foundation
+
+/// The `charges` table: each charge counted once (its gross and fee in summary.csv), in the
+/// run that first allocated from it.
+extension LedgerStore {
+    /// Whether the ledger has the `charges` table (a version 1 ledger read without migrating
+    /// has none: nothing was counted in it).
+    private func hasChargesTable() throws(LedgerError) -> Bool {
+        var exists = false
+        try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'charges'") { _ in exists = true }
+        return exists
+    }
+
+    /// The run that counted the charge, or nil when no run has.
+    public func chargeFirstRun(_ charge: String) throws(LedgerError) -> String? {
+        guard try hasChargesTable() else { return nil }
+        var run: String?
+        try db.query("SELECT first_run FROM charges WHERE charge = ?", [.text(charge)]) { row in run = row.text(0) }
+        return run
+    }
+
+    /// Records the charges a run counted; a charge already recorded keeps its first run.
+    public func recordCharges(
+        _ rows: [(charge: String, currency: String, run: String, gross: Int64, fee: Int64, status: String)]
+    ) throws(LedgerError) {
+        guard !rows.isEmpty else { return }
+        try db.transaction { () throws(LedgerError) in
+            for row in rows {
+                _ = try db.run(
+                    """
+                    INSERT INTO charges(charge, currency, first_run, gross_minor, fee_minor, status)
+                    VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(charge) DO NOTHING
+                    """,
+                    [
+                        .text(row.charge), .text(row.currency), .text(row.run), .integer(row.gross),
+                        .integer(row.fee), .text(row.status),
+                    ])
+            }
+        }
+    }
+
+    /// What earlier runs moved on a charge, as Stripe holds it: its settled transfers less
+    /// settle's settled reversals of them, in minor units of `currency`.
+    public func transferredBefore(charge: String, currency: String) throws(LedgerError) -> Int64 {
+        var net: Int64 = 0
+        try db.query(
+            """
+            SELECT COALESCE(SUM(t.amount_minor), 0)
+                 - COALESCE(SUM((SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
+                                 WHERE r.kind = 'reversal' AND r.status = 'settled'
+                                   AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals')), 0)
+            FROM instructions t
+            WHERE t.kind = 'transfer' AND t.status = 'settled' AND t.charge = ? AND t.currency = ?
+            """, [.text(charge), .text(currency)]
+        ) { row in net = row.integer(0) }
+        return net
+    }
+
+    /// The charge of a transfer settle made (for a reversal of it), or nil.
+    public func chargeOfTransfer(stripeID: String) throws(LedgerError) -> String? {
+        var charge: String?
+        try db.query(
+            "SELECT charge FROM instructions WHERE kind = 'transfer' AND stripe_id = ? LIMIT 1", [.text(stripeID)]
+        ) { row in charge = row.text(0) }
+        return charge.flatMap { $0.isEmpty ? nil : $0 }
+    }
+}
