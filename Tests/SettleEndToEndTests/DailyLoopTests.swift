@@ -110,6 +110,44 @@ import Testing
             .compactMap { $0["idempotency_key"] as? String }
         #expect(payoutKeys.count == 2)
         #expect(payoutKeys.contains { $0.hasSuffix("-a2") })
+        // The books join up: the "moved" rows of the three summaries add up to what the
+        // sandbox holds, and each charge's retained is gross − fee − net transfers − payouts.
+        func csv(_ path: String) -> [[String: String]] {
+            let lines = SettleProcess.read(setup.folder.appendingPathComponent(path)).split(separator: "\n").map {
+                $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            }
+            guard let header = lines.first else { return [] }
+            return lines.dropFirst().map { Dictionary(uniqueKeysWithValues: zip(header, $0)) }
+        }
+        func moved(_ measure: String) -> Int {
+            ["day1", "day2", "day3"].reduce(0) { total, day in
+                total
+                    + csv("\(day)/summary.csv").filter { $0["measure"] == measure && $0["currency"] == "usd" }
+                    .reduce(0) { $0 + (Int($1["amount_minor"] ?? "") ?? 0) }
+            }
+        }
+        #expect(moved("transferred") == total("transfer"))
+        #expect(moved("paid_out") == total("outbound_payment"))
+        #expect(moved("reversed") == total("reversal"))
+        for day in ["day1", "day2", "day3"] {
+            for row in csv("\(day)/charges.csv") {
+                func amount(_ column: String) -> Int {
+                    Int((row[column] ?? "").replacingOccurrences(of: ".", with: "")) ?? 0
+                }
+                guard row["status"] == "succeeded" else { continue }
+                #expect(
+                    amount("retained")
+                        == amount("gross") - amount("fee") - amount("transferred_before") - amount("transferred")
+                        - amount("paid_out") + amount("reversed"), "\(day) \(row)")
+            }
+        }
+        let card1 = csv("day1/charges.csv").first { $0["charge"] == "ch_card1" }
+        #expect(card1?["gross"] == "100.00", "\(String(describing: card1))")
+        // The export gives no charge_fee and a succeeded card charge is not looked up: no fee.
+        #expect(card1?["fee"] == "0.00")
+        #expect(card1?["transferred"] == "60.00")
+        #expect(card1?["paid_out"] == "15.00")
+        #expect(card1?["retained"] == "25.00")
         // Nothing waits any more.
         let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
         #expect(status.status == 0, "\(status.stdout)")
