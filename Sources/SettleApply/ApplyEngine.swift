@@ -491,22 +491,44 @@ public final class ApplyEngine {
         -> Bool
     {
         let ledgerOutcome: LedgerOutcome
+        let event: (ApplyLogLevel, String, String)
+        var code = ""
         switch result {
         case .settled(let id), .alreadySettled(let id):
             ledgerOutcome = .settled(stripeID: id)
-            log(.debug, "\(dispatch.id) settled: \(id) \(requestIDText(outcome))")
-        case .failed(let code, let message), .rejected(let code, let message):
-            ledgerOutcome = .failed(code: code, message: message)
-            log(.warning, "\(dispatch.id) failed: \(code): \(message) \(requestIDText(outcome))")
+            event = (.debug, "instruction_settled", "\(dispatch.id) settled: \(id) \(requestIDText(outcome))")
+        case .failed(let failure, let message), .rejected(let failure, let message):
+            ledgerOutcome = .failed(code: failure, message: message)
+            code = failure
+            event = (
+                .warning, "instruction_failed",
+                "\(dispatch.id) failed: \(failure): \(message) \(requestIDText(outcome))"
+            )
         case .unknown(let message):
             ledgerOutcome = .unknown(message: message)
-            log(.warning, "\(dispatch.id) unknown: \(message)")
+            event = (.warning, "instruction_unknown", "\(dispatch.id) unknown: \(message)")
         case .notSent(let reason):
             // Released: no object can exist. The next send uses a new attempt number.
             ledgerOutcome = .failed(code: LedgerOutcome.notSentCode, message: reason)
-            log(.info, "\(dispatch.id) \(reason)")
+            event = (.info, "instruction_not_sent", "\(dispatch.id) \(reason)")
         }
+        var fields: [(key: String, value: ApplyEvent.Value)] = [
+            ("instruction", .string(dispatch.id)), ("kind", .string(dispatch.kind)),
+            ("lines", .int(Int64(dispatch.lines.count))), ("amount_minor", .int(dispatch.amountMinor)),
+            ("currency", .string(dispatch.currency)), ("attempt", .int(Int64(dispatch.attempt))),
+            ("outcome", .string(label)),
+        ]
+        if case .response(let response)? = outcome {
+            fields.append(("http_status", .int(Int64(response.status))))
+            if let id = response.header("request-id") { fields.append(("request_id", .string(id))) }
+        }
+        if !code.isEmpty { fields.append(("stripe_code", .string(code))) }
+        emit(ApplyEvent(level: event.0, name: event.1, message: event.2, fields: fields))
         let call = outcome.map { ledgerCall(dispatch, outcome: $0, label: label) }
+        if CrashPoint.fails("ledger_record") {
+            fail(.sqlite(code: 10, message: "injected ledger I/O error (SETTLE_CRASH_AT=ledger_record)"))
+            return false
+        }
         do {
             try ledger.recordOutcome(instruction: dispatch.id, ledgerOutcome, requestID: call?.requestID, call: call)
             return true
@@ -578,6 +600,18 @@ public final class ApplyEngine {
         } catch {
             throw .ledger(error)
         }
+    }
+
+    /// A structured event: to ``ApplyConfiguration/events`` when set, else as a log line.
+    private func emit(_ event: ApplyEvent) {
+        let key = configuration.apiKey
+        guard let events = configuration.events else {
+            log(event.level, event.message)
+            return
+        }
+        var event = event
+        if key.occurs(in: event.message) { event.message = "[message withheld: it contained the API key]" }
+        events(event)
     }
 
     /// Logs through the configuration, with the key scrubbed should anything echo it.

@@ -30,6 +30,9 @@ public struct ApplyConfiguration: Sendable {
     public var settleVersion: String
     /// Where log lines go. Messages never hold the key or any header value.
     public var logger: @Sendable (ApplyLogLevel, String) -> Void
+    /// Where structured events go (one per outcome, with its own fields); when nil, their
+    /// message goes to ``logger``.
+    public var events: (@Sendable (ApplyEvent) -> Void)? = nil
     /// Called as instructions finish.
     public var progress: @Sendable (ApplyProgress) -> Void
     /// The wall clock (idempotency windows); tests move it.
@@ -72,6 +75,22 @@ extension ApplyConfiguration {
         while base.hasSuffix("/") { base.removeLast() }
         try StripeAPI.checkBase(base)
     }
+}
+
+/// One thing that happened while applying, with its own fields (for `--log-format json`).
+public struct ApplyEvent: Sendable {
+    public enum Value: Sendable, Equatable {
+        case string(String)
+        case int(Int64)
+    }
+
+    public var level: ApplyLogLevel
+    /// `instruction_settled`, `instruction_failed`, `instruction_unknown`, `instruction_not_sent`, …
+    public var name: String
+    public var message: String
+    /// `instruction`, `kind`, `lines`, `amount_minor`, `currency`, `http_status`, `stripe_code`,
+    /// `request_id`, `attempt`, `duration_ms`, in that order when known.
+    public var fields: [(key: String, value: Value)]
 }
 
 /// How much a log line matters.

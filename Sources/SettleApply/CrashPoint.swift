@@ -4,7 +4,9 @@ import Foundation
 /// in the environment, the process kills itself (SIGKILL, no clean-up) the n-th time
 /// (default 1st) it reaches that point. Points: `in_flight_written` (the ledger committed a
 /// batch in flight, its requests have not left), `answer_received` (Stripe's answer is in,
-/// the ledger has not recorded it). Without the variable this is one comparison.
+/// the ledger has not recorded it), and `ledger_record`, which does not kill but makes that
+/// ledger write fail (an injected I/O error), for the path where the ledger breaks mid-apply.
+/// Without the variable this is one comparison.
 enum CrashPoint {
     nonisolated(unsafe) private static var reached = 0
     private static let armed: (point: String, count: Int)? = {
@@ -18,5 +20,12 @@ enum CrashPoint {
         guard let armed, armed.point == point else { return }
         reached += 1
         if reached == armed.count { kill(getpid(), SIGKILL) }
+    }
+
+    /// Whether the armed fault fires here now (from the n-th time on).
+    static func fails(_ point: String) -> Bool {
+        guard let armed, armed.point == point else { return false }
+        reached += 1
+        return reached >= armed.count
     }
 }

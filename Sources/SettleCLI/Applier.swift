@@ -48,7 +48,7 @@ struct Applier {
     /// How the engine talks to Stripe, from the options.
     func configuration(key: APIKey) throws(CommandFailure) -> ApplyConfiguration {
         let log = self.log
-        let configuration = ApplyConfiguration(
+        var configuration = ApplyConfiguration(
             apiBase: options.apiBase, apiKey: key,
             stripeVersion: options.stripeVersion ?? ApplyConfiguration.pinnedStripeVersion,
             rate: Double(options.rate ?? (key.isLive ? 90 : 20)), concurrency: options.concurrency,
@@ -59,6 +59,16 @@ struct Applier {
                 log(mapped, message)
             },
             progress: ApplyProgressPrinter(mode: options.progressMode, log: log).callAsFunction)
+        configuration.events = { event in
+            log(
+                Log.Level(event.level), event: event.name, event.message,
+                fields: event.fields.map { field in
+                    switch field.value {
+                    case .string(let text): Log.Field(field.key, text)
+                    case .int(let number): Log.Field(field.key, .int(number))
+                    }
+                })
+        }
         do {
             try ApplyConfiguration.checkAPIBase(options.apiBase)
         } catch {

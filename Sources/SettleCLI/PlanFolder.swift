@@ -238,6 +238,26 @@ struct PlanFolder {
                     rows: corrections[.deferred]!, records: records))
             record("summary.csv", try sums.write(path: path("summary.csv")))
             record("charges.csv", try ChargesFile.write(path: path("charges.csv"), runID: sums.runID, rows: charges))
+            // report.html from the same sums, with this apply's outcome.
+            var reasons = ReportPage.ReasonGroups()
+            for row in rows where row.count == ResultsFile.header.count {
+                guard let status = LineStatus(name: text(row[F.status.rawValue])),
+                    status == .rejected || status == .failed
+                else { continue }
+                func cell(_ field: F) -> String { text(row[field.rawValue]).trimmingFormulaGuard() }
+                reasons.add(
+                    status: status, code: cell(.reasonCode), currency: cell(.currency),
+                    amountMinor: Int64(cell(.amountMinor)) ?? 0, lineID: cell(.lineID), source: cell(.source),
+                    reason: cell(.reason))
+            }
+            record(
+                "report.html",
+                try ReportPage.write(
+                    path: path("report.html"), facts: PlanReport.facts(manifest: manifest, mode: mode, exit: exit),
+                    sums: sums, counts: counts, reasons: reasons))
+            options.record.recordLines(counts: counts, sums: sums)
+            options.record.recordRequests(
+                requests: report.requests, retries: report.retries, rateLimited: report.rateLimited)
             var updated: [(String, JSON)] = []
             if case .object(let pairs) = manifest { updated = pairs }
             func put(_ key: String, _ value: JSON) {

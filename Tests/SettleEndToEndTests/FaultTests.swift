@@ -285,3 +285,53 @@ import Testing
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(12), payouts: 12 * 250)
     }
 }
+
+/// A ledger that fails in the middle of apply: the run stops sending, the files and the
+/// exit status agree (75), and the next run pays nothing twice. Before the fix the files
+/// said `planned` and the manifest 65 while the process exited 75.
+@Suite struct LedgerFailureTests {
+    @Test func aLedgerErrorMidApplyLeavesFilesAndExitInAgreement() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 10, in: setup.folder)
+        let broken = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "broken", extra: ["--concurrency", "1"]),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "ledger_record:4"])
+        #expect(broken.status == 75, "\(broken.stderr)")
+        #expect(FaultTests.manifestExit(setup, "broken") == 75)
+        let rows = setup.results("broken")
+        #expect(rows.count == 20)
+        // The answers the ledger could not record are unknown, never settled or failed.
+        #expect(rows.contains { $0[8] == "unknown" })
+        #expect(!rows.contains { $0[8] == "failed" || $0[8] == "rejected" })
+        let again = try setup.run([input], out: "again")
+        #expect(again.status == 0, "\(again.stderr)")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(10), payouts: 10 * 250)
+    }
+}
+
+/// Apply's events carry their own fields in JSON logs.
+@Suite struct ApplyEventTests {
+    @Test func everyOutcomeIsAnEventWithItsFields() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 2, in: setup.folder)
+        let outcome = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "out", extra: ["--log-format", "json", "-v"]),
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let events = outcome.stderr.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        let settled = events.filter { $0["event"] as? String == "instruction_settled" }
+        #expect(settled.count == 4)
+        for event in settled {
+            #expect((event["instruction"] as? String)?.hasPrefix("ins_") == true)
+            #expect(event["http_status"] as? Int == 200)
+            #expect((event["request_id"] as? String)?.hasPrefix("req_") == true)
+            #expect((event["amount_minor"] as? Int ?? 0) > 0)
+            #expect(event["currency"] as? String == "usd")
+            #expect(event["attempt"] as? Int == 1)
+            #expect(["transfer", "payout"].contains(event["kind"] as? String ?? ""))
+        }
+    }
+}
