@@ -49,7 +49,7 @@ let package = Package(
         .target(name: "SettleHTTP", dependencies: ["CCurl"], swiftSettings: strict),
         // Executing a plan against Stripe exactly once.
         .target(name: "SettleApply",
-                dependencies: ["SettleCore", "SettleLedger", "SettleHTTP", "SettleWrite"],
+                dependencies: ["SettleCore", "SettleLedger", "SettleHTTP"],
                 swiftSettings: strict),
         // Commands, options, config, exit codes.
         .target(name: "SettleCLI",

@@ -2,11 +2,13 @@
 # Apply throughput: settle run on N transfer instructions against the local sandbox with
 # 300 ms latency per request and a sandbox rate limit of 100 requests/s, with --rate 100.
 # Prints requests/s and how many 429s the sandbox sent. A benchmark, not a test: CI never runs it.
-#   bash benchmarks/apply.sh [N=5000] [CONCURRENCY=40]
+#   bash benchmarks/apply.sh [N=5000] [CONCURRENCY=40] [FAIL_429=0]
+# FAIL_429: the share of requests the sandbox answers with a random global-rate 429.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-5000}
 CONCURRENCY=${2:-40}
+FAIL_429=${3:-0}
 work=$(mktemp -d)
 trap 'kill $sandbox 2>/dev/null || true; rm -rf "$work"' EXIT
 swift build -c release >/dev/null
@@ -19,10 +21,11 @@ for i in range(1, n + 1):
 PY
 echo '{"auto_charges": true}' > "$work/fixtures.json"
 python3 sandbox/stripe_sandbox.py --port 0 --port-file "$work/port" --fixtures "$work/fixtures.json" \
-  --latency-ms 300 --rate-limit 100 --quiet &
+  --latency-ms 300 --rate-limit 100 --fail-429 "$FAIL_429" --quiet &
 sandbox=$!
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 port=$(cat "$work/port")
+.build/release/settle ledger init --ledger "$work/ledger.sqlite" -q
 start=$(date +%s.%N)
 STRIPE_API_KEY=sk_test_benchmark .build/release/settle run "$work/orders.csv" --out "$work/out" \
   --ledger "$work/ledger.sqlite" --api-base "http://127.0.0.1:$port" --as-of 2026-11-29 \
