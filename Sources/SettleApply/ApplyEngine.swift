@@ -57,14 +57,7 @@ public final class ApplyEngine {
         self.configuration = configuration
         self.ledger = ledger
         api = try StripeAPI(configuration: configuration)
-        do {
-            client = try HTTPClient(
-                configuration: .init(
-                    version: configuration.settleVersion, connectTimeout: configuration.connectTimeout,
-                    totalTimeout: configuration.totalTimeout, maxInFlight: configuration.concurrency))
-        } catch {
-            throw .transport("\(error)")
-        }
+        client = try HTTPClient.forStripe(configuration)
         limiter = RateLimiter(rate: configuration.rate)
     }
 
@@ -291,52 +284,13 @@ public final class ApplyEngine {
             }
         }
         guard !methods.isEmpty || !charges.isEmpty else { return }
-        let facts = lookUpFacts(payoutMethods: methods, charges: charges)
-        if let keyRefused { throw .keyRefused(keyRefused) }
+        let lookup = FactsScheduler(configuration: configuration)
+        defer { counters.add(lookup.counters) }
+        let facts = try lookup.run(payoutMethods: methods, charges: charges)
         let unavailable = facts.unavailable
         if !unavailable.isEmpty { throw .factsUnavailable(unavailable) }
         let refused = facts.refused
         if !refused.isEmpty { throw .factsRefused(refused) }
-    }
-
-    /// Read-only look-ups of payout methods and charges, cached per id, rate-limited like
-    /// every other call. Never throws: what could not be read is `unavailable`.
-    public func lookUpFacts(payoutMethods: [(recipient: String, method: String)], charges: [String]) -> LookedUpFacts {
-        var result = LookedUpFacts()
-        let scheduler = makeScheduler()
-        stopSending = { [unowned scheduler] in scheduler.stopped = true }
-        defer { stopSending = nil }
-        var done = 0
-        let total = payoutMethods.count + charges.count
-        let progress: () -> Void = { [configuration] in
-            done += 1
-            configuration.progress(ApplyProgress(phase: "look-up", done: done, total: total))
-        }
-        for (recipient, method) in payoutMethods {
-            let request = api.request(
-                method: "GET", path: StripeLookup.payoutMethodPath(method), context: recipient)
-            scheduler.enqueue(
-                Call(request: request, label: "payout method \(method)") { [unowned self] outcome, ending in
-                    self.noteKeyRefused(outcome)
-                    result.payoutMethods.append(
-                        StripeLookup.payoutMethodFact(outcome, ending, recipient: recipient, method: method))
-                    progress()
-                })
-        }
-        for charge in charges {
-            let request = api.request(method: "GET", path: StripeLookup.chargePath(charge))
-            scheduler.enqueue(
-                Call(request: request, label: "charge \(charge)") { [unowned self] outcome, ending in
-                    self.noteKeyRefused(outcome)
-                    result.charges.append(StripeLookup.chargeFact(outcome, ending, charge: charge))
-                    progress()
-                })
-        }
-        log(.info, "looking up \(payoutMethods.count) payout method(s) and \(charges.count) charge(s)")
-        client.run(source: scheduler)
-        scheduler.finishStopped()
-        finish(scheduler)
-        return result
     }
 
     // MARK: - 4. Send
@@ -569,20 +523,13 @@ public final class ApplyEngine {
     // MARK: - Helpers
 
     private func makeScheduler() -> CallScheduler {
-        CallScheduler(limiter: limiter, maxTries: configuration.maxTries, retryBase: configuration.retryBase) {
-            [unowned self] level, message in self.log(level, message)
-        }
+        CallScheduler(configuration: configuration, limiter: limiter)
     }
 
     /// Carries the limiter (lowered by 429s) and the counters from one phase to the next.
     private func finish(_ scheduler: CallScheduler) {
         limiter = scheduler.rateLimiter
-        counters.requests += scheduler.counters.requests
-        counters.retries += scheduler.counters.retries
-        counters.rateLimited += scheduler.counters.rateLimited
-        counters.serverErrors += scheduler.counters.serverErrors
-        counters.transportErrors += scheduler.counters.transportErrors
-        counters.notStripe += scheduler.counters.notStripe
+        counters.add(scheduler.counters)
     }
 
     /// A ledger failure stops every phase: nothing more is marked in flight or sent.

@@ -40,6 +40,15 @@ struct CallCounters {
     var transportErrors = 0
     /// Answers that were not Stripe's (redirects, HTML, unreadable bodies).
     var notStripe = 0
+
+    mutating func add(_ other: CallCounters) {
+        requests += other.requests
+        retries += other.retries
+        rateLimited += other.rateLimited
+        serverErrors += other.serverErrors
+        transportErrors += other.transportErrors
+        notStripe += other.notStripe
+    }
 }
 
 /// Feeds calls to the HTTP client at the limiter's pace, retries passing failures with
@@ -173,6 +182,30 @@ final class CallScheduler: RequestSource {
                 return RetryDecision(reason: "HTTP \(error.status), Stripe-Should-Retry", mayHaveReached: true)
             }
             return nil
+        }
+    }
+}
+
+extension CallScheduler {
+    /// A scheduler at the configured rate, tries and backoff, logging through the configuration.
+    convenience init(configuration: ApplyConfiguration, limiter: RateLimiter? = nil) {
+        self.init(
+            limiter: limiter ?? RateLimiter(rate: configuration.rate), maxTries: configuration.maxTries,
+            retryBase: configuration.retryBase
+        ) { level, message in configuration.logger(level, message) }
+    }
+}
+
+extension HTTPClient {
+    /// The client every phase uses: the configured time-outs and concurrency.
+    static func forStripe(_ configuration: ApplyConfiguration) throws(ApplyError) -> HTTPClient {
+        do {
+            return try HTTPClient(
+                configuration: .init(
+                    version: configuration.settleVersion, connectTimeout: configuration.connectTimeout,
+                    totalTimeout: configuration.totalTimeout, maxInFlight: configuration.concurrency))
+        } catch {
+            throw .transport("\(error)")
         }
     }
 }

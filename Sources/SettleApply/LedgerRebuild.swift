@@ -22,12 +22,7 @@ public struct LedgerRebuild {
     /// - Parameter since: Unix seconds; objects created before are not listed.
     public func run(ledger: LedgerStore, since: Int64) throws(ApplyError) -> Report {
         let api = try StripeAPI(configuration: configuration)
-        let client: HTTPClient
-        do {
-            client = try HTTPClient(configuration: .init(version: configuration.settleVersion))
-        } catch {
-            throw .transport("\(error)")
-        }
+        let client = try HTTPClient.forStripe(configuration)
         var report = Report()
         var objects: [LedgerStore.RestoredObject] = []
         func get(_ path: String) throws(ApplyError) -> JSONValue {

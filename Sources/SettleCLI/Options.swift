@@ -109,11 +109,11 @@ struct Options {
         switch name {
         case "out": out = value
         case "ledger": ledger = value
-        case "as-of":
+        case "as-of", "since":
             guard let day = CivilDate.parse(value) else {
                 throw CommandFailure(code, "\(source): '\(value)' is not a date YYYY-MM-DD")
             }
-            asOf = day
+            if name == "as-of" { asOf = day } else { since = day }
         case "platform-country":
             guard value.count == 2, value.allSatisfy({ $0.isLetter && $0.isASCII }) else {
                 throw CommandFailure(code, "\(source): '\(value)' is not a 2-letter country code")
@@ -152,11 +152,6 @@ struct Options {
             logFormat = value
         case "metrics-file": metricsFile = value
         case "line": lineID = value
-        case "since":
-            guard let day = CivilDate.parse(value) else {
-                throw CommandFailure(code, "\(source): '\(value)' is not a date YYYY-MM-DD")
-            }
-            since = day
         case "format":
             guard let format = InputFormat(rawValue: value) else {
                 throw CommandFailure(code, "\(source): '\(value)' is not csv or xml")

@@ -49,25 +49,16 @@ public struct FactsLookup {
 /// The look-ups on their own client and scheduler.
 final class FactsScheduler {
     let configuration: ApplyConfiguration
+    /// The calls the look-ups made (every try), for the run's report.
+    private(set) var counters = CallCounters()
     init(configuration: ApplyConfiguration) { self.configuration = configuration }
 
     func run(payoutMethods: [(recipient: String, method: String)], charges: [String]) throws(ApplyError)
         -> LookedUpFacts
     {
         let api = try StripeAPI(configuration: configuration)
-        let client: HTTPClient
-        do {
-            client = try HTTPClient(
-                configuration: .init(
-                    version: configuration.settleVersion, connectTimeout: configuration.connectTimeout,
-                    totalTimeout: configuration.totalTimeout, maxInFlight: configuration.concurrency))
-        } catch {
-            throw .transport("\(error)")
-        }
-        let scheduler = CallScheduler(
-            limiter: RateLimiter(rate: configuration.rate), maxTries: configuration.maxTries,
-            retryBase: configuration.retryBase
-        ) { [configuration] level, message in configuration.logger(level, message) }
+        let client = try HTTPClient.forStripe(configuration)
+        let scheduler = CallScheduler(configuration: configuration)
         var result = LookedUpFacts()
         var refusedKey: String?
         func noteKey(_ outcome: HTTPOutcome?) {
@@ -108,6 +99,7 @@ final class FactsScheduler {
         }
         client.run(source: scheduler)
         scheduler.finishStopped()
+        counters = scheduler.counters
         if let refusedKey { throw .keyRefused(refusedKey) }
         result.payoutMethods.sort { ($0.recipient, $0.method) < ($1.recipient, $1.method) }
         result.charges.sort { $0.charge < $1.charge }

@@ -29,17 +29,8 @@ public struct PayoutFollow {
         var report = Report()
         guard !payouts.isEmpty else { return report }
         let api = try StripeAPI(configuration: configuration)
-        let client: HTTPClient
-        do {
-            client = try HTTPClient(
-                configuration: .init(version: configuration.settleVersion, maxInFlight: configuration.concurrency))
-        } catch {
-            throw .transport("\(error)")
-        }
-        let scheduler = CallScheduler(
-            limiter: RateLimiter(rate: configuration.rate), maxTries: configuration.maxTries,
-            retryBase: configuration.retryBase
-        ) { [configuration] level, message in configuration.logger(level, message) }
+        let client = try HTTPClient.forStripe(configuration)
+        let scheduler = CallScheduler(configuration: configuration)
         var answers: [(instruction: String, status: String, reason: String?)] = []
         var refusedKey: String?
         for payout in payouts {
