@@ -123,7 +123,7 @@ final class CallScheduler: RequestSource {
         call.onRetry?(outcome)
         let delay = Backoff.delay(retry: call.tries, base: retryBase, cap: .seconds(30))
         call.notBefore = .now + delay
-        log(.info, "\(call.label): \(retry.reason), retry \(call.tries) of \(maxTries - 1) with the same key")
+        log(.debug, "\(call.label): \(retry.reason), retry \(call.tries) of \(maxTries - 1) with the same key")
         pending.append(call)
     }
 

@@ -124,7 +124,9 @@ struct PlanOutputs {
             throw CommandFailure(.outputUnwritable, "cannot write \(error.path): \(error.message)")
         }
         options.record.recordLines(counts: written.counts, sums: sums)
-        let estimate = ApplyEstimate(plan: plan)
+        var estimate = ApplyEstimate(plan: plan)
+        // A plan made online carries Stripe's facts: its apply looks nothing up again.
+        if facts != nil { estimate.lookups = 0 }
         log(
             .info, event: "apply_estimate", estimate.text(rate: options.rate),
             fields: [Log.Field("instructions", estimate.instructions), Log.Field("requests", estimate.requests)])

@@ -96,7 +96,8 @@ final class Progress: @unchecked Sendable {
         condition.lock()
         let current = state?.name
         condition.unlock()
-        if current != name { phase(name, total: progress.total, unit: "instructions") }
+        let unit = progress.phase == "look-up" || progress.phase == "preflight" ? "look-ups" : "instructions"
+        if current != name { phase(name, total: progress.total, unit: unit) }
         update(done: progress.done)
         if progress.done >= progress.total { finish() }
     }
@@ -104,7 +105,7 @@ final class Progress: @unchecked Sendable {
     static func applyPhaseName(_ phase: String) -> String {
         switch phase {
         case "resolve": "resolving earlier runs"
-        case "preflight": "looking up"
+        case "preflight", "look-up": "looking up"
         case "send": "sending"
         default: phase
         }
