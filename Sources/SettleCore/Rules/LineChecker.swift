@@ -85,24 +85,65 @@ public final class LineChecker: RecordSink {
 
     // MARK: - The per-line rules
 
-    private func check(_ record: RecordView, layout: FileLayout, into line: inout OrderLine) -> RecordDefect? {
-        // One local copy of the column map: no retain per field access.
-        let columnIndex = layout.indexOfColumn
-        @inline(__always) func field(_ column: Column) -> UnsafeRawBufferPointer {
+    /// A record's fields by column; one local copy of the column map, so no retain per access.
+    private struct Fields {
+        let record: RecordView
+        let columnIndex: [Int]
+
+        @inline(__always) subscript(_ column: Column) -> UnsafeRawBufferPointer {
             record.value(columnIndex[column.rawValue])
         }
-        // Identity first, so that even a bad line shows its id and group in results.csv.
-        var encodingProblem: String? = nil
-        for (index, value) in record.fields.enumerated() where !UTF8Check.isValid(value) {
-            encodingProblem =
-                "column \(index < layout.names.count ? layout.names[index] : String(index + 1)) is not valid UTF-8"
-            break
+    }
+
+    /// The rules of SPEC §3 in order; the first that fails is the line's defect. Identity is
+    /// read before any rule, so that even a bad line shows its id and group in results.csv.
+    /// Each step below reads some columns into `line` or checks them; a new rule goes in the
+    /// step for its columns, or in a new step in this list.
+    private func check(_ record: RecordView, layout: FileLayout, into line: inout OrderLine) -> RecordDefect? {
+        let fields = Fields(record: record, columnIndex: layout.indexOfColumn)
+        let encodingProblem = firstEncodingProblem(record, layout: layout)
+        let kind = readIdentity(fields, into: &line)
+
+        if let defect = record.defect { return defect }
+        if let encodingProblem { return RecordDefect(code: .encodingInvalid, message: encodingProblem) }
+        if let defect = checkLengths(fields) { return defect }
+        if let defect = checkRequired(fields) { return defect }
+        guard let kind else {
+            return RecordDefect(
+                code: .kindInvalid,
+                message: "kind '\(text(fields[.kind]))' is not transfer, payout or reversal")
         }
-        line.lineID = intern(field(.lineID))
-        line.orderID = intern(field(.orderID))
-        let kindField = field(.kind)
-        let payoutMethod = field(.payoutMethod)
-        var kind: LineKind? = nil
+        if let defect = readAmount(fields, into: &line) { return defect }
+        if let defect = checkParties(fields, kind: kind) { return defect }
+        if let defect = checkIDPrefixes(fields) { return defect }
+        if let defect = readCountryAndDate(fields, into: &line) { return defect }
+        if let defect = readCharge(fields, into: &line) { return defect }
+        if let defect = readExtras(record, layout: layout, description: fields[.description], into: &line) {
+            return defect
+        }
+        if let defect = checkPayout(kind: kind, line) { return defect }
+        if let defect = checkCrossBorder(kind: kind, line) { return defect }
+        return nil
+    }
+
+    /// The first column that is not valid UTF-8, named; reported after the record's own defect.
+    @inline(__always)
+    private func firstEncodingProblem(_ record: RecordView, layout: FileLayout) -> String? {
+        for (index, value) in record.fields.enumerated() where !UTF8Check.isValid(value) {
+            return "column \(index < layout.names.count ? layout.names[index] : String(index + 1)) is not valid UTF-8"
+        }
+        return nil
+    }
+
+    /// Ids, kind, group and payee into `line`; returns the kind, nil when `kind` is not one.
+    /// An empty `kind` is a payout when the line has a payout method, else a transfer.
+    @inline(__always)
+    private func readIdentity(_ fields: Fields, into line: inout OrderLine) -> LineKind? {
+        line.lineID = intern(fields[.lineID])
+        line.orderID = intern(fields[.orderID])
+        let kindField = fields[.kind]
+        let payoutMethod = fields[.payoutMethod]
+        let kind: LineKind?
         if kindField.isEmpty {
             kind = payoutMethod.isEmpty ? .transfer : .payout
         } else {
@@ -110,72 +151,88 @@ public final class LineChecker: RecordSink {
         }
         line.kind = kind ?? .transfer
         line.group = groupKey(
-            transferGroup: field(.transferGroup), paymentIntent: field(.paymentIntent),
-            orderID: field(.orderID))
-        line.payee = intern(line.kind == .payout ? field(.recipient) : field(.destination))
+            transferGroup: fields[.transferGroup], paymentIntent: fields[.paymentIntent],
+            orderID: fields[.orderID])
+        line.payee = intern(line.kind == .payout ? fields[.recipient] : fields[.destination])
         line.payoutMethod = intern(payoutMethod)
-        line.charge = intern(field(.sourceTransaction))
-        line.transfer = intern(field(.transfer))
-        line.paymentMethodType = intern(field(.paymentMethodType))
-        line.paymentIntent = intern(field(.paymentIntent))
+        line.charge = intern(fields[.sourceTransaction])
+        line.transfer = intern(fields[.transfer])
+        line.paymentMethodType = intern(fields[.paymentMethodType])
+        line.paymentIntent = intern(fields[.paymentIntent])
+        return kind
+    }
 
-        if let defect = record.defect { return defect }
-        if let encodingProblem { return RecordDefect(code: .encodingInvalid, message: encodingProblem) }
-
-        // Lengths.
+    @inline(__always)
+    private func checkLengths(_ fields: Fields) -> RecordDefect? {
         for column in LineChecker.lengthChecked {
-            let value = field(column)
+            let value = fields[column]
             if value.count > LineChecker.maxIDBytes {
                 return RecordDefect(
                     code: .fieldTooLong,
                     message: "\(column.csvName) is \(value.count) bytes; at most \(LineChecker.maxIDBytes)")
             }
         }
-        if field(.description).count > LineChecker.maxDescriptionBytes {
+        if fields[.description].count > LineChecker.maxDescriptionBytes {
             return RecordDefect(
                 code: .fieldTooLong,
                 message: "description is longer than \(LineChecker.maxDescriptionBytes) bytes")
         }
-        // Required fields.
-        for column in Column.required where field(column).isEmpty {
+        return nil
+    }
+
+    @inline(__always)
+    private func checkRequired(_ fields: Fields) -> RecordDefect? {
+        for column in Column.required where fields[column].isEmpty {
             return RecordDefect(code: .fieldMissing, message: "\(column.csvName) is empty")
         }
-        guard let kind else {
-            return RecordDefect(
-                code: .kindInvalid,
-                message: "kind '\(text(kindField))' is not transfer, payout or reversal")
-        }
-        guard let currency = Currency(code: field(.currency)) else {
+        return nil
+    }
+
+    /// Currency and amount into `line`.
+    @inline(__always)
+    private func readAmount(_ fields: Fields, into line: inout OrderLine) -> RecordDefect? {
+        guard let currency = Currency(code: fields[.currency]) else {
             return RecordDefect(
                 code: .currencyUnsupported,
-                message: "currency '\(text(field(.currency)))' is not one Stripe supports")
+                message: "currency '\(text(fields[.currency]))' is not one Stripe supports")
         }
         line.currency = currency
-        switch MinorUnits.parse(field(.amount), currency: currency) {
+        switch MinorUnits.parse(fields[.amount], currency: currency) {
         case .success(let minor): line.amount = minor
         case .failure(let problem):
-            return RecordDefect(code: .amountInvalid, message: amountMessage(problem, field(.amount), currency))
+            return RecordDefect(code: .amountInvalid, message: amountMessage(problem, fields[.amount], currency))
         }
+        return nil
+    }
+
+    /// Who is paid: the columns each kind needs.
+    @inline(__always)
+    private func checkParties(_ fields: Fields, kind: LineKind) -> RecordDefect? {
         switch kind {
         case .transfer:
-            if field(.destination).isEmpty {
+            if fields[.destination].isEmpty {
                 return RecordDefect(code: .fieldMissing, message: "a transfer needs a destination")
             }
         case .payout:
-            if field(.recipient).isEmpty {
+            if fields[.recipient].isEmpty {
                 return RecordDefect(code: .fieldMissing, message: "a payout needs a recipient")
             }
-            if payoutMethod.isEmpty {
+            if fields[.payoutMethod].isEmpty {
                 return RecordDefect(code: .payoutMethodMissing, message: "a payout line needs a payout_method")
             }
         case .reversal:
-            if field(.destination).isEmpty, field(.transfer).isEmpty {
+            if fields[.destination].isEmpty, fields[.transfer].isEmpty {
                 return RecordDefect(code: .fieldMissing, message: "a reversal needs a destination or a transfer")
             }
         }
-        // Ids carry their prefixes.
+        return nil
+    }
+
+    /// Ids carry their prefixes.
+    @inline(__always)
+    private func checkIDPrefixes(_ fields: Fields) -> RecordDefect? {
         func prefixProblem(_ column: Column, _ first: StaticString, _ second: StaticString? = nil) -> RecordDefect? {
-            let value = field(column)
+            let value = fields[column]
             if value.isEmpty || IDFormat.matches(value, prefix: first)
                 || second.map({ IDFormat.matches(value, prefix: $0) }) == true
             {
@@ -185,13 +242,15 @@ public final class LineChecker: RecordSink {
             return RecordDefect(
                 code: .idInvalid, message: "\(column.csvName) '\(text(value))' is not a \(expected)… id")
         }
-        if let problem = prefixProblem(.destination, "acct_") ?? prefixProblem(.recipient, "acct_")
+        return prefixProblem(.destination, "acct_") ?? prefixProblem(.recipient, "acct_")
             ?? prefixProblem(.sourceTransaction, "ch_", "py_") ?? prefixProblem(.paymentIntent, "pi_")
             ?? prefixProblem(.transfer, "tr_")
-        {
-            return problem
-        }
-        let country = field(.destinationCountry)
+    }
+
+    /// Destination country (two letters, kept upper-case in 16 bits) and transfer date into `line`.
+    @inline(__always)
+    private func readCountryAndDate(_ fields: Fields, into line: inout OrderLine) -> RecordDefect? {
+        let country = fields[.destinationCountry]
         if !country.isEmpty {
             guard country.count == 2, country.allSatisfy({ ($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x7a }) else {
                 return RecordDefect(
@@ -200,7 +259,7 @@ public final class LineChecker: RecordSink {
             }
             line.destinationCountry = UInt16(country[0] & 0xdf) << 8 | UInt16(country[1] & 0xdf)
         }
-        let transferOn = field(.transferOn)
+        let transferOn = fields[.transferOn]
         if !transferOn.isEmpty {
             guard let day = CivilDate.parse(transferOn) else {
                 return RecordDefect(
@@ -208,8 +267,13 @@ public final class LineChecker: RecordSink {
             }
             line.transferOn = day
         }
-        // Charge columns.
-        let chargeCurrencyField = field(.chargeCurrency)
+        return nil
+    }
+
+    /// The charge columns into `line`; the charge currency defaults to the line's.
+    @inline(__always)
+    private func readCharge(_ fields: Fields, into line: inout OrderLine) -> RecordDefect? {
+        let chargeCurrencyField = fields[.chargeCurrency]
         if !chargeCurrencyField.isEmpty {
             guard let chargeCurrency = Currency(code: chargeCurrencyField) else {
                 return RecordDefect(
@@ -219,9 +283,9 @@ public final class LineChecker: RecordSink {
             line.chargeCurrency = chargeCurrency
             line.chargeCurrencyGiven = true
         } else {
-            line.chargeCurrency = currency
+            line.chargeCurrency = line.currency
         }
-        let chargeAmount = field(.chargeAmount)
+        let chargeAmount = fields[.chargeAmount]
         if !chargeAmount.isEmpty {
             guard case .success(let minor) = MinorUnits.parse(chargeAmount, currency: line.chargeCurrency) else {
                 return RecordDefect(
@@ -232,7 +296,7 @@ public final class LineChecker: RecordSink {
             }
             line.chargeAmount = minor
         }
-        let chargeFee = field(.chargeFee)
+        let chargeFee = fields[.chargeFee]
         if !chargeFee.isEmpty {
             guard case .success(let minor) = MinorUnits.parse(chargeFee, currency: line.chargeCurrency, allowZero: true)
             else {
@@ -243,7 +307,7 @@ public final class LineChecker: RecordSink {
             }
             line.chargeFee = minor
         }
-        let status = field(.chargeStatus)
+        let status = fields[.chargeStatus]
         if !status.isEmpty {
             if ByteCompare.equals(status, "succeeded") {
                 line.chargeStatus = .succeeded
@@ -257,41 +321,53 @@ public final class LineChecker: RecordSink {
                     message: "charge_status '\(text(status))' is not succeeded, pending or failed")
             }
         }
-        // Description and metadata, kept aside.
-        if !layout.metadataColumns.isEmpty || !field(.description).isEmpty,
-            let extras = extras(record, layout: layout, description: field(.description))
-        {
-            switch extras {
-            case .success(let value):
-                line.extras = Int32(batch.extras.count)
-                batch.extras.append(value)
-            case .failure(let defect):
-                return defect
-            }
+        return nil
+    }
+
+    /// Description and metadata, kept aside in the batch (most lines have neither).
+    @inline(__always)
+    private func readExtras(
+        _ record: RecordView, layout: FileLayout, description: UnsafeRawBufferPointer, into line: inout OrderLine
+    ) -> RecordDefect? {
+        guard !layout.metadataColumns.isEmpty || !description.isEmpty,
+            let extras = extras(record, layout: layout, description: description)
+        else { return nil }
+        switch extras {
+        case .success(let value):
+            line.extras = Int32(batch.extras.count)
+            batch.extras.append(value)
+            return nil
+        case .failure(let defect):
+            return defect
         }
-        // Payouts: USD to US recipients.
-        if kind == .payout {
-            if currency != .usd {
-                return RecordDefect(
-                    code: .payoutCurrencyUnsupported,
-                    message: "Apple Pay payouts are in USD only, not \(currency.code.uppercased())")
-            }
-            if line.destinationCountry != 0, CrossBorder.code(line.destinationCountry) != "US" {
-                return RecordDefect(
-                    code: .payoutCountryUnsupported,
-                    message:
-                        "Apple Pay payouts go to US recipients only, not \(CrossBorder.code(line.destinationCountry))")
-            }
+    }
+
+    /// Payouts: USD to US recipients.
+    @inline(__always)
+    private func checkPayout(kind: LineKind, _ line: OrderLine) -> RecordDefect? {
+        guard kind == .payout else { return nil }
+        if line.currency != .usd {
+            return RecordDefect(
+                code: .payoutCurrencyUnsupported,
+                message: "Apple Pay payouts are in USD only, not \(line.currency.code.uppercased())")
         }
-        // Cross-border transfers.
-        if kind == .transfer, line.destinationCountry != 0 {
-            let destination = CrossBorder.code(line.destinationCountry)
-            if !CrossBorder.allowed(platform: platformCountry, destination: destination) {
-                return RecordDefect(
-                    code: .crossBorderUnsupported,
-                    message:
-                        "a transfer from a \(platformCountry) platform to an account in \(destination) is not allowed")
-            }
+        if line.destinationCountry != 0, CrossBorder.code(line.destinationCountry) != "US" {
+            return RecordDefect(
+                code: .payoutCountryUnsupported,
+                message: "Apple Pay payouts go to US recipients only, not \(CrossBorder.code(line.destinationCountry))")
+        }
+        return nil
+    }
+
+    /// Cross-border transfers: only where Stripe allows them from the platform's country.
+    @inline(__always)
+    private func checkCrossBorder(kind: LineKind, _ line: OrderLine) -> RecordDefect? {
+        guard kind == .transfer, line.destinationCountry != 0 else { return nil }
+        let destination = CrossBorder.code(line.destinationCountry)
+        if !CrossBorder.allowed(platform: platformCountry, destination: destination) {
+            return RecordDefect(
+                code: .crossBorderUnsupported,
+                message: "a transfer from a \(platformCountry) platform to an account in \(destination) is not allowed")
         }
         return nil
     }

@@ -59,199 +59,272 @@ public final class CSVExportReader {
         case unclosedQuote
     }
 
+    /// Where the read of one file stands; passed `inout` through the steps of ``read``.
+    private struct ReadState {
+        let name: String
+        /// The sink's index of the file, set once the header is read.
+        var fileIndex: Int? = nil
+        var layout: FileLayout? = nil
+        /// The source line the next record starts on.
+        var line = 1
+        /// Records handed to the sink.
+        var lines = 0
+        var atEOF = false
+        /// The first byte of the window not parsed yet.
+        var position = 0
+
+        init(name: String) { self.name = name }
+
+        /// A whole-file failure at the current line.
+        func failure(_ code: FileRejection, _ message: String) -> ReadFailure {
+            ReadFailure(code: code, message: message, position: "\(name):\(line)")
+        }
+    }
+
     /// Reads the whole source; on a whole-file problem, discards the file from the sink and
     /// returns why.
+    ///
+    /// The steps: ``readStart`` (empty file, BOM), then in turn ``parseWindow`` (every
+    /// complete record in the window) and ``refill`` (the next chunk) until the end of the
+    /// source; each record goes through ``acceptHeader`` or ``acceptRecord``, or through
+    /// ``acceptLongRecord`` when it does not fit the window.
     public func read(
         name: String, source: ByteSource, spool: SpoolWriter, sink: some RecordSink,
         progress: ((UInt64) -> Void)? = nil
     ) -> ReadFailure? {
-        var fileIndex: Int? = nil
-        var layout: FileLayout? = nil
-        var line = 1
-        var lines = 0
-        var atEOF = false
-        var position = 0
-        var first = true
+        var state = ReadState(name: name)
         filled = 0
         do {
+            if let failure = try readStart(&state, source: source, progress: progress) { return failure }
             while true {
-                // Refill: move the unparsed tail to the front, then append the next chunk.
-                if position > 0 {
-                    let tail = filled - position
-                    if tail > 0 { memmove(window.baseAddress!, window.baseAddress! + position, tail) }
-                    filled = tail
-                    position = 0
+                if let failure = try parseWindow(&state, source: source, spool: spool, sink: sink) {
+                    return failure
                 }
-                if !atEOF {
-                    if let chunk = try source.next() {
-                        ensureWindow(filled + chunk.count)
-                        (window.baseAddress! + filled).copyMemory(from: chunk.baseAddress!, byteCount: chunk.count)
-                        filled += chunk.count
-                        progress?(source.bytesRead)
-                    } else {
-                        atEOF = true
-                    }
-                }
-                if first {
-                    if filled < 3 && !atEOF { continue }
-                    if filled == 0 && atEOF {
-                        return ReadFailure(
-                            code: .emptyFile, message: "the file is empty (0 bytes)", position: "\(name):1")
-                    }
-                    if filled >= 3, window[0] == 0xEF, window[1] == 0xBB, window[2] == 0xBF { position = 3 }
-                    first = false
-                }
-                // Parse every complete record in the window.
-                while position < filled {
-                    // Blank lines are skipped.
-                    if window[position] == 0x0A {
-                        position += 1
-                        line += 1
-                        continue
-                    }
-                    if window[position] == 0x0D {
-                        if position + 1 < filled {
-                            position += window[position + 1] == 0x0A ? 2 : 1
-                            line += 1
-                            continue
-                        }
-                        if !atEOF { break }
-                        position += 1
-                        line += 1
-                        continue
-                    }
-                    let result = parseRecord(from: position, atEOF: atEOF)
-                    switch result {
-                    case .incomplete:
-                        if filled - position > limits.maxRecordBytes {
-                            guard let fileIndex, let layout else {
-                                return ReadFailure(
-                                    code: .headerInvalid,
-                                    message: "the header is longer than \(limits.maxRecordBytes) bytes",
-                                    position: "\(name):\(line)")
-                            }
-                            let offset = spool.offset
-                            let long = try readLongRecord(from: position, source: source, atEOF: &atEOF, spool: spool)
-                            guard let long else {
-                                sink.discardFile(fileIndex)
-                                return ReadFailure(
-                                    code: .unreadable,
-                                    message:
-                                        "the record on line \(line) is longer than \(limits.maxSpooledRecordBytes >> 20) MiB",
-                                    position: "\(name):\(line)")
-                            }
-                            if let failure = untraceable(long.tooLong, layout: layout, name: name, line: line) {
-                                sink.discardFile(fileIndex)
-                                return failure
-                            }
-                            var length = long.length
-                            if long.endsWithLF == false {
-                                spool.appendNewline()
-                                length += 1
-                            }
-                            let column = long.tooLong.firstIndex(of: true).map { columnName($0, layout) }
-                            let defect = RecordDefect(
-                                code: .fieldTooLong,
-                                message: column.map { "column \($0) is longer than \(limits.maxFieldBytes) bytes" }
-                                    ?? "the record is longer than \(limits.maxRecordBytes) bytes")
-                            let empty = [UInt8]()
-                            let kept = zip(long.fields, long.tooLong).map { $1 ? empty : $0 }
-                            withViews(of: kept, stripping: guardedColumns(layout)) { fields in
-                                sink.record(
-                                    RecordView(
-                                        fields: fields, line: line, spoolOffset: offset,
-                                        spoolLength: UInt32(length), defect: defect), file: fileIndex)
-                            }
-                            lines += 1
-                            line += long.newlines
-                            position = 0
-                            continue
-                        }
-                        break
-                    case .unclosedQuote:
-                        if let fileIndex { sink.discardFile(fileIndex) }
-                        return ReadFailure(
-                            code: .csvUnclosedQuote,
-                            message: "a quoted field opened on line \(line) is never closed",
-                            position: "\(name):\(line)")
-                    case .complete(let end, let newlines, let defect):
-                        let raw = UnsafeRawBufferPointer(rebasing: window[position..<end])
-                        if layout == nil {
-                            let header = headerNames()
-                            guard defect == nil, header.count <= limits.maxColumns else {
-                                return ReadFailure(
-                                    code: .headerInvalid,
-                                    message: defect?.message ?? "the header has more than \(limits.maxColumns) columns",
-                                    position: "\(name):\(line)")
-                            }
-                            do {
-                                let built = try FileLayout.csv(header: header, aliases: aliases)
-                                layout = built
-                                stripGuard = guardedColumns(built)
-                                fileIndex = sink.beginFile(name: name, layout: built)
-                                spool.append(raw)
-                                if raw.last != 0x0A { spool.appendNewline() }
-                            } catch {
-                                return ReadFailure(
-                                    code: error.code, message: error.message, position: "\(name):\(line)")
-                            }
-                        } else if let layout, let fileIndex {
-                            var defect = defect
-                            if defect == nil, starts.count != layout.count {
-                                defect = RecordDefect(
-                                    code: .malformedRecord,
-                                    message: "the record has \(starts.count) fields, the header \(layout.count)")
-                            }
-                            if defect?.code == .fieldTooLong {
-                                let tooLong = zip(starts, ends).map { $1 - $0 > limits.maxFieldBytes }
-                                if let failure = untraceable(tooLong, layout: layout, name: name, line: line) {
-                                    sink.discardFile(fileIndex)
-                                    return failure
-                                }
-                                if let column = tooLong.firstIndex(of: true) {
-                                    defect = RecordDefect(
-                                        code: .fieldTooLong,
-                                        message:
-                                            "column \(columnName(column, layout)) is longer than \(limits.maxFieldBytes) bytes"
-                                    )
-                                }
-                            }
-                            buildViews(forRules: true)
-                            let offset = spool.offset
-                            spool.append(raw)
-                            var length = raw.count
-                            if raw.last != 0x0A {
-                                spool.appendNewline()
-                                length += 1
-                            }
-                            views.withUnsafeBufferPointer {
-                                sink.record(
-                                    RecordView(
-                                        fields: $0, line: line, spoolOffset: offset,
-                                        spoolLength: UInt32(length), defect: defect), file: fileIndex)
-                            }
-                            lines += 1
-                        }
-                        line += newlines
-                        position = end
-                        continue
-                    }
-                    break
-                }
-                if atEOF && position >= filled { break }
-
+                if state.atEOF && state.position >= filled { break }
+                try refill(&state, source: source, progress: progress)
             }
         } catch {
-            if let fileIndex { sink.discardFile(fileIndex) }
+            if let fileIndex = state.fileIndex { sink.discardFile(fileIndex) }
             return ReadFailure(code: error.code, message: error.message, position: "\(name): \(error.position)")
         }
-        guard let fileIndex else {
+        guard let fileIndex = state.fileIndex else {
             return ReadFailure(
                 code: .headerMissingColumn, message: "the file has no header record",
                 position: "\(name):1")
         }
         spool.flush()
-        sink.endFile(fileIndex, lines: lines)
+        sink.endFile(fileIndex, lines: state.lines)
+        return nil
+    }
+
+    /// Moves the unparsed tail to the front of the window, then appends the next chunk (or
+    /// notes the end of the source).
+    private func refill(_ state: inout ReadState, source: ByteSource, progress: ((UInt64) -> Void)?)
+        throws(ReadFailure)
+    {
+        if state.position > 0 {
+            let tail = filled - state.position
+            if tail > 0 { memmove(window.baseAddress!, window.baseAddress! + state.position, tail) }
+            filled = tail
+            state.position = 0
+        }
+        guard !state.atEOF else { return }
+        if let chunk = try source.next() {
+            ensureWindow(filled + chunk.count)
+            (window.baseAddress! + filled).copyMemory(from: chunk.baseAddress!, byteCount: chunk.count)
+            filled += chunk.count
+            progress?(source.bytesRead)
+        } else {
+            state.atEOF = true
+        }
+    }
+
+    /// Reads until the window holds 3 bytes (or the whole source): rejects an empty file and
+    /// skips a UTF-8 BOM.
+    private func readStart(_ state: inout ReadState, source: ByteSource, progress: ((UInt64) -> Void)?)
+        throws(ReadFailure) -> ReadFailure?
+    {
+        repeat {
+            try refill(&state, source: source, progress: progress)
+        } while filled < 3 && !state.atEOF
+        if filled == 0 && state.atEOF {
+            return ReadFailure(code: .emptyFile, message: "the file is empty (0 bytes)", position: "\(state.name):1")
+        }
+        if filled >= 3, window[0] == 0xEF, window[1] == 0xBB, window[2] == 0xBF { state.position = 3 }
+        return nil
+    }
+
+    /// Parses every complete record in the window and hands it on; stops at a record that
+    /// goes on past the window (after the next ``refill`` it is parsed again from its start).
+    @inline(__always)
+    private func parseWindow(
+        _ state: inout ReadState, source: ByteSource, spool: SpoolWriter, sink: some RecordSink
+    ) throws(ReadFailure) -> ReadFailure? {
+        while state.position < filled {
+            switch skipBlankLine(&state) {
+            case .skipped: continue
+            case .needMore: return nil
+            case .record: break
+            }
+            switch parseRecord(from: state.position, atEOF: state.atEOF) {
+            case .incomplete:
+                guard filled - state.position > limits.maxRecordBytes else { return nil }
+                if let failure = try acceptLongRecord(&state, source: source, spool: spool, sink: sink) {
+                    return failure
+                }
+            case .unclosedQuote:
+                if let fileIndex = state.fileIndex { sink.discardFile(fileIndex) }
+                return state.failure(
+                    .csvUnclosedQuote, "a quoted field opened on line \(state.line) is never closed")
+            case .complete(let end, let newlines, let defect):
+                let raw = UnsafeRawBufferPointer(rebasing: window[state.position..<end])
+                if let layout = state.layout, let fileIndex = state.fileIndex {
+                    if let failure = acceptRecord(
+                        raw, defect: defect, layout: layout, file: fileIndex, state: &state, spool: spool, sink: sink)
+                    {
+                        return failure
+                    }
+                } else if let failure = acceptHeader(raw, defect: defect, state: &state, spool: spool, sink: sink) {
+                    return failure
+                }
+                state.line += newlines
+                state.position = end
+            }
+        }
+        return nil
+    }
+
+    private enum BlankLine { case record, skipped, needMore }
+
+    /// Blank lines (a line end where a record would start) are skipped. A CR last in the
+    /// window may be the first half of a CRLF: wait for more unless at the end.
+    @inline(__always)
+    private func skipBlankLine(_ state: inout ReadState) -> BlankLine {
+        let byte = window[state.position]
+        if byte == 0x0A {
+            state.position += 1
+            state.line += 1
+            return .skipped
+        }
+        guard byte == 0x0D else { return .record }
+        if state.position + 1 < filled {
+            state.position += window[state.position + 1] == 0x0A ? 2 : 1
+        } else if state.atEOF {
+            state.position += 1
+        } else {
+            return .needMore
+        }
+        state.line += 1
+        return .skipped
+    }
+
+    /// The first record: the header. It sets the file's layout and begins the file in the sink.
+    private func acceptHeader(
+        _ raw: UnsafeRawBufferPointer, defect: RecordDefect?, state: inout ReadState, spool: SpoolWriter,
+        sink: some RecordSink
+    ) -> ReadFailure? {
+        let header = headerNames()
+        guard defect == nil, header.count <= limits.maxColumns else {
+            return state.failure(
+                .headerInvalid, defect?.message ?? "the header has more than \(limits.maxColumns) columns")
+        }
+        do {
+            let built = try FileLayout.csv(header: header, aliases: aliases)
+            state.layout = built
+            stripGuard = guardedColumns(built)
+            state.fileIndex = sink.beginFile(name: state.name, layout: built)
+            spool.append(raw)
+            if raw.last != 0x0A { spool.appendNewline() }
+            return nil
+        } catch {
+            return state.failure(error.code, error.message)
+        }
+    }
+
+    /// A data record in the window: its defect (field count, a field over the limit) named,
+    /// its text spooled, its fields handed to the sink.
+    @inline(__always)
+    private func acceptRecord(
+        _ raw: UnsafeRawBufferPointer, defect: RecordDefect?, layout: FileLayout, file fileIndex: Int,
+        state: inout ReadState, spool: SpoolWriter, sink: some RecordSink
+    ) -> ReadFailure? {
+        var defect = defect
+        if defect == nil, starts.count != layout.count {
+            defect = RecordDefect(
+                code: .malformedRecord, message: "the record has \(starts.count) fields, the header \(layout.count)")
+        }
+        if defect?.code == .fieldTooLong {
+            let tooLong = zip(starts, ends).map { $1 - $0 > limits.maxFieldBytes }
+            if let failure = untraceable(tooLong, layout: layout, name: state.name, line: state.line) {
+                sink.discardFile(fileIndex)
+                return failure
+            }
+            if let column = tooLong.firstIndex(of: true) {
+                defect = RecordDefect(
+                    code: .fieldTooLong,
+                    message: "column \(columnName(column, layout)) is longer than \(limits.maxFieldBytes) bytes")
+            }
+        }
+        buildViews(forRules: true)
+        let offset = spool.offset
+        spool.append(raw)
+        var length = raw.count
+        if raw.last != 0x0A {
+            spool.appendNewline()
+            length += 1
+        }
+        views.withUnsafeBufferPointer {
+            sink.record(
+                RecordView(
+                    fields: $0, line: state.line, spoolOffset: offset, spoolLength: UInt32(length), defect: defect),
+                file: fileIndex)
+        }
+        state.lines += 1
+        return nil
+    }
+
+    /// A record longer than ``ReadLimits/maxRecordBytes``: read as a stream by
+    /// ``readLongRecord``, handed on with its over-long fields empty and rejected
+    /// `field_too_long`. Leaves what follows it at the start of the window.
+    private func acceptLongRecord(
+        _ state: inout ReadState, source: ByteSource, spool: SpoolWriter, sink: some RecordSink
+    ) throws(ReadFailure) -> ReadFailure? {
+        guard let fileIndex = state.fileIndex, let layout = state.layout else {
+            return state.failure(.headerInvalid, "the header is longer than \(limits.maxRecordBytes) bytes")
+        }
+        let offset = spool.offset
+        guard let long = try readLongRecord(from: state.position, source: source, atEOF: &state.atEOF, spool: spool)
+        else {
+            sink.discardFile(fileIndex)
+            return state.failure(
+                .unreadable,
+                "the record on line \(state.line) is longer than \(limits.maxSpooledRecordBytes >> 20) MiB")
+        }
+        if let failure = untraceable(long.tooLong, layout: layout, name: state.name, line: state.line) {
+            sink.discardFile(fileIndex)
+            return failure
+        }
+        var length = long.length
+        if long.endsWithLF == false {
+            spool.appendNewline()
+            length += 1
+        }
+        let column = long.tooLong.firstIndex(of: true).map { columnName($0, layout) }
+        let defect = RecordDefect(
+            code: .fieldTooLong,
+            message: column.map { "column \($0) is longer than \(limits.maxFieldBytes) bytes" }
+                ?? "the record is longer than \(limits.maxRecordBytes) bytes")
+        let empty = [UInt8]()
+        let kept = zip(long.fields, long.tooLong).map { $1 ? empty : $0 }
+        withViews(of: kept, stripping: guardedColumns(layout)) { fields in
+            sink.record(
+                RecordView(
+                    fields: fields, line: state.line, spoolOffset: offset, spoolLength: UInt32(length),
+                    defect: defect), file: fileIndex)
+        }
+        state.lines += 1
+        state.line += long.newlines
+        state.position = 0
         return nil
     }
 
