@@ -147,10 +147,11 @@ struct Pipeline {
             "read \(checker.batch.lines.count) lines in \(Pipeline.elapsed(since: started)) "
                 + "(\(MemoryLayout<OrderLine>.stride) bytes a line record, \(checker.batch.symbols.count) interned strings)",
             fields: [.lines(checker.batch.lines.count), .durationMS(Pipeline.milliseconds(since: started))])
+        // The look-ups show their own progress line; planning starts when they are done.
+        let stripeFacts = try facts?(checker.batch) ?? .empty
         let planning = Date()
         // Group rules and instruction forming run as one call: the line shows the time spent.
         progress.phase("planning \(HumanFormat.count(checker.batch.lines.count)) lines", total: nil)
-        let stripeFacts = try facts?(checker.batch) ?? .empty
         let plan = Planner(options: options.ruleOptions, history: history, facts: stripeFacts).plan(checker.batch)
         progress.finish()
         log(

@@ -1,6 +1,6 @@
 import Foundation
 import SettleHTTP
-public import SettleLedger
+import SettleLedger
 
 /// Read-only look-ups at Stripe and the reading of their answers: objects by
 /// `metadata[settle_instruction]`, payout methods, charges.
