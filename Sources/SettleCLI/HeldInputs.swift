@@ -21,13 +21,17 @@ enum HeldInputs {
     static func prepare(_ held: [HeldLine], batch: Batch, folder: String?, log: Log) throws(CommandFailure)
         -> [File]
     {
-        let wanted = Dictionary(held.map { ($0.lineID, $0) }, uniquingKeysWith: { first, _ in first })
+        // Compared by symbol: no string is built per line of the batch.
+        var wanted: [Symbol: HeldLine] = [:]
+        for line in held where wanted[batch.symbols.intern(line.lineID)] == nil {
+            wanted[batch.symbols.intern(line.lineID)] = line
+        }
         var present: Set<String> = []
         for index in batch.lines.indices {
             let line = batch.lines[index]
+            guard let waiting = wanted[line.lineID] else { continue }
             guard line.status != .rejected || line.reason != .duplicateLineID else { continue }
-            let id = batch.text(line.lineID)
-            guard let waiting = wanted[id] else { continue }
+            let id = waiting.lineID
             present.insert(id)
             let payee = batch.text(batch.payee(of: line))
             if payee != waiting.payee || line.amount != waiting.amountMinor || line.currency.code != waiting.currency {
@@ -90,13 +94,16 @@ enum HeldInputs {
     /// Lines of payouts that came back are `failed` in this run, with Stripe's reason, so
     /// they go to its errors.csv to be fixed and fed back.
     static func markReturned(_ files: [File], batch: Batch) {
-        guard files.contains(where: { file in file.lines.values.contains { $0.state == .returned } }) else { return }
-        for index in batch.lines.indices where batch.lines[index].status != .rejected {
-            let id = batch.text(batch.lines[index].lineID)
-            for file in files {
-                guard let held = file.lines[id], held.state == .returned else { continue }
-                batch.set(index, .failed, ReasonCode.payout(status: "", detail: held.reasonCode), held.reason)
+        var returned: [Symbol: HeldLine] = [:]
+        for file in files {
+            for held in file.lines.values where held.state == .returned {
+                returned[batch.symbols.intern(held.lineID)] = held
             }
+        }
+        guard !returned.isEmpty else { return }
+        for index in batch.lines.indices where batch.lines[index].status != .rejected {
+            guard let held = returned[batch.lines[index].lineID] else { continue }
+            batch.set(index, .failed, ReasonCode.payout(status: "", detail: held.reasonCode), held.reason)
         }
     }
 

@@ -19,6 +19,13 @@ extension PlanFolder {
         let header = String(decoding: CorrectionFile.inputHeader(layout), as: UTF8.self)
         var hold: [HeldLine] = []
         var release: [String] = []
+        // Only lines the ledger holds can leave the queue: one update each, not one per line.
+        let heldNow: Set<String>
+        do throws(LedgerError) {
+            heldNow = try ledger.heldLineIDs([.waiting, .returned])
+        } catch {
+            throw CommandFailure(.tryAgain, "the ledger could not tell which lines wait: \(error)")
+        }
         do {
             for (position, row) in rows.enumerated() where row.count == ResultsFile.header.count {
                 let status = LineStatus(name: text(row, .status))
@@ -44,7 +51,7 @@ extension PlanFolder {
                 case .planned?, .unknown?:
                     break  // still on its way: neither waiting nor released
                 default:
-                    release.append(id)
+                    if heldNow.contains(id) { release.append(id) }
                 }
             }
         } catch {

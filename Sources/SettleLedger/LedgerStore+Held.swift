@@ -245,3 +245,15 @@ extension LedgerStore {
             "UPDATE instructions SET payout_status = ? WHERE id = ? AND kind = 'payout'", [.text(status), .text(id)])
     }
 }
+
+extension LedgerStore {
+    /// The ids of the lines held in the given states (without their records).
+    public func heldLineIDs(_ states: [HeldLine.State]) throws(LedgerError) -> Set<String> {
+        var result: Set<String> = []
+        let list = states.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        try db.query("SELECT line_id FROM held_lines WHERE state IN (\(list))") { row in
+            result.insert(row.text(0) ?? "")
+        }
+        return result
+    }
+}
