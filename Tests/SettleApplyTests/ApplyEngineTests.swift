@@ -294,6 +294,34 @@ struct ApplyEngineTests {
             ])
     }
 
+    /// A payout of an earlier attempt that came back carries the same instruction id: the
+    /// look-up of the attempt in flight must not take it for this attempt's object.
+    @Test func aPayoutThatCameBackIsNotTakenForTheAttemptInFlight() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let payout = payoutInstruction("ins_pay_again", amount: 1200, account: "fa_1")
+        let earlier = try sandbox.stripeJSON(
+            "/v2/money_management/outbound_payments",
+            json: """
+                {"from": {"financial_account": "fa_1", "currency": "usd"},
+                 "to": {"recipient": "acct_drv", "payout_method": "pm_ap_1", "currency": "usd"},
+                 "amount": {"value": 1200, "currency": "usd"}, "delivery_options": {"speed": "instant"},
+                 "metadata": {"settle_instruction": "ins_pay_again"}}
+                """,
+            key: "settle-ins_pay_again-a0")
+        let earlierID = try #require(earlier["id"] as? String)
+        _ = try sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(earlierID)/status", json: #"{"status": "returned"}"#)
+        try stageInFlight(sandbox, payout)
+        let report = try runEngine(sandbox, [payout])
+        guard case .settled(let id) = report.resolved["ins_pay_again"] else {
+            Issue.record("\(String(describing: report.resolved["ins_pay_again"]))")
+            return
+        }
+        #expect(id != earlierID)
+        #expect(try sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 2)
+    }
+
     @Test func missingFinancialAccountStopsBeforeAnythingIsSent() throws {
         let sandbox = try Sandbox()
         try sandbox.seed()

@@ -45,7 +45,13 @@ enum StripeLookup {
         switch StripeAnswer(outcome) {
         case .object(let list):
             guard case .array(let items)? = list["data"] else { return .failed("the answer is not a list") }
-            if let match = items.first(where: { $0["metadata"]?["settle_instruction"]?.stringValue == instruction }),
+            // A payout of an earlier attempt that came back carries the same instruction id;
+            // it is not this attempt's object (which, if it exists, a same-key re-send returns).
+            let cameBack: Set<String> = ["failed", "returned", "canceled"]
+            if let match = items.first(where: {
+                $0["metadata"]?["settle_instruction"]?.stringValue == instruction
+                    && !(kind == "payout" && cameBack.contains($0["status"]?.stringValue ?? ""))
+            }),
                 let id = match["id"]?.stringValue, !id.isEmpty
             {
                 return .found(stripeID: id)
