@@ -1,12 +1,16 @@
-import SettleCore
-
-/// A JSON value, for the files settle writes and reads (instructions, manifest).
+/// A JSON value: the one type for every JSON settle reads and writes — the plan folder's
+/// files, the config, the ledger's stored request bodies, Stripe's requests and answers.
 ///
-/// Objects keep their key order so that output is deterministic and diffable.
-public indirect enum JSON: Equatable, Sendable {
+/// Objects keep their key order so that output is deterministic and diffable; integers are
+/// exact `Int64` (amounts are minor units, never floating point).
+public indirect enum JSON: Sendable, Equatable {
     case null
     case bool(Bool)
     case int(Int64)
+    /// A number that is not an exact `Int64` (a fraction, an exponent, or too large), kept
+    /// as its text so nothing is rounded. Stripe's answers may hold one (an exchange rate);
+    /// settle never reads money from it.
+    case number(String)
     case string(String)
     case array([JSON])
     case object([(String, JSON)])
@@ -16,6 +20,7 @@ public indirect enum JSON: Equatable, Sendable {
         case (.null, .null): true
         case (.bool(let a), .bool(let b)): a == b
         case (.int(let a), .int(let b)): a == b
+        case (.number(let a), .number(let b)): a == b
         case (.string(let a), .string(let b)): a == b
         case (.array(let a), .array(let b)): a == b
         case (.object(let a), .object(let b)):
@@ -24,42 +29,69 @@ public indirect enum JSON: Equatable, Sendable {
         }
     }
 
+    /// The member `key` of an object (nil for anything else); setting it replaces the member
+    /// in place or appends it, and setting nil removes it.
     public subscript(key: String) -> JSON? {
-        if case .object(let pairs) = self { return pairs.first { $0.0 == key }?.1 }
-        return nil
+        get {
+            if case .object(let pairs) = self { return pairs.first { $0.0 == key }?.1 }
+            return nil
+        }
+        set {
+            guard case .object(var pairs) = self else { return }
+            if let position = pairs.firstIndex(where: { $0.0 == key }) {
+                if let newValue { pairs[position].1 = newValue } else { pairs.remove(at: position) }
+            } else if let newValue {
+                pairs.append((key, newValue))
+            }
+            self = .object(pairs)
+        }
     }
 
-    public var string: String? { if case .string(let s) = self { return s } else { return nil } }
-    public var int: Int64? { if case .int(let i) = self { return i } else { return nil } }
-    public var array: [JSON]? { if case .array(let a) = self { return a } else { return nil } }
+    /// The string, else nil.
+    public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    /// The integer, else nil.
+    public var intValue: Int64? { if case .int(let i) = self { return i } else { return nil } }
+    /// The flag, else nil.
+    public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
+    /// The elements of an array, else nil.
+    public var arrayValue: [JSON]? { if case .array(let a) = self { return a } else { return nil } }
+    /// The members of an object in their order, else nil.
+    public var objectValue: [(String, JSON)]? { if case .object(let o) = self { return o } else { return nil } }
 
-    /// Compact serialisation.
-    public func encoded() -> String {
+    // MARK: - Writing
+
+    /// Compact serialisation. With `sortingKeys`, every object's keys are sorted, so the same
+    /// members always give the same bytes whatever their order (the ledger's stored request
+    /// bodies and the v2 bodies sent to Stripe).
+    public func encoded(sortingKeys: Bool = false) -> String {
         var out: [UInt8] = []
-        append(to: &out)
+        append(to: &out, sortingKeys: sortingKeys)
         return String(decoding: out, as: UTF8.self)
     }
 
-    public func append(to out: inout [UInt8]) {
+    /// Appends the compact serialisation (see ``encoded(sortingKeys:)``).
+    public func append(to out: inout [UInt8], sortingKeys: Bool = false) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
-        case .int(let value): MinorUnits.appendDecimal(value, to: &out)
+        case .int(let value): JSON.appendInteger(value, to: &out)
+        case .number(let text): out.append(contentsOf: text.utf8)
         case .string(let value): JSON.appendString(value, to: &out)
         case .array(let values):
             out.append(UInt8(ascii: "["))
             for (index, value) in values.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                value.append(to: &out)
+                value.append(to: &out, sortingKeys: sortingKeys)
             }
             out.append(UInt8(ascii: "]"))
         case .object(let pairs):
             out.append(UInt8(ascii: "{"))
-            for (index, (key, value)) in pairs.enumerated() {
+            let ordered = sortingKeys ? pairs.sorted { $0.0 < $1.0 } : pairs
+            for (index, (key, value)) in ordered.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
                 JSON.appendString(key, to: &out)
                 out.append(UInt8(ascii: ":"))
-                value.append(to: &out)
+                value.append(to: &out, sortingKeys: sortingKeys)
             }
             out.append(UInt8(ascii: "}"))
         }
@@ -80,12 +112,23 @@ public indirect enum JSON: Equatable, Sendable {
         }
     }
 
+    /// Appends an integer in decimal (all of `Int64`, its minimum included).
+    public static func appendInteger(_ value: Int64, to out: inout [UInt8]) {
+        if value == .min {
+            out.append(contentsOf: "-9223372036854775808".utf8)
+        } else {
+            MinorUnits.appendDecimal(value, to: &out)
+        }
+    }
+
+    /// Appends a string as a JSON string (see ``appendBytes(_:to:)``).
     public static func appendString(_ value: String, to out: inout [UInt8]) {
         var value = value
         value.withUTF8 { appendBytes(UnsafeRawBufferPointer($0), to: &out) }
     }
 
-    /// Appends UTF-8 bytes as a JSON string, escaping what JSON requires.
+    /// Appends UTF-8 bytes as a JSON string: the one escaper. `"`, `\` and the control
+    /// characters are escaped (`\n`, `\r`, `\t`, else `\u00xx`); every other byte is copied.
     public static func appendBytes(_ value: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var plain = true
@@ -113,127 +156,16 @@ public indirect enum JSON: Equatable, Sendable {
         }
         out.append(UInt8(ascii: "\""))
     }
+}
 
-    /// Parses JSON text (objects, arrays, strings, integers, booleans, null).
-    public static func parse(_ text: String) -> JSON? {
-        var parser = Parser(bytes: Array(text.utf8))
-        guard let value = parser.value() else { return nil }
-        parser.skipSpace()
-        return parser.index == parser.bytes.count ? value : nil
-    }
-
-    struct Parser {
-        let bytes: [UInt8]
-        var index = 0
-
-        mutating func skipSpace() {
-            while index < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 }
-        }
-
-        mutating func value() -> JSON? {
-            skipSpace()
-            guard index < bytes.count else { return nil }
-            switch bytes[index] {
-            case UInt8(ascii: "{"):
-                index += 1
-                var pairs: [(String, JSON)] = []
-                skipSpace()
-                if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(pairs) }
-                while true {
-                    skipSpace()
-                    guard case .string(let key)? = value() else { return nil }
-                    skipSpace()
-                    guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
-                    index += 1
-                    guard let item = value() else { return nil }
-                    pairs.append((key, item))
-                    skipSpace()
-                    guard index < bytes.count else { return nil }
-                    if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-                    if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(pairs) }
-                    return nil
-                }
-            case UInt8(ascii: "["):
-                index += 1
-                var items: [JSON] = []
-                skipSpace()
-                if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(items) }
-                while true {
-                    guard let item = value() else { return nil }
-                    items.append(item)
-                    skipSpace()
-                    guard index < bytes.count else { return nil }
-                    if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-                    if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(items) }
-                    return nil
-                }
-            case UInt8(ascii: "\""):
-                index += 1
-                var out: [UInt8] = []
-                while index < bytes.count {
-                    let byte = bytes[index]
-                    index += 1
-                    if byte == UInt8(ascii: "\"") { return .string(String(decoding: out, as: UTF8.self)) }
-                    if byte == 0x5C {
-                        guard index < bytes.count else { return nil }
-                        let escape = bytes[index]
-                        index += 1
-                        switch escape {
-                        case UInt8(ascii: "n"): out.append(0x0A)
-                        case UInt8(ascii: "r"): out.append(0x0D)
-                        case UInt8(ascii: "t"): out.append(0x09)
-                        case UInt8(ascii: "b"): out.append(0x08)
-                        case UInt8(ascii: "f"): out.append(0x0C)
-                        case UInt8(ascii: "u"):
-                            guard index + 4 <= bytes.count,
-                                let code = UInt32(String(decoding: bytes[index..<index + 4], as: UTF8.self), radix: 16)
-                            else { return nil }
-                            index += 4
-                            var scalarValue = code
-                            if (0xD800..<0xDC00).contains(code), index + 6 <= bytes.count, bytes[index] == 0x5C,
-                                let low = UInt32(
-                                    String(decoding: bytes[index + 2..<index + 6], as: UTF8.self), radix: 16)
-                            {
-                                index += 6
-                                scalarValue = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-                            }
-                            out.append(contentsOf: Array(String(Unicode.Scalar(scalarValue) ?? "\u{FFFD}").utf8))
-                        default: out.append(escape)
-                        }
-                    } else {
-                        out.append(byte)
-                    }
-                }
-                return nil
-            case UInt8(ascii: "t"):
-                guard bytes[index...].starts(with: "true".utf8) else { return nil }
-                index += 4
-                return .bool(true)
-            case UInt8(ascii: "f"):
-                guard bytes[index...].starts(with: "false".utf8) else { return nil }
-                index += 5
-                return .bool(false)
-            case UInt8(ascii: "n"):
-                guard bytes[index...].starts(with: "null".utf8) else { return nil }
-                index += 4
-                return .null
-            default:
-                var value: Int64 = 0
-                var negative = false
-                if bytes[index] == UInt8(ascii: "-") { negative = true; index += 1 }
-                let start = index
-                while index < bytes.count, bytes[index] >= 0x30, bytes[index] <= 0x39 {
-                    value = value &* 10 &+ Int64(bytes[index] - 0x30)
-                    index += 1
-                }
-                // Fractions are skipped: settle's own files never hold them in money fields.
-                if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
-                    index += 1
-                    while index < bytes.count, (bytes[index] >= 0x30 && bytes[index] <= 0x39) { index += 1 }
-                }
-                guard index > start else { return nil }
-                return .int(negative ? -value : value)
-            }
-        }
-    }
+/// Literals for tests and fixed bodies: `["amount": 100, "currency": "usd"]` keeps the
+/// order it is written in.
+extension JSON: ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, ExpressibleByStringLiteral,
+    ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral
+{
+    public init(dictionaryLiteral elements: (String, JSON)...) { self = .object(elements) }
+    public init(arrayLiteral elements: JSON...) { self = .array(elements) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
 }
