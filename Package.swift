@@ -43,6 +43,11 @@ let package = Package(
                 swiftSettings: strict),
         // Writers: results, errors, deferred, instructions, summary, manifest.
         .target(name: "SettleWrite", dependencies: ["SettleCore", "SettleDigest"], swiftSettings: strict),
+        // The plan folder's contract (docs/PLAN-FORMAT.md) for plan and apply alike: layout,
+        // manifest and seals, instructions.jsonl written and read, the outcome files' rewrite.
+        .target(name: "SettlePlanFolder",
+                dependencies: ["SettleCore", "SettleDigest", "SettleWrite", "SettleLedger"],
+                swiftSettings: strict),
         // The SQLite ledger that makes every line settle at most once.
         .target(name: "SettleLedger", dependencies: ["CSQLite"], swiftSettings: strict),
         // HTTP on libcurl's multi interface.
@@ -54,7 +59,7 @@ let package = Package(
         // Commands, options, config, exit codes.
         .target(name: "SettleCLI",
                 dependencies: ["SettleCore", "SettleRead", "SettleWrite", "SettleLedger",
-                               "SettleApply"],
+                               "SettleApply", "SettlePlanFolder"],
                 swiftSettings: strict),
         .executableTarget(name: "settle", dependencies: ["SettleCLI", "CProcess"], swiftSettings: strict),
         // Developer tool: deterministic synthetic exports for benchmarks and load tests.
@@ -67,6 +72,9 @@ let package = Package(
         .testTarget(name: "SettleReadTests", dependencies: ["SettleRead", "SettleCore"],
                     resources: [.copy("Fixtures")], swiftSettings: strict),
         .testTarget(name: "SettleWriteTests", dependencies: ["SettleWrite", "SettleCore"], swiftSettings: strict),
+        .testTarget(name: "SettlePlanFolderTests",
+                    dependencies: ["SettlePlanFolder", "SettleCore", "SettleWrite", "SettleLedger"],
+                    swiftSettings: strict),
         .testTarget(name: "SettleCLITests", dependencies: ["SettleCLI", "SettleWrite"], swiftSettings: strict),
         .testTarget(name: "SettleLedgerTests", dependencies: ["SettleLedger"],
                     swiftSettings: strict),
@@ -75,7 +83,7 @@ let package = Package(
         // The Stripe sandbox in a child process, for the integration and end-to-end tests.
         .target(name: "SettleTestSupport", dependencies: ["SettleHTTP"], path: "Tests/SettleTestSupport",
                 swiftSettings: strict),
-        .testTarget(name: "SettleApplyTests", dependencies: ["SettleApply", "SettleLedger", "SettleHTTP", "SettleTestSupport"],
+        .testTarget(name: "SettleApplyTests", dependencies: ["SettleApply", "SettleCore", "SettleLedger", "SettleHTTP", "SettleTestSupport"],
                     swiftSettings: strict),
         .testTarget(name: "SettleEndToEndTests", dependencies: ["SettleTestSupport", "SettleLedger"],
                     resources: [.copy("Fixtures")], swiftSettings: strict),

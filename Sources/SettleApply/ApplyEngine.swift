@@ -1,5 +1,5 @@
 import Foundation
-import SettleCore
+public import SettleCore
 import SettleHTTP
 public import SettleLedger
 

@@ -1,13 +1,5 @@
 public import SettleCore
 
-/// What the lines of one instruction become after apply.
-public struct LineResult: Sendable, Equatable {
-    public var status: LineStatus
-    public var stripeID: String
-    public var reasonCode: String
-    public var reason: String
-}
-
 extension InstructionOutcome {
     /// The status every line of an instruction with this outcome gets in `results.csv`.
     /// Never sent is not `unknown`: those lines stay `planned` (exit 75, sent by a later run).

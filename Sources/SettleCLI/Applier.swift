@@ -3,6 +3,7 @@ import SettleApply
 import SettleCore
 import SettleDigest
 import SettleLedger
+import SettlePlanFolder
 import SettleWrite
 
 /// `settle apply DIR`: executes exactly the plan in the folder, exactly once, and rewrites
@@ -82,7 +83,6 @@ struct Applier {
         switch error {
         case .configuration(let message): return CommandFailure(.configuration, message)
         case .ledger(let problem): return LedgerHistory.failure(problem, path: "")
-        case .planInvalid: return CommandFailure(.linesRejected, "\(folder): \(error)")
         case .transport(let message): return CommandFailure(.tryAgain, "HTTP: \(message)")
         case .keyRefused(let message):
             return CommandFailure(.configuration, "\(message); nothing of the plan was sent")
@@ -107,15 +107,15 @@ struct Applier {
         let key = try credentials()
         let configuration = try configuration(key: key)
         // The folder is ours for the whole command: no re-plan can mix its files with ours.
-        try OutputFolder.lock(folder)
-        let plan = try PlanFolder.open(folder)
+        try onPlanFolder { () throws(PlanFolderError) in try OutputFolder.lock(folder) }
+        let plan = try onPlanFolder { () throws(PlanFolderError) in try PlanFolder.open(folder) }
         let ledger: LedgerStore
         if let givenLedger {
             ledger = givenLedger
         } else {
             ledger = try LedgerHistory.openExclusive(path: options.ledger)
         }
-        let instructions = try plan.instructions()
+        let instructions = try onPlanFolder { () throws(PlanFolderError) in try plan.instructions() }
         let progressMode = options.progressMode
         let report: ApplyReport
         do {

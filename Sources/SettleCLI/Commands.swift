@@ -2,6 +2,7 @@ import Foundation
 import SettleApply
 import SettleCore
 import SettleLedger
+import SettlePlanFolder
 import SettleWrite
 
 /// The commands of SPEC §1.
@@ -33,7 +34,7 @@ struct Commands {
             throw CommandFailure(.usage, "\(options.command) needs at least one INPUT")
         }
         guard let folder = options.out else { throw CommandFailure(.usage, "\(options.command) needs --out DIR") }
-        try OutputFolder.prepare(folder)
+        try onPlanFolder { () throws(PlanFolderError) in try OutputFolder.prepare(folder) }
         let history: LedgerHistory?
         if let ledger {
             history = LedgerHistory(store: ledger)

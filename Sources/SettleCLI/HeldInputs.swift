@@ -1,6 +1,7 @@
 import Foundation
 import SettleCore
 import SettleLedger
+import SettlePlanFolder
 
 /// The lines the ledger holds for later runs (deferred ones waiting; lines of payouts that
 /// came back), fed to the pipeline as if they were in the input.

@@ -1,5 +1,6 @@
 import Foundation
 import SettleApply
+import SettleCore
 import SettleLedger
 
 /// `settle ledger init | backup FILE | rebuild --since DATE`.

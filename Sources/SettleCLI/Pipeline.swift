@@ -1,6 +1,7 @@
 import Foundation
 import SettleCore
 import SettleLedger
+import SettlePlanFolder
 import SettleRead
 import SettleWrite
 

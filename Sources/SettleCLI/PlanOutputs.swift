@@ -2,6 +2,7 @@ import Foundation
 import SettleApply
 import SettleCore
 import SettleLedger
+import SettlePlanFolder
 import SettleRead
 import SettleWrite
 
@@ -118,7 +119,7 @@ struct PlanOutputs {
                     ))
                 manifest = .object(pairs)
             }
-            try PlanOutputs.writeManifest(manifest, folder: folder)
+            try Manifest.write(manifest, folder: folder)
             progress.update(done: rowsToWrite)
         } catch {
             throw CommandFailure(.outputUnwritable, "cannot write \(error.path): \(error.message)")
@@ -166,19 +167,6 @@ struct PlanOutputs {
         return result
     }
 
-    /// Writes manifest.json and, beside the spool, its SHA-256, so `apply` can tell that
-    /// neither the manifest nor the instructions changed since they were written.
-    static func writeManifest(_ manifest: JSON, folder: String) throws(WriteFailure) {
-        let file = try OutputFile(path: (folder as NSString).appendingPathComponent("manifest.json"))
-        file.append(manifest.pretty() + "\n")
-        file.endRow()
-        let sha = try file.commit()
-        let seal = try OutputFile(path: (folder as NSString).appendingPathComponent(manifestSealName))
-        seal.append(sha + "\n")
-        seal.endRow()
-        try seal.commit()
-    }
-
     /// The facts the plan used, as the manifest records them.
     static func factsJSON(_ facts: LookedUpFacts?) -> JSON {
         guard let facts else { return .object([("online", .bool(false))]) }
@@ -223,8 +211,6 @@ struct PlanOutputs {
             ),
         ])
     }
-
-    static let manifestSealName = ".settle/manifest.sha256"
 
     static func exitCode(counts: [LineStatus: Int], inputs: [InputReport]) -> ExitCode {
         ExitCode.forLines(counts: counts, fileRejected: inputs.contains { $0.rejection != nil }, applied: false)

@@ -1,4 +1,5 @@
 import Glibc
+import SettlePlanFolder
 import SettleRead
 import SettleWrite
 

@@ -4,8 +4,8 @@ public import SettleCore
 extension PlannedInstruction {
     /// Decodes `instructions.jsonl`: one object per non-blank line.
     ///
-    /// - Throws: ``ApplyError/planInvalid(line:message:)`` naming the 1-based line.
-    public static func decodeJSONLines(_ data: Data) throws(ApplyError) -> [PlannedInstruction] {
+    /// - Throws: ``PlanFolderError/Kind/refused`` naming the 1-based line.
+    public static func decodeJSONLines(_ data: Data) throws(PlanFolderError) -> [PlannedInstruction] {
         var result: [PlannedInstruction] = []
         var number = 0
         for line in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
@@ -18,13 +18,15 @@ extension PlannedInstruction {
     /// Decodes one line of `instructions.jsonl`; nil for a blank line.
     ///
     /// - Parameter number: the line's 1-based number, for the error.
-    /// - Throws: ``ApplyError/planInvalid(line:message:)``.
-    public static func decode(line: some Collection<UInt8>, number: Int) throws(ApplyError) -> PlannedInstruction? {
+    /// - Throws: ``PlanFolderError/Kind/refused``: `instructions.jsonl line N: …`.
+    public static func decode(line: some Collection<UInt8>, number: Int) throws(PlanFolderError)
+        -> PlannedInstruction?
+    {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return nil }
         do throws(JSON.ParseError) {
             return try PlannedInstruction(json: JSON.parse(line))
         } catch {
-            throw .planInvalid(line: number, message: error.description)
+            throw PlanFolderError(.refused, "instructions.jsonl line \(number): \(error)")
         }
     }
 

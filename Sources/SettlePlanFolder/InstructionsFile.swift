@@ -1,4 +1,5 @@
 public import SettleCore
+public import SettleWrite
 
 /// `instructions.jsonl`: one JSON object per API call, in execution order
 /// (docs/PLAN-FORMAT.md has every key). Written straight to bytes: a large run has millions.

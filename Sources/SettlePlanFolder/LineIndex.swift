@@ -1,4 +1,5 @@
 public import SettleCore
+public import SettleWrite
 
 /// `.settle/lines.idx`: where each line's original record sits in the spool, in results.csv
 /// order (16 bytes a line: file, length, offset), so `apply` can rebuild `errors.csv` and

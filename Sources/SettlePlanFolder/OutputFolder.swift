@@ -9,34 +9,34 @@ import SettleWrite
 /// The lock is an exclusive, non-blocking `flock` on `DIR/.settle/lock`, taken by `plan`
 /// (``prepare(_:)``), `apply` and `run` (``lock(_:)``) and held until the process ends, so
 /// two settle processes never write one folder at the same time (the second exits 75).
-enum OutputFolder {
-    static let ownFiles: Set<String> = [
+public enum OutputFolder {
+    public static let ownFiles: Set<String> = [
         "results.csv", "errors.csv", "deferred.csv", "instructions.jsonl", "summary.csv", "manifest.json", ".settle",
         "report.html", "charges.csv",
     ]
 
     /// The outcome files an apply rewrites; a re-apply keeps the earlier ones as
     /// `<name>.<attempt>` (results.csv is always the latest).
-    static let outcomeFiles = [
+    public static let outcomeFiles = [
         "results.csv", "errors.csv", "deferred.csv", "summary.csv", "charges.csv", "report.html",
     ]
 
     /// Whether a name is an earlier attempt's outcome file (`results.csv.2`).
-    static func isKeptOutcome(_ name: String) -> Bool {
+    public static func isKeptOutcome(_ name: String) -> Bool {
         guard let dot = name.lastIndex(of: "."), Int(name[name.index(after: dot)...]) != nil else { return false }
         return outcomeFiles.contains(String(name[..<dot]))
     }
-    static let spoolFolder = ".settle"
-    static let lockName = "lock"
+    public static let spoolFolder = ".settle"
+    public static let lockName = "lock"
 
     /// Makes `path` ready for a new plan: creates it when missing, refuses it when it holds
     /// files settle did not write, locks it, and removes what an earlier plan or a crashed
     /// run left there that the new plan does not replace (its spool, seal and manifest).
-    static func prepare(_ path: String) throws(CommandFailure) {
+    public static func prepare(_ path: String) throws(PlanFolderError) {
         var info = stat()
         if stat(path, &info) == 0 {
             guard info.st_mode & S_IFMT == S_IFDIR else {
-                throw CommandFailure(.outputUnwritable, "--out \(path) is a file, not a folder")
+                throw PlanFolderError(.unwritable, "--out \(path) is a file, not a folder")
             }
             try refuseForeign(path)
             try refuseApplied(path)
@@ -49,29 +49,29 @@ enum OutputFolder {
         for name in (try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? [] where name != lockName {
             let entry = (spool as NSString).appendingPathComponent(name)
             guard unlink(entry) == 0 || errno == ENOENT else {
-                throw CommandFailure(
-                    .outputUnwritable, "cannot remove \(entry) of an earlier plan: \(String(cString: strerror(errno)))")
+                throw PlanFolderError(
+                    .unwritable, "cannot remove \(entry) of an earlier plan: \(String(cString: strerror(errno)))")
             }
         }
         // A manifest of an earlier plan must not stand beside this plan's files.
         let manifest = (path as NSString).appendingPathComponent("manifest.json")
         guard unlink(manifest) == 0 || errno == ENOENT else {
-            throw CommandFailure(
-                .outputUnwritable, "cannot remove \(manifest) of an earlier plan: \(String(cString: strerror(errno)))")
+            throw PlanFolderError(
+                .unwritable, "cannot remove \(manifest) of an earlier plan: \(String(cString: strerror(errno)))")
         }
-        guard access(path, W_OK) == 0 else { throw CommandFailure(.outputUnwritable, "cannot write in --out \(path)") }
+        guard access(path, W_OK) == 0 else { throw PlanFolderError(.unwritable, "cannot write in --out \(path)") }
     }
 
     /// A folder whose plan was applied holds a run's record: planning into it again would
     /// overwrite it (exit 73; re-applying the same plan is allowed).
-    private static func refuseApplied(_ path: String) throws(CommandFailure) {
+    private static func refuseApplied(_ path: String) throws(PlanFolderError) {
         let manifest = (path as NSString).appendingPathComponent("manifest.json")
         guard let data = FileManager.default.contents(atPath: manifest),
             let json = try? JSON.parse(data), json["apply"] != nil
         else { return }
         let run = json["run_id"]?.stringValue.map { " (run \($0))" } ?? ""
-        throw CommandFailure(
-            .outputUnwritable,
+        throw PlanFolderError(
+            .unwritable,
             "--out \(path) holds a run that was applied\(run): its files are that run's record. "
                 + "Plan into a new folder (for example \(path)-2); to retry what failed, re-apply it: settle apply \(path)"
         )
@@ -80,16 +80,16 @@ enum OutputFolder {
     /// Takes the folder's lock for the rest of the process (a second call for the same
     /// folder is a no-op), then removes temporary files a crashed settle left behind.
     /// Another settle process holding it: exit 75, naming the folder.
-    static func lock(_ path: String) throws(CommandFailure) {
+    public static func lock(_ path: String) throws(PlanFolderError) {
         let spool = (path as NSString).appendingPathComponent(spoolFolder)
         try makePrivateFolder(spool, what: "--out \(path)")
         let key = (spool as NSString).resolvingSymlinksInPath
-        try Held.shared.lock(key) { () throws(CommandFailure) -> Int32 in
+        try Held.shared.lock(key) { () throws(PlanFolderError) -> Int32 in
             let lockPath = (spool as NSString).appendingPathComponent(lockName)
             let fd = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard fd >= 0 else {
-                throw CommandFailure(
-                    .outputUnwritable, "cannot create the lock \(lockPath): \(String(cString: strerror(errno)))")
+                throw PlanFolderError(
+                    .unwritable, "cannot create the lock \(lockPath): \(String(cString: strerror(errno)))")
             }
             fchmod(fd, 0o600)
             while flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -98,27 +98,27 @@ enum OutputFolder {
                 let reason = String(cString: strerror(errno))
                 close(fd)
                 if busy {
-                    throw CommandFailure(
+                    throw PlanFolderError(
                         .tryAgain, "--out \(path) is in use by another settle process; run again when it has finished")
                 }
-                throw CommandFailure(.outputUnwritable, "cannot lock \(lockPath): \(reason)")
+                throw PlanFolderError(.unwritable, "cannot lock \(lockPath): \(reason)")
             }
             return fd
         }
         removeLeftovers(path)
     }
 
-    static func spoolPath(_ folder: String, file: Int) -> String {
+    public static func spoolPath(_ folder: String, file: Int) -> String {
         "\(folder)/\(spoolName(file: file))"
     }
 
     /// The spool file of input `file`, relative to the folder.
-    static func spoolName(file: Int) -> String { "\(spoolFolder)/input-\(file + 1).csv" }
+    public static func spoolName(file: Int) -> String { "\(spoolFolder)/input-\(file + 1).csv" }
     // MARK: -
 
     /// The folder's entries that are not settle's: unknown names, settle's names of the
     /// wrong type, and `*.tmp-*` files that are not settle's temporary names.
-    private static func refuseForeign(_ path: String) throws(CommandFailure) {
+    private static func refuseForeign(_ path: String) throws(PlanFolderError) {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         let foreign = entries.filter { name in
             if let base = OutputFile.baseOfTemporaryName(name) { return !ownFiles.contains(base) }
@@ -129,14 +129,14 @@ enum OutputFolder {
             return info.st_mode & S_IFMT != (name == spoolFolder ? S_IFDIR : S_IFREG)
         }
         if !foreign.isEmpty {
-            throw CommandFailure(
-                .outputUnwritable,
+            throw PlanFolderError(
+                .unwritable,
                 "--out \(path) holds files settle did not write (\(foreign.sorted().prefix(3).joined(separator: ", "))); choose an empty or settle-made folder"
             )
         }
     }
 
-    private static func create(_ path: String) throws(CommandFailure) {
+    private static func create(_ path: String) throws(PlanFolderError) {
         // (NSString.deletingLastPathComponent traps on a one-component relative path.)
         let trimmed = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
         let parent = trimmed.lastIndex(of: "/").map { String(trimmed[..<$0]) } ?? ""
@@ -144,7 +144,7 @@ enum OutputFolder {
             do {
                 try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
             } catch {
-                throw CommandFailure(.outputUnwritable, "cannot create --out \(path): \(error.localizedDescription)")
+                throw PlanFolderError(.unwritable, "cannot create --out \(path): \(error.localizedDescription)")
             }
         }
         try makePrivateFolder(path, what: "--out \(path)", following: true)
@@ -153,17 +153,17 @@ enum OutputFolder {
     /// Creates a folder 0700 (whatever the umask), or makes an existing one 0700.
     /// `following`: the path may be a symlink to a folder (the user's `--out`, not `.settle`).
     private static func makePrivateFolder(_ path: String, what: String, following: Bool = false)
-        throws(CommandFailure)
+        throws(PlanFolderError)
     {
         if mkdir(path, 0o700) != 0, errno != EEXIST {
-            throw CommandFailure(.outputUnwritable, "cannot create \(path): \(String(cString: strerror(errno)))")
+            throw PlanFolderError(.unwritable, "cannot create \(path): \(String(cString: strerror(errno)))")
         }
         var info = stat()
         guard (following ? stat(path, &info) : lstat(path, &info)) == 0, info.st_mode & S_IFMT == S_IFDIR else {
-            throw CommandFailure(.outputUnwritable, "\(what): \(path) is not a folder")
+            throw PlanFolderError(.unwritable, "\(what): \(path) is not a folder")
         }
         if info.st_mode & 0o7777 != 0o700, chmod(path, 0o700) != 0, errno != EPERM {
-            throw CommandFailure(.outputUnwritable, "cannot make \(path) private: \(String(cString: strerror(errno)))")
+            throw PlanFolderError(.unwritable, "cannot make \(path) private: \(String(cString: strerror(errno)))")
         }
     }
 
@@ -189,7 +189,7 @@ enum OutputFolder {
         private let mutex = NSLock()
         private var descriptors: [String: Int32] = [:]
 
-        func lock(_ key: String, _ take: () throws(CommandFailure) -> Int32) throws(CommandFailure) {
+        func lock(_ key: String, _ take: () throws(PlanFolderError) -> Int32) throws(PlanFolderError) {
             mutex.lock()
             defer { mutex.unlock() }
             guard descriptors[key] == nil else { return }

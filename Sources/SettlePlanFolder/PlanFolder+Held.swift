@@ -9,13 +9,13 @@ extension PlanFolder {
     /// Stripe accepted are followed until Stripe posts them; every other line that was held
     /// leaves the queue (settled, rejected, reported failed, or fed again by an export).
     func updateHeldLines(
-        rows: [[[UInt8]]], index: [LineIndex.Entry], layout: CorrectionLayout, ledger: LedgerStore, run: String
-    ) throws(CommandFailure) {
+        rows: [[[UInt8]]], index: [LineIndex.Entry], layout: CorrectionLayout, ledger: LedgerStore,
+        records: any OriginalRecords, run: String
+    ) throws(PlanFolderError) {
         typealias F = ResultsFile.Field
         func text(_ row: [[UInt8]], _ field: F) -> String {
             String(decoding: row[field.rawValue], as: UTF8.self).trimmingFormulaGuard()
         }
-        let records = SpoolRecords(folder: folder)
         let header = String(decoding: CorrectionFile.inputHeader(layout), as: UTF8.self)
         var hold: [HeldLine] = []
         var release: [String] = []
@@ -24,7 +24,7 @@ extension PlanFolder {
         do throws(LedgerError) {
             heldNow = try ledger.heldLineIDs([.waiting, .returned])
         } catch {
-            throw CommandFailure(.tryAgain, "the ledger could not tell which lines wait: \(error)")
+            throw PlanFolderError(.tryAgain, "the ledger could not tell which lines wait: \(error)")
         }
         do {
             for (position, row) in rows.enumerated() where row.count == ResultsFile.header.count {
@@ -55,13 +55,13 @@ extension PlanFolder {
                 }
             }
         } catch {
-            throw CommandFailure(.outputUnwritable, "cannot read \(error.path): \(error.message)")
+            throw PlanFolderError(.unwritable, "cannot read \(error.path): \(error.message)")
         }
         do throws(LedgerError) {
             try ledger.endHolding(release, to: .released, run: run)
             try ledger.hold(hold)
         } catch {
-            throw CommandFailure(.tryAgain, "the ledger could not record the lines that wait: \(error)")
+            throw PlanFolderError(.tryAgain, "the ledger could not record the lines that wait: \(error)")
         }
     }
 }

@@ -1,98 +1,109 @@
-import Foundation
-import SettleApply
-import SettleCore
+public import Foundation
+public import SettleCore
 import SettleDigest
-import SettleLedger
-import SettleWrite
+public import SettleLedger
+public import SettleWrite
 
 /// A plan folder as `apply` finds it: checked against the manifest's checksums, then
 /// rewritten with the outcomes.
-struct PlanFolder {
-    let folder: String
-    let manifest: JSON
+public struct PlanFolder {
+    public let folder: String
+    public let manifest: JSON
     let instructionsData: Data
 
     /// Opens a plan folder for `apply` and checks everything apply will read, before the
     /// first request: the manifest against its seal, then every file the manifest lists
     /// (outputs, line index, spool) against its SHA-256, and the row counts against each
     /// other. Any difference refuses the folder (exit 65, nothing sent).
-    static func open(_ folder: String) throws(CommandFailure) -> PlanFolder {
+    public static func open(_ folder: String) throws(PlanFolderError) -> PlanFolder {
         func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
         guard let manifestData = FileManager.default.contents(atPath: path("manifest.json")),
             let instructions = FileManager.default.contents(atPath: path("instructions.jsonl"))
         else {
-            throw CommandFailure(
-                .inputUnreadable, "\(folder) is not a plan folder (no manifest.json or instructions.jsonl)")
+            throw PlanFolderError(
+                .unreadable, "\(folder) is not a plan folder (no manifest.json or instructions.jsonl)")
         }
         let manifest: JSON
         do throws(JSON.ParseError) {
             manifest = try JSON.parse(manifestData)
         } catch {
-            throw CommandFailure(
-                .linesRejected, "\(folder)/manifest.json is not valid JSON (\(error)); nothing was sent")
+            throw PlanFolderError(
+                .refused, "\(folder)/manifest.json is not valid JSON (\(error)); nothing was sent")
         }
-        let seal = (try? String(contentsOfFile: path(PlanOutputs.manifestSealName), encoding: .utf8))?
+        let seal = (try? String(contentsOfFile: path(Manifest.sealName), encoding: .utf8))?
             .trimmingCharacters(in: .whitespacesAndNewlines)
         guard seal == sha256(manifestData) else {
-            throw CommandFailure(
-                .linesRejected, "\(folder)/manifest.json changed since settle wrote it; nothing was sent (plan again)")
+            throw PlanFolderError(
+                .refused, "\(folder)/manifest.json changed since settle wrote it; nothing was sent (plan again)")
         }
         var sealed: [(String, JSON)] = []
         if case .object(let outputs)? = manifest["outputs"] { sealed += outputs }
         if case .object(let spool)? = manifest["spool"] { sealed += spool }
         for required in ["instructions.jsonl", "results.csv", LineIndex.name]
         where !sealed.contains(where: { $0.0 == required }) {
-            throw CommandFailure(
-                .linesRejected, "\(folder)/manifest.json does not seal \(required); nothing was sent (plan again)")
+            throw PlanFolderError(
+                .refused, "\(folder)/manifest.json does not seal \(required); nothing was sent (plan again)")
         }
         for (name, entry) in sealed {
             guard let expected = entry["sha256"]?.stringValue else { continue }
             let data = name == "instructions.jsonl" ? instructions : FileManager.default.contents(atPath: path(name))
             guard let data else {
-                throw CommandFailure(.linesRejected, "\(folder)/\(name) is missing; nothing was sent (plan again)")
+                throw PlanFolderError(.refused, "\(folder)/\(name) is missing; nothing was sent (plan again)")
             }
             guard sha256(data) == expected else {
-                throw CommandFailure(
-                    .linesRejected, "\(folder)/\(name) changed since settle wrote it; nothing was sent (plan again)")
+                throw PlanFolderError(
+                    .refused, "\(folder)/\(name) changed since settle wrote it; nothing was sent (plan again)")
             }
         }
         let folderValue = PlanFolder(folder: folder, manifest: manifest, instructionsData: instructions)
         let rows = manifest["outputs"]?["results.csv"]?["rows"]?.intValue
         let indexed = manifest["outputs"]?[LineIndex.name]?["rows"]?.intValue
         guard rows != nil, rows == indexed else {
-            throw CommandFailure(
-                .linesRejected, "\(folder): results.csv and its line index disagree on the line count; nothing was sent"
+            throw PlanFolderError(
+                .refused, "\(folder): results.csv and its line index disagree on the line count; nothing was sent"
             )
         }
         return folderValue
     }
 
     /// Whether the plan was made with Stripe's facts looked up (`run`, `plan --online`).
-    var madeOnline: Bool { manifest["facts"]?["online"] == .bool(true) }
+    public var madeOnline: Bool { manifest["facts"]?["online"] == .bool(true) }
 
     /// The plan's instructions, each checked against its own content before anything is
     /// sent: the id re-derived from kind, group, payee, charge or target, currency, amount
     /// and lines; the parameters saying the same amount, currency and payee; the lines
     /// adding up to the amount. A plan edited by hand is refused (exit 65).
-    func instructions() throws(CommandFailure) -> [PlannedInstruction] {
-        let list: [PlannedInstruction]
-        do {
-            list = try PlannedInstruction.decodeJSONLines(instructionsData)
-        } catch {
-            throw CommandFailure(.linesRejected, "\(folder)/instructions.jsonl: \(error); nothing was sent")
-        }
-        for instruction in list {
-            if let problem = instruction.inconsistency {
-                throw CommandFailure(
-                    .linesRejected,
-                    "\(folder)/instructions.jsonl: instruction \(instruction.id) \(problem); nothing was sent (plan again)"
-                )
-            }
+    public func instructions() throws(PlanFolderError) -> [PlannedInstruction] {
+        var list: [PlannedInstruction] = []
+        var number = 0
+        for line in instructionsData.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            number += 1
+            if let instruction = try checkedInstruction(line: line, number: number) { list.append(instruction) }
         }
         return list
     }
 
-    static func sha256(_ data: Data) -> String {
+    /// One line of instructions.jsonl, decoded and checked against its own content (see
+    /// ``instructions()``); nil for a blank line.
+    public func checkedInstruction(line: some Collection<UInt8>, number: Int) throws(PlanFolderError)
+        -> PlannedInstruction?
+    {
+        let instruction: PlannedInstruction?
+        do {
+            instruction = try PlannedInstruction.decode(line: line, number: number)
+        } catch {
+            throw PlanFolderError(.refused, "\(folder)/\(error.message); nothing was sent")
+        }
+        if let instruction, let problem = instruction.inconsistency {
+            throw PlanFolderError(
+                .refused,
+                "\(folder)/instructions.jsonl: instruction \(instruction.id) \(problem); nothing was sent (plan again)")
+        }
+        return instruction
+    }
+
+    /// The SHA-256 of bytes, in hex: how the manifest seals a file.
+    public static func sha256(_ data: Data) -> String {
         let hasher = SHA256()
         data.withUnsafeBytes { hasher.update($0) }
         return hasher.hexDigest()
@@ -100,21 +111,29 @@ struct PlanFolder {
 
     private func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
 
-    /// Rewrites the result files with the outcomes and returns the run's exit status.
-    func rewrite(
-        outcomes: [String: InstructionOutcome], ledger: LedgerStore, report: ApplyReport, mode: String,
-        options: Options, startedAt: Date = Date()
-    ) throws(CommandFailure) -> ExitCode {
+    /// Rewrites the outcome files (results.csv, errors.csv, deferred.csv, summary.csv,
+    /// charges.csv, report.html, manifest.json and its seal) with what an apply did, records
+    /// in the ledger what waits for later runs and the run itself, and returns the run's exit
+    /// status with the counts and sums the files now hold.
+    ///
+    /// - Parameters:
+    ///   - records: the original records of the spool, for errors.csv, deferred.csv and the
+    ///     lines the ledger holds.
+    ///   - reportFacts: the facts at the top of report.html, given the run's exit status.
+    public func rewrite(
+        _ report: AppliedRun, ledger: LedgerStore, records: any OriginalRecords,
+        reportFacts: (ExitCode) -> ReportPage.Facts
+    ) throws(PlanFolderError) -> Rewritten {
         typealias F = ResultsFile.Field
         guard let resultsData = FileManager.default.contents(atPath: path("results.csv")),
             let indexData = FileManager.default.contents(atPath: path(LineIndex.name))
         else {
-            throw CommandFailure(.inputUnreadable, "\(folder) lacks results.csv or its line index")
+            throw PlanFolderError(.unreadable, "\(folder) lacks results.csv or its line index")
         }
         var rows = CSVField.records([UInt8](resultsData)).dropFirst().map(CSVField.split)
         let index = LineIndex.entries([UInt8](indexData))
         guard index.count == rows.count else {
-            throw CommandFailure(
+            throw PlanFolderError(
                 .internalError, "\(folder): results.csv has \(rows.count) rows but the line index \(index.count)")
         }
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
@@ -130,9 +149,7 @@ struct PlanFolder {
             let status = text(rows[position][F.status.rawValue])
             if status == LineStatus.planned.name {
                 let instruction = text(rows[position][F.instructionID.rawValue])
-                let result =
-                    outcomes[instruction]?.lineResult
-                    ?? InstructionOutcome.notSent(reason: "apply did not reach this instruction; run again").lineResult
+                let result = report.lineResults[instruction] ?? report.unreached
                 set(
                     &rows[position], result.status, stripeID: result.stripeID, code: result.reasonCode,
                     reason: result.reason)
@@ -141,7 +158,7 @@ struct PlanFolder {
                 let lineID = text(rows[position][F.lineID.rawValue]).trimmingFormulaGuard()
                 if let line = try? ledger.line(lineID) {
                     switch line.status {
-                    case .settled where report.resolved[line.instructionID] != nil:
+                    case .settled where report.resolved.contains(line.instructionID):
                         // Sent by an earlier run that stopped; this run confirmed or re-sent it.
                         set(&rows[position], .settled, stripeID: line.stripeID ?? "")
                     case .settled:
@@ -179,7 +196,7 @@ struct PlanFolder {
             }
         }
         guard sums.conserved() else {
-            throw CommandFailure(
+            throw PlanFolderError(
                 .internalError, "conservation check failed after apply: amounts by status do not add up")
         }
         var exit = ExitCode.forLines(
@@ -209,10 +226,11 @@ struct PlanFolder {
         // the run is over).
         let run = manifest["run_id"]?.stringValue ?? "run_unknown"
         if report.ledgerFailure == nil {
-            do throws(CommandFailure) {
-                try updateHeldLines(rows: rows, index: index, layout: layout, ledger: ledger, run: run)
+            do throws(PlanFolderError) {
+                try updateHeldLines(
+                    rows: rows, index: index, layout: layout, ledger: ledger, records: records, run: run)
             } catch {
-                if error.code == .outputUnwritable { throw error }
+                if error.kind == .unwritable { throw error }
                 exit = exit.combined(with: .tryAgain)
             }
         }
@@ -223,14 +241,13 @@ struct PlanFolder {
                 let kept = path("\(name).\(attempt - 1)")
                 unlink(kept)
                 guard link(path(name), kept) == 0 else {
-                    throw CommandFailure(
-                        .outputUnwritable, "cannot keep \(path(name)) as \(kept): \(String(cString: strerror(errno)))")
+                    throw PlanFolderError(
+                        .unwritable, "cannot keep \(path(name)) as \(kept): \(String(cString: strerror(errno)))")
                 }
             }
         }
         do {
             record("results.csv", try ResultsFile.write(path: path("results.csv"), rows: rows))
-            let records = SpoolRecords(folder: folder)
             record(
                 "errors.csv",
                 try CorrectionFile.write(
@@ -258,11 +275,8 @@ struct PlanFolder {
             record(
                 "report.html",
                 try ReportPage.write(
-                    path: path("report.html"), facts: PlanReport.facts(manifest: manifest, mode: mode, exit: exit),
+                    path: path("report.html"), facts: reportFacts(exit),
                     sums: sums, counts: counts, reasons: reasons))
-            options.record.recordLines(counts: counts, sums: sums)
-            options.record.recordRequests(
-                requests: report.requests, retries: report.retries, rateLimited: report.rateLimited)
             var updated: [(String, JSON)] = []
             if case .object(let pairs) = manifest { updated = pairs }
             func put(_ key: String, _ value: JSON) {
@@ -272,7 +286,7 @@ struct PlanFolder {
                     updated.append((key, value))
                 }
             }
-            put("mode", .string(mode))
+            put("mode", .string(report.mode))
             put("outputs", .object(outputs))
             put("counts", .object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }))
             put("control_sums", sums.json())
@@ -280,8 +294,8 @@ struct PlanFolder {
                 "apply",
                 .object([
                     ("attempt", .int(Int64(attempt))),
-                    ("applied_at", .string(Log.timestamp())),
-                    ("api_base", .string(options.apiBase)),
+                    ("applied_at", .string(report.appliedAt)),
+                    ("api_base", .string(report.apiBase)),
                     ("requests", .int(Int64(report.requests))), ("retries", .int(Int64(report.retries))),
                     ("rate_limited", .int(Int64(report.rateLimited))),
                     ("server_errors", .int(Int64(report.serverErrors))),
@@ -297,17 +311,18 @@ struct PlanFolder {
                     .string("\(run) apply attempt \(attempt - 1) (its files: results.csv.\(attempt - 1), …)"))
             }
             put("exit_status", .int(Int64(exit.rawValue)))
-            try PlanOutputs.writeManifest(.object(updated), folder: folder)
+            try Manifest.write(.object(updated), folder: folder)
         } catch {
-            throw CommandFailure(.outputUnwritable, "cannot write \(error.path): \(error.message)")
+            throw PlanFolderError(.unwritable, "cannot write \(error.path): \(error.message)")
         }
         let countsText = JSON.object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }).encoded()
         try? ledger.recordRun(
             LedgerRun(
-                id: attempt > 1 ? "\(run).a\(attempt)" : run, command: mode,
-                asOf: manifest["as_of"]?.stringValue ?? "", folder: folder, startedAt: startedAt, endedAt: Date(),
+                id: attempt > 1 ? "\(run).a\(attempt)" : run, command: report.mode,
+                asOf: manifest["as_of"]?.stringValue ?? "", folder: folder, startedAt: report.startedAt,
+                endedAt: Date(),
                 exitStatus: Int(exit.rawValue), counts: countsText, continues: attempt > 1 ? run : nil))
-        return exit
+        return Rewritten(exit: exit, counts: counts, sums: sums)
     }
 }
 

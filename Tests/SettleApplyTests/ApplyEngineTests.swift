@@ -1,5 +1,6 @@
 import Foundation
 import SettleApply
+import SettleCore
 import SettleLedger
 import SettleTestSupport
 import Testing

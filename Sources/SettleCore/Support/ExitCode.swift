@@ -1,5 +1,3 @@
-import SettleCore
-
 /// settle's exit statuses (SPEC §1), documented in `--help` and the README.
 public enum ExitCode: Int32, Sendable {
     /// Every line is settled, planned, already settled, netted or deferred.
@@ -17,7 +15,7 @@ public enum ExitCode: Int32, Sendable {
     /// The exit status the lines of a run call for (SPEC §1), the one definition of the rule:
     /// 65 when a line was rejected or failed for good or a file was rejected whole; 75 when
     /// an outcome is not known yet or a planned line was not sent (after apply); 75 beats 65.
-    static func forLines(counts: [LineStatus: Int], fileRejected: Bool, applied: Bool) -> ExitCode {
+    public static func forLines(counts: [LineStatus: Int], fileRejected: Bool, applied: Bool) -> ExitCode {
         var code = ExitCode.ok
         if (counts[.rejected] ?? 0) + (counts[.failed] ?? 0) > 0 || fileRejected { code = .linesRejected }
         if (counts[.unknown] ?? 0) > 0 || (applied && (counts[.planned] ?? 0) > 0) {
@@ -27,18 +25,8 @@ public enum ExitCode: Int32, Sendable {
     }
 
     /// The worse of two outcomes of a run: 75 beats 65 beats 0.
-    func combined(with other: ExitCode) -> ExitCode {
+    public func combined(with other: ExitCode) -> ExitCode {
         let rank: [ExitCode: Int] = [.ok: 0, .linesRejected: 1, .tryAgain: 2]
         return (rank[other] ?? 3) > (rank[self] ?? 3) ? other : self
-    }
-}
-
-/// An error that stops a command with a message and an exit status.
-public struct CommandFailure: Error, Sendable {
-    public let code: ExitCode
-    public let message: String
-    public init(_ code: ExitCode, _ message: String) {
-        self.code = code
-        self.message = message
     }
 }

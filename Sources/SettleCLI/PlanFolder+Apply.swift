@@ -1,0 +1,39 @@
+import Foundation
+import SettleApply
+import SettleCore
+import SettleLedger
+import SettlePlanFolder
+
+extension PlanFolder {
+    /// Rewrites the folder's outcome files with what the engine reported, each
+    /// instruction's lines mapped by ``InstructionOutcome/lineResult`` (the one mapping), and
+    /// records the run for `--metrics-file`.
+    func rewrite(
+        outcomes: [String: InstructionOutcome], ledger: LedgerStore, report: ApplyReport, mode: String,
+        options: Options, startedAt: Date = Date()
+    ) throws(CommandFailure) -> ExitCode {
+        var run = AppliedRun(
+            lineResults: outcomes.mapValues(\.lineResult),
+            unreached: InstructionOutcome.notSent(reason: "apply did not reach this instruction; run again").lineResult,
+            mode: mode, apiBase: options.apiBase, appliedAt: Log.timestamp(), startedAt: startedAt)
+        run.resolved = Set(report.resolved.keys)
+        run.requests = report.requests
+        run.retries = report.retries
+        run.rateLimited = report.rateLimited
+        run.serverErrors = report.serverErrors
+        run.transportErrors = report.transportErrors
+        run.notStripeAnswers = report.notStripeAnswers
+        run.keyRefused = report.keyRefused
+        run.ledgerFailure = report.ledgerFailure
+        let manifest = self.manifest
+        let rewritten = try onPlanFolder { () throws(PlanFolderError) in
+            try rewrite(
+                run, ledger: ledger, records: SpoolRecords(folder: folder),
+                reportFacts: { exit in PlanReport.facts(manifest: manifest, mode: mode, exit: exit) })
+        }
+        options.record.recordLines(counts: rewritten.counts, sums: rewritten.sums)
+        options.record.recordRequests(
+            requests: report.requests, retries: report.retries, rateLimited: report.rateLimited)
+        return rewritten.exit
+    }
+}

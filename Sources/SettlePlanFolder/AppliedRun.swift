@@ -1,0 +1,55 @@
+public import Foundation
+public import SettleCore
+public import SettleWrite
+
+/// What one apply did, as the plan folder records it: the engine's report without the
+/// engine, so the folder's rewrite can be tested on a given list of outcomes.
+public struct AppliedRun: Sendable {
+    /// What the lines of each instruction (by id) become: SettleApply's
+    /// `InstructionOutcome.lineResult`, the one mapping from outcome to line status.
+    public var lineResults: [String: LineResult]
+    /// What the lines of an instruction the apply did not reach become.
+    public var unreached: LineResult
+    /// Instructions an earlier run left open that this run confirmed or sent again.
+    public var resolved: Set<String> = []
+    public var requests = 0
+    public var retries = 0
+    public var rateLimited = 0
+    public var serverErrors = 0
+    public var transportErrors = 0
+    public var notStripeAnswers = 0
+    /// Stripe refused the API key: the run stopped (exit 78).
+    public var keyRefused: String?
+    /// The ledger failed during the run (exit 75).
+    public var ledgerFailure: String?
+    /// `apply` or `run`.
+    public var mode: String
+    public var apiBase: String
+    /// When the run applied, as the manifest writes it.
+    public var appliedAt: String
+    public var startedAt: Date
+
+    public init(
+        lineResults: [String: LineResult], unreached: LineResult, mode: String, apiBase: String, appliedAt: String,
+        startedAt: Date
+    ) {
+        self.lineResults = lineResults
+        self.unreached = unreached
+        self.mode = mode
+        self.apiBase = apiBase
+        self.appliedAt = appliedAt
+        self.startedAt = startedAt
+    }
+}
+
+extension PlanFolder {
+    /// What the rewritten files hold.
+    public struct Rewritten {
+        /// The run's exit status, as the manifest and report.html say it.
+        public var exit: ExitCode
+        /// Lines by status, as results.csv holds them.
+        public var counts: [LineStatus: Int]
+        /// The control sums of summary.csv.
+        public var sums: ControlSums
+    }
+}

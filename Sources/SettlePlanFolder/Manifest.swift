@@ -1,0 +1,23 @@
+import Foundation
+public import SettleCore
+public import SettleWrite
+
+/// `manifest.json` and its seal: the manifest lists every file of the folder with its
+/// SHA-256 and rows; its own SHA-256 sits beside the spool, so `apply` can tell that
+/// neither the manifest nor what it lists changed since settle wrote them.
+public enum Manifest {
+    /// The manifest's seal, relative to the folder.
+    public static let sealName = ".settle/manifest.sha256"
+
+    /// Writes manifest.json (pretty, two-space indent) and then its seal.
+    public static func write(_ manifest: JSON, folder: String) throws(WriteFailure) {
+        let file = try OutputFile(path: (folder as NSString).appendingPathComponent("manifest.json"))
+        file.append(manifest.pretty() + "\n")
+        file.endRow()
+        let sha = try file.commit()
+        let seal = try OutputFile(path: (folder as NSString).appendingPathComponent(sealName))
+        seal.append(sha + "\n")
+        seal.endRow()
+        try seal.commit()
+    }
+}
