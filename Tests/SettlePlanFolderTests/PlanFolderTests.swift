@@ -1,0 +1,136 @@
+import Foundation
+import SettleCore
+import SettleLedger
+import SettlePlanFolder
+import SettleWrite
+import Testing
+
+/// The plan folder's contract, both sides: written by the module's writers, read back by
+/// `PlanFolder.open`, refused when edited, rewritten from a given list of outcomes.
+@Suite struct PlanFolderTests {
+    static let plan = makePlan([
+        transferRow("L1", order: "1", amount: "10.00"),
+        transferRow("L2", order: "2", amount: "20.00", destination: "acct_two"),
+        transferRow("L3", order: "3", amount: "30.00", destination: "acct_three"),
+    ])
+
+    @Test func writtenFolderReadsBackAsThePlan() throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try writePlanFolder(Self.plan, to: folder)
+        let opened = try PlanFolder.open(folder)
+        #expect(opened.manifest["run_id"] == "run_test")
+        #expect(!opened.madeOnline)
+        let instructions = try opened.instructions()
+        #expect(instructions.map(\.id) == Self.plan.instructions.map(\.id))
+        #expect(instructions.map(\.amountMinor) == [1000, 2000, 3000])
+        #expect(instructions.map(\.payee) == ["acct_rest", "acct_two", "acct_three"])
+        #expect(instructions.map { $0.lines.map(\.lineID) } == [["L1"], ["L2"], ["L3"]])
+        #expect(instructions[0].params["metadata[settle_instruction]"]?.stringValue == instructions[0].id)
+        #expect(instructions[0].params["source_transaction"] == "ch_1")
+        #expect(instructions.allSatisfy { $0.inconsistency == nil })
+    }
+
+    @Test func anEditedManifestIsRefusedByItsSeal() throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try writePlanFolder(Self.plan, to: folder)
+        let handle = FileHandle(forWritingAtPath: folder + "/manifest.json")!
+        handle.seekToEndOfFile()
+        handle.write(Data(" ".utf8))
+        handle.closeFile()
+        let error = PlanFolderError.of { () throws(PlanFolderError) in _ = try PlanFolder.open(folder) }
+        #expect(
+            error
+                == PlanFolderError(
+                    .refused, "\(folder)/manifest.json changed since settle wrote it; nothing was sent (plan again)"))
+    }
+
+    @Test func anEditedInstructionIsRefused() throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try writePlanFolder(Self.plan, to: folder)
+        let path = folder + "/instructions.jsonl"
+        let text = String(decoding: FileManager.default.contents(atPath: path)!, as: UTF8.self)
+        // Two more dollars to acct_two, in every place that says the amount.
+        let edited = text.replacingOccurrences(of: "\"2000\"", with: "\"2200\"")
+            .replacingOccurrences(of: "\"amount_minor\":2000", with: "\"amount_minor\":2200")
+        #expect(edited != text)
+        try Data(edited.utf8).write(to: URL(fileURLWithPath: path))
+        // Without a new seal, the checksum tells.
+        let unsealed = PlanFolderError.of { () throws(PlanFolderError) in _ = try PlanFolder.open(folder) }
+        #expect(
+            unsealed
+                == PlanFolderError(
+                    .refused,
+                    "\(folder)/instructions.jsonl changed since settle wrote it; nothing was sent (plan again)"
+                ))
+        // Sealed again, the instruction's own id tells.
+        try reseal(folder)
+        let opened = try PlanFolder.open(folder)
+        let error = PlanFolderError.of { () throws(PlanFolderError) in _ = try opened.instructions() }
+        let id = Self.plan.instructions[1].id
+        #expect(error?.kind == .refused)
+        #expect(
+            error?.message.hasPrefix("\(folder)/instructions.jsonl: instruction \(id) does not match its content")
+                == true)
+    }
+
+    @Test func rewriteWritesEachLineItsOutcome() throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try writePlanFolder(Self.plan, to: folder)
+        let ledger = try openTestLedger(path: folder + "/ledger.sqlite")
+        defer { ledger.close() }
+        let ids = Self.plan.instructions.map(\.id)
+        var run = AppliedRun(
+            lineResults: [
+                ids[0]: LineResult(status: .settled, stripeID: "tr_1"),
+                ids[1]: LineResult(status: .failed, reasonCode: "account_invalid", reason: "No such destination"),
+            ],
+            unreached: LineResult(status: .planned, reason: "not reached"), mode: "apply",
+            apiBase: "http://127.0.0.1:1", appliedAt: "2026-11-29T10:00:00Z", startedAt: Date())
+        run.requests = 2
+        let opened = try PlanFolder.open(folder)
+        let rewritten = try opened.rewrite(
+            run, ledger: ledger, records: FixedRecords(),
+            reportFacts: { exit in
+                ReportPage.Facts(
+                    runID: "run_test", asOf: "2026-11-29", mode: "apply", exitStatus: exit.rawValue,
+                    writtenAt: "2026-11-29T10:00:00Z", settleVersion: "test", rejectedFiles: [])
+            })
+        #expect(rewritten.exit == .tryAgain)
+        #expect(rewritten.counts == [.settled: 1, .failed: 1, .planned: 1])
+        let results = String(decoding: FileManager.default.contents(atPath: folder + "/results.csv")!, as: UTF8.self)
+        let rows = results.split(separator: "\n").map(String.init)
+        #expect(rows.count == 4)
+        #expect(rows[0] == ResultsFile.header.joined(separator: ","))
+        #expect(
+            rows[1]
+                == "L1,1,ORDER1,transfer,acct_rest,10.00,1000,usd,settled,\(ids[0]),tr_1,,,test.csv:2")
+        #expect(
+            rows[2]
+                == "L2,2,ORDER2,transfer,acct_two,20.00,2000,usd,failed,\(ids[1]),,account_invalid,No such destination,test.csv:3"
+        )
+        #expect(
+            rows[3] == "L3,3,ORDER3,transfer,acct_three,30.00,3000,usd,planned,\(ids[2]),,,not reached,test.csv:4")
+        let manifest = try JSON.parse(FileManager.default.contents(atPath: folder + "/manifest.json")!)
+        #expect(
+            manifest["counts"]
+                == [
+                    "planned": 1, "settled": 1, "already_settled": 0, "deferred": 0, "rejected": 0, "failed": 1,
+                    "unknown": 0, "netted": 0,
+                ])
+        #expect(manifest["exit_status"] == 75)
+        #expect(manifest["mode"] == "apply")
+        #expect(manifest["apply"]?["attempt"] == 1)
+        #expect(manifest["apply"]?["requests"] == 2)
+        #expect(manifest["apply"]?["applied_at"] == "2026-11-29T10:00:00Z")
+        // The rewritten folder is sealed again: it opens.
+        #expect(try PlanFolder.open(folder).manifest["exit_status"] == 75)
+        // The failed line is in errors.csv, from its spool record.
+        let errors = String(decoding: FileManager.default.contents(atPath: folder + "/errors.csv")!, as: UTF8.self)
+        #expect(errors.split(separator: "\n").count == 2)
+        #expect(errors.contains("account_invalid"))
+    }
+}
