@@ -1,201 +1,132 @@
-import SettleDigest
+public import SettleCore
 
-/// One API call that moves money: a transfer, a transfer reversal or an outbound payment.
-public struct Instruction: Sendable {
-    public enum Kind: UInt8, Sendable {
+/// One API call of the plan, as `instructions.jsonl` holds it (docs/PLAN-FORMAT.md).
+public struct PlannedInstruction: Sendable, Equatable {
+    public enum Kind: String, Sendable, Equatable {
         case transfer, reversal, payout
+    }
 
-        public var name: String {
-            switch self {
-            case .transfer: "transfer"
-            case .reversal: "reversal"
-            case .payout: "payout"
-            }
+    /// An input line the call settles.
+    public struct Line: Sendable, Equatable {
+        public var lineID: String
+        public var kind: String
+        public var amountMinor: Int64
+        /// The planner's digest of the line's settlement content.
+        public var content: String
+        /// `[file, offset, length]` of the line's original record in the plan folder's spool.
+        public var spool: [Int64]?
+
+        public init(lineID: String, kind: String, amountMinor: Int64, content: String, spool: [Int64]? = nil) {
+            self.lineID = lineID
+            self.kind = kind
+            self.amountMinor = amountMinor
+            self.content = content
+            self.spool = spool
         }
     }
 
-    public var kind: Kind
-    /// The deterministic id's 96 bits (see ``InstructionID``), kept as integers so that
-    /// millions of instructions hold no heap string.
-    public var digestHigh: UInt64 = 0
-    public var digestLow: UInt32 = 0
-    /// The group; ``Symbol/none`` for a payout aggregated across orders.
-    public var group: Symbol
-    /// Destination (transfer, reversal) or recipient (payout).
-    public var payee: Symbol
-    public var charge: Symbol = .none
-    /// For a reversal: the transfer it reverses.
-    public var target: Symbol = .none
-    public var payoutMethod: Symbol = .none
-    public var currency: Currency
-    public var amount: Int64 = 0
-    /// The lines it settles: a range of ``SettlementPlan/instructionLines``.
-    public var linesStart: Int = 0
-    public var linesCount: Int = 0
-    /// The attempt number of the next send (earlier failed attempts + 1).
-    public var attempt: Int = 1
-    /// The charge must be looked up before sending (the export had no charge columns).
-    public var needsChargeLookup = false
+    /// What to check before sending.
+    public struct Preflight: Sendable, Equatable {
+        /// A charge to look up (`GET /v1/charges/{id}`): failed or pending → not sent.
+        public var charge: String?
+        /// A payout method to check, with its recipient.
+        public var payoutMethod: String?
+        public var recipient: String?
 
-    public init(kind: Kind, group: Symbol, payee: Symbol, currency: Currency) {
+        public init(charge: String? = nil, payoutMethod: String? = nil, recipient: String? = nil) {
+            self.charge = charge
+            self.payoutMethod = payoutMethod
+            self.recipient = recipient
+        }
+    }
+
+    public var id: String
+    public var kind: Kind
+    public var method: String
+    public var path: String
+    /// The key the planner expected (attempt 1); `apply` recomputes it from the ledger.
+    public var idempotencyKey: String
+    public var stripeContext: String?
+    /// v1: flat form keys to strings; v2: the JSON body.
+    public var params: JSON
+    public var lines: [Line]
+    public var group: String
+    public var payee: String
+    public var charge: String
+    public var currency: String
+    public var amountMinor: Int64
+    public var preflight: Preflight
+
+    public init(
+        id: String, kind: Kind, method: String = "POST", path: String, idempotencyKey: String? = nil,
+        stripeContext: String? = nil, params: JSON, lines: [Line], group: String, payee: String,
+        charge: String = "", currency: String, amountMinor: Int64, preflight: Preflight = Preflight()
+    ) {
+        self.id = id
         self.kind = kind
+        self.method = method
+        self.path = path
+        self.idempotencyKey = idempotencyKey ?? IdempotencyKey.make(instruction: id, attempt: 1)
+        self.stripeContext = stripeContext
+        self.params = params
+        self.lines = lines
         self.group = group
         self.payee = payee
+        self.charge = charge
         self.currency = currency
+        self.amountMinor = amountMinor
+        self.preflight = preflight
     }
 
-    /// The deterministic id: `ins_` + 24 hex digits.
-    public var id: String {
-        var bytes: [UInt8] = []
-        appendID(to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
-    }
+    /// Whether it is a v2 call (JSON body, preview `Stripe-Version`).
+    public var isV2: Bool { path.hasPrefix("/v2/") }
+}
 
-    /// Appends the id to a byte buffer (the writers' hot path).
-    @inline(__always)
-    public func appendID(to out: inout [UInt8]) {
-        out.append(contentsOf: [UInt8(ascii: "i"), UInt8(ascii: "n"), UInt8(ascii: "s"), UInt8(ascii: "_")])
-        for shift in stride(from: 60, through: 0, by: -4) {
-            out.append(Instruction.hexDigit(digestHigh >> UInt64(shift)))
+extension PlannedInstruction {
+    /// Why the instruction does not hold together, or nil: its id must be the hash of its
+    /// own facts (``InstructionID``), its parameters must send those facts, and its lines
+    /// must add up to its amount.
+    public var inconsistency: String? {
+        let target = kind == .reversal ? Self.reversalTarget(path) ?? "" : charge
+        let derived = InstructionID.make(
+            kind: kind.rawValue, group: group, payee: payee, chargeOrTarget: target, currency: currency,
+            amountMinor: amountMinor, lineIDs: lines.map(\.lineID))
+        guard derived == id else { return "does not match its content (its content hashes to \(derived))" }
+        var net: Int64 = 0
+        for line in lines {
+            let (sum, overflow) = net.addingReportingOverflow(
+                kind == .transfer && line.kind == "reversal" ? -line.amountMinor : line.amountMinor)
+            guard !overflow else { return "has line amounts that overflow" }
+            net = sum
         }
-        for shift in stride(from: 28, through: 0, by: -4) {
-            out.append(Instruction.hexDigit(UInt64(digestLow) >> UInt64(shift)))
-        }
-    }
-
-    @inline(__always)
-    static func hexDigit(_ value: UInt64) -> UInt8 {
-        let nibble = UInt8(value & 0xf)
-        return nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
-    }
-
-    /// `settle-<id>-a<attempt>`: the root is the instruction id, so a retry of the same attempt
-    /// can never create a second object, and a deliberate re-send after a refusal gets a new key.
-    public var idempotencyKey: String { IdempotencyKey.make(instruction: id, attempt: attempt) }
-
-    /// The API path; a reversal names its transfer.
-    public func path(_ batch: Batch) -> String {
+        guard net == amountMinor, amountMinor > 0 else { return "sends \(amountMinor) but its lines add up to \(net)" }
+        let expectedPath: String
         switch kind {
-        case .transfer: "/v1/transfers"
-        case .reversal: "/v1/transfers/\(batch.text(target))/reversals"
-        case .payout: "/v2/money_management/outbound_payments"
+        case .transfer: expectedPath = "/v1/transfers"
+        case .reversal: expectedPath = "/v1/transfers/\(target)/reversals"
+        case .payout: expectedPath = "/v2/money_management/outbound_payments"
         }
-    }
-}
-
-/// The deterministic id of an instruction.
-public enum InstructionID {
-    /// The id from an instruction's facts as text, as `apply` re-derives it from
-    /// `instructions.jsonl` (so an edited amount, payee or line list cannot be sent under an
-    /// old id). The same bytes as ``make(_:lines:batch:hasher:scratch:)`` hashes.
-    public static func make(
-        kind: String, group: String, payee: String, chargeOrTarget: String, currency: String, amountMinor: Int64,
-        lineIDs: [String]
-    ) -> String {
-        var scratch: [UInt8] = []
-        for field in [kind, group, payee, chargeOrTarget, currency] {
-            scratch.append(contentsOf: field.utf8)
-            scratch.append(0x0A)
-        }
-        MinorUnits.appendDecimal(amountMinor, to: &scratch)
-        scratch.append(0x0A)
-        for id in lineIDs.map({ Array($0.utf8) }).sorted(by: { $0.lexicographicallyPrecedes($1) }) {
-            scratch.append(contentsOf: id)
-            scratch.append(0x0A)
-        }
-        let hasher = SHA256()
-        scratch.withUnsafeBytes { hasher.update($0) }
-        let digest = hasher.digest()
-        var instruction = Instruction(kind: .transfer, group: .none, payee: .none, currency: Currency.usd)
-        for index in 0..<8 { instruction.digestHigh = instruction.digestHigh << 8 | UInt64(digest[index]) }
-        for index in 8..<12 { instruction.digestLow = instruction.digestLow << 8 | UInt32(digest[index]) }
-        return instruction.id
-    }
-
-    /// `ins_` + 24 hex digits of SHA-256 over kind, group, payee, charge (the target transfer
-    /// for a reversal), currency, amount and the sorted line ids, one per line.
-    static func make(
-        _ instruction: Instruction, lines: ArraySlice<Int32>, batch: Batch, hasher: SHA256,
-        scratch: inout [UInt8]
-    ) -> (UInt64, UInt32) {
-        scratch.removeAll(keepingCapacity: true)
-        let newline: UInt8 = 0x0A
-        scratch.append(contentsOf: instruction.kind.name.utf8)
-        scratch.append(newline)
-        batch.symbols.withBytes(instruction.group) { scratch.append(contentsOf: $0) }
-        scratch.append(newline)
-        batch.symbols.withBytes(instruction.payee) { scratch.append(contentsOf: $0) }
-        scratch.append(newline)
-        if instruction.kind == .reversal {
-            batch.symbols.withBytes(instruction.target) { scratch.append(contentsOf: $0) }
+        guard path == expectedPath, method == "POST" else { return "calls \(method) \(path), not POST \(expectedPath)" }
+        if isV2 {
+            guard params["amount"]?["value"]?.intValue == amountMinor,
+                params["amount"]?["currency"]?.stringValue == currency,
+                params["to"]?["recipient"]?.stringValue == payee,
+                params["metadata"]?["settle_instruction"]?.stringValue == id
+            else { return "has parameters that do not send its amount, currency and recipient" }
         } else {
-            batch.symbols.withBytes(instruction.charge) { scratch.append(contentsOf: $0) }
+            guard params["amount"]?.stringValue == String(amountMinor),
+                params["metadata[settle_instruction]"]?.stringValue == id,
+                kind == .reversal
+                    || (params["currency"]?.stringValue == currency && params["destination"]?.stringValue == payee)
+            else { return "has parameters that do not send its amount, currency and destination" }
         }
-        scratch.append(newline)
-        scratch.append(contentsOf: instruction.currency.code.utf8)
-        scratch.append(newline)
-        MinorUnits.appendDecimal(instruction.amount, to: &scratch)
-        scratch.append(newline)
-        var ids = lines.map { batch.lines[Int($0)].lineID }
-        if ids.count > 1 {
-            ids.sort { left, right in
-                batch.symbols.withBytes(left) { a in
-                    batch.symbols.withBytes(right) { b in a.lexicographicallyPrecedes(b) }
-                }
-            }
-        }
-        for id in ids {
-            batch.symbols.withBytes(id) { scratch.append(contentsOf: $0) }
-            scratch.append(newline)
-        }
-        hasher.reset()
-        scratch.withUnsafeBytes { hasher.update($0) }
-        let digest = hasher.digest()
-        var high: UInt64 = 0
-        for index in 0..<8 { high = high << 8 | UInt64(digest[index]) }
-        var low: UInt32 = 0
-        for index in 8..<12 { low = low << 8 | UInt32(digest[index]) }
-        return (high, low)
+        return nil
     }
-}
 
-/// A 64-bit FNV-1a digest of what a line settles, so the ledger can tell the same line
-/// (already settled) from a line reusing an id with other content (a conflict).
-public enum LineContent {
-    public static func digest(_ batch: Batch, _ line: OrderLine) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        @inline(__always) func byte(_ value: UInt8) { hash = (hash ^ UInt64(value)) &* 0x100_0000_01b3 }
-        @inline(__always) func end() { byte(0x1f) }
-        @inline(__always) func symbol(_ symbol: Symbol) {
-            batch.symbols.withBytes(symbol) { for value in $0 { byte(value) } }
-            end()
-        }
-        for value in line.kind.name.utf8 { byte(value) }
-        end()
-        symbol(line.orderID)
-        symbol(line.group)
-        symbol(line.payee)
-        symbol(line.payoutMethod)
-        symbol(line.charge)
-        symbol(line.transfer)
-        for value in line.currency.code.utf8 { byte(value) }
-        end()
-        // The amount's decimal digits, most significant first.
-        var amount = line.amount
-        var divisor: Int64 = 1
-        while divisor <= amount / 10 { divisor *= 10 }
-        repeat {
-            byte(UInt8(ascii: "0") + UInt8(amount / divisor))
-            amount %= divisor
-            divisor /= 10
-        } while divisor > 0
-        end()
-        return String(unsafeUninitializedCapacity: 16) { buffer in
-            for index in 0..<16 {
-                let nibble = UInt8((hash >> UInt64(60 - 4 * index)) & 0xf)
-                buffer[index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
-            }
-            return 16
-        }
+    /// `tr_…` of `/v1/transfers/tr_…/reversals`.
+    static func reversalTarget(_ path: String) -> String? {
+        let parts = path.split(separator: "/")
+        guard parts.count == 4, parts[0] == "v1", parts[1] == "transfers", parts[3] == "reversals" else { return nil }
+        return String(parts[2])
     }
 }
