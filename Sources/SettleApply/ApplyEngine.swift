@@ -70,7 +70,7 @@ public final class ApplyEngine {
     ///   ``ApplyError/factsUnavailable(_:)`` before anything of the plan is sent.
     ///   A ledger failure during the run does not throw: the report carries it, with every
     ///   outcome the ledger could not record reported `unknown`.
-    public func run(_ plan: [PlannedInstruction], checkFacts: Bool = true) throws(ApplyError) -> ApplyReport {
+    public func run(_ plan: [Instruction], checkFacts: Bool = true) throws(ApplyError) -> ApplyReport {
         let started = ContinuousClock.now
         outcomes = [:]
         resolved = [:]
@@ -80,7 +80,7 @@ public final class ApplyEngine {
 
         let params = try finalParameters(plan)
         try resolveUnresolved()
-        var candidates: [PlannedInstruction] = []
+        var candidates: [Instruction] = []
         if keyRefused == nil, ledgerFailure == nil {
             candidates = try classify(plan)
             if checkFacts { try self.checkFacts(candidates) }
@@ -111,7 +111,7 @@ public final class ApplyEngine {
 
     /// The parameters each instruction is sent with: v2 payouts get the configured
     /// financial account when the plan has none.
-    private func finalParameters(_ plan: [PlannedInstruction]) throws(ApplyError) -> [String: JSON] {
+    private func finalParameters(_ plan: [Instruction]) throws(ApplyError) -> [String: JSON] {
         var result: [String: JSON] = [:]
         for instruction in plan {
             var params = instruction.params
@@ -212,8 +212,8 @@ public final class ApplyEngine {
 
     // MARK: - 2. What the ledger already knows
 
-    private func classify(_ plan: [PlannedInstruction]) throws(ApplyError) -> [PlannedInstruction] {
-        var candidates: [PlannedInstruction] = []
+    private func classify(_ plan: [Instruction]) throws(ApplyError) -> [Instruction] {
+        var candidates: [Instruction] = []
         var seen: Set<String> = []
         for instruction in plan {
             guard seen.insert(instruction.id).inserted else {
@@ -267,7 +267,7 @@ public final class ApplyEngine {
     /// Looks up every payout method and charge the plan's candidates depend on. A refusal
     /// refuses the whole plan (its instructions were formed without knowing it, so sending
     /// the rest could move a group in part); an answer that is not Stripe's stops it too.
-    private func checkFacts(_ candidates: [PlannedInstruction]) throws(ApplyError) {
+    private func checkFacts(_ candidates: [Instruction]) throws(ApplyError) {
         var methods: [(recipient: String, method: String)] = []
         var charges: [String] = []
         var seenMethods: Set<String> = []
@@ -293,7 +293,7 @@ public final class ApplyEngine {
 
     // MARK: - 4. Send
 
-    private func send(_ candidates: [PlannedInstruction], params: [String: JSON]) {
+    private func send(_ candidates: [Instruction], params: [String: JSON]) {
         guard !candidates.isEmpty else { return }
         log(.info, "sending \(candidates.count) instruction(s)")
         let scheduler = makeScheduler()
@@ -367,9 +367,9 @@ public final class ApplyEngine {
         finish(scheduler)
     }
 
-    private func dispatch(_ instruction: PlannedInstruction, params: JSON, attempt: Int) -> LedgerDispatch {
+    private func dispatch(_ instruction: Instruction, params: JSON, attempt: Int) -> LedgerDispatch {
         LedgerDispatch(
-            id: instruction.id, kind: instruction.kind.rawValue, group: instruction.group, payee: instruction.payee,
+            id: instruction.id, kind: instruction.kind.name, group: instruction.group, payee: instruction.payee,
             charge: instruction.charge, currency: instruction.currency, amountMinor: instruction.amountMinor,
             method: instruction.method, path: instruction.path, params: params.encoded(sortingKeys: true),
             stripeContext: instruction.stripeContext, attempt: attempt,

@@ -1,12 +1,12 @@
 public import Foundation
 public import SettleCore
 
-extension PlannedInstruction {
+extension Instruction {
     /// Decodes `instructions.jsonl`: one object per non-blank line.
     ///
     /// - Throws: ``PlanFolderError/Kind/refused`` naming the 1-based line.
-    public static func decodeJSONLines(_ data: Data) throws(PlanFolderError) -> [PlannedInstruction] {
-        var result: [PlannedInstruction] = []
+    public static func decodeJSONLines(_ data: Data) throws(PlanFolderError) -> [Instruction] {
+        var result: [Instruction] = []
         var number = 0
         for line in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             number += 1
@@ -20,11 +20,11 @@ extension PlannedInstruction {
     /// - Parameter number: the line's 1-based number, for the error.
     /// - Throws: ``PlanFolderError/Kind/refused``: `instructions.jsonl line N: …`.
     public static func decode(line: some Collection<UInt8>, number: Int) throws(PlanFolderError)
-        -> PlannedInstruction?
+        -> Instruction?
     {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return nil }
         do throws(JSON.ParseError) {
-            return try PlannedInstruction(json: JSON.parse(line))
+            return try Instruction(json: JSON.parse(line))
         } catch {
             throw PlanFolderError(.refused, "instructions.jsonl line \(number): \(error)")
         }
@@ -33,9 +33,9 @@ extension PlannedInstruction {
     /// An instruction from its JSON object (docs/PLAN-FORMAT.md); keys it does not know are
     /// ignored, and `stripe_context`, `group`, `charge` and `preflight` may be missing or null.
     public init(json: JSON) throws(JSON.ParseError) {
-        let object = try JSONFields(json, "the instruction")
-        guard let kind = Kind(rawValue: try object.string("kind")) else {
-            throw JSONFields.problem("\"kind\" is not transfer, reversal or payout")
+        let object = try ObjectReader(json, "the instruction")
+        guard let kind = Kind(name: try object.string("kind")) else {
+            throw ObjectReader.problem("\"kind\" is not transfer, reversal or payout")
         }
         self.init(
             id: try object.string("id"), kind: kind, method: try object.string("method"),
@@ -51,14 +51,16 @@ extension PlannedInstruction {
     }
 }
 
-extension PlannedInstruction.Line {
+extension Instruction.Line {
     init(json: JSON) throws(JSON.ParseError) {
-        let object = try JSONFields(json, "a line")
+        let object = try ObjectReader(json, "a line")
         let spool = try object.optional("spool").map { (value) throws(JSON.ParseError) -> [Int64] in
-            guard case .array(let items) = value else { throw JSONFields.problem("a line's \"spool\" is not an array") }
+            guard case .array(let items) = value else {
+                throw ObjectReader.problem("a line's \"spool\" is not an array")
+            }
             return try items.map { (item) throws(JSON.ParseError) -> Int64 in
                 guard case .int(let number) = item else {
-                    throw JSONFields.problem("a line's \"spool\" holds something other than integers")
+                    throw ObjectReader.problem("a line's \"spool\" holds something other than integers")
                 }
                 return number
             }
@@ -69,9 +71,9 @@ extension PlannedInstruction.Line {
     }
 }
 
-extension PlannedInstruction.Preflight {
+extension Instruction.Preflight {
     init(json: JSON) throws(JSON.ParseError) {
-        let object = try JSONFields(json, "\"preflight\"")
+        let object = try ObjectReader(json, "\"preflight\"")
         self.init(
             charge: try object.optionalString("charge"), payoutMethod: try object.optionalString("payout_method"),
             recipient: try object.optionalString("recipient"))
@@ -79,7 +81,7 @@ extension PlannedInstruction.Preflight {
 }
 
 /// The members of one JSON object, read by key with a message naming what is wrong.
-struct JSONFields {
+struct ObjectReader {
     let json: JSON
     let what: String
 

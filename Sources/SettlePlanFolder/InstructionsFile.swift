@@ -15,7 +15,7 @@ public enum InstructionsFile {
     }
 
     /// One instruction as a JSON line.
-    static func append(_ instruction: Instruction, plan: SettlementPlan, to out: inout [UInt8]) {
+    static func append(_ instruction: PlanRow, plan: SettlementPlan, to out: inout [UInt8]) {
         let batch = plan.batch
         var json = JSON.Writer(out: out)
         out = []
@@ -66,7 +66,7 @@ public enum InstructionsFile {
         out.append(0x0A)
     }
 
-    static func appendParams(_ instruction: Instruction, plan: SettlementPlan, to json: inout JSON.Writer) {
+    static func appendParams(_ instruction: PlanRow, plan: SettlementPlan, to json: inout JSON.Writer) {
         let batch = plan.batch
         let (description, metadata) = agreedExtras(plan.lines(of: instruction), batch: batch)
         let settleKey = "settle_instruction"
@@ -139,7 +139,7 @@ public enum InstructionsFile {
 
 extension JSON.Writer {
     /// An instruction's id (`ins_…`), written from its digest without a string.
-    mutating func instructionID(_ instruction: Instruction) {
+    mutating func instructionID(_ instruction: PlanRow) {
         separator()
         out.append(UInt8(ascii: "\""))
         instruction.appendID(to: &out)

@@ -73,8 +73,8 @@ public struct PlanFolder {
     /// sent: the id re-derived from kind, group, payee, charge or target, currency, amount
     /// and lines; the parameters saying the same amount, currency and payee; the lines
     /// adding up to the amount. A plan edited by hand is refused (exit 65).
-    public func instructions() throws(PlanFolderError) -> [PlannedInstruction] {
-        var list: [PlannedInstruction] = []
+    public func instructions() throws(PlanFolderError) -> [Instruction] {
+        var list: [Instruction] = []
         var number = 0
         for line in instructionsData.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             number += 1
@@ -86,11 +86,11 @@ public struct PlanFolder {
     /// One line of instructions.jsonl, decoded and checked against its own content (see
     /// ``instructions()``); nil for a blank line.
     public func checkedInstruction(line: some Collection<UInt8>, number: Int) throws(PlanFolderError)
-        -> PlannedInstruction?
+        -> Instruction?
     {
-        let instruction: PlannedInstruction?
+        let instruction: Instruction?
         do {
-            instruction = try PlannedInstruction.decode(line: line, number: number)
+            instruction = try Instruction.decode(line: line, number: number)
         } catch {
             throw PlanFolderError(.refused, "\(folder)/\(error.message); nothing was sent")
         }

@@ -372,12 +372,12 @@ struct ApplyEngineTests {
 }
 
 /// Leaves the ledger as a run that died right after committing `in_flight` would.
-func stageInFlight(_ sandbox: Sandbox, _ instruction: PlannedInstruction) throws {
+func stageInFlight(_ sandbox: Sandbox, _ instruction: Instruction) throws {
     let ledger = try openTestLedger(path: sandbox.ledgerPath)
     defer { ledger.close() }
     try ledger.markInFlight([
         LedgerDispatch(
-            id: instruction.id, kind: instruction.kind.rawValue, group: instruction.group, payee: instruction.payee,
+            id: instruction.id, kind: instruction.kind.name, group: instruction.group, payee: instruction.payee,
             charge: instruction.charge, currency: instruction.currency, amountMinor: instruction.amountMinor,
             method: "POST", path: instruction.path, params: instruction.params.encoded(sortingKeys: true),
             stripeContext: nil,
@@ -391,8 +391,8 @@ func stageInFlight(_ sandbox: Sandbox, _ instruction: PlannedInstruction) throws
 @Suite(
     "ApplyEngine reversals")
 struct ApplyEngineReversalTests {
-    func reversal(_ id: String, of transfer: String, amount: Int64) -> PlannedInstruction {
-        PlannedInstruction(
+    func reversal(_ id: String, of transfer: String, amount: Int64) -> Instruction {
+        Instruction(
             id: id, kind: .reversal, path: "/v1/transfers/\(transfer)/reversals",
             params: ["amount": .string(String(amount)), "metadata[settle_instruction]": .string(id)],
             lines: [.init(lineID: "\(id)-L1", kind: "reversal", amountMinor: amount, content: "c\(id)")],

@@ -7,7 +7,7 @@ import SettleTestSupport
 func transferInstruction(
     _ id: String, amount: Int64 = 7000, destination: String = "acct_rest", charge: String = "ch_1",
     group: String = "ORDER100", lines: [String]? = nil, preflightCharge: Bool = false
-) -> PlannedInstruction {
+) -> Instruction {
     var params: JSON = [
         "amount": .string(String(amount)), "currency": .string("usd"), "destination": .string(destination),
         "transfer_group": .string(group), "metadata[settle_instruction]": .string(id),
@@ -15,7 +15,7 @@ func transferInstruction(
     ]
     if !charge.isEmpty { params["source_transaction"] = .string(charge) }
     let lineIDs = lines ?? ["\(id)-L1"]
-    return PlannedInstruction(
+    return Instruction(
         id: id, kind: .transfer, path: "/v1/transfers", params: params,
         lines: lineIDs.map {
             .init(lineID: $0, kind: "transfer", amountMinor: amount / Int64(lineIDs.count), content: "c\($0)")
@@ -27,7 +27,7 @@ func transferInstruction(
 func payoutInstruction(
     _ id: String, amount: Int64 = 2000, method: String = "pm_ap_1", recipient: String = "acct_drv",
     account: String? = nil
-) -> PlannedInstruction {
+) -> Instruction {
     let params: JSON = [
         "from": ["financial_account": account.map { .string($0) } ?? .null, "currency": "usd"],
         "to": ["recipient": .string(recipient), "payout_method": .string(method), "currency": "usd"],
@@ -36,7 +36,7 @@ func payoutInstruction(
         "description": "driver payout",
         "metadata": ["settle_instruction": .string(id)],
     ]
-    return PlannedInstruction(
+    return Instruction(
         id: id, kind: .payout, path: "/v2/money_management/outbound_payments", params: params,
         lines: [.init(lineID: "\(id)-L1", kind: "payout", amountMinor: amount, content: "c\(id)")],
         group: "", payee: recipient, currency: "usd", amountMinor: amount,
@@ -62,7 +62,7 @@ func configuration(
         logger: { level, message in logs?.append("\(level): \(message)") }, now: now)
 }
 
-func runEngine(_ sandbox: Sandbox, _ plan: [PlannedInstruction], configuration config: ApplyConfiguration? = nil) throws
+func runEngine(_ sandbox: Sandbox, _ plan: [Instruction], configuration config: ApplyConfiguration? = nil) throws
     -> ApplyReport
 {
     let ledger = try openTestLedger(path: sandbox.ledgerPath)

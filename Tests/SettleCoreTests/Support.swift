@@ -103,14 +103,14 @@ extension SettlementPlan {
     }
 
     /// The instruction settling a line.
-    func instruction(of id: String) -> Instruction? {
+    func instruction(of id: String) -> PlanRow? {
         guard let index = batch.lines.firstIndex(where: { batch.text($0.lineID) == id }),
             instructionOfLine[index] >= 0
         else { return nil }
         return instructions[Int(instructionOfLine[index])]
     }
 
-    func lineIDs(of instruction: Instruction) -> [String] {
+    func lineIDs(of instruction: PlanRow) -> [String] {
         lines(of: instruction).map { batch.text(batch.lines[Int($0)].lineID) }
     }
 }

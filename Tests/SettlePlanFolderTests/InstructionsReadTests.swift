@@ -11,7 +11,7 @@ import Testing
 
             {"id":"ins_p","kind":"payout","method":"POST","path":"/v2/money_management/outbound_payments","idempotency_key":"settle-ins_p-a1","stripe_context":null,"params":{"from":{"financial_account":null,"currency":"usd"},"amount":{"value":2000,"currency":"usd"}},"lines":[],"group":"","payee":"acct_drv","charge":"","currency":"usd","amount_minor":2000,"preflight":{"payout_method":"pm_ap_1","recipient":"acct_drv"}}
             """
-        let plan = try PlannedInstruction.decodeJSONLines(Data(jsonl.utf8))
+        let plan = try Instruction.decodeJSONLines(Data(jsonl.utf8))
         #expect(plan.count == 2)
         #expect(plan[0].kind == .transfer)
         #expect(plan[0].amountMinor == 7000)
@@ -26,7 +26,7 @@ import Testing
             plan[1].params.encoded(sortingKeys: true)
                 == #"{"amount":{"currency":"usd","value":2000},"from":{"currency":"usd","financial_account":null}}"#)
         do {
-            _ = try PlannedInstruction.decodeJSONLines(Data("\n{\"id\":\"x\"}\n".utf8))
+            _ = try Instruction.decodeJSONLines(Data("\n{\"id\":\"x\"}\n".utf8))
             Issue.record("an incomplete instruction decoded")
         } catch {
             guard error.kind == .refused, error.message.hasPrefix("instructions.jsonl line 2: ") else {

@@ -29,6 +29,10 @@ import Testing
         #expect(instructions[0].params["metadata[settle_instruction]"]?.stringValue == instructions[0].id)
         #expect(instructions[0].params["source_transaction"] == "ch_1")
         #expect(instructions.allSatisfy { $0.inconsistency == nil })
+        // The value the plan materialises from its row is the one apply reads.
+        #expect(Self.plan.instructions.indices.map { Self.plan.instruction(at: $0) } == instructions)
+        #expect(Self.plan.instruction(at: 2).kind == .transfer)
+        #expect(Self.plan.instruction(at: 2).path == "/v1/transfers")
     }
 
     @Test func anEditedManifestIsRefusedByItsSeal() throws {

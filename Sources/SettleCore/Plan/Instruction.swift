@@ -1,9 +1,26 @@
 public import SettleCore
 
-/// One API call of the plan, as `instructions.jsonl` holds it (docs/PLAN-FORMAT.md).
-public struct PlannedInstruction: Sendable, Equatable {
-    public enum Kind: String, Sendable, Equatable {
+/// One API call that moves money — a transfer, a transfer reversal or an outbound payment —
+/// as `instructions.jsonl` holds it (docs/PLAN-FORMAT.md) and as apply records it in the
+/// ledger and sends it. The one instruction type: the planner keeps its instructions as
+/// compact ``PlanRow``s of the plan's table and materialises this value from them.
+public struct Instruction: Sendable, Equatable {
+    public enum Kind: UInt8, Sendable, Equatable, CaseIterable {
         case transfer, reversal, payout
+
+        /// The name in instructions.jsonl and the ledger.
+        public var name: String {
+            switch self {
+            case .transfer: "transfer"
+            case .reversal: "reversal"
+            case .payout: "payout"
+            }
+        }
+
+        public init?(name: String) {
+            guard let kind = Kind.allCases.first(where: { $0.name == name }) else { return nil }
+            self = kind
+        }
     }
 
     /// An input line the call settles.
@@ -82,14 +99,14 @@ public struct PlannedInstruction: Sendable, Equatable {
     public var isV2: Bool { path.hasPrefix("/v2/") }
 }
 
-extension PlannedInstruction {
+extension Instruction {
     /// Why the instruction does not hold together, or nil: its id must be the hash of its
     /// own facts (``InstructionID``), its parameters must send those facts, and its lines
     /// must add up to its amount.
     public var inconsistency: String? {
         let target = kind == .reversal ? Self.reversalTarget(path) ?? "" : charge
         let derived = InstructionID.make(
-            kind: kind.rawValue, group: group, payee: payee, chargeOrTarget: target, currency: currency,
+            kind: kind.name, group: group, payee: payee, chargeOrTarget: target, currency: currency,
             amountMinor: amountMinor, lineIDs: lines.map(\.lineID))
         guard derived == id else { return "does not match its content (its content hashes to \(derived))" }
         var net: Int64 = 0

@@ -1,18 +1,11 @@
 import SettleDigest
 
-/// One API call that moves money: a transfer, a transfer reversal or an outbound payment.
-public struct Instruction: Sendable {
-    public enum Kind: UInt8, Sendable {
-        case transfer, reversal, payout
-
-        public var name: String {
-            switch self {
-            case .transfer: "transfer"
-            case .reversal: "reversal"
-            case .payout: "payout"
-            }
-        }
-    }
+/// One ``Instruction`` as the plan's table holds it: symbols of the batch and the id's digest
+/// as integers, so millions of them hold no heap string. The instructions writer serialises a
+/// row to its `instructions.jsonl` line straight from these fields, and
+/// `SettlementPlan.instruction(at:)` materialises the ``Instruction`` value from it.
+public struct PlanRow: Sendable {
+    public typealias Kind = Instruction.Kind
 
     public var kind: Kind
     /// The deterministic id's 96 bits (see ``InstructionID``), kept as integers so that
@@ -56,10 +49,10 @@ public struct Instruction: Sendable {
     public func appendID(to out: inout [UInt8]) {
         out.append(contentsOf: [UInt8(ascii: "i"), UInt8(ascii: "n"), UInt8(ascii: "s"), UInt8(ascii: "_")])
         for shift in stride(from: 60, through: 0, by: -4) {
-            out.append(Instruction.hexDigit(digestHigh >> UInt64(shift)))
+            out.append(PlanRow.hexDigit(digestHigh >> UInt64(shift)))
         }
         for shift in stride(from: 28, through: 0, by: -4) {
-            out.append(Instruction.hexDigit(UInt64(digestLow) >> UInt64(shift)))
+            out.append(PlanRow.hexDigit(UInt64(digestLow) >> UInt64(shift)))
         }
     }
 
@@ -106,7 +99,7 @@ public enum InstructionID {
         let hasher = SHA256()
         scratch.withUnsafeBytes { hasher.update($0) }
         let digest = hasher.digest()
-        var instruction = Instruction(kind: .transfer, group: .none, payee: .none, currency: Currency.usd)
+        var instruction = PlanRow(kind: .transfer, group: .none, payee: .none, currency: Currency.usd)
         for index in 0..<8 { instruction.digestHigh = instruction.digestHigh << 8 | UInt64(digest[index]) }
         for index in 8..<12 { instruction.digestLow = instruction.digestLow << 8 | UInt32(digest[index]) }
         return instruction.id
@@ -115,7 +108,7 @@ public enum InstructionID {
     /// `ins_` + 24 hex digits of SHA-256 over kind, group, payee, charge (the target transfer
     /// for a reversal), currency, amount and the sorted line ids, one per line.
     static func make(
-        _ instruction: Instruction, lines: ArraySlice<Int32>, batch: Batch, hasher: SHA256,
+        _ instruction: PlanRow, lines: ArraySlice<Int32>, batch: Batch, hasher: SHA256,
         scratch: inout [UInt8]
     ) -> (UInt64, UInt32) {
         scratch.removeAll(keepingCapacity: true)

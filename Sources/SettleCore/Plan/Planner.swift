@@ -113,10 +113,10 @@ public struct Planner {
 
     /// Instructions of one kind with their lines, contiguous per instruction.
     struct Formed {
-        var instructions: [Instruction] = []
+        var instructions: [PlanRow] = []
         var lines: [Int32] = []
 
-        mutating func add(_ instruction: Instruction, lines members: some Sequence<Int32>) {
+        mutating func add(_ instruction: PlanRow, lines members: some Sequence<Int32>) {
             var instruction = instruction
             instruction.linesStart = lines.count
             lines.append(contentsOf: members)
@@ -397,9 +397,9 @@ public struct Planner {
 
     /// Space reused from one group to the next.
     struct GroupScratch {
-        var transfers: [Instruction] = []
+        var transfers: [PlanRow] = []
         var netted: [Int64] = []
-        var reversals: [Instruction] = []
+        var reversals: [PlanRow] = []
         /// (slot, line): which instruction of the group a line belongs to.
         var transferMembers: [(slot: Int32, line: Int32)] = []
         var reversalMembers: [(slot: Int32, line: Int32)] = []
@@ -433,7 +433,7 @@ public struct Planner {
                     scratch.transfers[slot].amount += line.amount
                     scratch.transferMembers.append((Int32(slot), index))
                 } else {
-                    var instruction = Instruction(
+                    var instruction = PlanRow(
                         kind: .transfer, group: line.group, payee: line.payee,
                         currency: line.currency)
                     instruction.charge = line.charge
@@ -451,7 +451,7 @@ public struct Planner {
                 scratch.payouts.append(index)
             case .reversal:
                 if !line.transfer.isNone {
-                    var instruction = Instruction(
+                    var instruction = PlanRow(
                         kind: .reversal, group: line.group, payee: line.payee,
                         currency: line.currency)
                     instruction.target = line.transfer
@@ -495,7 +495,7 @@ public struct Planner {
                 slot = existing
                 scratch.reversals[slot].amount += line.amount
             } else {
-                var instruction = Instruction(
+                var instruction = PlanRow(
                     kind: .reversal, group: line.group, payee: line.payee, currency: line.currency)
                 instruction.target = batch.symbols.intern(recorded.stripeID)
                 instruction.amount = line.amount
@@ -538,7 +538,7 @@ public struct Planner {
     /// currency, and its charge when the reversal names one. When the reversal names none and
     /// the group pays that destination from several charges, the charge whose id sorts first
     /// (bytes; no charge first), so that the line order never changes what is sent.
-    private func nettingTarget(of line: OrderLine, in transfers: [Instruction], batch: Batch) -> Int? {
+    private func nettingTarget(of line: OrderLine, in transfers: [PlanRow], batch: Batch) -> Int? {
         var best: Int? = nil
         for slot in transfers.indices {
             let transfer = transfers[slot]
@@ -559,7 +559,7 @@ public struct Planner {
 
     /// Payouts: one per recipient, payout method and currency (per-recipient), or one per line.
     private func formPayouts(_ batch: Batch, lines: [Int32]) -> Formed {
-        var instructions: [Instruction] = []
+        var instructions: [PlanRow] = []
         var instructionOfLine: [Int32] = []
         // Per recipient symbol, the first of its payout instructions; others chain through `next`.
         var headOfRecipient = [Int32](
@@ -583,7 +583,7 @@ public struct Planner {
                 next.append(headOfRecipient[Int(line.payee.raw)])
                 headOfRecipient[Int(line.payee.raw)] = Int32(instructions.count)
             }
-            var instruction = Instruction(
+            var instruction = PlanRow(
                 kind: .payout, group: options.payouts == .perRecipient ? .none : line.group,
                 payee: line.payee, currency: line.currency)
             instruction.payoutMethod = line.payoutMethod
@@ -614,7 +614,7 @@ public struct Planner {
     }
 
     private func append(
-        _ instruction: Instruction, _ lines: ArraySlice<Int32>, to plan: SettlementPlan,
+        _ instruction: PlanRow, _ lines: ArraySlice<Int32>, to plan: SettlementPlan,
         hasher: SHA256, scratch: inout [UInt8]
     ) {
         let batch = plan.batch

@@ -2,7 +2,7 @@
 public final class SettlementPlan: @unchecked Sendable {
     public let batch: Batch
     public let options: RuleOptions
-    public var instructions: [Instruction] = []
+    public var instructions: [PlanRow] = []
     /// Line indices of all instructions, each instruction owning a contiguous range.
     public var instructionLines: [Int32] = []
     /// For each line, the index of the instruction that settles it, -1 when none.
@@ -21,7 +21,7 @@ public final class SettlementPlan: @unchecked Sendable {
     }
 
     /// The line indices of an instruction.
-    public func lines(of instruction: Instruction) -> ArraySlice<Int32> {
+    public func lines(of instruction: PlanRow) -> ArraySlice<Int32> {
         instructionLines[instruction.linesStart..<instruction.linesStart + instruction.linesCount]
     }
 }
