@@ -107,15 +107,15 @@ struct Applier {
         let key = try credentials()
         let configuration = try configuration(key: key)
         // The folder is ours for the whole command: no re-plan can mix its files with ours.
-        try onPlanFolder { () throws(PlanFolderError) in try OutputFolder.lock(folder) }
-        let plan = try onPlanFolder { () throws(PlanFolderError) in try PlanFolder.open(folder) }
+        try onPlanFolder { () throws(SettleError) in try OutputFolder.lock(folder) }
+        let plan = try onPlanFolder { () throws(SettleError) in try PlanFolder.open(folder) }
         let ledger: LedgerStore
         if let givenLedger {
             ledger = givenLedger
         } else {
             ledger = try LedgerHistory.openExclusive(path: options.ledger)
         }
-        let instructions = try onPlanFolder { () throws(PlanFolderError) in try plan.instructions() }
+        let instructions = try onPlanFolder { () throws(SettleError) in try plan.instructions() }
         let progressMode = options.progressMode
         let report: ApplyReport
         do {

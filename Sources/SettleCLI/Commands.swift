@@ -34,7 +34,7 @@ struct Commands {
             throw CommandFailure(.usage, "\(options.command) needs at least one INPUT")
         }
         guard let folder = options.out else { throw CommandFailure(.usage, "\(options.command) needs --out DIR") }
-        try onPlanFolder { () throws(PlanFolderError) in try OutputFolder.prepare(folder) }
+        try onPlanFolder { () throws(SettleError) in try OutputFolder.prepare(folder) }
         let history: LedgerHistory?
         if let ledger {
             history = LedgerHistory(store: ledger)

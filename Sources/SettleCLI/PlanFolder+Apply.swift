@@ -26,7 +26,7 @@ extension PlanFolder {
         run.keyRefused = report.keyRefused
         run.ledgerFailure = report.ledgerFailure
         let manifest = self.manifest
-        let rewritten = try onPlanFolder { () throws(PlanFolderError) in
+        let rewritten = try onPlanFolder { () throws(SettleError) in
             try rewrite(
                 run, ledger: ledger, records: SpoolRecords(folder: folder),
                 reportFacts: { exit in PlanReport.facts(manifest: manifest, mode: mode, exit: exit) })

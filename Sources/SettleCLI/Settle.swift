@@ -43,7 +43,7 @@ public enum Settle {
         } catch {
             log(
                 .error, event: "command_failed", error.message,
-                fields: [Log.Field("exit_status", Int(error.code.rawValue))])
+                fields: error.fields)
             if error.code == .usage {
                 let name = arguments.first.flatMap { Help.command(named: $0)?.name }
                 FileHandle.standardError.write(Data(Help.usage(of: name).utf8))

@@ -4,8 +4,8 @@ public import SettleCore
 extension Instruction {
     /// Decodes `instructions.jsonl`: one object per non-blank line.
     ///
-    /// - Throws: ``PlanFolderError/Kind/refused`` naming the 1-based line.
-    public static func decodeJSONLines(_ data: Data) throws(PlanFolderError) -> [Instruction] {
+    /// - Throws: ``SettleError/Code/planInvalid`` at the 1-based line.
+    public static func decodeJSONLines(_ data: Data) throws(SettleError) -> [Instruction] {
         var result: [Instruction] = []
         var number = 0
         for line in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
@@ -18,15 +18,18 @@ extension Instruction {
     /// Decodes one line of `instructions.jsonl`; nil for a blank line.
     ///
     /// - Parameter number: the line's 1-based number, for the error.
-    /// - Throws: ``PlanFolderError/Kind/refused``: `instructions.jsonl line N: …`.
-    public static func decode(line: some Collection<UInt8>, number: Int) throws(PlanFolderError)
+    /// - Throws: ``SettleError/Code/planInvalid``: `instructions.jsonl line N: …`, located at
+    ///   the line and, for a syntax error, the byte offset in it.
+    public static func decode(line: some Collection<UInt8>, number: Int) throws(SettleError)
         -> Instruction?
     {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return nil }
         do throws(JSON.ParseError) {
             return try Instruction(json: JSON.parse(line))
         } catch {
-            throw PlanFolderError(.refused, "instructions.jsonl line \(number): \(error)")
+            throw SettleError(
+                .planInvalid, "instructions.jsonl line \(number): \(error)",
+                at: .init(file: "instructions.jsonl", line: number, byteOffset: error.offset))
         }
     }
 

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import SettleCore
+public import SettleCore
 import SettleWrite
 
 /// The output folder: created when missing (0700), refused when it holds files settle did
@@ -32,11 +32,11 @@ public enum OutputFolder {
     /// Makes `path` ready for a new plan: creates it when missing, refuses it when it holds
     /// files settle did not write, locks it, and removes what an earlier plan or a crashed
     /// run left there that the new plan does not replace (its spool, seal and manifest).
-    public static func prepare(_ path: String) throws(PlanFolderError) {
+    public static func prepare(_ path: String) throws(SettleError) {
         var info = stat()
         if stat(path, &info) == 0 {
             guard info.st_mode & S_IFMT == S_IFDIR else {
-                throw PlanFolderError(.unwritable, "--out \(path) is a file, not a folder")
+                throw SettleError(.folderUnwritable, "--out \(path) is a file, not a folder")
             }
             try refuseForeign(path)
             try refuseApplied(path)
@@ -49,29 +49,29 @@ public enum OutputFolder {
         for name in (try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? [] where name != lockName {
             let entry = (spool as NSString).appendingPathComponent(name)
             guard unlink(entry) == 0 || errno == ENOENT else {
-                throw PlanFolderError(
-                    .unwritable, "cannot remove \(entry) of an earlier plan: \(String(cString: strerror(errno)))")
+                throw SettleError(
+                    .folderUnwritable, "cannot remove \(entry) of an earlier plan: \(String(cString: strerror(errno)))")
             }
         }
         // A manifest of an earlier plan must not stand beside this plan's files.
         let manifest = (path as NSString).appendingPathComponent("manifest.json")
         guard unlink(manifest) == 0 || errno == ENOENT else {
-            throw PlanFolderError(
-                .unwritable, "cannot remove \(manifest) of an earlier plan: \(String(cString: strerror(errno)))")
+            throw SettleError(
+                .folderUnwritable, "cannot remove \(manifest) of an earlier plan: \(String(cString: strerror(errno)))")
         }
-        guard access(path, W_OK) == 0 else { throw PlanFolderError(.unwritable, "cannot write in --out \(path)") }
+        guard access(path, W_OK) == 0 else { throw SettleError(.folderUnwritable, "cannot write in --out \(path)") }
     }
 
     /// A folder whose plan was applied holds a run's record: planning into it again would
     /// overwrite it (exit 73; re-applying the same plan is allowed).
-    private static func refuseApplied(_ path: String) throws(PlanFolderError) {
+    private static func refuseApplied(_ path: String) throws(SettleError) {
         let manifest = (path as NSString).appendingPathComponent("manifest.json")
         guard let data = FileManager.default.contents(atPath: manifest),
             let json = try? JSON.parse(data), json["apply"] != nil
         else { return }
         let run = json["run_id"]?.stringValue.map { " (run \($0))" } ?? ""
-        throw PlanFolderError(
-            .unwritable,
+        throw SettleError(
+            .folderRefused,
             "--out \(path) holds a run that was applied\(run): its files are that run's record. "
                 + "Plan into a new folder (for example \(path)-2); to retry what failed, re-apply it: settle apply \(path)"
         )
@@ -80,16 +80,16 @@ public enum OutputFolder {
     /// Takes the folder's lock for the rest of the process (a second call for the same
     /// folder is a no-op), then removes temporary files a crashed settle left behind.
     /// Another settle process holding it: exit 75, naming the folder.
-    public static func lock(_ path: String) throws(PlanFolderError) {
+    public static func lock(_ path: String) throws(SettleError) {
         let spool = (path as NSString).appendingPathComponent(spoolFolder)
         try makePrivateFolder(spool, what: "--out \(path)")
         let key = (spool as NSString).resolvingSymlinksInPath
-        try Held.shared.lock(key) { () throws(PlanFolderError) -> Int32 in
+        try Held.shared.lock(key) { () throws(SettleError) -> Int32 in
             let lockPath = (spool as NSString).appendingPathComponent(lockName)
             let fd = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard fd >= 0 else {
-                throw PlanFolderError(
-                    .unwritable, "cannot create the lock \(lockPath): \(String(cString: strerror(errno)))")
+                throw SettleError(
+                    .folderUnwritable, "cannot create the lock \(lockPath): \(String(cString: strerror(errno)))")
             }
             fchmod(fd, 0o600)
             while flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -98,10 +98,11 @@ public enum OutputFolder {
                 let reason = String(cString: strerror(errno))
                 close(fd)
                 if busy {
-                    throw PlanFolderError(
-                        .tryAgain, "--out \(path) is in use by another settle process; run again when it has finished")
+                    throw SettleError(
+                        .folderBusy, "--out \(path) is in use by another settle process; run again when it has finished"
+                    )
                 }
-                throw PlanFolderError(.unwritable, "cannot lock \(lockPath): \(reason)")
+                throw SettleError(.folderUnwritable, "cannot lock \(lockPath): \(reason)")
             }
             return fd
         }
@@ -118,7 +119,7 @@ public enum OutputFolder {
 
     /// The folder's entries that are not settle's: unknown names, settle's names of the
     /// wrong type, and `*.tmp-*` files that are not settle's temporary names.
-    private static func refuseForeign(_ path: String) throws(PlanFolderError) {
+    private static func refuseForeign(_ path: String) throws(SettleError) {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
         let foreign = entries.filter { name in
             if let base = OutputFile.baseOfTemporaryName(name) { return !ownFiles.contains(base) }
@@ -129,14 +130,14 @@ public enum OutputFolder {
             return info.st_mode & S_IFMT != (name == spoolFolder ? S_IFDIR : S_IFREG)
         }
         if !foreign.isEmpty {
-            throw PlanFolderError(
-                .unwritable,
+            throw SettleError(
+                .folderRefused,
                 "--out \(path) holds files settle did not write (\(foreign.sorted().prefix(3).joined(separator: ", "))); choose an empty or settle-made folder"
             )
         }
     }
 
-    private static func create(_ path: String) throws(PlanFolderError) {
+    private static func create(_ path: String) throws(SettleError) {
         // (NSString.deletingLastPathComponent traps on a one-component relative path.)
         let trimmed = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
         let parent = trimmed.lastIndex(of: "/").map { String(trimmed[..<$0]) } ?? ""
@@ -144,7 +145,7 @@ public enum OutputFolder {
             do {
                 try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
             } catch {
-                throw PlanFolderError(.unwritable, "cannot create --out \(path): \(error.localizedDescription)")
+                throw SettleError(.folderUnwritable, "cannot create --out \(path): \(error.localizedDescription)")
             }
         }
         try makePrivateFolder(path, what: "--out \(path)", following: true)
@@ -153,17 +154,17 @@ public enum OutputFolder {
     /// Creates a folder 0700 (whatever the umask), or makes an existing one 0700.
     /// `following`: the path may be a symlink to a folder (the user's `--out`, not `.settle`).
     private static func makePrivateFolder(_ path: String, what: String, following: Bool = false)
-        throws(PlanFolderError)
+        throws(SettleError)
     {
         if mkdir(path, 0o700) != 0, errno != EEXIST {
-            throw PlanFolderError(.unwritable, "cannot create \(path): \(String(cString: strerror(errno)))")
+            throw SettleError(.folderUnwritable, "cannot create \(path): \(String(cString: strerror(errno)))")
         }
         var info = stat()
         guard (following ? stat(path, &info) : lstat(path, &info)) == 0, info.st_mode & S_IFMT == S_IFDIR else {
-            throw PlanFolderError(.unwritable, "\(what): \(path) is not a folder")
+            throw SettleError(.folderUnwritable, "\(what): \(path) is not a folder")
         }
         if info.st_mode & 0o7777 != 0o700, chmod(path, 0o700) != 0, errno != EPERM {
-            throw PlanFolderError(.unwritable, "cannot make \(path) private: \(String(cString: strerror(errno)))")
+            throw SettleError(.folderUnwritable, "cannot make \(path) private: \(String(cString: strerror(errno)))")
         }
     }
 
@@ -189,7 +190,7 @@ public enum OutputFolder {
         private let mutex = NSLock()
         private var descriptors: [String: Int32] = [:]
 
-        func lock(_ key: String, _ take: () throws(PlanFolderError) -> Int32) throws(PlanFolderError) {
+        func lock(_ key: String, _ take: () throws(SettleError) -> Int32) throws(SettleError) {
             mutex.lock()
             defer { mutex.unlock() }
             guard descriptors[key] == nil else { return }

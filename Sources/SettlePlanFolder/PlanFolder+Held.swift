@@ -11,7 +11,7 @@ extension PlanFolder {
     func updateHeldLines(
         rows: [[[UInt8]]], index: [LineIndex.Entry], layout: CorrectionLayout, ledger: LedgerStore,
         records: any OriginalRecords, run: String
-    ) throws(PlanFolderError) {
+    ) throws(SettleError) {
         typealias F = ResultsFile.Field
         func text(_ row: [[UInt8]], _ field: F) -> String {
             String(decoding: row[field.rawValue], as: UTF8.self).trimmingFormulaGuard()
@@ -24,7 +24,7 @@ extension PlanFolder {
         do throws(LedgerError) {
             heldNow = try ledger.heldLineIDs([.waiting, .returned])
         } catch {
-            throw PlanFolderError(.tryAgain, "the ledger could not tell which lines wait: \(error)")
+            throw SettleError(.ledgerFailed, "the ledger could not tell which lines wait: \(error)")
         }
         do {
             for (position, row) in rows.enumerated() where row.count == ResultsFile.header.count {
@@ -55,13 +55,13 @@ extension PlanFolder {
                 }
             }
         } catch {
-            throw PlanFolderError(.unwritable, "cannot read \(error.path): \(error.message)")
+            throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
         }
         do throws(LedgerError) {
             try ledger.endHolding(release, to: .released, run: run)
             try ledger.hold(hold)
         } catch {
-            throw PlanFolderError(.tryAgain, "the ledger could not record the lines that wait: \(error)")
+            throw SettleError(.ledgerFailed, "the ledger could not record the lines that wait: \(error)")
         }
     }
 }

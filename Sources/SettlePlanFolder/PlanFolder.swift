@@ -15,52 +15,53 @@ public struct PlanFolder {
     /// first request: the manifest against its seal, then every file the manifest lists
     /// (outputs, line index, spool) against its SHA-256, and the row counts against each
     /// other. Any difference refuses the folder (exit 65, nothing sent).
-    public static func open(_ folder: String) throws(PlanFolderError) -> PlanFolder {
+    public static func open(_ folder: String) throws(SettleError) -> PlanFolder {
         func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
         guard let manifestData = FileManager.default.contents(atPath: path("manifest.json")),
             let instructions = FileManager.default.contents(atPath: path("instructions.jsonl"))
         else {
-            throw PlanFolderError(
-                .unreadable, "\(folder) is not a plan folder (no manifest.json or instructions.jsonl)")
+            throw SettleError(
+                .notAPlanFolder, "\(folder) is not a plan folder (no manifest.json or instructions.jsonl)")
         }
         let manifest: JSON
         do throws(JSON.ParseError) {
             manifest = try JSON.parse(manifestData)
         } catch {
-            throw PlanFolderError(
-                .refused, "\(folder)/manifest.json is not valid JSON (\(error)); nothing was sent")
+            throw SettleError(
+                .planInvalid, "\(folder)/manifest.json is not valid JSON (\(error)); nothing was sent",
+                at: .init(file: path("manifest.json"), byteOffset: error.offset))
         }
         let seal = (try? String(contentsOfFile: path(Manifest.sealName), encoding: .utf8))?
             .trimmingCharacters(in: .whitespacesAndNewlines)
         guard seal == sha256(manifestData) else {
-            throw PlanFolderError(
-                .refused, "\(folder)/manifest.json changed since settle wrote it; nothing was sent (plan again)")
+            throw SettleError(
+                .planChanged, "\(folder)/manifest.json changed since settle wrote it; nothing was sent (plan again)")
         }
         var sealed: [(String, JSON)] = []
         if case .object(let outputs)? = manifest["outputs"] { sealed += outputs }
         if case .object(let spool)? = manifest["spool"] { sealed += spool }
         for required in ["instructions.jsonl", "results.csv", LineIndex.name]
         where !sealed.contains(where: { $0.0 == required }) {
-            throw PlanFolderError(
-                .refused, "\(folder)/manifest.json does not seal \(required); nothing was sent (plan again)")
+            throw SettleError(
+                .planChanged, "\(folder)/manifest.json does not seal \(required); nothing was sent (plan again)")
         }
         for (name, entry) in sealed {
             guard let expected = entry["sha256"]?.stringValue else { continue }
             let data = name == "instructions.jsonl" ? instructions : FileManager.default.contents(atPath: path(name))
             guard let data else {
-                throw PlanFolderError(.refused, "\(folder)/\(name) is missing; nothing was sent (plan again)")
+                throw SettleError(.planChanged, "\(folder)/\(name) is missing; nothing was sent (plan again)")
             }
             guard sha256(data) == expected else {
-                throw PlanFolderError(
-                    .refused, "\(folder)/\(name) changed since settle wrote it; nothing was sent (plan again)")
+                throw SettleError(
+                    .planChanged, "\(folder)/\(name) changed since settle wrote it; nothing was sent (plan again)")
             }
         }
         let folderValue = PlanFolder(folder: folder, manifest: manifest, instructionsData: instructions)
         let rows = manifest["outputs"]?["results.csv"]?["rows"]?.intValue
         let indexed = manifest["outputs"]?[LineIndex.name]?["rows"]?.intValue
         guard rows != nil, rows == indexed else {
-            throw PlanFolderError(
-                .refused, "\(folder): results.csv and its line index disagree on the line count; nothing was sent"
+            throw SettleError(
+                .planInvalid, "\(folder): results.csv and its line index disagree on the line count; nothing was sent"
             )
         }
         return folderValue
@@ -73,7 +74,7 @@ public struct PlanFolder {
     /// sent: the id re-derived from kind, group, payee, charge or target, currency, amount
     /// and lines; the parameters saying the same amount, currency and payee; the lines
     /// adding up to the amount. A plan edited by hand is refused (exit 65).
-    public func instructions() throws(PlanFolderError) -> [Instruction] {
+    public func instructions() throws(SettleError) -> [Instruction] {
         var list: [Instruction] = []
         var number = 0
         for line in instructionsData.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
@@ -85,19 +86,23 @@ public struct PlanFolder {
 
     /// One line of instructions.jsonl, decoded and checked against its own content (see
     /// ``instructions()``); nil for a blank line.
-    public func checkedInstruction(line: some Collection<UInt8>, number: Int) throws(PlanFolderError)
+    public func checkedInstruction(line: some Collection<UInt8>, number: Int) throws(SettleError)
         -> Instruction?
     {
         let instruction: Instruction?
         do {
             instruction = try Instruction.decode(line: line, number: number)
         } catch {
-            throw PlanFolderError(.refused, "\(folder)/\(error.message); nothing was sent")
+            var located = error
+            located.message = "\(folder)/\(error.message); nothing was sent"
+            located.location?.file = path("instructions.jsonl")
+            throw located
         }
         if let instruction, let problem = instruction.inconsistency {
-            throw PlanFolderError(
-                .refused,
-                "\(folder)/instructions.jsonl: instruction \(instruction.id) \(problem); nothing was sent (plan again)")
+            throw SettleError(
+                .planInvalid,
+                "\(folder)/instructions.jsonl: instruction \(instruction.id) \(problem); nothing was sent (plan again)",
+                at: .init(file: path("instructions.jsonl"), line: number))
         }
         return instruction
     }
@@ -123,17 +128,17 @@ public struct PlanFolder {
     public func rewrite(
         _ report: AppliedRun, ledger: LedgerStore, records: any OriginalRecords,
         reportFacts: (ExitCode) -> ReportPage.Facts
-    ) throws(PlanFolderError) -> Rewritten {
+    ) throws(SettleError) -> Rewritten {
         typealias F = ResultsFile.Field
         guard let resultsData = FileManager.default.contents(atPath: path("results.csv")),
             let indexData = FileManager.default.contents(atPath: path(LineIndex.name))
         else {
-            throw PlanFolderError(.unreadable, "\(folder) lacks results.csv or its line index")
+            throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv or its line index")
         }
         var rows = CSVField.records([UInt8](resultsData)).dropFirst().map(CSVField.split)
         let index = LineIndex.entries([UInt8](indexData))
         guard index.count == rows.count else {
-            throw PlanFolderError(
+            throw SettleError(
                 .internalError, "\(folder): results.csv has \(rows.count) rows but the line index \(index.count)")
         }
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
@@ -196,7 +201,7 @@ public struct PlanFolder {
             }
         }
         guard sums.conserved() else {
-            throw PlanFolderError(
+            throw SettleError(
                 .internalError, "conservation check failed after apply: amounts by status do not add up")
         }
         var exit = ExitCode.forLines(
@@ -226,11 +231,11 @@ public struct PlanFolder {
         // the run is over).
         let run = manifest["run_id"]?.stringValue ?? "run_unknown"
         if report.ledgerFailure == nil {
-            do throws(PlanFolderError) {
+            do throws(SettleError) {
                 try updateHeldLines(
                     rows: rows, index: index, layout: layout, ledger: ledger, records: records, run: run)
             } catch {
-                if error.kind == .unwritable { throw error }
+                if error.code == .folderUnwritable { throw error }
                 exit = exit.combined(with: .tryAgain)
             }
         }
@@ -241,8 +246,8 @@ public struct PlanFolder {
                 let kept = path("\(name).\(attempt - 1)")
                 unlink(kept)
                 guard link(path(name), kept) == 0 else {
-                    throw PlanFolderError(
-                        .unwritable, "cannot keep \(path(name)) as \(kept): \(String(cString: strerror(errno)))")
+                    throw SettleError(
+                        .folderUnwritable, "cannot keep \(path(name)) as \(kept): \(String(cString: strerror(errno)))")
                 }
             }
         }
@@ -313,7 +318,7 @@ public struct PlanFolder {
             put("exit_status", .int(Int64(exit.rawValue)))
             try Manifest.write(.object(updated), folder: folder)
         } catch {
-            throw PlanFolderError(.unwritable, "cannot write \(error.path): \(error.message)")
+            throw SettleError(.folderUnwritable, "cannot write \(error.path): \(error.message)")
         }
         let countsText = JSON.object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }).encoded()
         try? ledger.recordRun(

@@ -140,3 +140,17 @@ import Testing
         #expect(facts.rejectedFiles.first?.position == "b.csv.gz:9")
     }
 }
+
+/// A failure with a place carries its code and location into the `command_failed` event.
+@Suite struct CommandFailureTests {
+    @Test func aPlacedFailureGivesItsFieldsAndExitStatus() {
+        let failure = CommandFailure(
+            SettleError(
+                .planInvalid, "DIR/instructions.jsonl line 4: byte 9: expected ':'; nothing was sent",
+                at: .init(file: "DIR/instructions.jsonl", line: 4, byteOffset: 9)))
+        #expect(failure.code == .linesRejected)
+        #expect(
+            failure.fields.map(\.key) == ["exit_status", "code", "file", "line", "byte_offset"])
+        #expect(CommandFailure(.usage, "no").fields.map(\.key) == ["exit_status"])
+    }
+}

@@ -29,11 +29,21 @@ import Testing
             _ = try Instruction.decodeJSONLines(Data("\n{\"id\":\"x\"}\n".utf8))
             Issue.record("an incomplete instruction decoded")
         } catch {
-            guard error.kind == .refused, error.message.hasPrefix("instructions.jsonl line 2: ") else {
-                Issue.record("unexpected \(error)")
-                return
-            }
-            #expect(error.message == "instructions.jsonl line 2: the instruction has no \"kind\"")
+            #expect(
+                error
+                    == SettleError(
+                        .planInvalid, "instructions.jsonl line 2: the instruction has no \"kind\"",
+                        at: .init(file: "instructions.jsonl", line: 2)))
+            #expect(error.exitCode == .linesRejected)
+        }
+        // A syntax error names the byte in the line.
+        let broken = Array(#"{"id":"x",}"#.utf8)
+        #expect(
+            throws: SettleError(
+                .planInvalid, "instructions.jsonl line 7: byte 10: expected a key (a string)",
+                at: .init(file: "instructions.jsonl", line: 7, byteOffset: 10))
+        ) {
+            try Instruction.decode(line: broken, number: 7)
         }
     }
 }

@@ -43,11 +43,13 @@ import Testing
         handle.seekToEndOfFile()
         handle.write(Data(" ".utf8))
         handle.closeFile()
-        let error = PlanFolderError.of { () throws(PlanFolderError) in _ = try PlanFolder.open(folder) }
+        let error = SettleError.of { () throws(SettleError) in _ = try PlanFolder.open(folder) }
         #expect(
             error
-                == PlanFolderError(
-                    .refused, "\(folder)/manifest.json changed since settle wrote it; nothing was sent (plan again)"))
+                == SettleError(
+                    .planChanged, "\(folder)/manifest.json changed since settle wrote it; nothing was sent (plan again)"
+                ))
+        #expect(error?.exitCode == .linesRejected)
     }
 
     @Test func anEditedInstructionIsRefused() throws {
@@ -62,22 +64,36 @@ import Testing
         #expect(edited != text)
         try Data(edited.utf8).write(to: URL(fileURLWithPath: path))
         // Without a new seal, the checksum tells.
-        let unsealed = PlanFolderError.of { () throws(PlanFolderError) in _ = try PlanFolder.open(folder) }
+        let unsealed = SettleError.of { () throws(SettleError) in _ = try PlanFolder.open(folder) }
         #expect(
             unsealed
-                == PlanFolderError(
-                    .refused,
+                == SettleError(
+                    .planChanged,
                     "\(folder)/instructions.jsonl changed since settle wrote it; nothing was sent (plan again)"
                 ))
         // Sealed again, the instruction's own id tells.
         try reseal(folder)
         let opened = try PlanFolder.open(folder)
-        let error = PlanFolderError.of { () throws(PlanFolderError) in _ = try opened.instructions() }
+        let error = SettleError.of { () throws(SettleError) in _ = try opened.instructions() }
         let id = Self.plan.instructions[1].id
-        #expect(error?.kind == .refused)
+        #expect(error?.code == .planInvalid)
+        #expect(error?.location == .init(file: "\(folder)/instructions.jsonl", line: 2))
         #expect(
             error?.message.hasPrefix("\(folder)/instructions.jsonl: instruction \(id) does not match its content")
                 == true)
+    }
+
+    @Test func aManifestThatIsNotJSONNamesTheByte() throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try writePlanFolder(Self.plan, to: folder)
+        try Data("{\"run_id\": }".utf8).write(to: URL(fileURLWithPath: folder + "/manifest.json"))
+        let error = SettleError.of { () throws(SettleError) in _ = try PlanFolder.open(folder) }
+        #expect(error?.code == .planInvalid)
+        #expect(error?.location == .init(file: "\(folder)/manifest.json", byteOffset: 11))
+        #expect(
+            error?.message
+                == "\(folder)/manifest.json is not valid JSON (byte 11: expected a value); nothing was sent")
     }
 
     @Test func rewriteWritesEachLineItsOutcome() throws {

@@ -101,9 +101,9 @@ struct FixedRecords: OriginalRecords {
     }
 }
 
-extension PlanFolderError {
+extension SettleError {
     /// The error a throwing step gave, or nil.
-    static func of(_ step: () throws(PlanFolderError) -> Void) -> PlanFolderError? {
+    static func of(_ step: () throws(SettleError) -> Void) -> SettleError? {
         do {
             try step()
             return nil
