@@ -21,7 +21,7 @@ final class InstructionStream: InstructionSource {
     private let identity: [Int]
     private var buffer: [UInt8] = []
     private var start = 0
-    private var offset: Int64 = 0
+    private var offset: off_t = 0
     private var atEnd = false
     private var lineNumber = 0
     private(set) var overview = PlanOverview()
@@ -144,7 +144,7 @@ final class InstructionStream: InstructionSource {
             throw .planInvalid(line: lineNumber + 1, message: "cannot be read: \(String(cString: strerror(errno)))")
         }
         buffer.removeSubrange((kept + count)...)
-        offset += Int64(count)
+        offset += off_t(count)
         if count == 0 {
             atEnd = true
             try checkUnchanged()
