@@ -20,6 +20,8 @@ final class InstructionStream: InstructionSource {
     private let descriptor: Int32
     private let identity: [Int]
     private var buffer: [UInt8] = []
+    /// What one read fills, before it joins `buffer`.
+    private lazy var chunk = [UInt8](repeating: 0, count: Self.chunkSize)
     private var start = 0
     private var offset: off_t = 0
     private var atEnd = false
@@ -134,16 +136,14 @@ final class InstructionStream: InstructionSource {
             buffer.removeSubrange(0..<start)
             start = 0
         }
-        let kept = buffer.count
-        buffer.append(contentsOf: repeatElement(0, count: Self.chunkSize))
         var count = 0
         repeat {
-            count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + kept, Self.chunkSize, offset) }
+            count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
         } while count < 0 && errno == EINTR
         guard count >= 0 else {
             throw .planInvalid(line: lineNumber + 1, message: "cannot be read: \(String(cString: strerror(errno)))")
         }
-        buffer.removeSubrange((kept + count)...)
+        buffer.append(contentsOf: chunk[..<count])
         offset += off_t(count)
         if count == 0 {
             atEnd = true
@@ -200,8 +200,9 @@ enum PlanChecks {
                 return nil
             }
         }
-        let results = ParallelJobs.run(jobs, threads: 2)
-        return results.compactMap { $0 ?? nil }.first
+        let results = ParallelJobs.run(jobs, threads: 2).map { $0 ?? nil }
+        // A file that changed says so first: its instructions' problems follow from it.
+        return results.dropFirst().compactMap { $0 }.first ?? results.first ?? nil
     }
 
     /// The SHA-256 of a file read in chunks; nil when it cannot be read.
