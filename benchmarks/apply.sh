@@ -37,8 +37,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-swift build -c release >/dev/null
-settle=.build/release/settle
+# SETTLE=path/to/settle compares another build (e.g. main's) on the same script.
+if [ -z "${SETTLE:-}" ]; then swift build -c release >/dev/null; fi
+settle=${SETTLE:-.build/release/settle}
 python3 - "$N" > "$work/orders.csv" <<'PY'
 import sys
 n = int(sys.argv[1])
