@@ -243,7 +243,8 @@ public final class ApplyEngine {
             case .inFlight, .unknown:
                 return .unknown(
                     message:
-                        "an earlier send (\(row.idempotencyKey)) is not resolved yet: \(row.errorMessage ?? "no answer")")
+                        "an earlier send (\(row.idempotencyKey)) is not resolved yet: \(row.errorMessage ?? "no answer")"
+                )
             case .failed:
                 break
             }
@@ -252,7 +253,8 @@ public final class ApplyEngine {
             if let held = try ledger.line(line.lineID), held.instructionID != instruction.id, held.status != .failed {
                 return .rejected(
                     code: "line_conflict",
-                    message: "line \(line.lineID) is already \(held.status.rawValue) in instruction \(held.instructionID)")
+                    message:
+                        "line \(line.lineID) is already \(held.status.rawValue) in instruction \(held.instructionID)")
             }
         }
         return nil
@@ -326,7 +328,8 @@ public final class ApplyEngine {
                         }
                         guard !self.isDuplicate(instruction.id), !batch.contains(where: { $0.id == instruction.id })
                         else { continue }
-                        if let outcome = try self.ledgerDo({ () throws(LedgerError) in try self.decided(instruction) }) {
+                        if let outcome = try self.ledgerDo({ () throws(LedgerError) in try self.decided(instruction) })
+                        {
                             self.outcomes[instruction.id] = outcome
                             progress()
                         } else {
@@ -386,7 +389,8 @@ public final class ApplyEngine {
                 if !marked.isEmpty { CrashPoint.reach("in_flight_written") }
                 for dispatch in marked {
                     self.sending.insert(dispatch.id)
-                    calls.append(self.sendCall(dispatch, params: params[dispatch.id] ?? .object([:]), progress: progress))
+                    calls.append(
+                        self.sendCall(dispatch, params: params[dispatch.id] ?? .object([:]), progress: progress))
                 }
             }
             return calls

@@ -26,7 +26,8 @@ public struct PlanOverview: Sendable, Equatable {
     public mutating func add(_ instruction: PlannedInstruction) {
         count += 1
         if unfundedPayout == nil, instruction.isV2, case .object(let body) = instruction.params,
-            case .object(let from)? = body["from"], from["financial_account"] == nil || from["financial_account"] == .null
+            case .object(let from)? = body["from"],
+            from["financial_account"] == nil || from["financial_account"] == .null
         {
             unfundedPayout = instruction.id
         }
