@@ -115,12 +115,12 @@ struct Applier {
         } else {
             ledger = try LedgerHistory.openExclusive(path: options.ledger)
         }
-        let instructions = try plan.instructions()
+        let instructions = plan.instructions()
         let progressMode = options.progressMode
         let report: ApplyReport
         do {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
-            log(.info, "applying \(instructions.count) instructions from \(folder)")
+            log(.info, "applying \(instructions.overview.count) instructions from \(folder)")
             report = try engine.run(instructions, checkFacts: !plan.madeOnline)
         } catch {
             throw Applier.failure(error, folder: folder)

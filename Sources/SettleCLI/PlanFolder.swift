@@ -10,7 +10,8 @@ import SettleWrite
 struct PlanFolder {
     let folder: String
     let manifest: JSON
-    let instructionsData: Data
+    /// instructions.jsonl, checked by ``open(_:)``, read one instruction at a time.
+    let instructionStream: InstructionStream
 
     /// Opens a plan folder for `apply` and checks everything apply will read, before the
     /// first request: the manifest against its seal, then every file the manifest lists
@@ -19,7 +20,7 @@ struct PlanFolder {
     static func open(_ folder: String) throws(CommandFailure) -> PlanFolder {
         func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
         guard let manifestData = FileManager.default.contents(atPath: path("manifest.json")),
-            let instructions = FileManager.default.contents(atPath: path("instructions.jsonl"))
+            let instructions = InstructionStream(path: path("instructions.jsonl"))
         else {
             throw CommandFailure(
                 .inputUnreadable, "\(folder) is not a plan folder (no manifest.json or instructions.jsonl)")
@@ -45,18 +46,12 @@ struct PlanFolder {
             throw CommandFailure(
                 .linesRejected, "\(folder)/manifest.json does not seal \(required); nothing was sent (plan again)")
         }
-        for (name, entry) in sealed {
-            guard let expected = entry["sha256"]?.stringValue else { continue }
-            let data = name == "instructions.jsonl" ? instructions : FileManager.default.contents(atPath: path(name))
-            guard let data else {
-                throw CommandFailure(.linesRejected, "\(folder)/\(name) is missing; nothing was sent (plan again)")
-            }
-            guard sha256(data) == expected else {
-                throw CommandFailure(
-                    .linesRejected, "\(folder)/\(name) changed since settle wrote it; nothing was sent (plan again)")
-            }
+        // Every seal and every instruction's own check, on both cores, in bounded memory.
+        let seals = sealed.compactMap { name, entry in entry["sha256"]?.stringValue.map { (name, $0) } }
+        if let problem = PlanChecks.run(folder: folder, sealed: seals, instructions: instructions) {
+            throw CommandFailure(.linesRejected, problem)
         }
-        let folderValue = PlanFolder(folder: folder, manifest: manifest, instructionsData: instructions)
+        let folderValue = PlanFolder(folder: folder, manifest: manifest, instructionStream: instructions)
         let rows = manifest["outputs"]?["results.csv"]?["rows"]?.intValue
         let indexed = manifest["outputs"]?[LineIndex.name]?["rows"]?.intValue
         guard rows != nil, rows == indexed else {
@@ -71,26 +66,11 @@ struct PlanFolder {
     var madeOnline: Bool { manifest["facts"]?["online"] == .bool(true) }
 
     /// The plan's instructions, each checked against its own content before anything is
-    /// sent: the id re-derived from kind, group, payee, charge or target, currency, amount
-    /// and lines; the parameters saying the same amount, currency and payee; the lines
-    /// adding up to the amount. A plan edited by hand is refused (exit 65).
-    func instructions() throws(CommandFailure) -> [PlannedInstruction] {
-        let list: [PlannedInstruction]
-        do {
-            list = try PlannedInstruction.decodeJSONLines(instructionsData)
-        } catch {
-            throw CommandFailure(.linesRejected, "\(folder)/instructions.jsonl: \(error); nothing was sent")
-        }
-        for instruction in list {
-            if let problem = instruction.inconsistency {
-                throw CommandFailure(
-                    .linesRejected,
-                    "\(folder)/instructions.jsonl: instruction \(instruction.id) \(problem); nothing was sent (plan again)"
-                )
-            }
-        }
-        return list
-    }
+    /// sent (by ``open(_:)``, and again as they are read): the id re-derived from kind,
+    /// group, payee, charge or target, currency, amount and lines; the parameters saying
+    /// the same amount, currency and payee; the lines adding up to the amount. A plan edited
+    /// by hand is refused (exit 65).
+    func instructions() -> InstructionStream { instructionStream }
 
     static func sha256(_ data: Data) -> String {
         let hasher = SHA256()
