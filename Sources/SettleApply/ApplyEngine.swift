@@ -139,7 +139,8 @@ public final class ApplyEngine {
     private func parameters(_ instruction: PlannedInstruction) -> JSON {
         var params = instruction.params
         guard instruction.isV2, case .object? = params["from"],
-            (params["from"]?["financial_account"] ?? .null) == .null, let account = configuration.financialAccount, !account.isEmpty
+            (params["from"]?["financial_account"] ?? .null) == .null, let account = configuration.financialAccount,
+            !account.isEmpty
         else { return params }
         params["from"]?["financial_account"] = .string(account)
         return params
