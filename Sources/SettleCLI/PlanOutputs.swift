@@ -45,7 +45,8 @@ struct PlanOutputs {
         try PlanOutputs.checkConservation(plan, sums: sums)
         let layout = CorrectionLayout(files: batch.files)
         let records = SpoolRecords(
-            folder: folder, files: Dictionary(inputs.enumerated().compactMap { i, input in input.spool.map { (i, $0) } }) { a, _ in a })
+            folder: folder,
+            files: Dictionary(inputs.enumerated().compactMap { i, input in input.spool.map { (i, $0) } }) { a, _ in a })
         // Counted in rows, so the ETA weighs results.csv and the line index as they weigh.
         let rowsToWrite =
             2 * batch.lines.count + (written.counts[.rejected] ?? 0) + (written.counts[.deferred] ?? 0)
@@ -107,7 +108,10 @@ struct PlanOutputs {
             for input in inputs {
                 guard let file = input.spool else { continue }
                 spool.append(
-                    (file.name, .object([("sha256", .string(input.spoolSHA256)), ("format", .string(file.format.rawValue))])))
+                    (
+                        file.name,
+                        .object([("sha256", .string(input.spoolSHA256)), ("format", .string(file.format.rawValue))])
+                    ))
             }
             var manifest = PlanOutputs.manifest(
                 plan: plan, inputs: inputs, layout: layout, sums: sums,

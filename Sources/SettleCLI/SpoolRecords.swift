@@ -62,7 +62,9 @@ final class SpoolRecords: OriginalRecords {
     private func reader(_ file: Int) throws(WriteFailure) -> SpoolReader {
         if let reader = readers[file] { return reader }
         guard let spool = files[file], let reader = SpoolReader(path: path(file), format: spool.format) else {
-            let reason = files[file] == nil ? "no spool file is recorded for input \(file + 1)" : String(cString: strerror(errno))
+            let reason =
+                files[file] == nil
+                ? "no spool file is recorded for input \(file + 1)" : String(cString: strerror(errno))
             throw WriteFailure(path: path(file), message: "the spool cannot be opened: \(reason)")
         }
         readers[file] = reader
@@ -76,6 +78,9 @@ final class SpoolRecords: OriginalRecords {
         for place in wanted where place.length > 0 && files[place.file]?.format == .gzip {
             byFile[place.file, default: []].append((place.offset, place.length))
         }
+        // Exactly the bytes kept (up to the budget), not a doubling array's slack.
+        let total = byFile.values.reduce(0) { sum, places in places.reduce(sum) { $0 + Int($1.length) } }
+        arena.reserveCapacity(arena.count + min(total, cacheBudget))
         for (file, places) in byFile.sorted(by: { $0.key < $1.key }) {
             let reader = try reader(file)
             var index = cached[file] ?? [:]
@@ -107,7 +112,8 @@ final class SpoolRecords: OriginalRecords {
         }
         guard record.count == Int(length) else {
             throw WriteFailure(
-                path: reader.path, message: "the spool holds \(record.count) of the record's \(length) bytes at \(offset)")
+                path: reader.path,
+                message: "the spool holds \(record.count) of the record's \(length) bytes at \(offset)")
         }
         return record
     }

@@ -101,7 +101,8 @@ import Testing
 
         // Day 2: the held line comes back from the ledger at its file:line and settles.
         let next = setup.folder.appendingPathComponent("day2.csv")
-        try (DailyLoopTests.header
+        try
+            (DailyLoopTests.header
             + "E1,2001,transfer,10.00,usd,ORDER2001,acct_rest,ch_card3,20.00,usd,succeeded,card,,,\n")
             .write(to: next, atomically: true, encoding: .utf8)
         var second = setup.arguments("run", [next.path], out: "day2")

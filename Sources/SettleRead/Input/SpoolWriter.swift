@@ -25,8 +25,9 @@ public enum SpoolFormat: String, Sendable, CaseIterable {
 
     /// The format a spool file name ends in (a name of an older settle, `input-N.csv`, is plain).
     public init?(fileName: String) {
-        guard let match = SpoolFormat.allCases.filter({ fileName.hasSuffix("." + $0.rawValue) })
-            .max(by: { $0.rawValue.count < $1.rawValue.count })
+        guard
+            let match = SpoolFormat.allCases.filter({ fileName.hasSuffix("." + $0.rawValue) })
+                .max(by: { $0.rawValue.count < $1.rawValue.count })
         else { return nil }
         self = match
     }
