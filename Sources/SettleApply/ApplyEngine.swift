@@ -111,20 +111,18 @@ public final class ApplyEngine {
 
     /// The parameters each instruction is sent with: v2 payouts get the configured
     /// financial account when the plan has none.
-    private func finalParameters(_ plan: [PlannedInstruction]) throws(ApplyError) -> [String: JSONValue] {
-        var result: [String: JSONValue] = [:]
+    private func finalParameters(_ plan: [PlannedInstruction]) throws(ApplyError) -> [String: JSON] {
+        var result: [String: JSON] = [:]
         for instruction in plan {
             var params = instruction.params
-            if instruction.isV2, case .object(var body) = params, case .object(var from)? = body["from"] {
-                if from["financial_account"] == nil || from["financial_account"] == .null {
+            if instruction.isV2, case .object? = params["from"] {
+                if (params["from"]?["financial_account"] ?? .null) == .null {
                     guard let account = configuration.financialAccount, !account.isEmpty else {
                         throw .configuration(
                             "instruction \(instruction.id) pays out from a financial account, but none is configured (--financial-account)"
                         )
                     }
-                    from["financial_account"] = .string(account)
-                    body["from"] = .object(from)
-                    params = .object(body)
+                    params["from"]?["financial_account"] = .string(account)
                 }
             }
             result[instruction.id] = params
@@ -193,7 +191,7 @@ public final class ApplyEngine {
             return
         }
         let params =
-            (try? JSONDecoder().decode(JSONValue.self, from: Data(dispatch.params.utf8))) ?? .object([:])
+            (try? JSON.parse(dispatch.params)) ?? .object([])
         let request = api.createRequest(
             method: dispatch.method, path: dispatch.path, params: params, idempotencyKey: row.idempotencyKey,
             context: dispatch.stripeContext)
@@ -295,7 +293,7 @@ public final class ApplyEngine {
 
     // MARK: - 4. Send
 
-    private func send(_ candidates: [PlannedInstruction], params: [String: JSONValue]) {
+    private func send(_ candidates: [PlannedInstruction], params: [String: JSON]) {
         guard !candidates.isEmpty else { return }
         log(.info, "sending \(candidates.count) instruction(s)")
         let scheduler = makeScheduler()
@@ -369,11 +367,11 @@ public final class ApplyEngine {
         finish(scheduler)
     }
 
-    private func dispatch(_ instruction: PlannedInstruction, params: JSONValue, attempt: Int) -> LedgerDispatch {
+    private func dispatch(_ instruction: PlannedInstruction, params: JSON, attempt: Int) -> LedgerDispatch {
         LedgerDispatch(
             id: instruction.id, kind: instruction.kind.rawValue, group: instruction.group, payee: instruction.payee,
             charge: instruction.charge, currency: instruction.currency, amountMinor: instruction.amountMinor,
-            method: instruction.method, path: instruction.path, params: params.serialized,
+            method: instruction.method, path: instruction.path, params: params.encoded(sortingKeys: true),
             stripeContext: instruction.stripeContext, attempt: attempt,
             idempotencyKey: IdempotencyKey.make(instruction: instruction.id, attempt: attempt),
             lines: instruction.lines.map {
@@ -381,11 +379,11 @@ public final class ApplyEngine {
             })
     }
 
-    private func sendCall(_ dispatch: LedgerDispatch, params: [String: JSONValue], progress: @escaping () -> Void)
+    private func sendCall(_ dispatch: LedgerDispatch, params: [String: JSON], progress: @escaping () -> Void)
         -> Call
     {
         let request = api.createRequest(
-            method: dispatch.method, path: dispatch.path, params: params[dispatch.id] ?? .object([:]),
+            method: dispatch.method, path: dispatch.path, params: params[dispatch.id] ?? .object([]),
             idempotencyKey: dispatch.idempotencyKey, context: dispatch.stripeContext)
         let call = Call(
             request: request, label: "\(dispatch.id) \(dispatch.method) \(dispatch.path) a\(dispatch.attempt)"

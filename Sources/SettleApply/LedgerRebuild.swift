@@ -1,4 +1,5 @@
 import Foundation
+import SettleCore
 import SettleHTTP
 public import SettleLedger
 
@@ -25,7 +26,7 @@ public struct LedgerRebuild {
         let client = try HTTPClient.forStripe(configuration)
         var report = Report()
         var objects: [LedgerStore.RestoredObject] = []
-        func get(_ path: String) throws(ApplyError) -> JSONValue {
+        func get(_ path: String) throws(ApplyError) -> JSON {
             var last = ""
             for attempt in 0..<configuration.maxTries {
                 report.requests += 1
@@ -57,9 +58,9 @@ public struct LedgerRebuild {
                             payee: transfer["destination"]?.stringValue ?? "",
                             charge: transfer["source_transaction"]?.stringValue ?? "",
                             currency: transfer["currency"]?.stringValue ?? "",
-                            amountMinor: transfer["amount"]?.integerValue ?? 0, path: "/v1/transfers"))
+                            amountMinor: transfer["amount"]?.intValue ?? 0, path: "/v1/transfers"))
                 }
-                if (transfer["amount_reversed"]?.integerValue ?? 0) > 0 {
+                if (transfer["amount_reversed"]?.intValue ?? 0) > 0 {
                     var reversalCursor: String?
                     let path = "/v1/transfers/\(StripeAPI.percentEncode(id))/reversals"
                     repeat {
@@ -78,7 +79,7 @@ public struct LedgerRebuild {
                                     group: transfer["transfer_group"]?.stringValue ?? "",
                                     payee: transfer["destination"]?.stringValue ?? "", charge: "",
                                     currency: reversal["currency"]?.stringValue ?? "",
-                                    amountMinor: reversal["amount"]?.integerValue ?? 0, path: path))
+                                    amountMinor: reversal["amount"]?.intValue ?? 0, path: path))
                         }
                         reversalCursor =
                             reversals["has_more"] == .bool(true) ? list.last?["id"]?.stringValue : nil
@@ -106,7 +107,7 @@ public struct LedgerRebuild {
                         instructionID: instruction, kind: "payout", stripeID: id, group: "",
                         payee: payment["to"]?["recipient"]?.stringValue ?? "", charge: "",
                         currency: payment["amount"]?["currency"]?.stringValue ?? "usd",
-                        amountMinor: payment["amount"]?["value"]?.integerValue ?? 0,
+                        amountMinor: payment["amount"]?["value"]?.intValue ?? 0,
                         path: "/v2/money_management/outbound_payments"))
             }
             next = page["next_page_url"]?.stringValue.flatMap { api.path(of: $0) }

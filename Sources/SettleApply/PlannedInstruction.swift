@@ -1,14 +1,13 @@
-public import Foundation
-import SettleCore
+public import SettleCore
 
 /// One API call of the plan, as `instructions.jsonl` holds it (docs/PLAN-FORMAT.md).
-public struct PlannedInstruction: Sendable, Equatable, Decodable {
-    public enum Kind: String, Sendable, Equatable, Decodable {
+public struct PlannedInstruction: Sendable, Equatable {
+    public enum Kind: String, Sendable, Equatable {
         case transfer, reversal, payout
     }
 
     /// An input line the call settles.
-    public struct Line: Sendable, Equatable, Decodable {
+    public struct Line: Sendable, Equatable {
         public var lineID: String
         public var kind: String
         public var amountMinor: Int64
@@ -24,14 +23,10 @@ public struct PlannedInstruction: Sendable, Equatable, Decodable {
             self.content = content
             self.spool = spool
         }
-
-        enum CodingKeys: String, CodingKey {
-            case lineID = "line_id", kind, amountMinor = "amount_minor", content, spool
-        }
     }
 
     /// What to check before sending.
-    public struct Preflight: Sendable, Equatable, Decodable {
+    public struct Preflight: Sendable, Equatable {
         /// A charge to look up (`GET /v1/charges/{id}`): failed or pending → not sent.
         public var charge: String?
         /// A payout method to check, with its recipient.
@@ -43,10 +38,6 @@ public struct PlannedInstruction: Sendable, Equatable, Decodable {
             self.payoutMethod = payoutMethod
             self.recipient = recipient
         }
-
-        enum CodingKeys: String, CodingKey {
-            case charge, payoutMethod = "payout_method", recipient
-        }
     }
 
     public var id: String
@@ -57,7 +48,7 @@ public struct PlannedInstruction: Sendable, Equatable, Decodable {
     public var idempotencyKey: String
     public var stripeContext: String?
     /// v1: flat form keys to strings; v2: the JSON body.
-    public var params: JSONValue
+    public var params: JSON
     public var lines: [Line]
     public var group: String
     public var payee: String
@@ -68,7 +59,7 @@ public struct PlannedInstruction: Sendable, Equatable, Decodable {
 
     public init(
         id: String, kind: Kind, method: String = "POST", path: String, idempotencyKey: String? = nil,
-        stripeContext: String? = nil, params: JSONValue, lines: [Line], group: String, payee: String,
+        stripeContext: String? = nil, params: JSON, lines: [Line], group: String, payee: String,
         charge: String = "", currency: String, amountMinor: Int64, preflight: Preflight = Preflight()
     ) {
         self.id = id
@@ -87,50 +78,8 @@ public struct PlannedInstruction: Sendable, Equatable, Decodable {
         self.preflight = preflight
     }
 
-    enum CodingKeys: String, CodingKey {
-        case id, kind, method, path, idempotencyKey = "idempotency_key", stripeContext = "stripe_context"
-        case params, lines, group, payee, charge, currency, amountMinor = "amount_minor", preflight
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        id = try container.decode(String.self, forKey: .id)
-        kind = try container.decode(Kind.self, forKey: .kind)
-        method = try container.decode(String.self, forKey: .method)
-        path = try container.decode(String.self, forKey: .path)
-        idempotencyKey = try container.decode(String.self, forKey: .idempotencyKey)
-        stripeContext = try container.decodeIfPresent(String.self, forKey: .stripeContext)
-        params = try container.decode(JSONValue.self, forKey: .params)
-        lines = try container.decode([Line].self, forKey: .lines)
-        group = try container.decodeIfPresent(String.self, forKey: .group) ?? ""
-        payee = try container.decode(String.self, forKey: .payee)
-        charge = try container.decodeIfPresent(String.self, forKey: .charge) ?? ""
-        currency = try container.decode(String.self, forKey: .currency)
-        amountMinor = try container.decode(Int64.self, forKey: .amountMinor)
-        preflight = try container.decodeIfPresent(Preflight.self, forKey: .preflight) ?? Preflight()
-    }
-
     /// Whether it is a v2 call (JSON body, preview `Stripe-Version`).
     public var isV2: Bool { path.hasPrefix("/v2/") }
-
-    /// Decodes `instructions.jsonl`: one object per non-blank line.
-    ///
-    /// - Throws: ``ApplyError/planInvalid(line:message:)`` naming the 1-based line.
-    public static func decodeJSONLines(_ data: Data) throws(ApplyError) -> [PlannedInstruction] {
-        var result: [PlannedInstruction] = []
-        let decoder = JSONDecoder()
-        var lineNumber = 0
-        for line in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
-            lineNumber += 1
-            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-            do {
-                result.append(try decoder.decode(PlannedInstruction.self, from: Data(line)))
-            } catch {
-                throw .planInvalid(line: lineNumber, message: "\(error)")
-            }
-        }
-        return result
-    }
 }
 
 extension PlannedInstruction {
@@ -159,7 +108,7 @@ extension PlannedInstruction {
         }
         guard path == expectedPath, method == "POST" else { return "calls \(method) \(path), not POST \(expectedPath)" }
         if isV2 {
-            guard params["amount"]?["value"]?.integerValue == amountMinor,
+            guard params["amount"]?["value"]?.intValue == amountMinor,
                 params["amount"]?["currency"]?.stringValue == currency,
                 params["to"]?["recipient"]?.stringValue == payee,
                 params["metadata"]?["settle_instruction"]?.stringValue == id

@@ -1,4 +1,5 @@
 import Foundation
+import SettleCore
 import SettleHTTP
 
 /// Builds Stripe requests and reads Stripe answers. The key only ever goes into the
@@ -58,12 +59,15 @@ struct StripeAPI {
     }
 
     /// The request that creates an instruction's object, from its final parameters.
-    func createRequest(method: String, path: String, params: JSONValue, idempotencyKey: String, context: String?)
+    func createRequest(method: String, path: String, params: JSON, idempotencyKey: String, context: String?)
         -> HTTPRequest
     {
         if path.hasPrefix("/v2/") {
+            // Keys sorted: the bytes the ledger stores for the call.
+            var body: [UInt8] = []
+            params.append(to: &body, sortingKeys: true)
             return request(
-                method: method, path: path, body: Array(params.serialized.utf8), contentType: "application/json",
+                method: method, path: path, body: body, contentType: "application/json",
                 idempotencyKey: idempotencyKey, context: context)
         }
         return request(
@@ -75,7 +79,7 @@ struct StripeAPI {
 
     /// `application/x-www-form-urlencoded` of the plan's flat keys, sorted for stable
     /// bytes; nested objects and arrays become `a[b]` and `a[0]` as Stripe expects.
-    static func formEncode(_ params: JSONValue) -> String {
+    static func formEncode(_ params: JSON) -> String {
         var pairs: [(String, String)] = []
         flatten(params, prefix: nil, into: &pairs)
         return pairs.sorted { $0.0 < $1.0 }
@@ -83,7 +87,7 @@ struct StripeAPI {
             .joined(separator: "&")
     }
 
-    private static func flatten(_ value: JSONValue, prefix: String?, into pairs: inout [(String, String)]) {
+    private static func flatten(_ value: JSON, prefix: String?, into pairs: inout [(String, String)]) {
         switch value {
         case .object(let members):
             for (key, member) in members {
@@ -96,7 +100,7 @@ struct StripeAPI {
         case .null:
             if let prefix { pairs.append((prefix, "")) }
         case .bool(let flag): if let prefix { pairs.append((prefix, flag ? "true" : "false")) }
-        case .integer(let number): if let prefix { pairs.append((prefix, String(number))) }
+        case .int(let number): if let prefix { pairs.append((prefix, String(number))) }
         case .number(let number): if let prefix { pairs.append((prefix, "\(number)")) }
         case .string(let text): if let prefix { pairs.append((prefix, text)) }
         }
@@ -130,8 +134,8 @@ struct StripeAPI {
     // MARK: - Answers
 
     /// The JSON body, or nil.
-    static func json(_ response: HTTPResponse) -> JSONValue? {
-        try? JSONDecoder().decode(JSONValue.self, from: Data(response.body))
+    static func json(_ response: HTTPResponse) -> JSON? {
+        try? JSON.parse(response.body)
     }
 
     /// Stripe's error code (`error.code`, else `error.type`) and message.

@@ -1,5 +1,6 @@
 import Foundation
 import SettleApply
+import SettleCore
 import SettleWrite
 
 /// Log lines on standard error, as text or JSON, never carrying a secret.

@@ -167,7 +167,13 @@ struct Options {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw CommandFailure(.configuration, "cannot read the config file \(path)")
         }
-        guard let text = String(data: data, encoding: .utf8), case .object(let pairs)? = JSON.parse(text) else {
+        let config: JSON
+        do throws(JSON.ParseError) {
+            config = try JSON.parse(data)
+        } catch {
+            throw CommandFailure(.configuration, "the config file \(path) is not a JSON object (\(error))")
+        }
+        guard case .object(let pairs) = config else {
             throw CommandFailure(.configuration, "the config file \(path) is not a JSON object")
         }
         for (key, value) in pairs {

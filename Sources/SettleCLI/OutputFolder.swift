@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SettleCore
 import SettleRead
 import SettleWrite
 
@@ -67,9 +68,9 @@ enum OutputFolder {
     private static func refuseApplied(_ path: String) throws(CommandFailure) {
         let manifest = (path as NSString).appendingPathComponent("manifest.json")
         guard let data = FileManager.default.contents(atPath: manifest),
-            let text = String(data: data, encoding: .utf8), let json = JSON.parse(text), json["apply"] != nil
+            let json = try? JSON.parse(data), json["apply"] != nil
         else { return }
-        let run = json["run_id"]?.string.map { " (run \($0))" } ?? ""
+        let run = json["run_id"]?.stringValue.map { " (run \($0))" } ?? ""
         throw CommandFailure(
             .outputUnwritable,
             "--out \(path) holds a run that was applied\(run): its files are that run's record. "

@@ -14,8 +14,8 @@ extension PlanFolder {
     ) {
         typealias F = ResultsFile.Field
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
-        let runID = manifest["run_id"]?.string ?? ""
-        var sums = ControlSums(runID: runID, asOf: manifest["as_of"]?.string ?? "")
+        let runID = manifest["run_id"]?.stringValue ?? ""
+        var sums = ControlSums(runID: runID, asOf: manifest["as_of"]?.stringValue ?? "")
         struct Line {
             var lineID: String
             var kind: LineKind?

@@ -24,8 +24,12 @@ struct PlanFolder {
             throw CommandFailure(
                 .inputUnreadable, "\(folder) is not a plan folder (no manifest.json or instructions.jsonl)")
         }
-        guard let text = String(data: manifestData, encoding: .utf8), let manifest = JSON.parse(text) else {
-            throw CommandFailure(.linesRejected, "\(folder)/manifest.json is not valid JSON; nothing was sent")
+        let manifest: JSON
+        do throws(JSON.ParseError) {
+            manifest = try JSON.parse(manifestData)
+        } catch {
+            throw CommandFailure(
+                .linesRejected, "\(folder)/manifest.json is not valid JSON (\(error)); nothing was sent")
         }
         let seal = (try? String(contentsOfFile: path(PlanOutputs.manifestSealName), encoding: .utf8))?
             .trimmingCharacters(in: .whitespacesAndNewlines)
@@ -42,7 +46,7 @@ struct PlanFolder {
                 .linesRejected, "\(folder)/manifest.json does not seal \(required); nothing was sent (plan again)")
         }
         for (name, entry) in sealed {
-            guard let expected = entry["sha256"]?.string else { continue }
+            guard let expected = entry["sha256"]?.stringValue else { continue }
             let data = name == "instructions.jsonl" ? instructions : FileManager.default.contents(atPath: path(name))
             guard let data else {
                 throw CommandFailure(.linesRejected, "\(folder)/\(name) is missing; nothing was sent (plan again)")
@@ -53,8 +57,8 @@ struct PlanFolder {
             }
         }
         let folderValue = PlanFolder(folder: folder, manifest: manifest, instructionsData: instructions)
-        let rows = manifest["outputs"]?["results.csv"]?["rows"]?.int
-        let indexed = manifest["outputs"]?[LineIndex.name]?["rows"]?.int
+        let rows = manifest["outputs"]?["results.csv"]?["rows"]?.intValue
+        let indexed = manifest["outputs"]?[LineIndex.name]?["rows"]?.intValue
         guard rows != nil, rows == indexed else {
             throw CommandFailure(
                 .linesRejected, "\(folder): results.csv and its line index disagree on the line count; nothing was sent"
@@ -180,15 +184,16 @@ struct PlanFolder {
         }
         var exit = ExitCode.forLines(
             counts: counts,
-            fileRejected: manifest["inputs"]?.array?.contains(where: { $0["status"]?.string == "rejected" }) == true,
+            fileRejected: manifest["inputs"]?.arrayValue?.contains(where: { $0["status"]?.stringValue == "rejected" })
+                == true,
             applied: true)
         // The files say what the process exits with, on every path.
         if report.ledgerFailure != nil || chargesFailure != nil { exit = exit.combined(with: .tryAgain) }
         if report.keyRefused != nil { exit = .configuration }
         let layout = CorrectionLayout(
-            names: manifest["correction_columns"]?.array?.compactMap(\.string) ?? [],
-            mapping: manifest["inputs"]?.array?.map { input in
-                input["columns"]?.array?.compactMap { $0.int.map(Int.init) } ?? []
+            names: manifest["correction_columns"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+            mapping: manifest["inputs"]?.arrayValue?.map { input in
+                input["columns"]?.arrayValue?.compactMap { $0.intValue.map(Int.init) } ?? []
             } ?? [])
         var outputs: [(String, JSON)] = []
         if case .object(let pairs)? = manifest["outputs"] { outputs = pairs }
@@ -202,7 +207,7 @@ struct PlanFolder {
         }
         // What waits for later runs, and the run itself, in the ledger (before the files say
         // the run is over).
-        let run = manifest["run_id"]?.string ?? "run_unknown"
+        let run = manifest["run_id"]?.stringValue ?? "run_unknown"
         if report.ledgerFailure == nil {
             do throws(CommandFailure) {
                 try updateHeldLines(rows: rows, index: index, layout: layout, ledger: ledger, run: run)
@@ -212,7 +217,7 @@ struct PlanFolder {
             }
         }
         // A re-apply keeps the earlier attempt's outcome files beside the new ones.
-        let attempt = Int(manifest["apply"]?["attempt"]?.int ?? (manifest["apply"] == nil ? 0 : 1)) + 1
+        let attempt = Int(manifest["apply"]?["attempt"]?.intValue ?? (manifest["apply"] == nil ? 0 : 1)) + 1
         if attempt > 1 {
             for name in OutputFolder.outcomeFiles where FileManager.default.fileExists(atPath: path(name)) {
                 let kept = path("\(name).\(attempt - 1)")
@@ -290,7 +295,7 @@ struct PlanFolder {
                     ("key_refused", report.keyRefused.map(JSON.string) ?? .null),
                     ("ledger_failure", report.ledgerFailure.map(JSON.string) ?? .null),
                 ]))
-            if attempt > 1, let run = manifest["run_id"]?.string {
+            if attempt > 1, let run = manifest["run_id"]?.stringValue {
                 put(
                     "continues",
                     .string("\(run) apply attempt \(attempt - 1) (its files: results.csv.\(attempt - 1), …)"))
@@ -304,7 +309,7 @@ struct PlanFolder {
         try? ledger.recordRun(
             LedgerRun(
                 id: attempt > 1 ? "\(run).a\(attempt)" : run, command: mode,
-                asOf: manifest["as_of"]?.string ?? "", folder: folder, startedAt: startedAt, endedAt: Date(),
+                asOf: manifest["as_of"]?.stringValue ?? "", folder: folder, startedAt: startedAt, endedAt: Date(),
                 exitStatus: Int(exit.rawValue), counts: countsText, continues: attempt > 1 ? run : nil))
         return exit
     }

@@ -36,14 +36,14 @@ enum PlanReport {
     /// id when it has one, files rejected whole).
     static func facts(manifest: JSON, mode: String, exit: ExitCode) -> ReportPage.Facts {
         let rejected: [ReportPage.RejectedFile] =
-            manifest["inputs"]?.array?.compactMap { input in
-                guard input["status"]?.string == "rejected" else { return nil }
+            manifest["inputs"]?.arrayValue?.compactMap { input in
+                guard input["status"]?.stringValue == "rejected" else { return nil }
                 return ReportPage.RejectedFile(
-                    path: input["path"]?.string ?? "", code: input["reason_code"]?.string ?? "",
-                    position: input["position"]?.string ?? "", message: input["reason"]?.string ?? "")
+                    path: input["path"]?.stringValue ?? "", code: input["reason_code"]?.stringValue ?? "",
+                    position: input["position"]?.stringValue ?? "", message: input["reason"]?.stringValue ?? "")
             } ?? []
         return ReportPage.Facts(
-            runID: manifest["run_id"]?.string, asOf: manifest["as_of"]?.string ?? "", mode: mode,
+            runID: manifest["run_id"]?.stringValue, asOf: manifest["as_of"]?.stringValue ?? "", mode: mode,
             exitStatus: exit.rawValue, writtenAt: Log.timestamp(), settleVersion: Settle.version,
             rejectedFiles: rejected)
     }

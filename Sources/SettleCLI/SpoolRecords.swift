@@ -40,7 +40,7 @@ final class SpoolRecords: OriginalRecords {
             for (name, entry) in pairs {
                 guard let number = SpoolRecords.inputNumber(name) else { continue }
                 let format =
-                    entry["format"]?.string.flatMap(SpoolFormat.init(rawValue:)) ?? SpoolFormat(fileName: name)
+                    entry["format"]?.stringValue.flatMap(SpoolFormat.init(rawValue:)) ?? SpoolFormat(fileName: name)
                     ?? .plain
                 files[number - 1] = File(name: name, format: format)
             }

@@ -146,7 +146,7 @@ struct StatusCommand {
             ("started_at", .string(timestamp(run.startedAt))),
             ("ended_at", run.endedAt.map { .string(timestamp($0)) } ?? .null),
             ("exit_status", run.exitStatus.map { .int(Int64($0)) } ?? .null),
-            ("counts", run.counts.map { JSON.parse($0) ?? .string($0) } ?? .null),
+            ("counts", run.counts.map { (try? JSON.parse($0)) ?? .string($0) } ?? .null),
             ("continues", optional(run.continues)),
         ])
     }
@@ -324,8 +324,8 @@ struct StatusCommand {
     /// A run's counts (`{"settled": 3, "failed": 1}`) as `settled 3, failed 1`.
     static func countsText(_ counts: String?) -> String? {
         guard let counts else { return nil }
-        guard case .object(let pairs)? = JSON.parse(counts) else { return "counts \(counts)" }
-        let parts = pairs.map { "\($0.0) \($0.1.int.map(String.init) ?? $0.1.encoded())" }
+        guard case .object(let pairs)? = try? JSON.parse(counts) else { return "counts \(counts)" }
+        let parts = pairs.map { "\($0.0) \($0.1.intValue.map(String.init) ?? $0.1.encoded())" }
         return parts.isEmpty ? nil : parts.joined(separator: ", ")
     }
 }

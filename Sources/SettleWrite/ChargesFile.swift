@@ -187,15 +187,15 @@ public enum ChargesFile {
     public static func rows(manifest value: JSON?) -> (rows: [ChargeRow], lineIDs: [[String]]) {
         var rows: [ChargeRow] = []
         var ids: [[String]] = []
-        for entry in value?.array ?? [] {
+        for entry in value?.arrayValue ?? [] {
             var row = ChargeRow(
-                charge: entry["charge"]?.string ?? "", currency: entry["currency"]?.string ?? "",
-                status: entry["status"]?.string ?? "", gross: entry["gross_minor"]?.int ?? 0,
-                fee: entry["fee_minor"]?.int ?? 0)
-            row.transferredBefore = entry["transferred_before_minor"]?.int ?? 0
-            row.firstRun = entry["first_run"]?.string
+                charge: entry["charge"]?.stringValue ?? "", currency: entry["currency"]?.stringValue ?? "",
+                status: entry["status"]?.stringValue ?? "", gross: entry["gross_minor"]?.intValue ?? 0,
+                fee: entry["fee_minor"]?.intValue ?? 0)
+            row.transferredBefore = entry["transferred_before_minor"]?.intValue ?? 0
+            row.firstRun = entry["first_run"]?.stringValue
             rows.append(row)
-            ids.append(entry["line_ids"]?.array?.compactMap(\.string) ?? [])
+            ids.append(entry["line_ids"]?.arrayValue?.compactMap(\.stringValue) ?? [])
         }
         return (rows, ids)
     }

@@ -16,7 +16,7 @@ public enum InstructionsFile {
     /// One instruction as a JSON line.
     static func append(_ instruction: Instruction, plan: SettlementPlan, to out: inout [UInt8]) {
         let batch = plan.batch
-        var json = JSONBytes(out: out)
+        var json = JSON.Writer(out: out)
         out = []
         json.open()
         json.key("id"); json.instructionID(instruction)
@@ -65,7 +65,7 @@ public enum InstructionsFile {
         out.append(0x0A)
     }
 
-    static func appendParams(_ instruction: Instruction, plan: SettlementPlan, to json: inout JSONBytes) {
+    static func appendParams(_ instruction: Instruction, plan: SettlementPlan, to json: inout JSON.Writer) {
         let batch = plan.batch
         let (description, metadata) = agreedExtras(plan.lines(of: instruction), batch: batch)
         let settleKey = "settle_instruction"
@@ -136,60 +136,17 @@ public enum InstructionsFile {
     }
 }
 
-/// Appends JSON tokens to a byte buffer, with commas where they belong.
-struct JSONBytes {
-    var out: [UInt8]
-    private var needsComma = false
-
-    init(out: [UInt8]) { self.out = out }
-
-    mutating func separator() {
-        if needsComma { out.append(UInt8(ascii: ",")) }
-        needsComma = true
-    }
-
-    mutating func open() { separator(); out.append(UInt8(ascii: "{")); needsComma = false }
-    mutating func close() { out.append(UInt8(ascii: "}")); needsComma = true }
-    mutating func openArray() { separator(); out.append(UInt8(ascii: "[")); needsComma = false }
-    mutating func closeArray() { out.append(UInt8(ascii: "]")); needsComma = true }
-
-    /// A key settle names (no escaping needed).
-    mutating func key(_ name: StaticString) {
-        separator()
-        out.append(UInt8(ascii: "\""))
-        out.append(contentsOf: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
-        needsComma = false
-    }
-
-    /// A key from the input (metadata).
-    mutating func key(_ name: String) {
-        separator()
-        JSON.appendString(name, to: &out)
-        out.append(UInt8(ascii: ":"))
-        needsComma = false
-    }
-
-    mutating func string(_ value: StaticString) {
-        separator()
-        out.append(UInt8(ascii: "\""))
-        out.append(contentsOf: UnsafeRawBufferPointer(start: value.utf8Start, count: value.utf8CodeUnitCount))
-        out.append(UInt8(ascii: "\""))
-    }
-
-    mutating func string(_ value: String) { separator(); JSON.appendString(value, to: &out) }
-
+extension JSON.Writer {
+    /// An instruction's id (`ins_…`), written from its digest without a string.
     mutating func instructionID(_ instruction: Instruction) {
         separator()
         out.append(UInt8(ascii: "\""))
         instruction.appendID(to: &out)
         out.append(UInt8(ascii: "\""))
     }
-    mutating func null() { separator(); out.append(contentsOf: "null".utf8) }
-    mutating func int(_ value: Int64) { separator(); MinorUnits.appendDecimal(value, to: &out) }
 
+    /// A symbol's bytes as a string.
     mutating func symbol(_ symbol: Symbol, _ batch: Batch) {
-        separator()
-        batch.symbols.withBytes(symbol) { JSON.appendBytes($0, to: &out) }
+        batch.symbols.withBytes(symbol) { string(bytes: $0) }
     }
 }

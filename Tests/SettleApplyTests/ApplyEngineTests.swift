@@ -378,7 +378,8 @@ func stageInFlight(_ sandbox: Sandbox, _ instruction: PlannedInstruction) throws
         LedgerDispatch(
             id: instruction.id, kind: instruction.kind.rawValue, group: instruction.group, payee: instruction.payee,
             charge: instruction.charge, currency: instruction.currency, amountMinor: instruction.amountMinor,
-            method: "POST", path: instruction.path, params: instruction.params.serialized, stripeContext: nil,
+            method: "POST", path: instruction.path, params: instruction.params.encoded(sortingKeys: true),
+            stripeContext: nil,
             attempt: 1, idempotencyKey: "settle-\(instruction.id)-a1",
             lines: instruction.lines.map {
                 .init(lineID: $0.lineID, kind: $0.kind, amountMinor: $0.amountMinor, content: $0.content)
@@ -392,7 +393,7 @@ struct ApplyEngineReversalTests {
     func reversal(_ id: String, of transfer: String, amount: Int64) -> PlannedInstruction {
         PlannedInstruction(
             id: id, kind: .reversal, path: "/v1/transfers/\(transfer)/reversals",
-            params: .object(["amount": .string(String(amount)), "metadata[settle_instruction]": .string(id)]),
+            params: ["amount": .string(String(amount)), "metadata[settle_instruction]": .string(id)],
             lines: [.init(lineID: "\(id)-L1", kind: "reversal", amountMinor: amount, content: "c\(id)")],
             group: "ORDER100", payee: "acct_rest", currency: "usd", amountMinor: amount)
     }

@@ -60,11 +60,11 @@ import Testing
             plan[0].lines == [.init(lineID: "100-1", kind: "transfer", amountMinor: 7000, content: "00112233aabbccdd")])
         #expect(plan[0].params["metadata[settle_instruction]"] == .string("ins_0123456789abcdef01234567"))
         #expect(plan[1].isV2)
-        #expect(plan[1].params["amount"]?["value"] == .integer(2000))
+        #expect(plan[1].params["amount"]?["value"] == .int(2000))
         #expect(plan[1].params["from"]?["financial_account"] == .null)
         #expect(plan[1].preflight == .init(payoutMethod: "pm_ap_1", recipient: "acct_drv"))
         #expect(
-            plan[1].params.serialized
+            plan[1].params.encoded(sortingKeys: true)
                 == #"{"amount":{"currency":"usd","value":2000},"from":{"currency":"usd","financial_account":null}}"#)
         do {
             _ = try PlannedInstruction.decodeJSONLines(Data("\n{\"id\":\"x\"}\n".utf8))

@@ -1,5 +1,6 @@
 import Foundation
 import SettleApply
+import SettleCore
 import SettleLedger
 import SettleTestSupport
 
@@ -7,7 +8,7 @@ func transferInstruction(
     _ id: String, amount: Int64 = 7000, destination: String = "acct_rest", charge: String = "ch_1",
     group: String = "ORDER100", lines: [String]? = nil, preflightCharge: Bool = false
 ) -> PlannedInstruction {
-    var params: [String: JSONValue] = [
+    var params: JSON = [
         "amount": .string(String(amount)), "currency": .string("usd"), "destination": .string(destination),
         "transfer_group": .string(group), "metadata[settle_instruction]": .string(id),
         "description": .string("Order 100 & co/é"),
@@ -15,7 +16,7 @@ func transferInstruction(
     if !charge.isEmpty { params["source_transaction"] = .string(charge) }
     let lineIDs = lines ?? ["\(id)-L1"]
     return PlannedInstruction(
-        id: id, kind: .transfer, path: "/v1/transfers", params: .object(params),
+        id: id, kind: .transfer, path: "/v1/transfers", params: params,
         lines: lineIDs.map {
             .init(lineID: $0, kind: "transfer", amountMinor: amount / Int64(lineIDs.count), content: "c\($0)")
         },
@@ -27,14 +28,14 @@ func payoutInstruction(
     _ id: String, amount: Int64 = 2000, method: String = "pm_ap_1", recipient: String = "acct_drv",
     account: String? = nil
 ) -> PlannedInstruction {
-    let params: JSONValue = .object([
-        "from": .object(["financial_account": account.map { .string($0) } ?? .null, "currency": .string("usd")]),
-        "to": .object(["recipient": .string(recipient), "payout_method": .string(method), "currency": .string("usd")]),
-        "amount": .object(["value": .integer(amount), "currency": .string("usd")]),
-        "delivery_options": .object(["speed": .string("instant")]),
-        "description": .string("driver payout"),
-        "metadata": .object(["settle_instruction": .string(id)]),
-    ])
+    let params: JSON = [
+        "from": ["financial_account": account.map { .string($0) } ?? .null, "currency": "usd"],
+        "to": ["recipient": .string(recipient), "payout_method": .string(method), "currency": "usd"],
+        "amount": ["value": .int(amount), "currency": "usd"],
+        "delivery_options": ["speed": "instant"],
+        "description": "driver payout",
+        "metadata": ["settle_instruction": .string(id)],
+    ]
     return PlannedInstruction(
         id: id, kind: .payout, path: "/v2/money_management/outbound_payments", params: params,
         lines: [.init(lineID: "\(id)-L1", kind: "payout", amountMinor: amount, content: "c\(id)")],

@@ -1,4 +1,5 @@
 import Foundation
+import SettleCore
 import SettleWrite
 import Testing
 
@@ -125,11 +126,10 @@ import Testing
 /// The page facts the apply side reads from a manifest.
 @Suite struct PlanReportTests {
     @Test func factsFromAManifest() throws {
-        let manifest = try #require(
-            JSON.parse(
-                #"{"run_id":"run_7","as_of":"2026-11-29","inputs":[{"path":"a.csv","status":"read"},"#
-                    + #"{"path":"b.csv.gz","status":"rejected","reason_code":"gzip_truncated","reason":"cut","position":"b.csv.gz:9"}]}"#
-            ))
+        let manifest = try JSON.parse(
+            #"{"run_id":"run_7","as_of":"2026-11-29","inputs":[{"path":"a.csv","status":"read"},"#
+                + #"{"path":"b.csv.gz","status":"rejected","reason_code":"gzip_truncated","reason":"cut","position":"b.csv.gz:9"}]}"#
+        )
         let facts = PlanReport.facts(manifest: manifest, mode: "apply", exit: .tryAgain)
         #expect(facts.runID == "run_7")
         #expect(facts.asOf == "2026-11-29")

@@ -1,4 +1,5 @@
 import Foundation
+import SettleCore
 import SettleWrite
 import Testing
 
@@ -40,15 +41,16 @@ import Testing
         return (folder, records)
     }
 
-    static func records(_ folder: String) -> SpoolRecords {
-        let manifest = JSON.parse(#"{"spool": {".settle/input-1.csv.gz": {"sha256": "", "format": "csv.gz"}}}"#)!
+    static func records(_ folder: String) throws -> SpoolRecords {
+        let manifest = try JSON.parse(
+            Data(#"{"spool": {".settle/input-1.csv.gz": {"sha256": "", "format": "csv.gz"}}}"#.utf8))
         return SpoolRecords(folder: folder, manifest: manifest)
     }
 
     @Test func prefetchReadsRecordsInAnyOrderInOnePass() throws {
         let (folder, all) = try Self.spool()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let records = Self.records(folder)
+        let records = try Self.records(folder)
         var generator = SystemRandomNumberGenerator()
         let wanted = Array(all.enumerated().filter { $0.offset % 13 == 0 }.map(\.element).shuffled(using: &generator))
         try records.prefetch(wanted.map { (file: 0, offset: $0.offset, length: $0.length) })
@@ -63,7 +65,7 @@ import Testing
     @Test func readsInAscendingOrderMakeOnePassAndABackwardReadStartsAgain() throws {
         let (folder, all) = try Self.spool()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let records = Self.records(folder)
+        let records = try Self.records(folder)
         for record in all where record.offset % 3 == 0 {
             let fields = try records.fields(file: 0, offset: record.offset, length: record.length)
             #expect(String(decoding: fields[0], as: UTF8.self) == String(record.text.prefix { $0 != "," }))

@@ -1,4 +1,4 @@
-import Foundation
+import SettleCore
 import SettleHTTP
 
 /// One HTTP outcome read as Stripe's answer. Only a well-formed answer from Stripe decides
@@ -6,7 +6,7 @@ import SettleHTTP
 /// a body that is not Stripe's JSON) is `noAnswer`, a passing failure.
 enum StripeAnswer {
     /// A 2xx with a JSON object body.
-    case object(JSONValue)
+    case object(JSON)
     /// A Stripe-shaped error (`{"error": {...}}`) with a 4xx or 5xx status.
     case error(StripeError)
     /// Not an answer from Stripe.
@@ -39,10 +39,10 @@ enum StripeAnswer {
         }
     }
 
-    private static func jsonObject(_ bytes: [UInt8]) -> JSONValue? {
+    private static func jsonObject(_ bytes: [UInt8]) -> JSON? {
         guard let first = bytes.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }),
             first == UInt8(ascii: "{"),
-            let value = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)), case .object = value
+            let value = try? JSON.parse(bytes), case .object = value
         else { return nil }
         return value
     }
@@ -60,7 +60,7 @@ struct StripeError {
     /// `Stripe-Rate-Limited-Reason` of a 429 (`global-rate`, `endpoint-concurrency`, …).
     var rateLimitReason: String?
 
-    init(response: HTTPResponse, error: JSONValue) {
+    init(response: HTTPResponse, error: JSON) {
         status = response.status
         code = error["code"]?.stringValue ?? error["type"]?.stringValue ?? "http_\(response.status)"
         message = error["message"]?.stringValue ?? "HTTP \(response.status)"

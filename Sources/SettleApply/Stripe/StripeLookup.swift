@@ -1,4 +1,4 @@
-import Foundation
+import SettleCore
 import SettleHTTP
 import SettleLedger
 
@@ -31,7 +31,7 @@ enum StripeLookup {
             if let cursor { query.append(("starting_after", cursor)) }
             return dispatch.path + StripeAPI.query(query)
         default:
-            let params = try? JSONDecoder().decode(JSONValue.self, from: Data(dispatch.params.utf8))
+            let params = try? JSON.parse(dispatch.params)
             let recipient = params?["to"]?["recipient"]?.stringValue ?? dispatch.payee
             return "/v2/money_management/outbound_payments"
                 + StripeAPI.query([("recipient", recipient), ("limit", "100")])
@@ -114,7 +114,7 @@ enum StripeLookup {
     }
 
     /// Usable for an instant USD Apple Pay payout (STRIPE.md).
-    static func usabilityProblems(_ body: JSONValue) -> [String] {
+    static func usabilityProblems(_ body: JSON) -> [String] {
         var problems: [String] = []
         if body["type"]?.stringValue != "apple_pay" { problems.append("not apple_pay") }
         if case .array(let speeds)? = body["available_payout_speeds"], speeds.contains(.string("instant")) {
@@ -148,7 +148,7 @@ enum StripeLookup {
         switch StripeAnswer(outcome) {
         case .object(let body):
             guard let status = body["status"]?.stringValue, ["succeeded", "pending", "failed"].contains(status),
-                case .integer(let amount)? = body["amount"]
+                case .int(let amount)? = body["amount"]
             else {
                 fact.verdict = .unavailable("the answer is not a charge")
                 return fact
@@ -157,8 +157,8 @@ enum StripeLookup {
             fact.status = status
             fact.amountMinor = amount
             fact.currency = balance?["currency"]?.stringValue ?? body["currency"]?.stringValue
-            if case .integer(let fee)? = balance?["fee"] { fact.feeMinor = fee }
-            if case .integer(let refunded)? = body["amount_refunded"] { fact.refundedMinor = refunded }
+            if case .int(let fee)? = balance?["fee"] { fact.feeMinor = fee }
+            if case .int(let refunded)? = body["amount_refunded"] { fact.refundedMinor = refunded }
             fact.paymentMethodType = body["payment_method_details"]?["type"]?.stringValue
             switch status {
             case "succeeded": fact.verdict = .usable

@@ -1,0 +1,171 @@
+/// A JSON value: the one type for every JSON settle reads and writes — the plan folder's
+/// files, the config, the ledger's stored request bodies, Stripe's requests and answers.
+///
+/// Objects keep their key order so that output is deterministic and diffable; integers are
+/// exact `Int64` (amounts are minor units, never floating point).
+public indirect enum JSON: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    /// A number that is not an exact `Int64` (a fraction, an exponent, or too large), kept
+    /// as its text so nothing is rounded. Stripe's answers may hold one (an exchange rate);
+    /// settle never reads money from it.
+    case number(String)
+    case string(String)
+    case array([JSON])
+    case object([(String, JSON)])
+
+    public static func == (lhs: JSON, rhs: JSON) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.bool(let a), .bool(let b)): a == b
+        case (.int(let a), .int(let b)): a == b
+        case (.number(let a), .number(let b)): a == b
+        case (.string(let a), .string(let b)): a == b
+        case (.array(let a), .array(let b)): a == b
+        case (.object(let a), .object(let b)):
+            a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        default: false
+        }
+    }
+
+    /// The member `key` of an object (nil for anything else); setting it replaces the member
+    /// in place or appends it, and setting nil removes it.
+    public subscript(key: String) -> JSON? {
+        get {
+            if case .object(let pairs) = self { return pairs.first { $0.0 == key }?.1 }
+            return nil
+        }
+        set {
+            guard case .object(var pairs) = self else { return }
+            if let position = pairs.firstIndex(where: { $0.0 == key }) {
+                if let newValue { pairs[position].1 = newValue } else { pairs.remove(at: position) }
+            } else if let newValue {
+                pairs.append((key, newValue))
+            }
+            self = .object(pairs)
+        }
+    }
+
+    /// The string, else nil.
+    public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    /// The integer, else nil.
+    public var intValue: Int64? { if case .int(let i) = self { return i } else { return nil } }
+    /// The flag, else nil.
+    public var boolValue: Bool? { if case .bool(let b) = self { return b } else { return nil } }
+    /// The elements of an array, else nil.
+    public var arrayValue: [JSON]? { if case .array(let a) = self { return a } else { return nil } }
+    /// The members of an object in their order, else nil.
+    public var objectValue: [(String, JSON)]? { if case .object(let o) = self { return o } else { return nil } }
+
+    // MARK: - Writing
+
+    /// Compact serialisation. With `sortingKeys`, every object's keys are sorted, so the same
+    /// members always give the same bytes whatever their order (the ledger's stored request
+    /// bodies and the v2 bodies sent to Stripe).
+    public func encoded(sortingKeys: Bool = false) -> String {
+        var out: [UInt8] = []
+        append(to: &out, sortingKeys: sortingKeys)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the compact serialisation (see ``encoded(sortingKeys:)``).
+    public func append(to out: inout [UInt8], sortingKeys: Bool = false) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
+        case .int(let value): JSON.appendInteger(value, to: &out)
+        case .number(let text): out.append(contentsOf: text.utf8)
+        case .string(let value): JSON.appendString(value, to: &out)
+        case .array(let values):
+            out.append(UInt8(ascii: "["))
+            for (index, value) in values.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                value.append(to: &out, sortingKeys: sortingKeys)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let pairs):
+            out.append(UInt8(ascii: "{"))
+            let ordered = sortingKeys ? pairs.sorted { $0.0 < $1.0 } : pairs
+            for (index, (key, value)) in ordered.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                JSON.appendString(key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                value.append(to: &out, sortingKeys: sortingKeys)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Pretty serialisation (two-space indent) for the manifest.
+    public func pretty(indent: String = "") -> String {
+        let inner = indent + "  "
+        switch self {
+        case .array(let values) where !values.isEmpty:
+            return "[\n" + values.map { inner + $0.pretty(indent: inner) }.joined(separator: ",\n") + "\n\(indent)]"
+        case .object(let pairs) where !pairs.isEmpty:
+            return "{\n"
+                + pairs.map { inner + JSON.string($0.0).encoded() + ": " + $0.1.pretty(indent: inner) }
+                .joined(separator: ",\n") + "\n\(indent)}"
+        default:
+            return encoded()
+        }
+    }
+
+    /// Appends an integer in decimal (all of `Int64`, its minimum included).
+    public static func appendInteger(_ value: Int64, to out: inout [UInt8]) {
+        if value == .min {
+            out.append(contentsOf: "-9223372036854775808".utf8)
+        } else {
+            MinorUnits.appendDecimal(value, to: &out)
+        }
+    }
+
+    /// Appends a string as a JSON string (see ``appendBytes(_:to:)``).
+    public static func appendString(_ value: String, to out: inout [UInt8]) {
+        var value = value
+        value.withUTF8 { appendBytes(UnsafeRawBufferPointer($0), to: &out) }
+    }
+
+    /// Appends UTF-8 bytes as a JSON string: the one escaper. `"`, `\` and the control
+    /// characters are escaped (`\n`, `\r`, `\t`, else `\u00xx`); every other byte is copied.
+    public static func appendBytes(_ value: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var plain = true
+        for byte in value where byte < 0x20 || byte == 0x22 || byte == 0x5C {
+            plain = false
+            break
+        }
+        if plain {
+            out.append(contentsOf: value)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        for byte in value {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xf)]])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
+
+/// Literals for tests and fixed bodies: `["amount": 100, "currency": "usd"]` keeps the
+/// order it is written in.
+extension JSON: ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, ExpressibleByStringLiteral,
+    ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral
+{
+    public init(dictionaryLiteral elements: (String, JSON)...) { self = .object(elements) }
+    public init(arrayLiteral elements: JSON...) { self = .array(elements) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+}
