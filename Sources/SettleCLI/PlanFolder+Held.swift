@@ -15,7 +15,7 @@ extension PlanFolder {
         func text(_ row: [[UInt8]], _ field: F) -> String {
             String(decoding: row[field.rawValue], as: UTF8.self).trimmingFormulaGuard()
         }
-        let records = SpoolRecords(folder: folder)
+        let records = SpoolRecords(folder: folder, manifest: manifest)
         let header = String(decoding: CorrectionFile.inputHeader(layout), as: UTF8.self)
         var hold: [HeldLine] = []
         var release: [String] = []

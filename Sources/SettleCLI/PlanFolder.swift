@@ -210,7 +210,11 @@ struct PlanFolder {
         }
         do {
             record("results.csv", try ResultsFile.write(path: path("results.csv"), rows: rows))
-            let records = SpoolRecords(folder: folder)
+            let records = SpoolRecords(folder: folder, manifest: manifest)
+            try records.prefetch(
+                (corrections[.rejected]! + corrections[.deferred]!).lazy.map {
+                    (file: $0.file, offset: $0.spoolOffset, length: $0.spoolLength)
+                })
             record(
                 "errors.csv",
                 try CorrectionFile.write(
