@@ -1,6 +1,7 @@
 import Foundation
 import SettleApply
 import SettleCore
+import SettleDigest
 import SettleLedger
 import SettleRead
 import SettleWrite
@@ -99,8 +100,8 @@ struct PlanOutputs {
             var spool: [(String, JSON)] = []
             for position in inputs.indices {
                 let name = OutputFolder.spoolName(file: position)
-                guard let data = FileManager.default.contents(atPath: path(name)) else { continue }
-                spool.append((name, .object([("sha256", .string(PlanFolder.sha256(data)))])))
+                guard let sha = PlanOutputs.fileSHA256(path(name)) else { continue }
+                spool.append((name, .object([("sha256", .string(sha))])))
             }
             var manifest = PlanOutputs.manifest(
                 plan: plan, inputs: inputs, layout: layout, sums: sums,
@@ -170,13 +171,31 @@ struct PlanOutputs {
     /// neither the manifest nor the instructions changed since they were written.
     static func writeManifest(_ manifest: JSON, folder: String) throws(WriteFailure) {
         let file = try OutputFile(path: (folder as NSString).appendingPathComponent("manifest.json"))
-        file.append(manifest.pretty() + "\n")
+        file.withBuffer { manifest.appendPretty(to: &$0) }
+        file.append(0x0A)
         file.endRow()
         let sha = try file.commit()
         let seal = try OutputFile(path: (folder as NSString).appendingPathComponent(manifestSealName))
         seal.append(sha + "\n")
         seal.endRow()
         try seal.commit()
+    }
+
+    /// A file's SHA-256, read 1 MiB at a time (the spool is as large as the inputs: it is
+    /// never held in memory); nil when it cannot be read.
+    static func fileSHA256(_ path: String) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        let hasher = SHA256()
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress!, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { return hasher.hexDigest() }
+            chunk.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
     }
 
     /// The facts the plan used, as the manifest records them.
