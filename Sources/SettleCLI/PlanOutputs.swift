@@ -1,6 +1,7 @@
 import Foundation
 import SettleApply
 import SettleCore
+import SettleDigest
 import SettleLedger
 import SettleRead
 import SettleWrite
@@ -181,7 +182,8 @@ struct PlanOutputs {
     /// neither the manifest nor the instructions changed since they were written.
     static func writeManifest(_ manifest: JSON, folder: String) throws(WriteFailure) {
         let file = try OutputFile(path: (folder as NSString).appendingPathComponent("manifest.json"))
-        file.append(manifest.pretty() + "\n")
+        file.withBuffer { manifest.appendPretty(to: &$0) }
+        file.append(0x0A)
         file.endRow()
         let sha = try file.commit()
         let seal = try OutputFile(path: (folder as NSString).appendingPathComponent(manifestSealName))
