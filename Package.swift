@@ -46,7 +46,8 @@ let package = Package(
         // The plan folder's contract (docs/PLAN-FORMAT.md) for plan and apply alike: layout,
         // manifest and seals, instructions.jsonl written and read, the outcome files' rewrite.
         .target(name: "SettlePlanFolder",
-                dependencies: ["SettleCore", "SettleDigest", "SettleWrite", "SettleLedger"],
+                dependencies: ["SettleCore", "SettleDigest", "SettleRead", "SettleWrite", "SettleLedger",
+                               "SettleApply"],
                 swiftSettings: strict),
         // The SQLite ledger that makes every line settle at most once.
         .target(name: "SettleLedger", dependencies: ["CSQLite"], swiftSettings: strict),

@@ -62,6 +62,9 @@ apt_install() {
 command -v xmllint >/dev/null || apt_install libxml2-utils
 [ -f /usr/include/zlib.h ] || apt_install zlib1g-dev
 command -v cc >/dev/null || apt_install gcc
+# DuckDB (the issue's yardstick) from PyPI when it is missing; the row says n/a without it.
+python3 -c 'import duckdb' 2>/dev/null || pip install -q duckdb >/dev/null 2>&1 \
+    || pip install -q --break-system-packages duckdb >/dev/null 2>&1 || true
 
 # ---- build -----------------------------------------------------------------------------
 cd "$ROOT"
@@ -123,6 +126,11 @@ plan() {
     local label=$1 base=$2 file=$3
     local out=$WORK/plan-$((${#ROWS[@]}))
     measure "$label" "$base" 0,65 "$SETTLE" plan "$file" --out "$out" --as-of "$AS_OF"
+    # Every byte the plan folder holds (outputs, spool, line index): the issue's output-bytes target.
+    local bytes
+    bytes=$(du -sb "$out" 2>/dev/null | cut -f1)
+    ROWS[${#ROWS[@]}-1]+="|${bytes:-}"
+    LAST_OUT=${bytes:-}
     if [ "$KEEP" = 0 ]; then rm -rf "$out"; fi
 }
 
@@ -177,6 +185,7 @@ measure "settle validate" shuf 0,65 "$SETTLE" validate "$SHUF" --as-of "$AS_OF"
 
 if python3 -c 'import duckdb' 2>/dev/null; then
     measure "duckdb core job" csv 0 python3 "$ROOT/benchmarks/duckdb_core.py" "$CSV" "$WORK/duckdb-groups.csv"
+    BASE_DUCKDB=$LAST_WALL
     rm -f "$WORK/duckdb-groups.csv"
 else
     na_row "duckdb core job" csv "duckdb not installed (pip install duckdb)"
@@ -213,15 +222,20 @@ echo "  csv:  $(describe "$CSV")"
 echo "  shuf: $(describe "$SHUF") (lines in random order)"
 if [ "$XML" = 1 ]; then echo "  xml:  $(describe "$XMLF")"; fi
 echo
-printf '%-26s %-5s %8s %8s %8s %7s %9s %9s  %s\n' command input "wall s" "CPU s" "RSS MB" "×zcat" "×inflate" "×xmllint" note
+declare -A RAW=([csv]=$(bytes_of "$CSV") [shuf]=$(bytes_of "$SHUF"))
+if [ "$XML" = 1 ]; then RAW[xml]=$(bytes_of "$XMLF"); fi
+printf '%-26s %-5s %8s %8s %8s %7s %9s %9s %8s %8s %6s  %s\n' command input "wall s" "CPU s" "RSS MB" "×zcat" "×inflate" "×xmllint" "×duckdb" "out MB" "×raw" note
 for row in "${ROWS[@]}"; do
-    IFS='|' read -r label wall cpu rss status in <<<"$row"
+    IFS='|' read -r label wall cpu rss status in out <<<"$row"
     z=$(ratio "$wall" "${BASE_ZCAT[$in]:-}")
     i=$(ratio "$wall" "${BASE_INFLATE[$in]:-}")
     x=$(ratio "$wall" "${BASE_XMLLINT[$in]:-}")
+    d=$(ratio "$wall" "${BASE_DUCKDB:-}")
+    o=-; r=-
+    if [ -n "${out:-}" ]; then o=$(mb "$out"); r=$(ratio "$out" "${RAW[$in]:-}"); fi
     note=""
     [ "$status" = ok ] || note=$status
-    printf '%-26s %-5s %8s %8s %8s %7s %9s %9s  %s\n' "$label" "$in" "$wall" "$cpu" "$rss" "$z" "$i" "$x" "$note"
+    printf '%-26s %-5s %8s %8s %8s %7s %9s %9s %8s %8s %6s  %s\n' "$label" "$in" "$wall" "$cpu" "$rss" "$z" "$i" "$x" "$d" "$o" "$r" "$note"
 done
 echo
 machine

@@ -33,6 +33,13 @@ public final class ApplyEngine {
     /// Set when Stripe refuses the key itself (HTTP 401): the run stops sending.
     private var keyRefused: String?
     private var stopSending: (() -> Void)?
+    /// The plan could not be read again while sending (it changed on disk): the run stops.
+    private var planFailure: ApplyError?
+    /// Ids marked in flight by this run whose answer is not in yet (the plan's duplicates).
+    private var sending: Set<String> = []
+    /// Answers waiting to be committed together (``flush()``): bounded by the calls in flight.
+    private var pendingWrites: [LedgerStore.Write] = []
+    private var pendingSince: ContinuousClock.Instant?
 
     /// Notes that Stripe refused the key (401/403 on any call) and stops every phase.
     private func noteKeyRefused(_ outcome: HTTPOutcome?) {
@@ -71,24 +78,41 @@ public final class ApplyEngine {
     ///   A ledger failure during the run does not throw: the report carries it, with every
     ///   outcome the ledger could not record reported `unknown`.
     public func run(_ plan: [Instruction], checkFacts: Bool = true) throws(ApplyError) -> ApplyReport {
+        try run(ArrayInstructionSource(plan), checkFacts: checkFacts)
+    }
+
+    /// Runs a plan read one instruction at a time: memory holds the instructions in flight
+    /// (and one outcome per instruction for the report), not the plan.
+    ///
+    /// - Throws: as ``run(_:checkFacts:)``; ``ApplyError/planInvalid(line:message:)`` when the
+    ///   source cannot be read again (changed since it was checked).
+    public func run(_ plan: any InstructionSource, checkFacts: Bool = true) throws(ApplyError) -> ApplyReport {
         let started = ContinuousClock.now
         outcomes = [:]
         resolved = [:]
         ledgerFailure = nil
         keyRefused = nil
+        planFailure = nil
+        sending = []
         counters = CallCounters()
 
-        let params = try finalParameters(plan)
-        try resolveUnresolved()
-        var candidates: [Instruction] = []
-        if keyRefused == nil, ledgerFailure == nil {
-            candidates = try classify(plan)
-            if checkFacts { try self.checkFacts(candidates) }
+        if let unfunded = plan.overview.unfundedPayout, (configuration.financialAccount ?? "").isEmpty {
+            throw .configuration(
+                "instruction \(unfunded) pays out from a financial account, but none is configured (--financial-account)"
+            )
         }
-        if keyRefused == nil, ledgerFailure == nil { send(candidates, params: params) }
+        try resolveUnresolved()
+        if keyRefused == nil, ledgerFailure == nil, checkFacts { try self.checkFacts(plan) }
+        if keyRefused == nil, ledgerFailure == nil { try send(plan) }
+        if let planFailure { throw planFailure }
 
-        for instruction in plan where outcomes[instruction.id] == nil {
-            outcomes[instruction.id] = .notSent(reason: stopReason ?? "the run stopped before it was sent")
+        if stopReason != nil || outcomes.count < plan.overview.count {
+            try plan.rewind()
+            while let instruction = try plan.next() {
+                if outcomes[instruction.id] == nil {
+                    outcomes[instruction.id] = .notSent(reason: stopReason ?? "the run stopped before it was sent")
+                }
+            }
         }
         var report = ApplyReport(
             outcomes: outcomes, resolved: resolved, requests: counters.requests, retries: counters.retries,
@@ -109,25 +133,17 @@ public final class ApplyEngine {
 
     // MARK: - Parameters
 
-    /// The parameters each instruction is sent with: v2 payouts get the configured
-    /// financial account when the plan has none.
-    private func finalParameters(_ plan: [Instruction]) throws(ApplyError) -> [String: JSON] {
-        var result: [String: JSON] = [:]
-        for instruction in plan {
-            var params = instruction.params
-            if instruction.isV2, case .object? = params["from"] {
-                if (params["from"]?["financial_account"] ?? .null) == .null {
-                    guard let account = configuration.financialAccount, !account.isEmpty else {
-                        throw .configuration(
-                            "instruction \(instruction.id) pays out from a financial account, but none is configured (--financial-account)"
-                        )
-                    }
-                    params["from"]?["financial_account"] = .string(account)
-                }
-            }
-            result[instruction.id] = params
-        }
-        return result
+    /// The parameters an instruction is sent with: a v2 payout gets the configured
+    /// financial account when the plan has none (``PlanOverview/unfundedPayout`` made sure
+    /// there is one before anything was sent).
+    private func parameters(_ instruction: Instruction) -> JSON {
+        var params = instruction.params
+        guard instruction.isV2, case .object? = params["from"],
+            (params["from"]?["financial_account"] ?? .null) == .null, let account = configuration.financialAccount,
+            !account.isEmpty
+        else { return params }
+        params["from"]?["financial_account"] = .string(account)
+        return params
     }
 
     // MARK: - 1. Resolve what earlier runs left open
@@ -142,8 +158,10 @@ public final class ApplyEngine {
         stopSending = { [unowned scheduler] in scheduler.stopped = true }
         defer { stopSending = nil }
         for row in rows { enqueueLookup(row, scheduler: scheduler, after: nil) }
+        scheduler.tick = { [unowned self] now in self.flushIfDue(now) }
         client.run(source: scheduler)
         scheduler.finishStopped()
+        flush()
         finish(scheduler)
         for row in rows where resolved[row.id] == nil {
             resolved[row.id] = .unknown(message: "could not be resolved in this run")
@@ -182,6 +200,7 @@ public final class ApplyEngine {
 
     private func enqueueResend(_ row: LedgerInstruction, scheduler: CallScheduler) {
         let dispatch = row.dispatch
+        flush()
         do {
             // Only moves last_sent_at: the key and parameters stay those stored.
             try ledger.markInFlight([dispatch], at: configuration.now())
@@ -212,67 +231,51 @@ public final class ApplyEngine {
 
     // MARK: - 2. What the ledger already knows
 
-    private func classify(_ plan: [Instruction]) throws(ApplyError) -> [Instruction] {
-        var candidates: [Instruction] = []
-        var seen: Set<String> = []
-        for instruction in plan {
-            guard seen.insert(instruction.id).inserted else {
-                outcomes[instruction.id] =
-                    outcomes[instruction.id]
-                    ?? .rejected(code: "duplicate_instruction", message: "listed twice in the plan")
-                continue
+    /// What the ledger says of one instruction: nil when it is to be sent, else its outcome.
+    private func decided(_ instruction: Instruction) throws(LedgerError) -> InstructionOutcome? {
+        if let row = try ledger.instruction(instruction.id) {
+            switch row.status {
+            case .settled:
+                // Resolved by this run (its request had gone out before a crash):
+                // settled now; otherwise an earlier run settled it.
+                if case .settled(let id)? = resolved[instruction.id] { return .settled(stripeID: id) }
+                return .alreadySettled(stripeID: row.stripeID ?? "")
+            case .inFlight, .unknown:
+                return .unknown(
+                    message:
+                        "an earlier send (\(row.idempotencyKey)) is not resolved yet: \(row.errorMessage ?? "no answer")"
+                )
+            case .failed:
+                break
             }
-            if let row = try ledgerDo({ () throws(LedgerError) in try ledger.instruction(instruction.id) }) {
-                switch row.status {
-                case .settled:
-                    // Resolved by this run (its request had gone out before a crash):
-                    // settled now; otherwise an earlier run settled it.
-                    if case .settled(let id)? = resolved[instruction.id] {
-                        outcomes[instruction.id] = .settled(stripeID: id)
-                    } else {
-                        outcomes[instruction.id] = .alreadySettled(stripeID: row.stripeID ?? "")
-                    }
-                    continue
-                case .inFlight, .unknown:
-                    outcomes[instruction.id] = .unknown(
-                        message:
-                            "an earlier send (\(row.idempotencyKey)) is not resolved yet: \(row.errorMessage ?? "no answer")"
-                    )
-                    continue
-                case .failed:
-                    break
-                }
-            }
-            var conflict: String?
-            for line in instruction.lines {
-                if let held = try ledgerDo({ () throws(LedgerError) in try ledger.line(line.lineID) }),
-                    held.instructionID != instruction.id, held.status != .failed
-                {
-                    conflict =
-                        "line \(line.lineID) is already \(held.status.rawValue) in instruction \(held.instructionID)"
-                    break
-                }
-            }
-            if let conflict {
-                outcomes[instruction.id] = .rejected(code: "line_conflict", message: conflict)
-                continue
-            }
-            candidates.append(instruction)
         }
-        return candidates
+        for line in instruction.lines {
+            if let held = try ledger.line(line.lineID), held.instructionID != instruction.id, held.status != .failed {
+                return .rejected(
+                    code: "line_conflict",
+                    message:
+                        "line \(line.lineID) is already \(held.status.rawValue) in instruction \(held.instructionID)")
+            }
+        }
+        return nil
     }
+
+    /// Whether this run already has the instruction (a plan that lists it twice sends it once).
+    private func isDuplicate(_ id: String) -> Bool { outcomes[id] != nil || sending.contains(id) }
 
     // MARK: - 3. Stripe's facts, for a plan made offline
 
     /// Looks up every payout method and charge the plan's candidates depend on. A refusal
     /// refuses the whole plan (its instructions were formed without knowing it, so sending
     /// the rest could move a group in part); an answer that is not Stripe's stops it too.
-    private func checkFacts(_ candidates: [Instruction]) throws(ApplyError) {
+    private func checkFacts(_ plan: any InstructionSource) throws(ApplyError) {
         var methods: [(recipient: String, method: String)] = []
         var charges: [String] = []
         var seenMethods: Set<String> = []
         var seenCharges: Set<String> = []
-        for instruction in candidates {
+        try plan.rewind()
+        while let instruction = try plan.next() {
+            guard try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil else { continue }
             if let method = instruction.preflight.payoutMethod {
                 let recipient = instruction.preflight.recipient ?? instruction.payee
                 if seenMethods.insert(recipient + "/" + method).inserted { methods.append((recipient, method)) }
@@ -293,26 +296,53 @@ public final class ApplyEngine {
 
     // MARK: - 4. Send
 
-    private func send(_ candidates: [Instruction], params: [String: JSON]) {
-        guard !candidates.isEmpty else { return }
-        log(.info, "sending \(candidates.count) instruction(s)")
+    /// Streams the plan: each refill reads the next instructions, settles what the ledger
+    /// already knows, and commits the rest in flight (one transaction) before their
+    /// requests leave.
+    private func send(_ plan: any InstructionSource) throws(ApplyError) {
+        try plan.rewind()
+        log(.info, "sending the plan's \(plan.overview.count) instruction(s) that are not settled yet")
         let scheduler = makeScheduler()
         stopSending = { [unowned scheduler] in scheduler.stopped = true }
         defer { stopSending = nil }
         let batchSize = max(8, min(64, configuration.concurrency))
-        var cursor = 0
+        var exhausted = false
         var done = 0
-        let total = candidates.count
+        let total = plan.overview.count
         let progress: () -> Void = { [configuration] in
             done += 1
             configuration.progress(ApplyProgress(phase: "send", done: done, total: total))
         }
+        scheduler.tick = { [unowned self] now in self.flushIfDue(now) }
         scheduler.refill = { [unowned self, unowned scheduler] in
             var calls: [Call] = []
-            while calls.isEmpty, cursor < candidates.count, self.ledgerFailure == nil, !scheduler.stopped {
-                let batch = candidates[cursor..<min(cursor + batchSize, candidates.count)]
-                cursor += batch.count
+            while calls.isEmpty, !exhausted, self.ledgerFailure == nil, self.planFailure == nil, !scheduler.stopped {
+                // This run's answers first, so that the ledger reads below see them.
+                self.flush()
+                var batch: [Instruction] = []
+                do throws(ApplyError) {
+                    while batch.count < batchSize {
+                        guard let instruction = try plan.next() else {
+                            exhausted = true
+                            break
+                        }
+                        guard !self.isDuplicate(instruction.id), !batch.contains(where: { $0.id == instruction.id })
+                        else { continue }
+                        if let outcome = try self.ledgerDo({ () throws(LedgerError) in try self.decided(instruction) })
+                        {
+                            self.outcomes[instruction.id] = outcome
+                            progress()
+                        } else {
+                            batch.append(instruction)
+                        }
+                    }
+                } catch {
+                    if case .ledger(let problem) = error { self.fail(problem) } else { self.planFailure = error }
+                    scheduler.stopped = true
+                    return []
+                }
                 var dispatches: [LedgerDispatch] = []
+                var params: [String: JSON] = [:]
                 for instruction in batch {
                     let attempts: Int
                     do throws(LedgerError) {
@@ -321,10 +351,11 @@ public final class ApplyEngine {
                         self.fail(error)
                         return []
                     }
+                    params[instruction.id] = self.parameters(instruction)
                     dispatches.append(
-                        self.dispatch(
-                            instruction, params: params[instruction.id] ?? instruction.params, attempt: attempts + 1))
+                        self.dispatch(instruction, params: params[instruction.id]!, attempt: attempts + 1))
                 }
+                guard !dispatches.isEmpty else { continue }
                 // In flight first, in one transaction; one by one if the batch is refused.
                 var marked: [LedgerDispatch] = []
                 do {
@@ -357,13 +388,16 @@ public final class ApplyEngine {
                 }
                 if !marked.isEmpty { CrashPoint.reach("in_flight_written") }
                 for dispatch in marked {
-                    calls.append(self.sendCall(dispatch, params: params, progress: progress))
+                    self.sending.insert(dispatch.id)
+                    calls.append(
+                        self.sendCall(dispatch, params: params[dispatch.id] ?? .object([]), progress: progress))
                 }
             }
             return calls
         }
         client.run(source: scheduler)
         scheduler.finishStopped()
+        flush()
         finish(scheduler)
     }
 
@@ -379,11 +413,9 @@ public final class ApplyEngine {
             })
     }
 
-    private func sendCall(_ dispatch: LedgerDispatch, params: [String: JSON], progress: @escaping () -> Void)
-        -> Call
-    {
+    private func sendCall(_ dispatch: LedgerDispatch, params: JSON, progress: @escaping () -> Void) -> Call {
         let request = api.createRequest(
-            method: dispatch.method, path: dispatch.path, params: params[dispatch.id] ?? .object([]),
+            method: dispatch.method, path: dispatch.path, params: params,
             idempotencyKey: dispatch.idempotencyKey, context: dispatch.stripeContext)
         let call = Call(
             request: request, label: "\(dispatch.id) \(dispatch.method) \(dispatch.path) a\(dispatch.attempt)"
@@ -393,6 +425,7 @@ public final class ApplyEngine {
             self.noteKeyRefused(outcome)
             self.outcomes[dispatch.id] = self.conclude(
                 dispatch, CreateVerdict(outcome, ending), outcome: outcome, label: "send")
+            self.sending.remove(dispatch.id)
             progress()
         }
         call.onRetry = { [unowned self] outcome in self.recordCall(dispatch, outcome: outcome, label: "retry") }
@@ -429,11 +462,7 @@ public final class ApplyEngine {
         if let outcome, case .object(let body) = StripeAnswer(outcome), let given = body["status"]?.stringValue {
             status = given
         }
-        do {
-            try ledger.notePayoutStatus(instruction: dispatch.id, status: status)
-        } catch {
-            fail(error)
-        }
+        enqueue(.payoutStatus(instruction: dispatch.id, status: status))
     }
 
     /// Commits an outcome (and the call that told it) to the ledger, and logs it; false when
@@ -481,20 +510,51 @@ public final class ApplyEngine {
             fail(.sqlite(code: 10, message: "injected ledger I/O error (SETTLE_CRASH_AT=ledger_record)"))
             return false
         }
-        do {
-            try ledger.recordOutcome(instruction: dispatch.id, ledgerOutcome, requestID: call?.requestID, call: call)
-            return true
-        } catch {
-            fail(error)
-            return false
-        }
+        enqueue(.outcome(instruction: dispatch.id, ledgerOutcome, requestID: call?.requestID, call: call))
+        return true
     }
 
     private func recordCall(_ dispatch: LedgerDispatch, outcome: HTTPOutcome, label: String) {
+        enqueue(.call(ledgerCall(dispatch, outcome: outcome, label: label)))
+    }
+
+    // MARK: - Answers, committed together
+
+    /// Answers wait at most this long (or this many) for the transaction that commits them.
+    private static let flushDelay: Duration = .milliseconds(200)
+    private static let flushCount = 64
+
+    /// Queues what an answer told for the next ``flush()``. Safe to defer: the request's
+    /// in-flight entry is committed already, so a crash before the flush leaves it in flight
+    /// and the next run looks it up; nothing is sent on the strength of an unflushed answer.
+    private func enqueue(_ write: LedgerStore.Write) {
+        if pendingWrites.isEmpty { pendingSince = .now }
+        pendingWrites.append(write)
+    }
+
+    private func flushIfDue(_ now: ContinuousClock.Instant) {
+        guard let since = pendingSince else { return }
+        if pendingWrites.count >= Self.flushCount || since + Self.flushDelay <= now { flush() }
+    }
+
+    /// Commits the queued answers in one transaction. When the ledger refuses it, none of
+    /// them is recorded: their instructions stay in flight in the ledger and are reported
+    /// `unknown`, and the run stops.
+    private func flush() {
+        guard !pendingWrites.isEmpty else { return }
+        let writes = pendingWrites
+        pendingWrites = []
+        pendingSince = nil
         do {
-            try ledger.recordCall(ledgerCall(dispatch, outcome: outcome, label: label))
+            try ledger.commit(writes)
         } catch {
             fail(error)
+            for case .outcome(let id, _, _, _) in writes {
+                let unknown = InstructionOutcome.unknown(
+                    message: "Stripe answered, but the ledger could not record it; the next run looks it up")
+                if outcomes[id] != nil { outcomes[id] = unknown }
+                if resolved[id] != nil { resolved[id] = unknown }
+            }
         }
     }
 

@@ -154,6 +154,8 @@ public struct ApplyReport: Sendable {
 public enum ApplyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Bad configuration (exit 78): an insecure API base, no financial account for payouts…
     case configuration(String)
+    /// `instructions.jsonl` cannot be read or decoded, or changed while read (the 1-based line).
+    case planInvalid(line: Int, message: String)
     /// The ledger failed; with `busy`, another process holds it (exit 75).
     case ledger(LedgerError)
     /// The HTTP client could not be set up.
@@ -169,6 +171,7 @@ public enum ApplyError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .configuration(let message): return "configuration: \(message)"
+        case .planInvalid(let line, let message): return "instructions.jsonl line \(line): \(message)"
         case .ledger(let error): return error.description
         case .transport(let message): return "HTTP: \(message)"
         case .keyRefused(let message): return message

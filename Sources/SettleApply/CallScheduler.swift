@@ -64,6 +64,9 @@ final class CallScheduler: RequestSource {
     /// Pulls the next batch of new calls (e.g. marks them in flight in the ledger first);
     /// empty when there is no more.
     var refill: (() -> [Call])?
+    /// Called each time the client asks for work (after every batch of answers), e.g. to
+    /// commit the answers that came in.
+    var tick: ((ContinuousClock.Instant) -> Void)?
     /// Once set, no new call starts; ``finishStopped()`` ends the calls left waiting.
     var stopped = false
     var counters = CallCounters()
@@ -81,6 +84,7 @@ final class CallScheduler: RequestSource {
     func enqueue(_ call: Call) { pending.append(call) }
 
     func next(now: ContinuousClock.Instant) -> RequestSourceStep {
+        tick?(now)
         if stopped { return inFlight.isEmpty ? .finished : .idle }
         var readyIndex = pending.firstIndex { $0.notBefore <= now }
         if readyIndex == nil, let refill {

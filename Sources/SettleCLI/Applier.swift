@@ -83,6 +83,7 @@ struct Applier {
         switch error {
         case .configuration(let message): return CommandFailure(.configuration, message)
         case .ledger(let problem): return LedgerHistory.failure(problem, path: "")
+        case .planInvalid: return CommandFailure(.linesRejected, "\(folder): \(error)")
         case .transport(let message): return CommandFailure(.tryAgain, "HTTP: \(message)")
         case .keyRefused(let message):
             return CommandFailure(.configuration, "\(message); nothing of the plan was sent")
@@ -115,12 +116,12 @@ struct Applier {
         } else {
             ledger = try LedgerHistory.openExclusive(path: options.ledger)
         }
-        let instructions = try onPlanFolder { () throws(SettleError) in try plan.instructions() }
+        let instructions = plan.instructions()
         let progressMode = options.progressMode
         let report: ApplyReport
         do {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
-            log(.info, "applying \(instructions.count) instructions from \(folder)")
+            log(.info, "applying \(instructions.overview.count) instructions from \(folder)")
             report = try engine.run(instructions, checkFacts: !plan.madeOnline)
         } catch {
             throw Applier.failure(error, folder: folder)

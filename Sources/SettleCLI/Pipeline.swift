@@ -13,6 +13,9 @@ struct InputReport {
     var format: InputFormat = .csv
     var bytes: UInt64 = 0
     var sha256 = ""
+    /// The input's spool file in the plan folder (nil when nothing is spooled: validate).
+    var spool: SpoolRecords.File? = nil
+    var spoolSHA256 = ""
     var lines = 0
     var rejection: ReadFailure? = nil
 }
@@ -75,13 +78,6 @@ struct Pipeline {
             let name = names[position]
             var report = InputReport(path: name)
             report.held = position >= options.inputs.count
-            let spoolPath = spoolFolder.map { OutputFolder.spoolPath($0, file: position) } ?? "/dev/null"
-            let spool: SpoolWriter
-            do {
-                spool = try SpoolWriter(path: spoolPath)
-            } catch {
-                throw CommandFailure(.outputUnwritable, error.message)
-            }
             var failure: ReadFailure? = nil
             do {
                 let first = try source.peek()
@@ -92,16 +88,18 @@ struct Pipeline {
             } catch {
                 failure = error
             }
+            let spool = try Pipeline.spool(source, format: report.format, folder: spoolFolder, file: position)
+            report.spool = spool.file
             if failure == nil {
                 let before = checker.batch.lines.count
                 progress.phase(reading: name, bytes: source.fileSize)
                 switch report.format {
                 case .csv:
-                    failure = csv.read(name: name, source: source, spool: spool, sink: checker) {
+                    failure = csv.read(name: name, source: source, sink: checker) {
                         progress.update(bytes: $0, lines: checker.batch.lines.count - before)
                     }
                 case .xml:
-                    failure = XMLInput.read(name: name, source: source, spool: spool, sink: checker) {
+                    failure = XMLInput.read(name: name, source: source, spool: spool.writer, sink: checker) {
                         progress.update(bytes: source.bytesRead, lines: checker.batch.lines.count - before)
                     }
                 }
@@ -114,8 +112,8 @@ struct Pipeline {
                 report.lines = checker.batch.lines.count - before
             }
             source.finishReading()
-            if let problem = spool.finish() {
-                throw CommandFailure(.outputUnwritable, "cannot write \(spoolPath): \(problem)")
+            if let problem = spool.writer.finish() {
+                throw CommandFailure(.outputUnwritable, "cannot write \(spool.writer.path): \(problem)")
             }
             // Keep file indices aligned with inputs: a file rejected before its header still gets a slot.
             while checker.batch.files.count <= position {
@@ -125,6 +123,7 @@ struct Pipeline {
             }
             report.bytes = source.bytesRead
             report.sha256 = source.sha256()
+            report.spoolSHA256 = spool.writer.sha256() ?? report.sha256
             if let failure {
                 report.rejection = failure
                 report.lines = 0
@@ -172,6 +171,26 @@ extension Pipeline {
 
     static func milliseconds(since start: Date) -> Int {
         Int(Date().timeIntervalSince(start) * 1000)
+    }
+
+    /// Opens input `file`'s spool in `folder` (nil: into nothing) once its format is known: a
+    /// CSV input's bytes are tapped as read (the file is the input, gzip and all); an XML
+    /// reader appends CSV records.
+    static func spool(_ source: ByteSource, format: InputFormat, folder: String?, file: Int)
+        throws(CommandFailure) -> (writer: SpoolWriter, file: SpoolRecords.File?)
+    {
+        let spoolFormat = SpoolFormat.of(format, gzip: source.isGzip)
+        let name = OutputFolder.spoolName(file: file, format: spoolFormat)
+        let writer: SpoolWriter
+        do {
+            writer = try SpoolWriter(
+                path: folder.map { ($0 as NSString).appendingPathComponent(name) } ?? "/dev/null",
+                hashing: folder != nil && !spoolFormat.isOriginal)
+        } catch {
+            throw CommandFailure(.outputUnwritable, error.message)
+        }
+        source.spool(into: folder != nil && spoolFormat.isOriginal ? writer : nil)
+        return (writer, folder.map { _ in SpoolRecords.File(name: name, format: spoolFormat) })
     }
 
     /// The line number of a `file:line` position (0 when it has none).

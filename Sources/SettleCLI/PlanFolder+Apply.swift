@@ -28,7 +28,7 @@ extension PlanFolder {
         let manifest = self.manifest
         let rewritten = try onPlanFolder { () throws(SettleError) in
             try rewrite(
-                run, ledger: ledger, records: SpoolRecords(folder: folder),
+                run, ledger: ledger, records: SpoolRecords(folder: folder, manifest: manifest),
                 reportFacts: { exit in PlanReport.facts(manifest: manifest, mode: mode, exit: exit) })
         }
         options.record.recordLines(counts: rewritten.counts, sums: rewritten.sums)

@@ -1,6 +1,7 @@
 import Foundation
 import SettleApply
 import SettleCore
+import SettleDigest
 import SettleLedger
 import SettlePlanFolder
 import SettleRead
@@ -45,7 +46,9 @@ struct PlanOutputs {
         let sums = ControlSums.of(plan, charges: charges.rows, runID: written.runID)
         try PlanOutputs.checkConservation(plan, sums: sums)
         let layout = CorrectionLayout(files: batch.files)
-        let records = SpoolRecords(folder: folder)
+        let records = SpoolRecords(
+            folder: folder,
+            files: Dictionary(inputs.enumerated().compactMap { i, input in input.spool.map { (i, $0) } }) { a, _ in a })
         // Counted in rows, so the ETA weighs results.csv and the line index as they weigh.
         let rowsToWrite =
             2 * batch.lines.count + (written.counts[.rejected] ?? 0) + (written.counts[.deferred] ?? 0)
@@ -65,6 +68,11 @@ struct PlanOutputs {
             written.files.append(("results.csv", results.sha256, results.rows))
             rowsWritten += results.rows
             progress.update(done: rowsWritten)
+            // errors.csv and deferred.csv: their records in one pass over each gzip spool.
+            try records.prefetch(
+                batch.lines.lazy.filter { $0.status == .rejected || $0.status == .deferred }.map {
+                    (file: Int($0.file), offset: $0.spoolOffset, length: $0.spoolLength)
+                })
             for (name, status) in [("errors.csv", LineStatus.rejected), ("deferred.csv", LineStatus.deferred)] {
                 let rows = batch.lines.lazy.filter { $0.status == status }.map { line in
                     CorrectionRow(
@@ -98,10 +106,14 @@ struct PlanOutputs {
             written.files.append(("report.html", page.sha256, page.rows))
             // The spool is sealed too: apply copies failed lines' strings from it.
             var spool: [(String, JSON)] = []
-            for position in inputs.indices {
-                let name = OutputFolder.spoolName(file: position)
-                guard let data = FileManager.default.contents(atPath: path(name)) else { continue }
-                spool.append((name, .object([("sha256", .string(PlanFolder.sha256(data)))])))
+            // The checksums are the ones taken while writing (an input's own, for its bytes).
+            for input in inputs {
+                guard let file = input.spool else { continue }
+                spool.append(
+                    (
+                        file.name,
+                        .object([("sha256", .string(input.spoolSHA256)), ("format", .string(file.format.rawValue))])
+                    ))
             }
             var manifest = PlanOutputs.manifest(
                 plan: plan, inputs: inputs, layout: layout, sums: sums,

@@ -19,6 +19,8 @@ public struct RateLimiter: Sendable {
     public let recoveryStep: Double
     /// The current rate, requests per second.
     public private(set) var rate: Double
+    /// How much of the rate may be caught up after a late call (see `capacity`).
+    public let burst: Duration
 
     private var tokens: Double
     private var lastRefill: ContinuousClock.Instant
@@ -29,8 +31,9 @@ public struct RateLimiter: Sendable {
     /// - Parameter rate: requests per second (raised to `floor` when below it).
     public init(
         rate: Double, floor: Double = 1, window: Duration = .seconds(1), recoveryStep: Double = 0.05,
-        now: ContinuousClock.Instant = .now
+        burst: Duration = .milliseconds(50), now: ContinuousClock.Instant = .now
     ) {
+        self.burst = burst
         self.ceiling = max(rate, floor)
         self.floor = floor
         self.window = window
@@ -81,9 +84,15 @@ public struct RateLimiter: Sendable {
         closeWindows(now: now)
         let elapsed = lastRefill.duration(to: now)
         guard elapsed > .zero else { return }
-        tokens = min(1, tokens + elapsed.seconds * rate)
+        tokens = min(capacity, tokens + elapsed.seconds * rate)
         lastRefill = now
     }
+
+    /// The most tokens saved up: `burst` worth of the rate (at least one). A caller that
+    /// comes back late (busy committing answers) catches up on the slots it missed
+    /// instead of losing them, and in any span of time `t` at most `capacity + rate × t`
+    /// requests start, so the rate over a second never exceeds the rate by more than that.
+    private var capacity: Double { max(1, (rate * burst.seconds).rounded(.down)) }
 }
 
 /// Exponential backoff with jitter, for retries with the same idempotency key.

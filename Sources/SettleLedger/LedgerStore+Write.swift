@@ -92,37 +92,74 @@ extension LedgerStore {
         instruction id: String, _ outcome: LedgerOutcome, requestID: String? = nil, call: LedgerCall? = nil
     ) throws(LedgerError) {
         try db.transaction { () throws(LedgerError) in
-            if let call { try insert(call) }
-            let status: LedgerStatus
-            var stripeID: String?
-            var code: String?
-            var message: String?
-            switch outcome {
-            case .settled(let id):
-                status = .settled
-                stripeID = id
-            case .failed(let failureCode, let failureMessage):
-                status = .failed
-                code = failureCode
-                message = failureMessage
-            case .unknown(let unknownMessage):
-                status = .unknown
-                message = unknownMessage
+            try writeOutcome(instruction: id, outcome, requestID: requestID, call: call)
+        }
+    }
+
+    private func writeOutcome(
+        instruction id: String, _ outcome: LedgerOutcome, requestID: String?, call: LedgerCall?
+    ) throws(LedgerError) {
+        if let call { try insert(call) }
+        let status: LedgerStatus
+        var stripeID: String?
+        var code: String?
+        var message: String?
+        switch outcome {
+        case .settled(let id):
+            status = .settled
+            stripeID = id
+        case .failed(let failureCode, let failureMessage):
+            status = .failed
+            code = failureCode
+            message = failureMessage
+        case .unknown(let unknownMessage):
+            status = .unknown
+            message = unknownMessage
+        }
+        let changed = try db.run(
+            """
+            UPDATE instructions SET status = ?, stripe_id = ?, error_code = ?, error_message = ?,
+                request_id = COALESCE(?, request_id)
+            WHERE id = ?
+            """,
+            [
+                .text(status.rawValue), SQLiteValue(stripeID), SQLiteValue(code), SQLiteValue(message),
+                SQLiteValue(requestID), .text(id),
+            ])
+        guard changed == 1 else { throw .unknownInstruction(id) }
+        try db.run(
+            "UPDATE lines SET status = ?, stripe_id = ? WHERE instruction_id = ?",
+            [.text(status.rawValue), SQLiteValue(stripeID), .text(id)])
+    }
+
+    /// One write of ``commit(_:)``.
+    public enum Write: Sendable {
+        /// ``recordOutcome(instruction:_:requestID:call:)``.
+        case outcome(instruction: String, LedgerOutcome, requestID: String?, call: LedgerCall?)
+        /// ``recordCall(_:)``.
+        case call(LedgerCall)
+        /// ``notePayoutStatus(instruction:status:)``.
+        case payoutStatus(instruction: String, status: String)
+    }
+
+    /// Commits answers that came in together, in order, in one transaction (one sync of the
+    /// ledger instead of one per answer). Only for what happens *after* a request left:
+    /// the in-flight entry before it leaves is ``markInFlight(_:at:)``'s own commit.
+    /// Nothing is written when one of them fails.
+    public func commit(_ writes: [Write]) throws(LedgerError) {
+        guard !writes.isEmpty else { return }
+        try db.transaction { () throws(LedgerError) in
+            for write in writes {
+                switch write {
+                case .outcome(let id, let outcome, let requestID, let call):
+                    try writeOutcome(instruction: id, outcome, requestID: requestID, call: call)
+                case .call(let call): try insert(call)
+                case .payoutStatus(let id, let status):
+                    try db.run(
+                        "UPDATE instructions SET payout_status = ? WHERE id = ? AND kind = 'payout'",
+                        [.text(status), .text(id)])
+                }
             }
-            let changed = try db.run(
-                """
-                UPDATE instructions SET status = ?, stripe_id = ?, error_code = ?, error_message = ?,
-                    request_id = COALESCE(?, request_id)
-                WHERE id = ?
-                """,
-                [
-                    .text(status.rawValue), SQLiteValue(stripeID), SQLiteValue(code), SQLiteValue(message),
-                    SQLiteValue(requestID), .text(id),
-                ])
-            guard changed == 1 else { throw .unknownInstruction(id) }
-            try db.run(
-                "UPDATE lines SET status = ?, stripe_id = ? WHERE instruction_id = ?",
-                [.text(status.rawValue), SQLiteValue(stripeID), .text(id)])
         }
     }
 

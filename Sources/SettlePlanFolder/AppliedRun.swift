@@ -53,3 +53,9 @@ extension PlanFolder {
         public var sums: ControlSums
     }
 }
+
+/// The spool's original records as the rewrite reads them: all the records a file will need
+/// are asked for first (one pass over a gzip spool), then one at a time.
+public protocol SpoolRecordSource: OriginalRecords {
+    func prefetch(_ wanted: some Sequence<(file: Int, offset: UInt64, length: UInt32)>) throws(WriteFailure)
+}

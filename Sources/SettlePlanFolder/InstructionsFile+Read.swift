@@ -29,7 +29,7 @@ extension Instruction {
         } catch {
             throw SettleError(
                 .planInvalid, "instructions.jsonl line \(number): \(error)",
-                at: .init(file: "instructions.jsonl", line: number, byteOffset: error.offset))
+                at: .init(file: "instructions.jsonl", line: number, byteOffset: error.offset), cause: error.description)
         }
     }
 

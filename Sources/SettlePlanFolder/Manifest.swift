@@ -12,7 +12,8 @@ public enum Manifest {
     /// Writes manifest.json (pretty, two-space indent) and then its seal.
     public static func write(_ manifest: JSON, folder: String) throws(WriteFailure) {
         let file = try OutputFile(path: (folder as NSString).appendingPathComponent("manifest.json"))
-        file.append(manifest.pretty() + "\n")
+        file.withBuffer { manifest.appendPretty(to: &$0) }
+        file.append(0x0A)
         file.endRow()
         let sha = try file.commit()
         let seal = try OutputFile(path: (folder as NSString).appendingPathComponent(sealName))

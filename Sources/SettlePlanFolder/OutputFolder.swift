@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 public import SettleCore
+public import SettleRead
 import SettleWrite
 
 /// The output folder: created when missing (0700), refused when it holds files settle did
@@ -109,12 +110,11 @@ public enum OutputFolder {
         removeLeftovers(path)
     }
 
-    public static func spoolPath(_ folder: String, file: Int) -> String {
-        "\(folder)/\(spoolName(file: file))"
+    /// The spool file of input `file`, relative to the folder: its ending says what it holds
+    /// (`input-1.csv.gz`: the gzip input itself).
+    public static func spoolName(file: Int, format: SpoolFormat) -> String {
+        "\(spoolFolder)/input-\(file + 1).\(format.fileExtension)"
     }
-
-    /// The spool file of input `file`, relative to the folder.
-    public static func spoolName(file: Int) -> String { "\(spoolFolder)/input-\(file + 1).csv" }
     // MARK: -
 
     /// The folder's entries that are not settle's: unknown names, settle's names of the

@@ -10,7 +10,7 @@ extension PlanFolder {
     /// leaves the queue (settled, rejected, reported failed, or fed again by an export).
     func updateHeldLines(
         rows: [[[UInt8]]], index: [LineIndex.Entry], layout: CorrectionLayout, ledger: LedgerStore,
-        records: any OriginalRecords, run: String
+        records: any SpoolRecordSource, run: String
     ) throws(SettleError) {
         typealias F = ResultsFile.Field
         func text(_ row: [[UInt8]], _ field: F) -> String {

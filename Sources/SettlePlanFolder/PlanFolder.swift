@@ -9,7 +9,8 @@ public import SettleWrite
 public struct PlanFolder {
     public let folder: String
     public let manifest: JSON
-    let instructionsData: Data
+    /// instructions.jsonl, checked by ``open(_:)``, read one instruction at a time.
+    let instructionStream: InstructionStream
 
     /// Opens a plan folder for `apply` and checks everything apply will read, before the
     /// first request: the manifest against its seal, then every file the manifest lists
@@ -18,7 +19,7 @@ public struct PlanFolder {
     public static func open(_ folder: String) throws(SettleError) -> PlanFolder {
         func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
         guard let manifestData = FileManager.default.contents(atPath: path("manifest.json")),
-            let instructions = FileManager.default.contents(atPath: path("instructions.jsonl"))
+            let instructions = InstructionStream(path: path("instructions.jsonl"))
         else {
             throw SettleError(
                 .notAPlanFolder, "\(folder) is not a plan folder (no manifest.json or instructions.jsonl)")
@@ -45,18 +46,12 @@ public struct PlanFolder {
             throw SettleError(
                 .planChanged, "\(folder)/manifest.json does not seal \(required); nothing was sent (plan again)")
         }
-        for (name, entry) in sealed {
-            guard let expected = entry["sha256"]?.stringValue else { continue }
-            let data = name == "instructions.jsonl" ? instructions : FileManager.default.contents(atPath: path(name))
-            guard let data else {
-                throw SettleError(.planChanged, "\(folder)/\(name) is missing; nothing was sent (plan again)")
-            }
-            guard sha256(data) == expected else {
-                throw SettleError(
-                    .planChanged, "\(folder)/\(name) changed since settle wrote it; nothing was sent (plan again)")
-            }
+        // Every seal and every instruction's own check, on both cores, in bounded memory.
+        let seals = sealed.compactMap { name, entry in entry["sha256"]?.stringValue.map { (name, $0) } }
+        if let problem = PlanChecks.run(folder: folder, sealed: seals, instructions: instructions) {
+            throw problem
         }
-        let folderValue = PlanFolder(folder: folder, manifest: manifest, instructionsData: instructions)
+        let folderValue = PlanFolder(folder: folder, manifest: manifest, instructionStream: instructions)
         let rows = manifest["outputs"]?["results.csv"]?["rows"]?.intValue
         let indexed = manifest["outputs"]?[LineIndex.name]?["rows"]?.intValue
         guard rows != nil, rows == indexed else {
@@ -71,41 +66,11 @@ public struct PlanFolder {
     public var madeOnline: Bool { manifest["facts"]?["online"] == .bool(true) }
 
     /// The plan's instructions, each checked against its own content before anything is
-    /// sent: the id re-derived from kind, group, payee, charge or target, currency, amount
-    /// and lines; the parameters saying the same amount, currency and payee; the lines
-    /// adding up to the amount. A plan edited by hand is refused (exit 65).
-    public func instructions() throws(SettleError) -> [Instruction] {
-        var list: [Instruction] = []
-        var number = 0
-        for line in instructionsData.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
-            number += 1
-            if let instruction = try checkedInstruction(line: line, number: number) { list.append(instruction) }
-        }
-        return list
-    }
-
-    /// One line of instructions.jsonl, decoded and checked against its own content (see
-    /// ``instructions()``); nil for a blank line.
-    public func checkedInstruction(line: some Collection<UInt8>, number: Int) throws(SettleError)
-        -> Instruction?
-    {
-        let instruction: Instruction?
-        do {
-            instruction = try Instruction.decode(line: line, number: number)
-        } catch {
-            var located = error
-            located.message = "\(folder)/\(error.message); nothing was sent"
-            located.location?.file = path("instructions.jsonl")
-            throw located
-        }
-        if let instruction, let problem = instruction.inconsistency {
-            throw SettleError(
-                .planInvalid,
-                "\(folder)/instructions.jsonl: instruction \(instruction.id) \(problem); nothing was sent (plan again)",
-                at: .init(file: path("instructions.jsonl"), line: number))
-        }
-        return instruction
-    }
+    /// sent (by ``open(_:)``, and again as they are read): the id re-derived from kind,
+    /// group, payee, charge or target, currency, amount and lines; the parameters saying
+    /// the same amount, currency and payee; the lines adding up to the amount. A plan edited
+    /// by hand is refused (exit 65).
+    public func instructions() -> InstructionStream { instructionStream }
 
     /// The SHA-256 of bytes, in hex: how the manifest seals a file.
     public static func sha256(_ data: Data) -> String {
@@ -126,7 +91,7 @@ public struct PlanFolder {
     ///     lines the ledger holds.
     ///   - reportFacts: the facts at the top of report.html, given the run's exit status.
     public func rewrite(
-        _ report: AppliedRun, ledger: LedgerStore, records: any OriginalRecords,
+        _ report: AppliedRun, ledger: LedgerStore, records: any SpoolRecordSource,
         reportFacts: (ExitCode) -> ReportPage.Facts
     ) throws(SettleError) -> Rewritten {
         typealias F = ResultsFile.Field
@@ -253,6 +218,10 @@ public struct PlanFolder {
         }
         do {
             record("results.csv", try ResultsFile.write(path: path("results.csv"), rows: rows))
+            try records.prefetch(
+                (corrections[.rejected]! + corrections[.deferred]!).lazy.map {
+                    (file: $0.file, offset: $0.spoolOffset, length: $0.spoolLength)
+                })
             record(
                 "errors.csv",
                 try CorrectionFile.write(

@@ -33,7 +33,7 @@ import Testing
                 error
                     == SettleError(
                         .planInvalid, "instructions.jsonl line 2: the instruction has no \"kind\"",
-                        at: .init(file: "instructions.jsonl", line: 2)))
+                        at: .init(file: "instructions.jsonl", line: 2), cause: "the instruction has no \"kind\""))
             #expect(error.exitCode == .linesRejected)
         }
         // A syntax error names the byte in the line.
@@ -41,7 +41,8 @@ import Testing
         #expect(
             throws: SettleError(
                 .planInvalid, "instructions.jsonl line 7: byte 10: expected a key (a string)",
-                at: .init(file: "instructions.jsonl", line: 7, byteOffset: 10))
+                at: .init(file: "instructions.jsonl", line: 7, byteOffset: 10),
+                cause: "byte 10: expected a key (a string)")
         ) {
             try Instruction.decode(line: broken, number: 7)
         }

@@ -21,7 +21,10 @@ import Testing
         let opened = try PlanFolder.open(folder)
         #expect(opened.manifest["run_id"] == "run_test")
         #expect(!opened.madeOnline)
-        let instructions = try opened.instructions()
+        let stream = opened.instructions()
+        var instructions: [Instruction] = []
+        while let instruction = try stream.next() { instructions.append(instruction) }
+        #expect(stream.overview.count == 3)
         #expect(instructions.map(\.id) == Self.plan.instructions.map(\.id))
         #expect(instructions.map(\.amountMinor) == [1000, 2000, 3000])
         #expect(instructions.map(\.payee) == ["acct_rest", "acct_two", "acct_three"])
@@ -69,17 +72,17 @@ import Testing
             unsealed
                 == SettleError(
                     .planChanged,
-                    "\(folder)/instructions.jsonl changed since settle wrote it; nothing was sent (plan again)"
-                ))
+                    "\(folder)/instructions.jsonl changed since settle wrote it; nothing was sent (plan again)",
+                    at: .init(file: "\(folder)/instructions.jsonl")))
         // Sealed again, the instruction's own id tells.
         try reseal(folder)
-        let opened = try PlanFolder.open(folder)
-        let error = SettleError.of { () throws(SettleError) in _ = try opened.instructions() }
+        let error = SettleError.of { () throws(SettleError) in _ = try PlanFolder.open(folder) }
         let id = Self.plan.instructions[1].id
         #expect(error?.code == .planInvalid)
         #expect(error?.location == .init(file: "\(folder)/instructions.jsonl", line: 2))
         #expect(
-            error?.message.hasPrefix("\(folder)/instructions.jsonl: instruction \(id) does not match its content")
+            error?.message.hasPrefix(
+                "\(folder)/instructions.jsonl line 2: instruction \(id) does not match its content")
                 == true)
     }
 

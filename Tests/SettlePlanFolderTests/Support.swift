@@ -95,7 +95,9 @@ func openTestLedger(path: String) throws(LedgerError) -> LedgerStore {
 }
 
 /// The spool stand-in: every record is one field naming where it sits.
-struct FixedRecords: OriginalRecords {
+struct FixedRecords: SpoolRecordSource {
+    func prefetch(_ wanted: some Sequence<(file: Int, offset: UInt64, length: UInt32)>) throws(WriteFailure) {}
+
     func fields(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [[UInt8]] {
         [Array("record \(file):\(offset)".utf8)]
     }

@@ -217,6 +217,9 @@ class Sandbox(FaultsMixin, V1Mixin, V2Mixin):
         with self.lock:
             s = self.stats
             s["requests"] += 1
+            # Wall-clock times of the first and the latest request (benchmarks/apply.sh).
+            s["last_request_at"] = time.time()
+            s.setdefault("first_request_at", s["last_request_at"])
             s["in_flight"] += 1
             s["max_concurrent"] = max(s["max_concurrent"], s["in_flight"])
 

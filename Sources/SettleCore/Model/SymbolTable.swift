@@ -15,41 +15,83 @@ public struct Symbol: Hashable, Sendable, Comparable {
 /// Bytes live in one growing arena; an open-addressing table maps hashes to symbols.
 /// Interning does not build a `String`: the hot path works on the input's bytes. A class, so
 /// that reading a symbol never copies (and retains) the table's arrays.
+///
+/// Memory is managed by hand (the arena, the spans and the slots are plain allocations):
+/// an intern touches one slot and, only when its 32-bit hash tag matches, one span and the
+/// arena; growing the table rehashes from the tags alone.
 public final class SymbolTable: @unchecked Sendable {
-    private var arena: [UInt8] = []
-    /// start offset and length of each symbol in the arena; index 0 is ``Symbol/none``.
-    private var starts: [Int] = [0]
-    private var lengths: [Int32] = [0]
-    private var slots: [Int32]
+    /// The bytes of every symbol, one after the other.
+    @usableFromInline var arena: UnsafeMutableRawPointer
+    @usableFromInline var arenaCount = 0
+    private var arenaCapacity: Int
+    /// Per symbol (index 0 is ``Symbol/none``): start in the arena (low 40 bits) and length
+    /// (high 24 bits; ``longLength`` marks a length kept in ``longLengths``).
+    @usableFromInline var spans: UnsafeMutablePointer<UInt64>
+    @usableFromInline var spanCount = 1
+    private var spanCapacity: Int
+    @usableFromInline var longLengths: [Int32: Int] = [:]
+    @usableFromInline static let longLength: UInt64 = 0xFF_FFFF
+    /// Open addressing: each slot is 0 (empty) or the symbol (low 32 bits) and its hash's
+    /// low 32 bits (high 32 bits); the slot index is the hash's low bits.
+    private var slots: UnsafeMutablePointer<UInt64>
     private var mask: Int
 
     public init() {
-        slots = [Int32](repeating: 0, count: 1024)
+        arenaCapacity = 1 << 16
+        arena = UnsafeMutableRawPointer.allocate(byteCount: arenaCapacity, alignment: 16)
+        spanCapacity = 1024
+        spans = UnsafeMutablePointer<UInt64>.allocate(capacity: spanCapacity)
+        spans[0] = 0
         mask = 1023
-        arena.reserveCapacity(1 << 16)
+        slots = SymbolTable.zeroedSlots(mask + 1)
+    }
+
+    deinit {
+        arena.deallocate()
+        spans.deallocate()
+        free(slots)
     }
 
     /// Number of distinct symbols.
-    public var count: Int { starts.count - 1 }
+    public var count: Int { spanCount - 1 }
+
+    /// Makes room for about this many symbols' spans, so that they are not copied their way
+    /// up while a large input is read (untouched pages cost no memory). The slots still grow
+    /// with the symbols: a table's pages are all touched, so an overestimate would cost.
+    public func reserve(symbols: Int) {
+        let wanted = max(0, min(symbols, Int(Int32.max) - 1))
+        if wanted + 1 > spanCapacity { growSpans(to: wanted + 1) }
+    }
 
     /// The symbol for these bytes, adding it when new. Empty bytes are ``Symbol/none``.
     public func intern(_ bytes: UnsafeRawBufferPointer) -> Symbol {
         if bytes.isEmpty { return .none }
-        let hash = SymbolTable.hash(bytes)
-        var slot = hash & mask
+        let tag = UInt64(UInt32(truncatingIfNeeded: SymbolTable.hash(bytes)))
+        var slot = Int(tag) & mask
         while true {
-            let candidate = slots[slot]
-            if candidate == 0 { break }
-            if equals(Int(candidate), bytes) { return Symbol(raw: candidate) }
+            let entry = slots[slot]
+            if entry == 0 { break }
+            if entry >> 32 == tag, equals(Int(entry & 0xFFFF_FFFF), bytes) {
+                return Symbol(raw: Int32(truncatingIfNeeded: entry & 0xFFFF_FFFF))
+            }
             slot = (slot + 1) & mask
         }
-        let symbol = Int32(starts.count)
-        starts.append(arena.count)
-        lengths.append(Int32(bytes.count))
-        arena.append(contentsOf: bytes)
-        slots[slot] = symbol
-        if starts.count * 2 > slots.count { grow() }
-        return Symbol(raw: symbol)
+        precondition(spanCount < Int(Int32.max), "more than 2^31 distinct strings")
+        let symbol = spanCount
+        if spanCount == spanCapacity { growSpans(to: spanCapacity * 2) }
+        if arenaCount + bytes.count > arenaCapacity { growArena(toFit: arenaCount + bytes.count) }
+        (arena + arenaCount).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+        var length = UInt64(bytes.count)
+        if length >= SymbolTable.longLength {
+            longLengths[Int32(symbol)] = bytes.count
+            length = SymbolTable.longLength
+        }
+        spans[symbol] = UInt64(arenaCount) | length << 40
+        arenaCount += bytes.count
+        spanCount += 1
+        slots[slot] = tag << 32 | UInt64(symbol)
+        if spanCount * 10 > (mask + 1) * 7 { rehash(capacity: (mask + 1) * 2) }
+        return Symbol(raw: Int32(symbol))
     }
 
     public func intern(_ text: String) -> Symbol {
@@ -57,49 +99,71 @@ public final class SymbolTable: @unchecked Sendable {
         return text.withUTF8 { intern(UnsafeRawBufferPointer($0)) }
     }
 
+    /// The bytes of a symbol (empty for ``Symbol/none``), valid until the next ``intern(_:)``:
+    /// the writers read millions of them after reading is done, without a closure each.
+    @inlinable @inline(__always)
+    public func bytes(_ symbol: Symbol) -> UnsafeRawBufferPointer {
+        let span = spans[Int(symbol.raw)]
+        var length = Int(span >> 40)
+        if length == Int(SymbolTable.longLength) { length = longLengths[symbol.raw] ?? 0 }
+        return UnsafeRawBufferPointer(start: arena + Int(span & 0xFF_FFFF_FFFF), count: length)
+    }
+
     /// The text of a symbol (empty for ``Symbol/none``).
     public func string(_ symbol: Symbol) -> String {
-        let index = Int(symbol.raw)
-        let start = starts[index]
-        return arena.withUnsafeBufferPointer {
-            String(
-                decoding: UnsafeBufferPointer(rebasing: $0[start..<start + Int(lengths[index])]),
-                as: UTF8.self)
-        }
+        String(decoding: bytes(symbol), as: UTF8.self)
     }
 
     /// Calls `body` with the bytes of a symbol, without copying.
+    @inlinable @inline(__always)
     public func withBytes<R>(_ symbol: Symbol, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-        let index = Int(symbol.raw)
-        let start = starts[index]
-        return arena.withUnsafeBytes {
-            body(UnsafeRawBufferPointer(rebasing: $0[start..<start + Int(lengths[index])]))
-        }
+        body(bytes(symbol))
     }
 
+    @inline(__always)
     private func equals(_ index: Int, _ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard Int(lengths[index]) == bytes.count else { return false }
-        let start = starts[index]
-        return arena.withUnsafeBytes { arena in
-            memcmp(arena.baseAddress! + start, bytes.baseAddress!, bytes.count) == 0
-        }
+        let known = self.bytes(Symbol(raw: Int32(truncatingIfNeeded: index)))
+        return known.count == bytes.count && memcmp(known.baseAddress!, bytes.baseAddress!, bytes.count) == 0
     }
 
-    private func grow() {
-        let capacity = slots.count * 2
-        var fresh = [Int32](repeating: 0, count: capacity)
+    private func growArena(toFit needed: Int) {
+        var capacity = arenaCapacity
+        while capacity < needed { capacity *= 2 }
+        let fresh = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        fresh.copyMemory(from: arena, byteCount: arenaCount)
+        arena.deallocate()
+        arena = fresh
+        arenaCapacity = capacity
+    }
+
+    private func growSpans(to capacity: Int) {
+        let fresh = UnsafeMutablePointer<UInt64>.allocate(capacity: capacity)
+        fresh.update(from: spans, count: spanCount)
+        spans.deallocate()
+        spans = fresh
+        spanCapacity = capacity
+    }
+
+    /// A larger table, filled from the slots' tags (the arena is not read).
+    private func rehash(capacity: Int) {
+        let fresh = SymbolTable.zeroedSlots(capacity)
         let newMask = capacity - 1
-        for symbol in 1..<starts.count {
-            let start = starts[symbol]
-            let hash = arena.withUnsafeBytes {
-                SymbolTable.hash(UnsafeRawBufferPointer(rebasing: $0[start..<start + Int(lengths[symbol])]))
-            }
-            var slot = hash & newMask
+        for old in 0...mask {
+            let entry = slots[old]
+            if entry == 0 { continue }
+            var slot = Int(entry >> 32) & newMask
             while fresh[slot] != 0 { slot = (slot + 1) & newMask }
-            fresh[slot] = Int32(symbol)
+            fresh[slot] = entry
         }
+        free(slots)
         slots = fresh
         mask = newMask
+    }
+
+    /// Zeroed slots from calloc: a large table's pages cost memory only once touched.
+    private static func zeroedSlots(_ count: Int) -> UnsafeMutablePointer<UInt64> {
+        guard let raw = calloc(count, MemoryLayout<UInt64>.stride) else { fatalError("out of memory") }
+        return raw.bindMemory(to: UInt64.self, capacity: count)
     }
 
     /// A multiply-xorshift hash taking 8 bytes at a time: ids are short, so this is

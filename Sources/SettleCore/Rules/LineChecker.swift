@@ -24,7 +24,10 @@ public final class LineChecker: RecordSink {
     /// Reserves room for about this many lines, so the line table does not double (and copy)
     /// its way up: untouched pages of a large reservation cost no memory.
     public func reserve(lines: Int) {
-        batch.lines.reserveCapacity(batch.lines.count + max(0, min(lines, 200_000_000)))
+        let lines = max(0, min(lines, 200_000_000))
+        batch.lines.reserveCapacity(batch.lines.count + lines)
+        // About three distinct strings a line (line id, order id, group, charge...).
+        batch.symbols.reserve(symbols: batch.symbols.count + 3 * lines)
     }
 
     public func beginFile(name: String, layout: FileLayout) -> Int {

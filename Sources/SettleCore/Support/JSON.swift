@@ -99,16 +99,51 @@ public indirect enum JSON: Sendable, Equatable {
 
     /// Pretty serialisation (two-space indent) for the manifest.
     public func pretty(indent: String = "") -> String {
-        let inner = indent + "  "
+        var out: [UInt8] = []
+        appendPretty(to: &out, indent: Array(indent.utf8))
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the pretty form to a byte buffer: no string is built per value, so a manifest
+    /// of 100,000 charges costs a few copies of its bytes, not one string per level and value.
+    public func appendPretty(to out: inout [UInt8], indent: [UInt8] = []) {
+        var indent = indent
+        appendPretty(to: &out, indent: &indent)
+    }
+
+    /// `indent` is the current line prefix; it grows by two spaces a level and is restored.
+    private func appendPretty(to out: inout [UInt8], indent: inout [UInt8]) {
         switch self {
         case .array(let values) where !values.isEmpty:
-            return "[\n" + values.map { inner + $0.pretty(indent: inner) }.joined(separator: ",\n") + "\n\(indent)]"
+            out.append(UInt8(ascii: "["))
+            indent.append(contentsOf: [0x20, 0x20])
+            for (index, value) in values.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                out.append(0x0A)
+                out.append(contentsOf: indent)
+                value.appendPretty(to: &out, indent: &indent)
+            }
+            indent.removeLast(2)
+            out.append(0x0A)
+            out.append(contentsOf: indent)
+            out.append(UInt8(ascii: "]"))
         case .object(let pairs) where !pairs.isEmpty:
-            return "{\n"
-                + pairs.map { inner + JSON.string($0.0).encoded() + ": " + $0.1.pretty(indent: inner) }
-                .joined(separator: ",\n") + "\n\(indent)}"
+            out.append(UInt8(ascii: "{"))
+            indent.append(contentsOf: [0x20, 0x20])
+            for (index, (key, value)) in pairs.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                out.append(0x0A)
+                out.append(contentsOf: indent)
+                JSON.appendString(key, to: &out)
+                out.append(contentsOf: [UInt8(ascii: ":"), 0x20])
+                value.appendPretty(to: &out, indent: &indent)
+            }
+            indent.removeLast(2)
+            out.append(0x0A)
+            out.append(contentsOf: indent)
+            out.append(UInt8(ascii: "}"))
         default:
-            return encoded()
+            append(to: &out)
         }
     }
 

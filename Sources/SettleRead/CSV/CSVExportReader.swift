@@ -21,8 +21,9 @@ public struct ReadLimits: Sendable {
 /// Quotes, `""` escapes, quoted commas and newlines, an optional BOM. Line ends are LF,
 /// CRLF or a lone CR (old Mac exports), mixed freely; inside quotes every byte is data.
 /// `source` line numbers count each of them as one line end. Fields are views into a
-/// reused window; only fields with `""` escapes are copied. Records are also copied
-/// verbatim into the spool.
+/// reused window; only fields with `""` escapes are copied. A record's place is its
+/// `[offset, length]` in the (inflated) input, line end included: the spool is the input's
+/// own bytes, tapped by ``ByteSource``.
 ///
 /// A file settle wrote (`errors.csv`, `deferred.csv`: its header ends in `reason_code,
 /// reason, source`) has the spreadsheet formula guard removed from its text cells: a cell
@@ -89,7 +90,7 @@ public final class CSVExportReader {
     /// source; each record goes through ``acceptHeader`` or ``acceptRecord``, or through
     /// ``acceptLongRecord`` when it does not fit the window.
     public func read(
-        name: String, source: ByteSource, spool: SpoolWriter, sink: some RecordSink,
+        name: String, source: ByteSource, sink: some RecordSink,
         progress: ((UInt64) -> Void)? = nil
     ) -> ReadFailure? {
         var state = ReadState(name: name)
@@ -97,7 +98,7 @@ public final class CSVExportReader {
         do {
             if let failure = try readStart(&state, source: source, progress: progress) { return failure }
             while true {
-                if let failure = try parseWindow(&state, source: source, spool: spool, sink: sink) {
+                if let failure = try parseWindow(&state, source: source, sink: sink) {
                     return failure
                 }
                 if state.atEOF && state.position >= filled { break }
@@ -112,7 +113,6 @@ public final class CSVExportReader {
                 code: .headerMissingColumn, message: "the file has no header record",
                 position: "\(name):1")
         }
-        spool.flush()
         sink.endFile(fileIndex, lines: state.lines)
         return nil
     }
@@ -158,7 +158,7 @@ public final class CSVExportReader {
     /// goes on past the window (after the next ``refill`` it is parsed again from its start).
     @inline(__always)
     private func parseWindow(
-        _ state: inout ReadState, source: ByteSource, spool: SpoolWriter, sink: some RecordSink
+        _ state: inout ReadState, source: ByteSource, sink: some RecordSink
     ) throws(ReadFailure) -> ReadFailure? {
         while state.position < filled {
             switch skipBlankLine(&state) {
@@ -169,7 +169,7 @@ public final class CSVExportReader {
             switch parseRecord(from: state.position, atEOF: state.atEOF) {
             case .incomplete:
                 guard filled - state.position > limits.maxRecordBytes else { return nil }
-                if let failure = try acceptLongRecord(&state, source: source, spool: spool, sink: sink) {
+                if let failure = try acceptLongRecord(&state, source: source, sink: sink) {
                     return failure
                 }
             case .unclosedQuote:
@@ -180,11 +180,11 @@ public final class CSVExportReader {
                 let raw = UnsafeRawBufferPointer(rebasing: window[state.position..<end])
                 if let layout = state.layout, let fileIndex = state.fileIndex {
                     if let failure = acceptRecord(
-                        raw, defect: defect, layout: layout, file: fileIndex, state: &state, spool: spool, sink: sink)
+                        raw, defect: defect, layout: layout, file: fileIndex, state: &state, source: source, sink: sink)
                     {
                         return failure
                     }
-                } else if let failure = acceptHeader(raw, defect: defect, state: &state, spool: spool, sink: sink) {
+                } else if let failure = acceptHeader(raw, defect: defect, state: &state, sink: sink) {
                     return failure
                 }
                 state.line += newlines
@@ -220,8 +220,7 @@ public final class CSVExportReader {
 
     /// The first record: the header. It sets the file's layout and begins the file in the sink.
     private func acceptHeader(
-        _ raw: UnsafeRawBufferPointer, defect: RecordDefect?, state: inout ReadState, spool: SpoolWriter,
-        sink: some RecordSink
+        _ raw: UnsafeRawBufferPointer, defect: RecordDefect?, state: inout ReadState, sink: some RecordSink
     ) -> ReadFailure? {
         let header = headerNames()
         guard defect == nil, header.count <= limits.maxColumns else {
@@ -233,8 +232,6 @@ public final class CSVExportReader {
             state.layout = built
             stripGuard = guardedColumns(built)
             state.fileIndex = sink.beginFile(name: state.name, layout: built)
-            spool.append(raw)
-            if raw.last != 0x0A { spool.appendNewline() }
             return nil
         } catch {
             return state.failure(error.code, error.message)
@@ -242,11 +239,11 @@ public final class CSVExportReader {
     }
 
     /// A data record in the window: its defect (field count, a field over the limit) named,
-    /// its text spooled, its fields handed to the sink.
+    /// its place in the input noted, its fields handed to the sink.
     @inline(__always)
     private func acceptRecord(
         _ raw: UnsafeRawBufferPointer, defect: RecordDefect?, layout: FileLayout, file fileIndex: Int,
-        state: inout ReadState, spool: SpoolWriter, sink: some RecordSink
+        state: inout ReadState, source: ByteSource, sink: some RecordSink
     ) -> ReadFailure? {
         var defect = defect
         if defect == nil, starts.count != layout.count {
@@ -266,13 +263,8 @@ public final class CSVExportReader {
             }
         }
         buildViews(forRules: true)
-        let offset = spool.offset
-        spool.append(raw)
-        var length = raw.count
-        if raw.last != 0x0A {
-            spool.appendNewline()
-            length += 1
-        }
+        let offset = streamOffset(state.position, source)
+        let length = raw.count
         views.withUnsafeBufferPointer {
             sink.record(
                 RecordView(
@@ -287,13 +279,13 @@ public final class CSVExportReader {
     /// ``readLongRecord``, handed on with its over-long fields empty and rejected
     /// `field_too_long`. Leaves what follows it at the start of the window.
     private func acceptLongRecord(
-        _ state: inout ReadState, source: ByteSource, spool: SpoolWriter, sink: some RecordSink
+        _ state: inout ReadState, source: ByteSource, sink: some RecordSink
     ) throws(ReadFailure) -> ReadFailure? {
         guard let fileIndex = state.fileIndex, let layout = state.layout else {
             return state.failure(.headerInvalid, "the header is longer than \(limits.maxRecordBytes) bytes")
         }
-        let offset = spool.offset
-        guard let long = try readLongRecord(from: state.position, source: source, atEOF: &state.atEOF, spool: spool)
+        let offset = streamOffset(state.position, source)
+        guard let long = try readLongRecord(from: state.position, source: source, atEOF: &state.atEOF)
         else {
             sink.discardFile(fileIndex)
             return state.failure(
@@ -304,11 +296,7 @@ public final class CSVExportReader {
             sink.discardFile(fileIndex)
             return failure
         }
-        var length = long.length
-        if long.endsWithLF == false {
-            spool.appendNewline()
-            length += 1
-        }
+        let length = long.length
         let column = long.tooLong.firstIndex(of: true).map { columnName($0, layout) }
         let defect = RecordDefect(
             code: .fieldTooLong,
@@ -326,6 +314,13 @@ public final class CSVExportReader {
         state.line += long.newlines
         state.position = 0
         return nil
+    }
+
+    /// The position in the (inflated) input of `window[position]`: the window always ends
+    /// with the last byte the source handed out.
+    @inline(__always)
+    private func streamOffset(_ position: Int, _ source: ByteSource) -> UInt64 {
+        source.bytesProduced - UInt64(filled - position)
     }
 
     private func ensureWindow(_ size: Int) {
@@ -584,16 +579,15 @@ public final class CSVExportReader {
         /// Which fields were over a limit (their bytes are not all in `fields`).
         var tooLong: [Bool] = [false]
         var newlines = 0
-        /// Bytes of the record, line end included, all written to the spool.
+        /// Bytes of the record, line end included.
         var length = 0
-        var endsWithLF = false
     }
 
-    /// Reads an over-long record to its end without holding it: its bytes go to the spool as
-    /// they come, its fields are kept up to the limits (so its ids can still be read). What
+    /// Reads an over-long record to its end without holding it (the spool has its bytes):
+    /// its fields are kept up to the limits (so its ids can still be read). What
     /// follows the record is left at the start of the window. Nil when the record is over
     /// ``ReadLimits/maxSpooledRecordBytes``.
-    private func readLongRecord(from start: Int, source: ByteSource, atEOF: inout Bool, spool: SpoolWriter)
+    private func readLongRecord(from start: Int, source: ByteSource, atEOF: inout Bool)
         throws(ReadFailure) -> LongRecord?
     {
         enum State { case fieldStart, unquoted, quoted, quoteInQuoted, afterCR }
@@ -665,14 +659,11 @@ public final class CSVExportReader {
             }
             return nil
         }
-        // Spools `buffer[from..<to]`; false past the spooled-record limit.
+        // Counts `buffer[from..<to]` in the record; false past the spooled-record limit.
         func spoolBytes(_ buffer: UnsafeRawBufferPointer, _ from: Int, _ to: Int) -> Bool {
             guard to > from else { return true }
             record.length += to - from
-            record.endsWithLF = buffer[to - 1] == 0x0A
-            guard record.length <= limits.maxSpooledRecordBytes else { return false }
-            spool.append(UnsafeRawBufferPointer(rebasing: buffer[from..<to]))
-            return true
+            return record.length <= limits.maxSpooledRecordBytes
         }
         let windowBytes = UnsafeRawBufferPointer(rebasing: window[0..<filled])
         if let end = scan(windowBytes, from: start) {

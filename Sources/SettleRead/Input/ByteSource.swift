@@ -22,6 +22,11 @@ public struct ReadFailure: FileRejectionError, Sendable {
 ///
 /// Buffers are reused (256 KiB in and out); nothing holds the whole input.
 ///
+/// The bytes as read (compressed for gzip) can be tapped into the plan folder's spool
+/// (``spool(into:)``): the spool is the input itself, written as it is read, never
+/// re-compressed. Until the tap is decided (the format is known only from the first chunk),
+/// what was read is kept, and the first gzip chunk is inflated on the caller's thread.
+///
 /// Threads: for gzip, once the first chunk is asked for, the file, zlib and the checksum are
 /// used only by the inflating thread; the reader's thread sees them again after
 /// ``finishReading()`` has joined it. That discipline is why this is `@unchecked Sendable`.
@@ -38,11 +43,38 @@ public final class ByteSource: @unchecked Sendable {
     private var stream = z_stream()
     private var inflating = false
     private var memberOpen = false
-    private let hasher = SHA256()
+    private let hasher: SHA256?
     /// SHA-256 of the input's bytes as stored (compressed for gzip); complete once read to the end.
+    /// Empty for a source opened without hashing.
     public func sha256() -> String {
         finishReading()
-        return hasher.hexDigest()
+        return hasher?.hexDigest() ?? ""
+    }
+
+    private enum Tap {
+        /// Not decided yet: the bytes read so far are kept in `tapPending`.
+        case undecided
+        case into(SpoolWriter)
+        case none
+    }
+    private var tap = Tap.undecided
+    private var tapPending: [UInt8] = []
+    /// Chunks handed out so far.
+    private var chunks = 0
+
+    /// Where the input's bytes as read go: every byte read so far and from now on is appended
+    /// to `writer` (nil: nowhere). Call at most once, before the second chunk (a source that
+    /// hands out a second chunk undecided taps nothing). For gzip the writer is then used by
+    /// the inflating thread until ``finishReading()``.
+    public func spool(into writer: SpoolWriter?) {
+        guard case .undecided = tap else { return }
+        if let writer {
+            tapPending.withUnsafeBytes { writer.append($0) }
+            tap = .into(writer)
+        } else {
+            tap = .none
+        }
+        tapPending = []
     }
     /// Bytes of the input file read by the thread that reads it (compressed bytes for gzip).
     private var rawBytesRead: UInt64 = 0
@@ -57,7 +89,9 @@ public final class ByteSource: @unchecked Sendable {
     public let fileSize: UInt64?
 
     /// Opens a path (`-` is standard input) and sniffs gzip magic bytes.
-    public init(path: String) throws(ReadFailure) {
+    /// `hashing`: keep the SHA-256 of the bytes read (``sha256()``).
+    public init(path: String, hashing: Bool = true) throws(ReadFailure) {
+        hasher = hashing ? SHA256() : nil
         if path == "-" {
             descriptor = 0
             ownsDescriptor = false
@@ -121,6 +155,13 @@ public final class ByteSource: @unchecked Sendable {
     }
 
     private func produce() throws(ReadFailure) -> UnsafeRawBufferPointer? {
+        if chunks > 0, case .undecided = tap { spool(into: nil) }
+        let chunk = try produceChunk()
+        if chunk != nil { chunks += 1 }
+        return chunk
+    }
+
+    private func produceChunk() throws(ReadFailure) -> UnsafeRawBufferPointer? {
         if !isGzip {
             if rawStart < rawEnd {
                 let chunk = UnsafeRawBufferPointer(rebasing: raw[rawStart..<rawEnd])
@@ -132,7 +173,14 @@ public final class ByteSource: @unchecked Sendable {
             rawStart = 0
             rawEnd = 0
             try fillRaw()
-            return rawEnd > 0 ? try produce() : nil
+            return rawEnd > 0 ? try produceChunk() : nil
+        }
+        if prefetch == nil, case .undecided = tap {
+            // The format is not known yet: inflate on this thread, so nothing is read
+            // elsewhere before the tap is decided.
+            guard let chunk = try inflateNext() else { return nil }
+            bytesProduced += UInt64(chunk.count)
+            return chunk
         }
         return try prefetched()
     }
@@ -259,7 +307,13 @@ public final class ByteSource: @unchecked Sendable {
                 rawEOF = true
                 return
             }
-            hasher.update(UnsafeRawBufferPointer(rebasing: raw[rawEnd..<rawEnd + count]))
+            let bytes = UnsafeRawBufferPointer(rebasing: raw[rawEnd..<rawEnd + count])
+            hasher?.update(bytes)
+            switch tap {
+            case .into(let writer): writer.append(bytes)
+            case .undecided: tapPending.append(contentsOf: bytes)
+            case .none: break
+            }
             rawEnd += count
             rawBytesRead += UInt64(count)
             if rawEnd - rawStart >= 2 { return }
@@ -330,7 +384,6 @@ public final class ByteSource: @unchecked Sendable {
                     position: "byte \(rawBytesRead - UInt64(rawEnd - rawStart))")
             }
             if produced > 0 {
-                bytesProduced += UInt64(produced)
                 return UnsafeRawBufferPointer(rebasing: inflated[0..<produced])
             }
             if status == Z_BUF_ERROR, rawStart == rawEnd, rawEOF {

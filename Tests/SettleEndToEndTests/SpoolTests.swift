@@ -1,0 +1,142 @@
+import Foundation
+import SettleTestSupport
+import Testing
+
+/// The plan folder's spool is the input's own bytes (issue 12): a gzip input stays gzip, also
+/// from standard input, and the strings of errors.csv and deferred.csv, at plan and at apply,
+/// and of the lines held for later runs still come from it byte for byte.
+@Suite struct SpoolTests {
+    typealias Setup = ApplyCommandTests.Setup
+
+    enum Input: String, CaseIterable, Sendable {
+        case plain, gzip, stdinGzip
+    }
+
+    /// BOM, CRLF, blank lines, a quoted newline and no line end at the end: a record's place in
+    /// the input is not its place among the records.
+    static let export =
+        "\u{FEFF}" + DailyLoopTests.header.dropLast() + ",note\r\n"
+        + "G1,1001,transfer,60.00,usd,ORDER1001,acct_rest,ch_card1,100.00,usd,succeeded,card,,,,plain note\r\n"
+        + "\r\n"
+        + "X1,2002,transfer,5.00,usdd,ORDER2002,acct_rest,ch_card3,20.00,usd,succeeded,card,,,,\"Café, \"\"quoted\"\"\nsecond\"\r\n"
+        + "\r\n"
+        + "S1,1003,transfer,25.00,usd,ORDER1003,acct_rest,ch_card2,30.00,usd,succeeded,card,,,2026-12-05,\"later, \"\"too\"\"\""
+
+    static let rejectedRow =
+        "X1,2002,transfer,5.00,usdd,ORDER2002,acct_rest,ch_card3,20.00,usd,succeeded,card,,,,\"Café, \"\"quoted\"\"\nsecond\","
+    static let deferredRow =
+        "S1,1003,transfer,25.00,usd,ORDER1003,acct_rest,ch_card2,30.00,usd,succeeded,card,,,2026-12-05,\"later, \"\"too\"\"\",scheduled,"
+
+    static func gzip(_ data: Data) throws -> Data {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/gzip")
+        process.arguments = ["-c", "-n"]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        input.fileHandleForWriting.write(data)
+        try input.fileHandleForWriting.close()
+        let compressed = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        return compressed
+    }
+
+    static func sha256(_ data: Data) throws -> String {
+        let url = SettleProcess.temporaryFolder().appendingPathComponent("bytes")
+        try data.write(to: url)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
+        process.arguments = [url.path]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return String(text.prefix(64))
+    }
+
+    @Test(arguments: Input.allCases)
+    func spoolIsTheInputAndCorrectionsAndHeldLinesKeepTheOriginalStrings(_ kind: Input) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(DailyLoopTests.fixtures)
+        let plain = Data(Self.export.utf8)
+        let bytes = kind == .plain ? plain : try Self.gzip(plain)
+        let file = setup.folder.appendingPathComponent(kind == .plain ? "day1.csv" : "day1.csv.gz")
+        if kind != .stdinGzip { try bytes.write(to: file) }
+        var arguments = setup.arguments("run", [kind == .stdinGzip ? "-" : file.path], out: "day1")
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-01"
+        let first = try SettleProcess.run(
+            arguments, stdin: kind == .stdinGzip ? bytes : nil, environment: ["STRIPE_API_KEY": testKey])
+        #expect(first.status == 65, "\(first.stderr)")
+        let day1 = setup.folder.appendingPathComponent("day1")
+        let rows = Dictionary(setup.results("day1").map { ($0[0], $0) }, uniquingKeysWith: { a, _ in a })
+        #expect(rows["G1"]?[8] == "settled")
+        #expect(rows["X1"]?[8] == "rejected")
+        #expect(rows["S1"]?[8] == "deferred")
+        let name = kind == .stdinGzip ? "stdin" : file.path
+        #expect(rows["S1"]?[13] == "\(name):7")
+
+        // The spool is the input byte for byte, named for what it holds, sealed with the
+        // input's own checksum.
+        let ending = kind == .plain ? "csv" : "csv.gz"
+        let spool = try Data(contentsOf: day1.appendingPathComponent(".settle/input-1.\(ending)"))
+        #expect(spool == bytes)
+        #expect(try Self.sha256(spool) == Self.sha256(bytes))
+        let other = kind == .plain ? "csv.gz" : "csv"
+        #expect(!FileManager.default.fileExists(atPath: day1.appendingPathComponent(".settle/input-1.\(other)").path))
+        let manifest = SettleProcess.read(day1.appendingPathComponent("manifest.json"))
+        #expect(manifest.contains("\".settle/input-1.\(ending)\""), "\(manifest)")
+        #expect(manifest.contains("\"format\": \"\(ending)\""), "\(manifest)")
+        #expect(manifest.contains(try Self.sha256(bytes)))
+
+        // errors.csv and deferred.csv as apply rewrote them: the input's strings.
+        let errors = SettleProcess.read(day1.appendingPathComponent("errors.csv"))
+        #expect(errors.contains(Self.rejectedRow), "\(errors)")
+        #expect(errors.contains(",\(name):4\n"), "\(errors)")
+        let deferred = SettleProcess.read(day1.appendingPathComponent("deferred.csv"))
+        #expect(deferred.contains(Self.deferredRow), "\(deferred)")
+
+        // Day 2: the held line comes back from the ledger at its file:line and settles.
+        let next = setup.folder.appendingPathComponent("day2.csv")
+        try
+            (DailyLoopTests.header
+            + "E1,2001,transfer,10.00,usd,ORDER2001,acct_rest,ch_card3,20.00,usd,succeeded,card,,,\n")
+            .write(to: next, atomically: true, encoding: .utf8)
+        var second = setup.arguments("run", [next.path], out: "day2")
+        second[second.firstIndex(of: "--as-of")! + 1] = "2026-12-05"
+        let outcome = try SettleProcess.run(second, environment: ["STRIPE_API_KEY": testKey])
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let day2 = Dictionary(setup.results("day2").map { ($0[0], $0) }, uniquingKeysWith: { a, _ in a })
+        #expect(day2["E1"]?[8] == "settled")
+        #expect(day2["S1"]?[8] == "settled", "\(day2["S1"] ?? [])")
+        #expect(day2["S1"]?[13] == "\(name):7")
+        let effects = try setup.sandbox.effects()
+        let transferred = effects.filter { $0["type"] as? String == "transfer" }.reduce(0) {
+            $0 + (($1["amount"] as? Int) ?? 0)
+        }
+        #expect(transferred == 6000 + 2500 + 1000)
+    }
+
+    /// `plan` alone (no apply): errors.csv and deferred.csv come from the gzip spool too.
+    @Test func planOfAGzipInputWritesCorrectionsFromTheSpool() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("in.csv.gz")
+        let bytes = try Self.gzip(Data(Self.export.utf8))
+        try bytes.write(to: input)
+        let out = folder.appendingPathComponent("plan")
+        let outcome = try SettleProcess.run([
+            "plan", input.path, "--out", out.path, "--as-of", "2026-12-01", "--progress", "off",
+        ])
+        #expect(outcome.status == 65, "\(outcome.stderr)")
+        #expect(try Data(contentsOf: out.appendingPathComponent(".settle/input-1.csv.gz")) == bytes)
+        #expect(SettleProcess.read(out.appendingPathComponent("errors.csv")).contains(Self.rejectedRow))
+        #expect(SettleProcess.read(out.appendingPathComponent("deferred.csv")).contains(Self.deferredRow))
+        // The spool offsets are places in the inflated input (the BOM counts).
+        let instructions = SettleProcess.read(out.appendingPathComponent("instructions.jsonl"))
+        let offset = Array(Self.export.utf8).firstIndex(of: 0x0A)! + 1
+        #expect(instructions.contains("\"spool\":[0,\(offset),"), "\(instructions)")
+    }
+}
