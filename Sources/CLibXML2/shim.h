@@ -14,7 +14,7 @@ static inline void settle_xml_free(void *pointer) { xmlFree(pointer); }
 /// The line where the tag the parser just reported starts.
 ///
 /// SAX start-element and DOCTYPE callbacks fire with the parser standing at the end of
-/// the tag; a start tag may span lines, and SPEC wants the line where it begins. The
+/// the tag; a start tag may span lines, and the rules want the line where it begins. The
 /// whole tag is still in the input buffer then, and `<` cannot occur inside it (not even
 /// in an attribute value), so walk back to it counting line feeds.
 static inline int settle_xml_tag_start_line(xmlParserCtxtPtr ctxt) {

@@ -5,7 +5,7 @@ import SettleLedger
 import SettlePlanFolder
 import SettleWrite
 
-/// The commands of SPEC §1.
+/// The commands of the README, "Usage".
 struct Commands {
     let options: Options
     let log: Log

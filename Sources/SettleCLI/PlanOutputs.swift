@@ -7,7 +7,7 @@ import SettlePlanFolder
 import SettleRead
 import SettleWrite
 
-/// Writes the plan folder (SPEC §4) and checks conservation before the run exits.
+/// Writes the plan folder (README, "Output folder"; docs/PLAN-FORMAT.md) and checks conservation before the run exits.
 struct PlanOutputs {
     let folder: String
     let options: Options

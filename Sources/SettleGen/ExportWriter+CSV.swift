@@ -1,4 +1,4 @@
-/// SPEC §2.1: one CSV record per line.
+/// docs/RULES.md, Input: one CSV record per line.
 extension ExportWriter {
     static let header: StaticString =
         "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,payment_intent,charge_amount,charge_currency,charge_status,charge_fee,payment_method_type,destination_country,recipient,payout_method,transfer,transfer_on,description\n"

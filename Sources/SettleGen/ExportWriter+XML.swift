@@ -1,4 +1,4 @@
-/// SPEC §2.2: one `<order>` element per order, one `<line>` per line.
+/// docs/RULES.md, Input: one `<order>` element per order, one `<line>` per line.
 extension ExportWriter {
     func xmlOrder(_ order: SyntheticOrder) {
         out.reserve()

@@ -17,7 +17,7 @@ func usage() -> Never {
         """
         usage: settle-gen --orders N [--format csv|xml] [--gzip] [--level 1-9] [--shuffle] [--seed S] [--out FILE|-]
           --orders N     number of orders (1-4 lines each, 2.5 on average); 2700000 ≈ 6.75 M lines ≈ 1 GB CSV
-          --format       csv (SPEC §2.1, default) or xml (SPEC §2.2)
+          --format       csv (default) or xml (docs/RULES.md, Input)
           --gzip         compress with zlib's deflate (gzip wrapper), level 6 unless --level
           --shuffle      CSV: emit lines in a random permutation so groups are not contiguous;
                          XML: permute the orders

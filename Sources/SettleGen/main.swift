@@ -1,4 +1,4 @@
-// settle-gen: writes deterministic synthetic order exports (SPEC §2.1 CSV, §2.2 XML) for
+// settle-gen: writes deterministic synthetic order exports (docs/RULES.md, Input) for
 // benchmarks and load tests. See benchmarks/README.md.
 //
 //   settle-gen --orders N [--format csv|xml] [--gzip] [--level 1-9] [--shuffle] [--seed S] [--out FILE|-]

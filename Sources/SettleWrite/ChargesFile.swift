@@ -1,6 +1,6 @@
 public import SettleCore
 
-/// One charge a run touched (SPEC §4 charges.csv), and how summary.csv counts it.
+/// One charge a run touched (README, "Output folder": charges.csv), and how summary.csv counts it.
 public struct ChargeRow: Sendable, Equatable {
     /// How summary.csv counts the charge's gross and fee.
     public enum Counting: String, Sendable, Equatable {

@@ -1,6 +1,6 @@
 public import SettleCore
 
-/// Control sums per currency (SPEC §4 summary.csv): lines and amounts by status; the
+/// Control sums per currency (README, "Output folder": summary.csv): lines and amounts by status; the
 /// objects this run created at Stripe (planned ones in a plan-only run), at their amounts
 /// as sent; the charges' gross and fees, each charge counted once; what the platform keeps.
 public struct ControlSums: Sendable {
@@ -165,7 +165,7 @@ public struct ControlSums: Sendable {
         return sums
     }
 
-    /// Conservation (SPEC §4): per currency, the input amount equals the sum over statuses.
+    /// Conservation (README, "Output folder"): per currency, the input amount equals the sum over statuses.
     public func conserved() -> Bool {
         currencies.values.allSatisfy { sums in
             sums.byStatus.values.reduce(0) { $0 + $1.amount } == sums.amount

@@ -1,6 +1,6 @@
 public import SettleCore
 
-/// `report.html`: one self-contained page for finance (SPEC §4) — no script, no font or image
+/// `report.html`: one self-contained page for finance (README, "Output folder") — no script, no font or image
 /// from anywhere, inline CSS, laid out to print on one or two A4 pages.
 ///
 /// Its numbers are the ``ControlSums`` that summary.csv is written from, never summed again.

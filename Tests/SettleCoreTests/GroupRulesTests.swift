@@ -1,7 +1,7 @@
 import SettleCore
 import Testing
 
-/// SPEC §3, per group.
+/// docs/RULES.md, Group rules.
 @Suite struct GroupRulesTests {
     @Test func groupIsAtomic() {
         let plan = TestExport()

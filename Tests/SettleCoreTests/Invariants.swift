@@ -11,7 +11,7 @@ enum Invariants {
         .chargeInvalid, .payoutMethodUnusable,
     ]
 
-    /// The charge a row draws on, derived from its strings (SPEC §3), independent of the planner.
+    /// The charge a row draws on, derived from its strings (docs/RULES.md, Group rules), independent of the planner.
     static func chargeKey(_ row: GeneratedRow) -> String? {
         if !row["source_transaction"].isEmpty { return "named:" + row["source_transaction"] }
         let givesFacts = ["charge_amount", "charge_currency", "charge_status", "payment_method_type"].contains {

@@ -1,7 +1,7 @@
 import SettleCore
 import Testing
 
-/// SPEC §3, per line: each rule has its own case with the exact status and reason code.
+/// docs/RULES.md, Line rules: each rule has its own case with the exact status and reason code.
 @Suite struct LineRulesTests {
     @Test func seedExampleIsPlanned() {
         let plan = TestExport()

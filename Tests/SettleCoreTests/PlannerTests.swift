@@ -1,7 +1,7 @@
 import SettleCore
 import Testing
 
-/// SPEC §3, forming instructions.
+/// docs/RULES.md, Forming instructions.
 @Suite struct PlannerTests {
     @Test func transfersOfOneGroupDestinationAndChargeAreSummed() throws {
         let plan = TestExport()

@@ -60,7 +60,7 @@ import Testing
         }
     }
 
-    /// Records (header included) an RFC 4180 reader finds in these bytes, the way SPEC §3 reads
+    /// Records (header included) an RFC 4180 reader finds in these bytes, the way docs/RULES.md reads
     /// them: blank lines skipped, a quote opens a field only at its start; nil for an unclosed quote.
     static func referenceRecordCount(_ bytes: [UInt8]) -> Int? {
         let quote = UInt8(ascii: "\""), comma = UInt8(ascii: ","), lf = UInt8(0x0A), cr = UInt8(0x0D)

@@ -1,7 +1,7 @@
 import SettleCore
 import Testing
 
-/// SPEC §5: Stripe's facts come before the plan.
+/// README, "Stripe's facts before the plan": Stripe's facts come before the plan.
 @Suite struct StripeFactsTests {
     static func refused(_ recipient: String, _ method: String) -> StripeFacts {
         StripeFacts(payoutMethods: [

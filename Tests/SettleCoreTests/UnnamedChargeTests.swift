@@ -1,7 +1,7 @@
 import SettleCore
 import Testing
 
-/// SPEC §3: the charge rules read a line's charge facts whether or not it names its charge.
+/// docs/RULES.md, Group rules: the charge rules read a line's charge facts whether or not it names its charge.
 /// Lines that give charge facts but no charge id share one charge per payment intent, else
 /// per group.
 @Suite struct UnnamedChargeTests {

@@ -3,7 +3,7 @@ import SettleCore
 import SettleRead
 import Testing
 
-/// SPEC §2.1 and §2.3: the CSV reader at the byte level, and whole-file rejections.
+/// docs/RULES.md, Input: the CSV reader at the byte level, and whole-file rejections.
 @Suite struct CSVReaderTests {
     static func fixture(_ name: String) -> String {
         Bundle.module.path(forResource: "Fixtures/csv/\(name)", ofType: nil)!

@@ -136,7 +136,7 @@ func readFixture(_ name: String, chunkSize: Int = 64 * 1024) throws -> ReadOutco
 
 @Suite("XML export reader")
 struct XMLReaderTests {
-    @Test("the SPEC §2.2 example yields its two lines with order values, line numbers and metadata")
+    @Test("the docs/RULES.md XML example yields its two lines with order values, line numbers and metadata")
     func specExample() throws {
         let outcome = try readFixture("valid")
         #expect(outcome.rejection == nil)

@@ -113,7 +113,7 @@ enum StripeLookup {
         return fact
     }
 
-    /// Usable for an instant USD Apple Pay payout (STRIPE.md).
+    /// Usable for an instant USD Apple Pay payout (docs/RULES.md, Line rules).
     static func usabilityProblems(_ body: JSON) -> [String] {
         var problems: [String] = []
         if body["type"]?.stringValue != "apple_pay" { problems.append("not apple_pay") }

@@ -1,4 +1,4 @@
-/// The look-ups at Stripe a plan depends on (SPEC §5): every payout method the batch pays
+/// The look-ups at Stripe a plan depends on (README, "Stripe's facts before the plan"): every payout method the batch pays
 /// to, and every named charge whose export columns do not settle the question: pending,
 /// asynchronous (a bank debit) and not yet succeeded, or with no charge columns at all.
 ///

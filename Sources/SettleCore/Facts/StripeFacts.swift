@@ -1,4 +1,4 @@
-/// What read-only look-ups at Stripe said before the plan (SPEC §5, "Stripe's facts come
+/// What read-only look-ups at Stripe said before the plan (README, "Stripe's facts before the plan": "Stripe's facts come
 /// before the plan"). The planner takes them as given: fetching them is the caller's job,
 /// and so is sealing them in the plan.
 ///

@@ -1,4 +1,4 @@
-/// The columns of the order export that settle understands (SPEC §2.1).
+/// The columns of the order export that settle understands (docs/RULES.md, Input).
 ///
 /// Any other column is kept as it was and carried into `errors.csv` and `deferred.csv`.
 public enum Column: Int, CaseIterable, Sendable {

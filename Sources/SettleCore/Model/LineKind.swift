@@ -23,7 +23,7 @@ public enum LineKind: UInt8, Sendable, CaseIterable {
     }
 }
 
-/// Where a line ended (SPEC §4, line statuses). Every input line has exactly one.
+/// Where a line ended (docs/RULES.md, Line statuses). Every input line has exactly one.
 public enum LineStatus: UInt8, Sendable, CaseIterable, Comparable {
     case planned, settled, alreadySettled, deferred, rejected, failed, unknown, netted
 

@@ -1,4 +1,4 @@
-/// The fixed reason codes of SPEC §3, so that scripts can rely on them.
+/// The fixed reason codes of docs/RULES.md, so that scripts can rely on them.
 ///
 /// Stripe's own error codes at apply time are not in this list: they travel as strings.
 public enum ReasonCode: UInt8, Sendable, CaseIterable {
@@ -75,7 +75,7 @@ public enum ReasonCode: UInt8, Sendable, CaseIterable {
     }
 }
 
-/// Why a whole input file was rejected (SPEC §3, file codes in the manifest).
+/// Why a whole input file was rejected (docs/RULES.md, Reason codes: file codes in the manifest).
 public enum FileRejection: String, Sendable, Error {
     case emptyFile = "empty_file"
     case unreadable

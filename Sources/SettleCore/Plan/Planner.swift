@@ -1,6 +1,6 @@
 import SettleDigest
 
-/// Applies the group rules of SPEC §3 and forms the instructions.
+/// Applies the group rules of docs/RULES.md and forms the instructions.
 ///
 /// Pure: everything it knows of earlier runs comes through ``SettlementHistory``. Built for
 /// millions of lines: tables are arrays indexed by symbol, groups a counting sort, and the
@@ -17,7 +17,7 @@ public struct Planner {
         self.facts = facts
     }
 
-    /// The charge a line draws on (SPEC §3): the charge it names in `source_transaction`;
+    /// The charge a line draws on (docs/RULES.md, Group rules): the charge it names in `source_transaction`;
     /// else, when it gives charge facts, the one unnamed charge of its `payment_intent`, else
     /// of its group. A line with neither draws on the platform's balance.
     enum ChargeKey: Equatable {

@@ -1,4 +1,4 @@
-/// Turns input records into checked ``OrderLine``s: the per-line rules of SPEC §3.
+/// Turns input records into checked ``OrderLine``s: the line rules of docs/RULES.md.
 ///
 /// It is the ``RecordSink`` the readers feed. Every record becomes exactly one line:
 /// a bad one is kept, rejected with its reason and its place.
@@ -98,7 +98,7 @@ public final class LineChecker: RecordSink {
         }
     }
 
-    /// The rules of SPEC §3 in order; the first that fails is the line's defect. Identity is
+    /// The line rules of docs/RULES.md in order; the first that fails is the line's defect. Identity is
     /// read before any rule, so that even a bad line shows its id and group in results.csv.
     /// Each step below reads some columns into `line` or checks them; a new rule goes in the
     /// step for its columns, or in a new step in this list.

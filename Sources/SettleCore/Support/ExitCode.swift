@@ -1,4 +1,4 @@
-/// settle's exit statuses (SPEC §1), documented in `--help` and the README.
+/// settle's exit statuses (README, "Exit status"), documented in `--help` and the README.
 public enum ExitCode: Int32, Sendable {
     /// Every line is settled, planned, already settled, netted or deferred.
     case ok = 0
@@ -12,7 +12,7 @@ public enum ExitCode: Int32, Sendable {
     case configuration = 78
     case internalError = 70
 
-    /// The exit status the lines of a run call for (SPEC §1), the one definition of the rule:
+    /// The exit status the lines of a run call for (README, "Exit status"), the one definition of the rule:
     /// 65 when a line was rejected or failed for good or a file was rejected whole; 75 when
     /// an outcome is not known yet or a planned line was not sent (after apply); 75 beats 65.
     public static func forLines(counts: [LineStatus: Int], fileRejected: Bool, applied: Bool) -> ExitCode {

@@ -59,7 +59,7 @@ public struct SettleError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { message }
 
-    /// The exit status (SPEC §1): the one mapping from a failure to it.
+    /// The exit status (README, "Exit status"): the one mapping from a failure to it.
     public var exitCode: ExitCode {
         switch code {
         case .notAPlanFolder: .inputUnreadable

@@ -2,7 +2,7 @@
 // path at run time. Keep it byte for byte equal to `schemas/order-export.xsd`
 // (a test checks); regenerate it from that file after editing it.
 
-/// The order export schema of SPEC §2.2.
+/// The order export schema of docs/RULES.md, Input.
 public enum OrderExportSchema {
     /// The export's XML namespace.
     public static let namespace = "urn:settle:order-export:1"
@@ -11,7 +11,7 @@ public enum OrderExportSchema {
     public static let text = #"""
         <?xml version="1.0" encoding="UTF-8"?>
         <!--
-          settle order export, version 1 (SPEC §2.2).
+          settle order export, version 1 (docs/RULES.md, Input).
 
           The schema checks structure only: which elements and attributes exist, how they nest,
           which are required, and how long a value may be. Amounts, currencies, dates, kinds and

@@ -48,7 +48,7 @@ public struct XMLReadLimits: Sendable {
     public init() {}
 }
 
-/// Reads an XML order export (SPEC §2.2) as a stream and hands each `<line>` to a sink.
+/// Reads an XML order export (docs/RULES.md, Input) as a stream and hands each `<line>` to a sink.
 ///
 /// The document is parsed by libxml2's push parser fed chunk by chunk, with the XSD
 /// validator plugged into the SAX event stream, so that nothing holds the whole document

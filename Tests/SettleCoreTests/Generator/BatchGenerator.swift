@@ -30,7 +30,7 @@ struct GeneratedRow {
         set { values[column] = newValue }
     }
 
-    /// The group key of SPEC §2.1.
+    /// The group key of docs/RULES.md, Input.
     var groupKey: String {
         if !self["transfer_group"].isEmpty { return self["transfer_group"] }
         if !self["payment_intent"].isEmpty { return "group_" + self["payment_intent"] }
@@ -38,7 +38,7 @@ struct GeneratedRow {
     }
 }
 
-/// Random batches that mix every rule of SPEC §3: shared destinations, recipients and charges,
+/// Random batches that mix every rule of docs/RULES.md: shared destinations, recipients and charges,
 /// charges near their limit, failed, pending and asynchronous charges with and without ids,
 /// scheduled lines around the settlement date, cross-border countries, payout constraints,
 /// reversals of every kind, duplicate ids, bad fields, a ledger and Stripe's facts.
