@@ -207,11 +207,14 @@ extension LedgerStore {
         public var currency: String
         public var amountMinor: Int64
         public var path: String
+        /// The key recorded for it (attempt 1), made by the caller from the one key format.
+        public var idempotencyKey: String
 
         public init(
             instructionID: String, kind: String, stripeID: String, group: String, payee: String, charge: String,
-            currency: String, amountMinor: Int64, path: String
+            currency: String, amountMinor: Int64, path: String, idempotencyKey: String
         ) {
+            self.idempotencyKey = idempotencyKey
             self.instructionID = instructionID
             self.kind = kind
             self.stripeID = stripeID
@@ -256,7 +259,7 @@ extension LedgerStore {
                     [
                         .text(object.instructionID), .text(object.kind), .text(object.group), .text(object.payee),
                         .text(object.charge), .text(object.currency), .integer(object.amountMinor), .text(object.path),
-                        .text("settle-\(object.instructionID)-a1"), .integer(time), .integer(time),
+                        .text(object.idempotencyKey), .integer(time), .integer(time),
                         .text(object.stripeID),
                     ])
             }

@@ -58,7 +58,8 @@ public struct LedgerRebuild {
                             payee: transfer["destination"]?.stringValue ?? "",
                             charge: transfer["source_transaction"]?.stringValue ?? "",
                             currency: transfer["currency"]?.stringValue ?? "",
-                            amountMinor: transfer["amount"]?.intValue ?? 0, path: "/v1/transfers"))
+                            amountMinor: transfer["amount"]?.intValue ?? 0, path: "/v1/transfers",
+                            idempotencyKey: IdempotencyKey.make(instruction: instruction, attempt: 1)))
                 }
                 if (transfer["amount_reversed"]?.intValue ?? 0) > 0 {
                     var reversalCursor: String?
@@ -79,7 +80,8 @@ public struct LedgerRebuild {
                                     group: transfer["transfer_group"]?.stringValue ?? "",
                                     payee: transfer["destination"]?.stringValue ?? "", charge: "",
                                     currency: reversal["currency"]?.stringValue ?? "",
-                                    amountMinor: reversal["amount"]?.intValue ?? 0, path: path))
+                                    amountMinor: reversal["amount"]?.intValue ?? 0, path: path,
+                                    idempotencyKey: IdempotencyKey.make(instruction: instruction, attempt: 1)))
                         }
                         reversalCursor =
                             reversals["has_more"] == .bool(true) ? list.last?["id"]?.stringValue : nil
@@ -108,7 +110,8 @@ public struct LedgerRebuild {
                         payee: payment["to"]?["recipient"]?.stringValue ?? "", charge: "",
                         currency: payment["amount"]?["currency"]?.stringValue ?? "usd",
                         amountMinor: payment["amount"]?["value"]?.intValue ?? 0,
-                        path: "/v2/money_management/outbound_payments"))
+                        path: "/v2/money_management/outbound_payments",
+                        idempotencyKey: IdempotencyKey.make(instruction: instruction, attempt: 1)))
             }
             next = page["next_page_url"]?.stringValue.flatMap { api.path(of: $0) }
         }
