@@ -18,8 +18,8 @@ public enum LineIndex {
         public var charge: Int?
     }
 
-    /// - Parameter chargeOfLine: each line's row in charges.csv (0-based), -1 for none.
-    public static func write(path: String, plan: SettlementPlan, chargeOfLine: [Int32]) throws(WriteFailure) -> (
+    /// - Parameter chargeOfLine: each line's row in charges.csv (0-based), -1 (or missing) for none.
+    public static func write(path: String, plan: SettlementPlan, chargeOfLine: [Int32] = []) throws(WriteFailure) -> (
         sha256: String, rows: Int
     ) {
         let file = try OutputFile(path: path)
@@ -28,7 +28,8 @@ public enum LineIndex {
                 appendLittleEndian(UInt32(line.file), to: &out)
                 appendLittleEndian(line.spoolLength, to: &out)
                 appendLittleEndian(line.spoolOffset, to: &out)
-                appendLittleEndian(UInt32(bitPattern: chargeOfLine[position] &+ 1), to: &out)
+                let charge = position < chargeOfLine.count ? chargeOfLine[position] : -1
+                appendLittleEndian(UInt32(bitPattern: charge &+ 1), to: &out)
             }
             file.endRow()
         }
