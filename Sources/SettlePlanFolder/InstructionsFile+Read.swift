@@ -47,7 +47,9 @@ extension Instruction {
             throw ObjectReader.problem("is not an array of 8 to 10 items")
         }
         func string(_ position: Int, _ what: String) throws(JSON.ParseError) -> String {
-            guard case .string(let text) = items[position] else { throw ObjectReader.problem("\(what) is not a string") }
+            guard case .string(let text) = items[position] else {
+                throw ObjectReader.problem("\(what) is not a string")
+            }
             return text
         }
         let id = try string(0, "the id")
@@ -73,7 +75,9 @@ extension Instruction {
         if items.count > 9 {
             let object = try ObjectReader(items[9], "the extras")
             if let metadata = object.optional("metadata") {
-                guard case .object(let pairs) = metadata else { throw ObjectReader.problem("\"metadata\" is not an object") }
+                guard case .object(let pairs) = metadata else {
+                    throw ObjectReader.problem("\"metadata\" is not an object")
+                }
                 for (key, value) in pairs {
                     guard case .string(let text) = value else {
                         throw ObjectReader.problem("metadata \"\(key)\" is not a string")

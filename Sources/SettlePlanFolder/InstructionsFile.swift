@@ -80,7 +80,9 @@ public enum InstructionsFile {
                 json.key("payout_method"); json.symbol(instruction.payoutMethod, batch)
             }
             if let financialAccount { json.key("financial_account"); json.string(financialAccount) }
-            if preflightCharge { json.key("preflight_charge"); json.separator(); json.out.append(contentsOf: "true".utf8) }
+            if preflightCharge {
+                json.key("preflight_charge"); json.separator(); json.out.append(contentsOf: "true".utf8)
+            }
             json.close()
         }
         json.closeArray()

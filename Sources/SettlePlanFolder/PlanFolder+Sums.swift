@@ -100,7 +100,9 @@ extension PlanFolder {
                 throw SettleError(.planInvalid, "charges.csv row \(number + 2) has an unknown currency \(code)")
             }
             func amount(_ position: Int) throws(SettleError) -> Int64 {
-                guard case .success(let value) = MinorUnits.parse(text(fields[position]), currency: currency, allowZero: true)
+                guard
+                    case .success(let value) = MinorUnits.parse(
+                        text(fields[position]), currency: currency, allowZero: true)
                 else {
                     throw SettleError(
                         .planInvalid, "charges.csv row \(number + 2): \(ChargesFile.header[position]) is not an amount")
