@@ -93,7 +93,9 @@ struct PlanOutputs {
                 facts: PlanReport.facts(
                     runID: written.runID, asOf: plan.options.asOf, mode: mode, exit: written.exit, inputs: inputs),
                 sums: sums, counts: written.counts, reasons: PlanReport.reasonGroups(plan))
-            let index = try LineIndex.write(path: path(LineIndex.name), plan: plan)
+            var chargeOfLine = [Int32](repeating: -1, count: batch.lines.count)
+            for (slot, lines) in charges.lines.enumerated() { for line in lines { chargeOfLine[line] = Int32(slot) } }
+            let index = try LineIndex.write(path: path(LineIndex.name), plan: plan, chargeOfLine: chargeOfLine)
             rowsWritten += index.rows
             progress.update(done: rowsWritten)
             let instructions = try instructionsJob.wait()
@@ -122,13 +124,6 @@ struct PlanOutputs {
                 pairs.append(("spool", .object(spool)))
                 pairs.append(("ledger", ledger.map(JSON.string) ?? .null))
                 pairs.append(("facts", PlanOutputs.factsJSON(facts)))
-                pairs.append(
-                    (
-                        "charges",
-                        ChargesFile.json(
-                            charges.rows,
-                            lineIDs: charges.lines.map { $0.map { batch.text(batch.lines[$0].lineID) } })
-                    ))
                 manifest = .object(pairs)
             }
             try Manifest.write(manifest, folder: folder)
@@ -265,6 +260,7 @@ struct PlanOutputs {
         }
         return .object([
             ("tool", .string("settle")),
+            ("plan_format", .int(Int64(InstructionsFile.format))),
             ("run_id", .string(written.runID)),
             ("version", .string(Settle.version)),
             ("mode", .string(mode)),

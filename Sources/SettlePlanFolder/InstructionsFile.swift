@@ -1,8 +1,8 @@
 public import SettleCore
 public import SettleWrite
 
-/// `instructions.jsonl`: one JSON object per API call, in execution order
-/// (docs/PLAN-FORMAT.md has every key). Written straight to bytes: a large run has millions.
+/// `instructions.jsonl`: one JSON array per API call, in execution order
+/// (docs/PLAN-FORMAT.md has every position). Written straight to bytes: a large run has millions.
 public enum InstructionsFile {
     public static func write(path: String, plan: SettlementPlan) throws(WriteFailure) -> (sha256: String, rows: Int) {
         let file = try OutputFile(path: path)
@@ -14,111 +14,80 @@ public enum InstructionsFile {
         return (sha, file.rows)
     }
 
-    /// One instruction as a JSON line.
+    /// The plan format this writer writes (the manifest's `plan_format`); apply refuses a
+    /// folder of another.
+    public static let format = 2
+
+    /// One instruction as a JSON line: a positional array of its facts, its lines (id,
+    /// amount, content digest) and what the input says that settle cannot derive
+    /// (docs/PLAN-FORMAT.md). The request parameters are not stored: apply builds them from
+    /// these facts (``RequestParams``).
     static func append(_ instruction: PlanRow, plan: SettlementPlan, to out: inout [UInt8]) {
         let batch = plan.batch
         var json = JSON.Writer(out: out)
         out = []
-        json.open()
-        json.key("id"); json.instructionID(instruction)
-        json.key("kind"); json.string(instruction.kind.name)
-        json.key("method"); json.string("POST")
-        json.key("path"); json.string(instruction.path(batch))
-        json.key("idempotency_key"); json.string(instruction.idempotencyKey)
-        json.key("stripe_context"); json.null()
-        json.key("params")
-        appendParams(instruction, plan: plan, to: &json)
-        json.key("lines")
         json.openArray()
-        for index in plan.lines(of: instruction) {
+        json.instructionID(instruction)
+        json.string(instruction.kind.name)
+        json.symbol(instruction.group, batch)
+        json.symbol(instruction.payee, batch)
+        json.symbol(instruction.kind == .reversal ? instruction.target : instruction.charge, batch)
+        json.string(instruction.currency.code)
+        json.int(instruction.amount)
+        let lines = plan.lines(of: instruction)
+        json.openArray()
+        for index in lines {
             let line = batch.lines[Int(index)]
-            json.open()
-            json.key("line_id"); json.symbol(line.lineID, batch)
-            json.key("kind"); json.string(line.kind.name)
-            json.key("amount_minor"); json.int(line.amount)
-            json.key("content"); json.string(LineContent.digest(batch, line))
-            json.key("spool")
             json.openArray()
-            json.int(Int64(line.file)); json.int(Int64(line.spoolOffset)); json.int(Int64(line.spoolLength))
+            json.symbol(line.lineID, batch)
+            // The kind follows from the instruction's and the sign; a line it does not
+            // follow for names its kind.
+            let derived: Bool
+            switch (instruction.kind, line.kind) {
+            case (.transfer, .transfer) where line.amount >= 0, (.reversal, .reversal) where line.amount >= 0,
+                (.payout, .payout) where line.amount >= 0:
+                json.int(line.amount)
+                derived = true
+            case (.transfer, .reversal) where line.amount > 0:
+                json.int(-line.amount)
+                derived = true
+            default:
+                json.int(line.amount)
+                derived = false
+            }
+            json.string(LineContent.digest(batch, line))
+            if !derived { json.string(line.kind.name) }
             json.closeArray()
+        }
+        json.closeArray()
+        let (description, metadata) = agreedExtras(lines, batch: batch)
+        let financialAccount = instruction.kind == .payout ? plan.options.financialAccount : nil
+        let preflightCharge = instruction.kind == .transfer && instruction.needsChargeLookup
+        let hasExtras =
+            !metadata.isEmpty || instruction.kind == .payout || financialAccount != nil || preflightCharge
+        if let description { json.string(description) } else if hasExtras { json.null() }
+        if hasExtras {
+            json.open()
+            if !metadata.isEmpty {
+                json.key("metadata")
+                json.open()
+                for (key, value) in metadata where key != "settle_instruction" {
+                    json.key(key); json.string(value)
+                }
+                json.close()
+            }
+            if instruction.kind == .payout {
+                json.key("payout_method"); json.symbol(instruction.payoutMethod, batch)
+            }
+            if let financialAccount { json.key("financial_account"); json.string(financialAccount) }
+            if preflightCharge {
+                json.key("preflight_charge"); json.separator(); json.out.append(contentsOf: "true".utf8)
+            }
             json.close()
         }
         json.closeArray()
-        json.key("group"); json.symbol(instruction.group, batch)
-        json.key("payee"); json.symbol(instruction.payee, batch)
-        json.key("charge")
-        if instruction.kind == .reversal { json.string("") } else { json.symbol(instruction.charge, batch) }
-        json.key("currency"); json.string(instruction.currency.code)
-        json.key("amount_minor"); json.int(instruction.amount)
-        json.key("preflight")
-        json.open()
-        switch instruction.kind {
-        case .transfer where instruction.needsChargeLookup:
-            json.key("charge"); json.symbol(instruction.charge, batch)
-        case .payout:
-            json.key("payout_method"); json.symbol(instruction.payoutMethod, batch)
-            json.key("recipient"); json.symbol(instruction.payee, batch)
-        default: break
-        }
-        json.close()
-        json.close()
         swap(&out, &json.out)
         out.append(0x0A)
-    }
-
-    static func appendParams(_ instruction: PlanRow, plan: SettlementPlan, to json: inout JSON.Writer) {
-        let batch = plan.batch
-        let (description, metadata) = agreedExtras(plan.lines(of: instruction), batch: batch)
-        let settleKey = "settle_instruction"
-        let settleParam: StaticString = "metadata[settle_instruction]"
-        json.open()
-        switch instruction.kind {
-        case .transfer, .reversal:
-            json.key("amount"); json.separator(); json.out.append(0x22);
-            MinorUnits.appendDecimal(instruction.amount, to: &json.out); json.out.append(0x22)
-            if instruction.kind == .transfer {
-                json.key("currency"); json.string(instruction.currency.code)
-                json.key("destination"); json.symbol(instruction.payee, batch)
-                if !instruction.charge.isNone { json.key("source_transaction"); json.symbol(instruction.charge, batch) }
-                json.key("transfer_group"); json.symbol(instruction.group, batch)
-            }
-            if let description { json.key("description"); json.string(description) }
-            json.key(settleParam); json.instructionID(instruction)
-            for (key, value) in metadata where key != settleKey {
-                json.key("metadata[\(key)]"); json.string(value)
-            }
-        case .payout:
-            json.key("from")
-            json.open()
-            json.key("financial_account")
-            if let account = plan.options.financialAccount { json.string(account) } else { json.null() }
-            json.key("currency"); json.string(instruction.currency.code)
-            json.close()
-            json.key("to")
-            json.open()
-            json.key("recipient"); json.symbol(instruction.payee, batch)
-            json.key("payout_method"); json.symbol(instruction.payoutMethod, batch)
-            json.key("currency"); json.string(instruction.currency.code)
-            json.close()
-            json.key("amount")
-            json.open()
-            json.key("value"); json.int(instruction.amount)
-            json.key("currency"); json.string(instruction.currency.code)
-            json.close()
-            json.key("delivery_options")
-            json.open()
-            json.key("speed"); json.string("instant")
-            json.close()
-            if let description { json.key("description"); json.string(description) }
-            json.key("metadata")
-            json.open()
-            json.key("settle_instruction"); json.instructionID(instruction)
-            for (key, value) in metadata where key != settleKey {
-                json.key(key); json.string(value)
-            }
-            json.close()
-        }
-        json.close()
     }
 
     /// The description if every line has the same one; metadata keys on which all lines agree.

@@ -2,25 +2,34 @@ public import SettleCore
 public import SettleWrite
 
 /// `.settle/lines.idx`: where each line's original record sits in the spool, in results.csv
-/// order (16 bytes a line: file, length, offset), so `apply` can rebuild `errors.csv` and
-/// `deferred.csv` from the plan folder alone.
+/// order (20 bytes a line, little-endian: file u32, length u32, offset u64, charge u32), so
+/// `apply` can rebuild `errors.csv` and `deferred.csv` from the plan folder alone; `charge`
+/// is the line's row in charges.csv (1-based; 0: the line draws on no charge), for the
+/// rewrite of charges.csv.
 public enum LineIndex {
     public static let name = ".settle/lines.idx"
-    public static let entryBytes = 16
+    public static let entryBytes = 20
 
     public struct Entry: Sendable, Equatable {
         public var file: Int
         public var offset: UInt64
         public var length: UInt32
+        /// The line's row in charges.csv (0-based), nil when it draws on no charge.
+        public var charge: Int?
     }
 
-    public static func write(path: String, plan: SettlementPlan) throws(WriteFailure) -> (sha256: String, rows: Int) {
+    /// - Parameter chargeOfLine: each line's row in charges.csv (0-based), -1 (or missing) for none.
+    public static func write(path: String, plan: SettlementPlan, chargeOfLine: [Int32] = []) throws(WriteFailure) -> (
+        sha256: String, rows: Int
+    ) {
         let file = try OutputFile(path: path)
-        for line in plan.batch.lines {
+        for (position, line) in plan.batch.lines.enumerated() {
             file.withBuffer { out in
                 appendLittleEndian(UInt32(line.file), to: &out)
                 appendLittleEndian(line.spoolLength, to: &out)
                 appendLittleEndian(line.spoolOffset, to: &out)
+                let charge = position < chargeOfLine.count ? chargeOfLine[position] : -1
+                appendLittleEndian(UInt32(bitPattern: charge &+ 1), to: &out)
             }
             file.endRow()
         }
@@ -35,7 +44,10 @@ public enum LineIndex {
                 for index in (0..<width).reversed() { result = result << 8 | UInt64(bytes[start + at + index]) }
                 return result
             }
-            return Entry(file: Int(value(0, 4)), offset: value(8, 8), length: UInt32(value(4, 4)))
+            let charge = Int(value(16, 4))
+            return Entry(
+                file: Int(value(0, 4)), offset: value(8, 8), length: UInt32(value(4, 4)),
+                charge: charge == 0 ? nil : charge - 1)
         }
     }
 

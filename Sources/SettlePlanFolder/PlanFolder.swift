@@ -38,6 +38,14 @@ public struct PlanFolder {
             throw SettleError(
                 .planChanged, "\(folder)/manifest.json changed since settle wrote it; nothing was sent (plan again)")
         }
+        let format = manifest["plan_format"]?.intValue
+        guard format == Int64(InstructionsFile.format) else {
+            let written = format.map { "plan format \($0)" } ?? "an older plan format (1)"
+            throw SettleError(
+                .planInvalid,
+                "\(folder) was written by another settle in \(written); this settle applies plan format \(InstructionsFile.format) only; nothing was sent (plan again with this settle)",
+                at: .init(file: path("manifest.json")))
+        }
         var sealed: [(String, JSON)] = []
         if case .object(let outputs)? = manifest["outputs"] { sealed += outputs }
         if case .object(let spool)? = manifest["spool"] { sealed += spool }
@@ -147,7 +155,10 @@ public struct PlanFolder {
             }
         }
         // Sums, conservation, files (the charges counted by this run go into the ledger).
-        let (sums, charges, chargesFailure) = PlanFolder.outcomeSums(rows: rows, manifest: manifest, ledger: ledger)
+        let planned = try PlanFolder.plannedCharges(
+            FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
+        let (sums, charges, chargesFailure) = PlanFolder.outcomeSums(
+            rows: rows, index: index, charges: planned, manifest: manifest, ledger: ledger)
         var counts: [LineStatus: Int] = [:]
         var corrections: [LineStatus: [CorrectionRow]] = [.rejected: [], .deferred: []]
         for (position, row) in rows.enumerated() where row.count == ResultsFile.header.count {

@@ -135,8 +135,12 @@ import Testing
         #expect(SettleProcess.read(out.appendingPathComponent("errors.csv")).contains(Self.rejectedRow))
         #expect(SettleProcess.read(out.appendingPathComponent("deferred.csv")).contains(Self.deferredRow))
         // The spool offsets are places in the inflated input (the BOM counts).
-        let instructions = SettleProcess.read(out.appendingPathComponent("instructions.jsonl"))
+        // lines.idx: 20 bytes a line, the offset a little-endian u64 at byte 8.
+        let index = [UInt8](try Data(contentsOf: out.appendingPathComponent(".settle/lines.idx")))
+        let offsets = stride(from: 0, to: index.count, by: 20).map { start in
+            (0..<8).reversed().reduce(UInt64(0)) { $0 << 8 | UInt64(index[start + 8 + $1]) }
+        }
         let offset = Array(Self.export.utf8).firstIndex(of: 0x0A)! + 1
-        #expect(instructions.contains("\"spool\":[0,\(offset),"), "\(instructions)")
+        #expect(offsets.contains(UInt64(offset)), "\(offsets)")
     }
 }

@@ -55,6 +55,27 @@ import Testing
         #expect(error?.exitCode == .linesRejected)
     }
 
+    @Test func aFolderOfAnOlderPlanFormatIsRefusedBeforeItsInstructionsAreRead() throws {
+        let folder = temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try writePlanFolder(Self.plan, to: folder)
+        // A folder of plan format 1 has no "plan_format" (its manifest sealed as it was).
+        let manifest = try JSON.parse(FileManager.default.contents(atPath: folder + "/manifest.json")!)
+        guard case .object(let pairs) = manifest else { throw SettleError(.internalError, "no manifest object") }
+        try Manifest.write(.object(pairs.filter { $0.0 != "plan_format" }), folder: folder)
+        let error = SettleError.of { () throws(SettleError) in _ = try PlanFolder.open(folder) }
+        #expect(
+            error
+                == SettleError(
+                    .planInvalid,
+                    "\(folder) was written by another settle in an older plan format (1); this settle applies plan format 2 only; nothing was sent (plan again with this settle)",
+                    at: .init(file: "\(folder)/manifest.json")))
+        #expect(error?.exitCode == .linesRejected)
+        try Manifest.write(.object(pairs.map { $0.0 == "plan_format" ? ($0.0, .int(3)) : $0 }), folder: folder)
+        let newer = SettleError.of { () throws(SettleError) in _ = try PlanFolder.open(folder) }
+        #expect(newer?.message.hasPrefix("\(folder) was written by another settle in plan format 3;") == true)
+    }
+
     @Test func anEditedInstructionIsRefused() throws {
         let folder = temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -62,8 +83,8 @@ import Testing
         let path = folder + "/instructions.jsonl"
         let text = String(decoding: FileManager.default.contents(atPath: path)!, as: UTF8.self)
         // Two more dollars to acct_two, in every place that says the amount.
-        let edited = text.replacingOccurrences(of: "\"2000\"", with: "\"2200\"")
-            .replacingOccurrences(of: "\"amount_minor\":2000", with: "\"amount_minor\":2200")
+        let edited = text.replacingOccurrences(of: "\"usd\",2000,", with: "\"usd\",2200,")
+            .replacingOccurrences(of: "\",2000,\"", with: "\",2200,\"")
         #expect(edited != text)
         try Data(edited.utf8).write(to: URL(fileURLWithPath: path))
         // Without a new seal, the checksum tells.

@@ -69,7 +69,8 @@ func writePlanFolder(_ plan: SettlementPlan, to folder: String) throws {
 
 func testManifest(outputs: [(String, String, Int)], counts: [LineStatus: Int]) -> JSON {
     [
-        "tool": "settle", "run_id": "run_test", "mode": "plan", "as_of": "2026-11-29", "inputs": [],
+        "tool": "settle", "plan_format": .int(Int64(InstructionsFile.format)), "run_id": "run_test", "mode": "plan",
+        "as_of": "2026-11-29", "inputs": [],
         "outputs": .object(outputs.map { ($0.0, ["sha256": .string($0.1), "rows": .int(Int64($0.2))]) }),
         "counts": .object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }),
         "correction_columns": [],
