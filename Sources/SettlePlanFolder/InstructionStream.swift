@@ -69,7 +69,7 @@ public final class InstructionStream: InstructionSource {
                 throw .planInvalid(line: lineNumber, message: error.cause ?? error.message)
             }
             guard let instruction = decoded else { continue }
-            if let problem = instruction.inconsistency {
+            if let problem = instruction.inconsistency ?? RequestParams.mismatch(instruction) {
                 throw .planInvalid(line: lineNumber, message: "instruction \(instruction.id) \(problem)")
             }
             return instruction

@@ -90,17 +90,14 @@ extension Instruction {
             preflightCharge = object.optional("preflight_charge") == .bool(true)
         }
         let charge = kind == .reversal ? "" : chargeOrTarget
-        let path: String
+        let path = RequestParams.path(kind: kind, target: chargeOrTarget)
         let preflight: Preflight
         switch kind {
         case .transfer:
-            path = "/v1/transfers"
             preflight = preflightCharge ? Preflight(charge: charge) : Preflight()
         case .reversal:
-            path = "/v1/transfers/\(chargeOrTarget)/reversals"
             preflight = Preflight()
         case .payout:
-            path = "/v2/money_management/outbound_payments"
             preflight = Preflight(payoutMethod: extras.payoutMethod ?? "", recipient: payee)
         }
         self.init(

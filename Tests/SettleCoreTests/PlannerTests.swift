@@ -83,7 +83,7 @@ import Testing
             .plan(history: history)
         let reversal = try #require(plan.instruction(of: "r"))
         #expect(reversal.kind == .reversal)
-        #expect(reversal.path(plan.batch) == "/v1/transfers/tr_9/reversals")
+        #expect(plan.batch.text(reversal.target) == "tr_9")
         #expect(reversal.amount == 500)
         #expect(plan.outcome("r2") == (.rejected, "reversal_target_unknown"))
     }
@@ -100,7 +100,7 @@ import Testing
             ])
             .plan()
         #expect(plan.instructions.count == 2)
-        #expect(try #require(plan.instruction(of: "r")).path(plan.batch) == "/v1/transfers/tr_42/reversals")
+        #expect(plan.batch.text(try #require(plan.instruction(of: "r")).target) == "tr_42")
         #expect(plan.batch.text(plan.batch.payee(of: plan.batch.lines[0])) == "tr_42")
     }
 

@@ -85,3 +85,39 @@ public enum RequestParams {
         return .object(pairs)
     }
 }
+
+extension RequestParams {
+    /// The API path of an instruction's call; a reversal names the transfer it reverses.
+    public static func path(kind: Instruction.Kind, target: String) -> String {
+        switch kind {
+        case .transfer: "/v1/transfers"
+        case .reversal: "/v1/transfers/\(target)/reversals"
+        case .payout: "/v2/money_management/outbound_payments"
+        }
+    }
+
+    /// Why an instruction's request would not send its own facts, or nil: the method and
+    /// path its kind calls for, and parameters carrying its amount, currency, payee and id.
+    public static func mismatch(_ instruction: Instruction) -> String? {
+        let kind = instruction.kind
+        let (method, path, params) = (instruction.method, instruction.path, instruction.params)
+        let target = kind == .reversal ? Instruction.reversalTarget(path) ?? "" : ""
+        let expectedPath = Self.path(kind: kind, target: target)
+        guard path == expectedPath, method == "POST" else { return "calls \(method) \(path), not POST \(expectedPath)" }
+        if instruction.isV2 {
+            guard params["amount"]?["value"]?.intValue == instruction.amountMinor,
+                params["amount"]?["currency"]?.stringValue == instruction.currency,
+                params["to"]?["recipient"]?.stringValue == instruction.payee,
+                params["metadata"]?["settle_instruction"]?.stringValue == instruction.id
+            else { return "has parameters that do not send its amount, currency and recipient" }
+        } else {
+            guard params["amount"]?.stringValue == String(instruction.amountMinor),
+                params["metadata[settle_instruction]"]?.stringValue == instruction.id,
+                kind == .reversal
+                    || (params["currency"]?.stringValue == instruction.currency
+                        && params["destination"]?.stringValue == instruction.payee)
+            else { return "has parameters that do not send its amount, currency and destination" }
+        }
+        return nil
+    }
+}

@@ -65,15 +65,6 @@ public struct PlanRow: Sendable {
     /// `settle-<id>-a<attempt>`: the root is the instruction id, so a retry of the same attempt
     /// can never create a second object, and a deliberate re-send after a refusal gets a new key.
     public var idempotencyKey: String { IdempotencyKey.make(instruction: id, attempt: attempt) }
-
-    /// The API path; a reversal names its transfer.
-    public func path(_ batch: Batch) -> String {
-        switch kind {
-        case .transfer: "/v1/transfers"
-        case .reversal: "/v1/transfers/\(batch.text(target))/reversals"
-        case .payout: "/v2/money_management/outbound_payments"
-        }
-    }
 }
 
 /// The deterministic id of an instruction.
