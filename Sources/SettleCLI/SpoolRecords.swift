@@ -97,9 +97,9 @@ final class SpoolRecords: OriginalRecords {
 
     func fields(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [[UInt8]] {
         if let slot = cached[file]?[offset], slot.length == length {
-            return CSVField.split(Array(arena[slot.start..<slot.start + Int(length)]))
+            return CSVScanner.fields(arena[slot.start..<slot.start + Int(length)])
         }
-        return CSVField.split(try read(try reader(file), file: file, offset: offset, length: length))
+        return CSVScanner.fields(try read(try reader(file), file: file, offset: offset, length: length))
     }
 
     private func read(_ reader: SpoolReader, file: Int, offset: UInt64, length: UInt32) throws(WriteFailure)
