@@ -27,10 +27,13 @@ public final class CSVScanner {
     public let maxFieldBytes: Int
     public let maxColumns: Int
 
-    // Per-field bounds of the record scanned last; `inScratch`: offsets into `scratch`.
-    private var starts: [Int] = []
-    private var ends: [Int] = []
-    private var inScratch: [Bool] = []
+    // Per-field bounds of the record scanned last, `bounds[2 i]` and `bounds[2 i + 1]`; a
+    // field copied into `scratch` (it had `""`) has its start as `~offset` (negative).
+    private var bounds: UnsafeMutablePointer<Int>
+    private var capacity = 64
+    public private(set) var fieldCount = 0
+    // The views ``fieldViews(emptyOver:strip:)`` hands out.
+    private var viewBuffer: UnsafeMutablePointer<UnsafeRawBufferPointer>
     private var scratch: UnsafeMutableRawBufferPointer
     private var scratchUsed = 0
     private var base: UnsafeRawPointer? = nil
@@ -41,38 +44,66 @@ public final class CSVScanner {
         self.maxFieldBytes = maxFieldBytes
         self.maxColumns = maxColumns
         scratch = .allocate(byteCount: 64 * 1024, alignment: 16)
+        bounds = .allocate(capacity: 2 * capacity)
+        viewBuffer = .allocate(capacity: capacity)
     }
 
-    deinit { scratch.deallocate() }
-
-    /// Fields of the record scanned last.
-    public var fieldCount: Int { starts.count }
+    deinit {
+        scratch.deallocate()
+        bounds.deallocate()
+        viewBuffer.deallocate()
+    }
 
     /// The byte length of field `index` of the record scanned last (quotes and escapes removed).
-    public func fieldLength(_ index: Int) -> Int { ends[index] - starts[index] }
+    public func fieldLength(_ index: Int) -> Int {
+        let start = bounds[2 * index]
+        return bounds[2 * index + 1] - (start < 0 ? ~start : start)
+    }
+
+    @inline(__always)
+    private func push(_ start: Int, _ end: Int) {
+        if fieldCount == capacity { grow() }
+        bounds[2 * fieldCount] = start
+        bounds[2 * fieldCount + 1] = end
+        fieldCount += 1
+    }
+
+    private func grow() {
+        let grown = UnsafeMutablePointer<Int>.allocate(capacity: 4 * capacity)
+        grown.update(from: bounds, count: 2 * fieldCount)
+        bounds.deallocate()
+        bounds = grown
+        viewBuffer.deallocate()
+        viewBuffer = .allocate(capacity: 2 * capacity)
+        capacity *= 2
+    }
 
     /// Field `index` of the record scanned last: valid until the next scan, and only while
     /// the scanned bytes stay where they were.
     @inline(__always)
     public func field(_ index: Int) -> UnsafeRawBufferPointer {
-        let pointer = inScratch[index] ? UnsafeRawPointer(scratch.baseAddress!) + starts[index] : base! + starts[index]
-        return UnsafeRawBufferPointer(start: pointer, count: ends[index] - starts[index])
+        let start = bounds[2 * index]
+        let end = bounds[2 * index + 1]
+        if start < 0 {
+            return UnsafeRawBufferPointer(start: UnsafeRawPointer(scratch.baseAddress!) + ~start, count: end - ~start)
+        }
+        return UnsafeRawBufferPointer(start: base! + start, count: end - start)
     }
 
-    /// Replaces `views` with the fields of the record scanned last. A field longer than
+    /// The fields of the record scanned last, valid as ``field(_:)`` is. A field longer than
     /// `emptyOver` bytes comes back empty; where `strip[index]` is true, without its formula
     /// guard (``unguarded(_:)``).
-    public func views(into views: inout [UnsafeRawBufferPointer], emptyOver: Int = .max, strip: [Bool]? = nil) {
-        views.removeAll(keepingCapacity: true)
-        for index in 0..<starts.count {
+    public func fieldViews(emptyOver: Int = .max, strip: [Bool]? = nil) -> UnsafeBufferPointer<UnsafeRawBufferPointer> {
+        for index in 0..<fieldCount {
             var view = field(index)
             if view.count > emptyOver {
                 view = UnsafeRawBufferPointer(start: view.baseAddress, count: 0)
             } else if let strip, index < strip.count, strip[index] {
                 view = CSVScanner.unguarded(view)
             }
-            views.append(view)
+            viewBuffer[index] = view
         }
+        return UnsafeBufferPointer(start: viewBuffer, count: fieldCount)
     }
 
     /// A cell without the guard settle's writers put before a cell that starts like a
@@ -89,9 +120,7 @@ public final class CSVScanner {
     /// Scans one record of `bytes[start..<end]`; its fields are then ``field(_:)``.
     /// `atEOF`: nothing follows `end` (a record may end there without a line end).
     public func scan(_ bytes: UnsafeRawPointer, from start: Int, to end: Int, atEOF: Bool) -> Outcome {
-        starts.removeAll(keepingCapacity: true)
-        ends.removeAll(keepingCapacity: true)
-        inScratch.removeAll(keepingCapacity: true)
+        fieldCount = 0
         scratchUsed = 0
         base = bytes
         var index = start
@@ -127,13 +156,9 @@ public final class CSVScanner {
                     }
                     if escaped {
                         appendScratch(bytes + index, quote - index)
-                        starts.append(scratchStart)
-                        ends.append(scratchUsed)
-                        inScratch.append(true)
+                        push(~scratchStart, scratchUsed)
                     } else {
-                        starts.append(contentStart)
-                        ends.append(quote)
-                        inScratch.append(false)
+                        push(contentStart, quote)
                     }
                     index = quote + 1
                     break
@@ -159,14 +184,12 @@ public final class CSVScanner {
                     if byte == 0x22 { flag(.malformedRecord, "a quote inside an unquoted field") }
                     index += 1
                 }
-                starts.append(fieldStart)
-                ends.append(index)
-                inScratch.append(false)
+                push(fieldStart, index)
             }
-            if let last = ends.last, let first = starts.last, last - first > maxFieldBytes {
+            if fieldLength(fieldCount - 1) > maxFieldBytes {
                 flag(.fieldTooLong, "a field is longer than \(maxFieldBytes) bytes")
             }
-            if starts.count > maxColumns {
+            if fieldCount > maxColumns {
                 flag(.malformedRecord, "the record has more than \(maxColumns) fields")
             }
             // Separator or terminator.
@@ -277,7 +300,7 @@ extension CSVScanner {
     }
 
     private func copiedFields() -> [[UInt8]] {
-        (0..<starts.count).map { [UInt8](field($0)) }
+        (0..<fieldCount).map { [UInt8](field($0)) }
     }
 
     /// A record whose last quoted field is never closed: the fields before it, then the rest

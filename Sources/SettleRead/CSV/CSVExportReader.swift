@@ -37,7 +37,6 @@ public final class CSVExportReader {
     private var filled = 0
     /// The one CSV parser (SettleCore): splits each record of the window into fields.
     private let scanner: CSVScanner
-    private var views: [UnsafeRawBufferPointer] = []
 
     public init(aliases: [String: String] = [:], limits: ReadLimits = ReadLimits()) {
         self.aliases = aliases
@@ -253,15 +252,15 @@ public final class CSVExportReader {
                     message: "column \(columnName(column, layout)) is longer than \(limits.maxFieldBytes) bytes")
             }
         }
-        buildViews(forRules: true)
+        // A field over the field limit is handed on empty (the spool keeps it), and in a file
+        // settle wrote the formula guard is removed.
+        let fields = scanner.fieldViews(emptyOver: limits.maxFieldBytes, strip: stripGuard)
         let offset = streamOffset(state.position, source)
         let length = raw.count
-        views.withUnsafeBufferPointer {
-            sink.record(
-                RecordView(
-                    fields: $0, line: state.line, spoolOffset: offset, spoolLength: UInt32(length), defect: defect),
-                file: fileIndex)
-        }
+        sink.record(
+            RecordView(
+                fields: fields, line: state.line, spoolOffset: offset, spoolLength: UInt32(length), defect: defect),
+            file: fileIndex)
         state.lines += 1
         return nil
     }
@@ -323,19 +322,7 @@ public final class CSVExportReader {
     }
 
     private func headerNames() -> [String] {
-        buildViews()
-        return views.map { String(decoding: $0, as: UTF8.self) }
-    }
-
-    /// `forRules`: a field over the field limit is handed on empty (the spool keeps it), and
-    /// in a file settle wrote the formula guard is removed.
-    @inline(__always)
-    private func buildViews(forRules: Bool = false) {
-        if forRules {
-            scanner.views(into: &views, emptyOver: limits.maxFieldBytes, strip: stripGuard)
-        } else {
-            scanner.views(into: &views)
-        }
+        scanner.fieldViews().map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Per input column of a file settle wrote, whether its cells carry the formula guard
