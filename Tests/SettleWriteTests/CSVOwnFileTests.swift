@@ -115,7 +115,9 @@ import Testing
         var generator = SplitMix(seed: 42)
         var file: [UInt8] = []
         CSVField.header(["line_id", "status", "amount", "reason"], to: &file)
-        var rows: [[[UInt8]]] = [[Array("line_id".utf8), Array("status".utf8), Array("amount".utf8), Array("reason".utf8)]]
+        var rows: [[[UInt8]]] = [
+            [Array("line_id".utf8), Array("status".utf8), Array("amount".utf8), Array("reason".utf8)]
+        ]
         let guarded = [true, false, false, true]
         for _ in 0..<500 {
             let cells = (0..<4).map { _ in Self.cells[Int(generator.next() % UInt64(Self.cells.count))] }
@@ -130,7 +132,8 @@ import Testing
     @Test func edgeCasesMatchTheFormerSplitter() {
         let records: [String] = [
             "", "\n", "a", "a,", ",", ",,\n", "\"\"", "\"\",\"\"\n", "\"a\"\"b\",c\r\n", "\"x,\ny\",z\n",
-            "'=1,'+2,'-3,'@4\n", "a,\"b\rc\",d\r", "\"\"\"\"\n", "1,2,3,4,5,6,7,8,9,10\n",
+            "'=1,'+2,'-3,'@4\n", "a,\"b\rc\",d\r", "\"\"\"\"\n", "1,2,3,4,5,6,7,8,9,10\n", "a,\"b\"\"c",
+            "\"open\nto the end",
         ]
         for text in records {
             let bytes = Array(text.utf8)
@@ -138,7 +141,10 @@ import Testing
         }
         let file = Array("h1,h2\r\n\"a\nb\",\"c\"\"\"\r\nx,'=y\n".utf8)
         #expect(CSVScanner.records(file) == Self.formerRecords(file).map(Self.formerSplit))
-        #expect(CSVScanner.records(file) == [[[0x68, 0x31], [0x68, 0x32]], [Array("a\nb".utf8), Array("c\"".utf8)], [[0x78], Array("'=y".utf8)]])
+        #expect(
+            CSVScanner.records(file) == [
+                [[0x68, 0x31], [0x68, 0x32]], [Array("a\nb".utf8), Array("c\"".utf8)], [[0x78], Array("'=y".utf8)],
+            ])
     }
 
     @Test func theExportReaderRemovesTheGuardTheOwnFileReadersKeep() {

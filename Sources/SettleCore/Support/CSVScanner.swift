@@ -312,7 +312,8 @@ extension CSVScanner {
         while index < end {
             let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
             last.append(byte)
-            index += byte == 0x22 && index + 1 < end && bytes.load(fromByteOffset: index + 1, as: UInt8.self) == 0x22 ? 2 : 1
+            index +=
+                byte == 0x22 && index + 1 < end && bytes.load(fromByteOffset: index + 1, as: UInt8.self) == 0x22 ? 2 : 1
         }
         fields.append(last)
         return fields
