@@ -40,10 +40,11 @@ public final class CSVScanner {
     /// Where the quoted field scanned last opened (for a record whose quote never closes).
     private var openField = 0
 
-    public init(maxFieldBytes: Int = .max, maxColumns: Int = .max) {
+    /// `scratchBytes`: the first size of the buffer for fields with `""` (it grows as needed).
+    public init(maxFieldBytes: Int = .max, maxColumns: Int = .max, scratchBytes: Int = 64 * 1024) {
         self.maxFieldBytes = maxFieldBytes
         self.maxColumns = maxColumns
-        scratch = .allocate(byteCount: 64 * 1024, alignment: 16)
+        scratch = .allocate(byteCount: max(scratchBytes, 16), alignment: 16)
         bounds = .allocate(capacity: 2 * capacity)
         viewBuffer = .allocate(capacity: capacity)
     }
@@ -260,7 +261,7 @@ extension CSVScanner {
     /// formula guard included). Blank lines are skipped, as the export reader skips them; a
     /// quoted field left open runs to the end of the text.
     public static func records(_ text: [UInt8]) -> [[[UInt8]]] {
-        let scanner = CSVScanner()
+        let scanner = CSVScanner(scratchBytes: 1024)
         var records: [[[UInt8]]] = []
         text.withUnsafeBytes { buffer in
             guard let bytes = buffer.baseAddress else { return }
@@ -287,15 +288,19 @@ extension CSVScanner {
 
     /// The fields of one record (its line end, if any, ignored): cells as written.
     public static func fields(_ record: some Collection<UInt8>) -> [[UInt8]] {
-        let scanner = CSVScanner()
+        let scanner = CSVScanner(scratchBytes: 256)
         let bytes = Array(record)
-        return bytes.withUnsafeBytes { buffer in
-            // An empty record is one empty field.
-            let base = buffer.baseAddress ?? UnsafeRawPointer(scanner.scratch.baseAddress!)
-            switch scanner.scan(base, from: 0, to: buffer.count, atEOF: true) {
-            case .complete: return scanner.copiedFields()
-            case .incomplete, .unclosedQuote: return scanner.openRecord(base, to: buffer.count)
-            }
+        return bytes.withUnsafeBytes { scanner.fields(of: $0) }
+    }
+
+    /// The fields of one record (its line end, if any, ignored): cells as written. Reuses
+    /// this scanner's buffers (for many records in turn).
+    public func fields(of record: UnsafeRawBufferPointer) -> [[UInt8]] {
+        // An empty record is one empty field.
+        let base = record.baseAddress ?? UnsafeRawPointer(scratch.baseAddress!)
+        switch scan(base, from: 0, to: record.count, atEOF: true) {
+        case .complete: return copiedFields()
+        case .incomplete, .unclosedQuote: return openRecord(base, to: record.count)
         }
     }
 
