@@ -24,6 +24,8 @@ final class SpoolRecords: OriginalRecords {
     /// Prefetched records of gzip spools: file → offset → (start, length) in `arena`.
     private var cached: [Int: [UInt64: (start: Int, length: UInt32)]] = [:]
     private var arena: [UInt8] = []
+    /// The one CSV parser, its buffers reused from record to record.
+    private let scanner = CSVScanner(scratchBytes: 1024)
     /// The most bytes ``prefetch(_:)`` keeps; records past it are read by a forward pass.
     var cacheBudget = 256 << 20
 
@@ -97,9 +99,13 @@ final class SpoolRecords: OriginalRecords {
 
     func fields(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [[UInt8]] {
         if let slot = cached[file]?[offset], slot.length == length {
-            return CSVField.split(Array(arena[slot.start..<slot.start + Int(length)]))
+            return arena.withUnsafeBytes {
+                scanner.fields(of: UnsafeRawBufferPointer(rebasing: $0[slot.start..<slot.start + Int(length)]))
+            }
         }
-        return CSVField.split(try read(try reader(file), file: file, offset: offset, length: length))
+        return try read(try reader(file), file: file, offset: offset, length: length).withUnsafeBytes {
+            scanner.fields(of: $0)
+        }
     }
 
     private func read(_ reader: SpoolReader, file: Int, offset: UInt64, length: UInt32) throws(WriteFailure)

@@ -3,21 +3,23 @@ import CCrypto
 /// SHA-256 for instruction ids and file checksums, on OpenSSL's libcrypto (SHA-NI where the
 /// CPU has it: hashing a gigabyte of output must not cost seconds).
 public final class SHA256: @unchecked Sendable {
-    private let context: OpaquePointer
+    // libcrypto's plain SHA-256 state: a reset is a few stores (EVP's init fetches the
+    // algorithm and rebuilds its context each time, which dominated short digests).
+    private let context: UnsafeMutablePointer<SHA256_CTX>
 
     public init() {
-        context = EVP_MD_CTX_new()
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        context = .allocate(capacity: 1)
+        SHA256_Init(context)
     }
 
-    deinit { EVP_MD_CTX_free(context) }
+    deinit { context.deallocate() }
 
     /// Starts over, reusing the context (no allocation per digest).
-    public func reset() { EVP_DigestInit_ex(context, EVP_sha256(), nil) }
+    public func reset() { SHA256_Init(context) }
 
     public func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
-        EVP_DigestUpdate(context, base, bytes.count)
+        SHA256_Update(context, base, bytes.count)
     }
 
     public func update(_ bytes: [UInt8]) { bytes.withUnsafeBytes { update($0) } }
@@ -29,20 +31,17 @@ public final class SHA256: @unchecked Sendable {
 
     /// The 32 bytes of the digest; ends this hashing (call ``reset()`` to start again).
     public func digest() -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &digest, &length)
-        return digest
+        [UInt8](unsafeUninitializedCapacity: 32) { buffer, count in
+            SHA256_Final(buffer.baseAddress!, context)
+            count = 32
+        }
     }
 
     /// The digest so far as 64 lowercase hex digits; hashing may go on afterwards.
     public func hexDigest() -> String {
-        let copy = EVP_MD_CTX_new()
-        defer { EVP_MD_CTX_free(copy) }
-        EVP_MD_CTX_copy_ex(copy, context)
+        var copy = context.pointee
         var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        EVP_DigestFinal_ex(copy, &digest, &length)
+        SHA256_Final(&digest, &copy)
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(64)

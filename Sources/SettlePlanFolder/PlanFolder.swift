@@ -108,7 +108,7 @@ public struct PlanFolder {
         else {
             throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv or its line index")
         }
-        var rows = CSVField.records([UInt8](resultsData)).dropFirst().map(CSVField.split)
+        var rows = Array(CSVScanner.records([UInt8](resultsData)).dropFirst())
         let index = LineIndex.entries([UInt8](indexData))
         guard index.count == rows.count else {
             throw SettleError(

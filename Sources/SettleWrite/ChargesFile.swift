@@ -99,27 +99,30 @@ public enum ChargesFile {
         }
         var lines = [[Int]](repeating: [], count: rows.count)
         guard !rows.isEmpty else { return (rows, lines) }
-        // The charge of each order: the first one its lines name.
-        var slotOfSymbol: [Int: Int] = [:]
-        var slotOfOrder: [Int: Int] = [:]
+        // The charge of each order: the first one its lines name. Symbols are small dense
+        // integers: a slot per symbol in a flat table (-1: none), no hashing per line.
+        let symbolCount = batch.symbols.count + 1
+        var slotOfSymbol = [Int32](repeating: -1, count: symbolCount)
+        var symbolLooked = [Bool](repeating: false, count: symbolCount)
+        var slotOfOrder = [Int32](repeating: -1, count: symbolCount)
         for line in batch.lines where !line.charge.isNone {
-            let slot: Int?
-            if let known = slotOfSymbol[Int(line.charge.raw)] {
-                slot = known
-            } else {
-                slot = slotOfCharge[batch.text(line.charge)]
-                if let slot { slotOfSymbol[Int(line.charge.raw)] = slot }
+            let charge = Int(line.charge.raw)
+            if !symbolLooked[charge] {
+                symbolLooked[charge] = true
+                if let slot = slotOfCharge[batch.text(line.charge)] { slotOfSymbol[charge] = Int32(slot) }
             }
-            if let slot, !line.orderID.isNone, slotOfOrder[Int(line.orderID.raw)] == nil {
+            let slot = slotOfSymbol[charge]
+            if slot >= 0, !line.orderID.isNone, slotOfOrder[Int(line.orderID.raw)] < 0 {
                 slotOfOrder[Int(line.orderID.raw)] = slot
             }
         }
         for index in batch.lines.indices {
             let line = batch.lines[index]
-            let slot =
+            let found =
                 line.charge.isNone
                 ? slotOfOrder[Int(line.orderID.raw)] : slotOfSymbol[Int(line.charge.raw)]
-            guard let slot, !line.orderID.isNone || !line.charge.isNone else { continue }
+            guard found >= 0, !line.orderID.isNone || !line.charge.isNone else { continue }
+            let slot = Int(found)
             lines[slot].append(index)
             guard line.status == .planned else { continue }
             let owner = plan.instructionOfLine[index]

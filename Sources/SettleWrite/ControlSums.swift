@@ -27,6 +27,38 @@ public struct ControlSums: Sendable {
         /// shown on their own rows at their gross, never in `chargesGross`.
         public var chargesBy: [ChargeRow.Counting: (count: Int, gross: Int64)] = [:]
 
+        mutating func add(amount: Int64, status: LineStatus) {
+            lines += 1
+            self.amount += amount
+            let previous = byStatus[status] ?? (0, 0)
+            byStatus[status] = (previous.lines + 1, previous.amount + amount)
+        }
+
+        mutating func addObject(kind: LineKind, amount: Int64) {
+            switch kind {
+            case .transfer:
+                transfers += 1
+                transferred += amount
+            case .payout:
+                payouts += 1
+                paidOut += amount
+            case .reversal:
+                reversals += 1
+                reversed += amount
+            }
+        }
+
+        mutating func addCharge(_ row: ChargeRow, counting: ChargeRow.Counting) {
+            if counting == .thisRun {
+                charges += 1
+                chargesGross += row.gross
+                chargesFees += max(0, row.fee)
+            } else {
+                let previous = chargesBy[counting] ?? (0, 0)
+                chargesBy[counting] = (previous.count + 1, previous.gross + row.gross)
+            }
+        }
+
         /// gross − fees − transferred − paid out + reversed.
         public var retained: Int64 { chargesGross - chargesFees - transferred - paidOut + reversed }
     }
@@ -52,52 +84,25 @@ public struct ControlSums: Sendable {
             linesWithoutAmount[status, default: 0] += 1
             return
         }
-        var sums = currencies[currency] ?? PerCurrency()
-        sums.lines += 1
-        sums.amount += amount
-        let previous = sums.byStatus[status] ?? (0, 0)
-        sums.byStatus[status] = (previous.lines + 1, previous.amount + amount)
-        currencies[currency] = sums
+        // In place: a copy of the sums out and back would copy `byStatus` on every line.
+        currencies[currency, default: PerCurrency()].add(amount: amount, status: status)
     }
 
     /// One Stripe object this run created (or, in a plan, would create), at its amount as sent.
     public mutating func addObject(kind: LineKind, currency: String, amount: Int64) {
-        var sums = currencies[currency] ?? PerCurrency()
-        switch kind {
-        case .transfer:
-            sums.transfers += 1
-            sums.transferred += amount
-        case .payout:
-            sums.payouts += 1
-            sums.paidOut += amount
-        case .reversal:
-            sums.reversals += 1
-            sums.reversed += amount
-        }
-        currencies[currency] = sums
+        currencies[currency, default: PerCurrency()].addObject(kind: kind, amount: amount)
     }
 
     /// A reversal line netted into a transfer of this run (or cancelled with it: `netted`).
     public mutating func addNetted(currency: String, amount: Int64) {
-        var sums = currencies[currency] ?? PerCurrency()
-        sums.nettedReversals += 1
-        sums.netted += amount
-        currencies[currency] = sums
+        currencies[currency, default: PerCurrency()].nettedReversals += 1
+        currencies[currency, default: PerCurrency()].netted += amount
     }
 
     /// A charge the run touched, counted as ``ChargeRow/counting(runID:)`` says.
     public mutating func addCharge(_ row: ChargeRow) {
-        var sums = currencies[row.currency] ?? PerCurrency()
         let counting = row.counting(runID: runID)
-        if counting == .thisRun {
-            sums.charges += 1
-            sums.chargesGross += row.gross
-            sums.chargesFees += max(0, row.fee)
-        } else {
-            let previous = sums.chargesBy[counting] ?? (0, 0)
-            sums.chargesBy[counting] = (previous.count + 1, previous.gross + row.gross)
-        }
-        currencies[row.currency] = sums
+        currencies[row.currency, default: PerCurrency()].addCharge(row, counting: counting)
     }
 
     /// The moves of lines grouped by instruction: per instruction, a transfer when it holds

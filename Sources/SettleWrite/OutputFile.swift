@@ -218,73 +218,10 @@ public enum CSVField {
         out.append(0x0A)
     }
 
-    /// Splits a whole CSV file into raw records (quotes respected), without their line ends.
-    public static func records(_ bytes: [UInt8]) -> [[UInt8]] {
-        var records: [[UInt8]] = []
-        var start = 0
-        var inQuotes = false
-        var index = 0
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == 0x22 {
-                inQuotes.toggle()
-            } else if byte == 0x0A, !inQuotes {
-                var end = index
-                if end > start, bytes[end - 1] == 0x0D { end -= 1 }
-                records.append(Array(bytes[start..<end]))
-                start = index + 1
-            }
-            index += 1
-        }
-        if start < bytes.count { records.append(Array(bytes[start...])) }
-        return records
-    }
-
     /// A text cell for a file finance opens, with the formula guard applied.
     public static func guarded(_ value: String) -> [UInt8] {
         var bytes = Array(value.utf8)
         if let first = bytes.first, isFormulaStart(first) { bytes.insert(0x27, at: 0) }
         return bytes
-    }
-
-    /// Splits one CSV record (as written by settle or spooled from an input) into fields.
-    public static func split(_ record: [UInt8]) -> [[UInt8]] {
-        var fields: [[UInt8]] = []
-        var current: [UInt8] = []
-        var index = 0
-        var inQuotes = false
-        var end = record.count
-        // Drop the record's line end.
-        if end > 0, record[end - 1] == 0x0A { end -= 1 }
-        if end > 0, record[end - 1] == 0x0D { end -= 1 }
-        var fieldStarted = false
-        while index < end {
-            let byte = record[index]
-            if inQuotes {
-                if byte == 0x22 {
-                    if index + 1 < end, record[index + 1] == 0x22 {
-                        current.append(0x22)
-                        index += 2
-                        continue
-                    }
-                    inQuotes = false
-                } else {
-                    current.append(byte)
-                }
-            } else if byte == 0x2C {
-                fields.append(current)
-                current.removeAll(keepingCapacity: true)
-                fieldStarted = false
-            } else if byte == 0x22 && !fieldStarted {
-                inQuotes = true
-                fieldStarted = true
-            } else {
-                current.append(byte)
-                fieldStarted = true
-            }
-            index += 1
-        }
-        fields.append(current)
-        return fields
     }
 }

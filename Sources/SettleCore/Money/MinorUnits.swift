@@ -102,14 +102,16 @@ public enum MinorUnits {
         if digits > 0 {
             out.append(UInt8(ascii: "."))
             var fraction = value % divisor
-            var scratch = [UInt8](repeating: UInt8(ascii: "0"), count: digits)
-            var position = digits - 1
-            while fraction > 0 {
-                scratch[position] = UInt8(ascii: "0") + UInt8(fraction % 10)
-                fraction /= 10
-                position -= 1
+            // The fraction's digits, leading zeros kept (no array allocated per amount).
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: digits) { scratch in
+                var position = digits - 1
+                while position >= 0 {
+                    scratch[position] = UInt8(ascii: "0") + UInt8(fraction % 10)
+                    fraction /= 10
+                    position -= 1
+                }
+                out.append(contentsOf: UnsafeBufferPointer(scratch))
             }
-            out.append(contentsOf: scratch)
         }
     }
 

@@ -47,12 +47,15 @@ public struct PlanRow: Sendable {
     /// Appends the id to a byte buffer (the writers' hot path).
     @inline(__always)
     public func appendID(to out: inout [UInt8]) {
-        out.append(contentsOf: [UInt8(ascii: "i"), UInt8(ascii: "n"), UInt8(ascii: "s"), UInt8(ascii: "_")])
-        for shift in stride(from: 60, through: 0, by: -4) {
-            out.append(PlanRow.hexDigit(digestHigh >> UInt64(shift)))
-        }
-        for shift in stride(from: 28, through: 0, by: -4) {
-            out.append(PlanRow.hexDigit(UInt64(digestLow) >> UInt64(shift)))
+        // `ins_` and 24 hex digits, formatted in place (one append, not one per byte).
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 28) { text in
+            text[0] = UInt8(ascii: "i")
+            text[1] = UInt8(ascii: "n")
+            text[2] = UInt8(ascii: "s")
+            text[3] = UInt8(ascii: "_")
+            for digit in 0..<16 { text[4 + digit] = PlanRow.hexDigit(digestHigh >> UInt64(60 - 4 * digit)) }
+            for digit in 0..<8 { text[20 + digit] = PlanRow.hexDigit(UInt64(digestLow) >> UInt64(28 - 4 * digit)) }
+            out.append(contentsOf: UnsafeBufferPointer(text))
         }
     }
 

@@ -18,9 +18,10 @@ public struct ReadLimits: Sendable {
 
 /// Reads an RFC 4180 order export at the byte level and hands each record to a sink.
 ///
-/// Quotes, `""` escapes, quoted commas and newlines, an optional BOM. Line ends are LF,
-/// CRLF or a lone CR (old Mac exports), mixed freely; inside quotes every byte is data.
-/// `source` line numbers count each of them as one line end. Fields are views into a
+/// Each record is split by ``CSVScanner``, settle's one CSV parser (quotes, `""` escapes,
+/// quoted commas and newlines; LF, CRLF or a lone CR as line ends, mixed freely); this
+/// reader adds the streaming window, an optional BOM, blank lines and the limits.
+/// `source` line numbers count each line end as one. Fields are views into a
 /// reused window; only fields with `""` escapes are copied. A record's place is its
 /// `[offset, length]` in the (inflated) input, line end included: the spool is the input's
 /// own bytes, tapped by ``ByteSource``.
@@ -34,31 +35,17 @@ public final class CSVExportReader {
 
     private var window: UnsafeMutableRawBufferPointer
     private var filled = 0
-    private var scratch: UnsafeMutableRawBufferPointer
-    private var scratchUsed = 0
-    // Per-field bounds of the record being parsed; negative start = offset into scratch.
-    private var starts: [Int] = []
-    private var ends: [Int] = []
-    private var inScratch: [Bool] = []
-    private var views: [UnsafeRawBufferPointer] = []
+    /// The one CSV parser (SettleCore): splits each record of the window into fields.
+    private let scanner: CSVScanner
 
     public init(aliases: [String: String] = [:], limits: ReadLimits = ReadLimits()) {
         self.aliases = aliases
         self.limits = limits
         window = .allocate(byteCount: 2 * ByteSource.chunkSize, alignment: 16)
-        scratch = .allocate(byteCount: 64 * 1024, alignment: 16)
+        scanner = CSVScanner(maxFieldBytes: limits.maxFieldBytes, maxColumns: limits.maxColumns)
     }
 
-    deinit {
-        window.deallocate()
-        scratch.deallocate()
-    }
-
-    private enum Parse {
-        case complete(end: Int, newlines: Int, defect: RecordDefect?)
-        case incomplete
-        case unclosedQuote
-    }
+    deinit { window.deallocate() }
 
     /// Where the read of one file stands; passed `inout` through the steps of ``read``.
     private struct ReadState {
@@ -166,7 +153,9 @@ public final class CSVExportReader {
             case .needMore: return nil
             case .record: break
             }
-            switch parseRecord(from: state.position, atEOF: state.atEOF) {
+            switch scanner.scan(
+                UnsafeRawPointer(window.baseAddress!), from: state.position, to: filled, atEOF: state.atEOF)
+            {
             case .incomplete:
                 guard filled - state.position > limits.maxRecordBytes else { return nil }
                 if let failure = try acceptLongRecord(&state, source: source, sink: sink) {
@@ -246,12 +235,13 @@ public final class CSVExportReader {
         state: inout ReadState, source: ByteSource, sink: some RecordSink
     ) -> ReadFailure? {
         var defect = defect
-        if defect == nil, starts.count != layout.count {
+        let fieldCount = scanner.fieldCount
+        if defect == nil, fieldCount != layout.count {
             defect = RecordDefect(
-                code: .malformedRecord, message: "the record has \(starts.count) fields, the header \(layout.count)")
+                code: .malformedRecord, message: "the record has \(fieldCount) fields, the header \(layout.count)")
         }
         if defect?.code == .fieldTooLong {
-            let tooLong = zip(starts, ends).map { $1 - $0 > limits.maxFieldBytes }
+            let tooLong = (0..<fieldCount).map { scanner.fieldLength($0) > limits.maxFieldBytes }
             if let failure = untraceable(tooLong, layout: layout, name: state.name, line: state.line) {
                 sink.discardFile(fileIndex)
                 return failure
@@ -262,15 +252,15 @@ public final class CSVExportReader {
                     message: "column \(columnName(column, layout)) is longer than \(limits.maxFieldBytes) bytes")
             }
         }
-        buildViews(forRules: true)
+        // A field over the field limit is handed on empty (the spool keeps it), and in a file
+        // settle wrote the formula guard is removed.
+        let fields = scanner.fieldViews(emptyOver: limits.maxFieldBytes, strip: stripGuard)
         let offset = streamOffset(state.position, source)
         let length = raw.count
-        views.withUnsafeBufferPointer {
-            sink.record(
-                RecordView(
-                    fields: $0, line: state.line, spoolOffset: offset, spoolLength: UInt32(length), defect: defect),
-                file: fileIndex)
-        }
+        sink.record(
+            RecordView(
+                fields: fields, line: state.line, spoolOffset: offset, spoolLength: UInt32(length), defect: defect),
+            file: fileIndex)
         state.lines += 1
         return nil
     }
@@ -332,28 +322,7 @@ public final class CSVExportReader {
     }
 
     private func headerNames() -> [String] {
-        buildViews()
-        return views.map { String(decoding: $0, as: UTF8.self) }
-    }
-
-    /// `forRules`: a field over the field limit is handed on empty (the spool keeps it), and
-    /// in a file settle wrote the formula guard is removed.
-    private func buildViews(forRules: Bool = false) {
-        views.removeAll(keepingCapacity: true)
-        let base = UnsafeRawPointer(window.baseAddress!)
-        let scratchBase = UnsafeRawPointer(scratch.baseAddress!)
-        for index in 0..<starts.count {
-            let pointer = inScratch[index] ? scratchBase + starts[index] : base + starts[index]
-            var view = UnsafeRawBufferPointer(start: pointer, count: ends[index] - starts[index])
-            if forRules {
-                if view.count > limits.maxFieldBytes {
-                    view = UnsafeRawBufferPointer(start: pointer, count: 0)
-                } else if let strip = stripGuard, index < strip.count, strip[index] {
-                    view = CSVExportReader.unguarded(view)
-                }
-            }
-            views.append(view)
-        }
+        scanner.fieldViews().map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Per input column of a file settle wrote, whether its cells carry the formula guard
@@ -374,17 +343,6 @@ public final class CSVExportReader {
     /// The columns whose cells settle writes as they came, without a formula guard.
     public static let amountColumns: Set<Column> = [.amount, .chargeAmount, .chargeFee]
 
-    /// A cell without the guard settle's writers put before a cell that starts like a
-    /// formula (`'=`, `'+`, `'-`, `'@`, `'` tab, `'` CR); any other cell as it is.
-    @inline(__always)
-    static func unguarded(_ view: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
-        guard view.count >= 2, view[0] == 0x27 else { return view }
-        let second = view[1]
-        guard second == 0x3D || second == 0x2B || second == 0x2D || second == 0x40 || second == 0x09 || second == 0x0D
-        else { return view }
-        return UnsafeRawBufferPointer(rebasing: view[1...])
-    }
-
     /// Views of fields held in arrays (a record read as a stream), guard removed as for any record.
     private func withViews(
         of fields: [[UInt8]], stripping strip: [Bool]?, _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void
@@ -402,7 +360,7 @@ public final class CSVExportReader {
                     from: $0.baseAddress ?? UnsafeRawPointer(storage.baseAddress!), byteCount: count)
             }
             var view = UnsafeRawBufferPointer(start: storage.baseAddress! + at, count: count)
-            if let strip, index < strip.count, strip[index] { view = CSVExportReader.unguarded(view) }
+            if let strip, index < strip.count, strip[index] { view = CSVScanner.unguarded(view) }
             list.append(view)
             at += count
         }
@@ -426,150 +384,6 @@ public final class CSVExportReader {
 
     private func columnName(_ index: Int, _ layout: FileLayout) -> String {
         index < layout.names.count ? layout.names[index] : String(index + 1)
-    }
-
-    /// Parses one record starting at `start`. Fields go into `starts`/`ends`.
-    private func parseRecord(from start: Int, atEOF: Bool) -> Parse {
-        starts.removeAll(keepingCapacity: true)
-        ends.removeAll(keepingCapacity: true)
-        inScratch.removeAll(keepingCapacity: true)
-        scratchUsed = 0
-        let bytes = UnsafeRawPointer(window.baseAddress!)
-        let end = filled
-        var index = start
-        var newlines = 0
-        var defect: RecordDefect? = nil
-        func flag(_ code: ReasonCode, _ message: String) {
-            if defect == nil { defect = RecordDefect(code: code, message: message) }
-        }
-        while true {
-            // One field.
-            if index < end, bytes.load(fromByteOffset: index, as: UInt8.self) == 0x22 {
-                index += 1
-                let contentStart = index
-                var escaped = false
-                var scratchStart = -1
-                while true {
-                    guard let found = memchr(bytes + index, 0x22, end - index) else {
-                        return atEOF ? .unclosedQuote : .incomplete
-                    }
-                    let quote = UnsafeRawPointer(found) - bytes
-                    newlines += countLineEnds(bytes + index, quote - index)
-                    if quote + 1 == end, !atEOF { return .incomplete }
-                    if quote + 1 < end, bytes.load(fromByteOffset: quote + 1, as: UInt8.self) == 0x22 {
-                        // "" inside quotes: copy what we have so far into scratch once.
-                        if !escaped {
-                            escaped = true
-                            scratchStart = scratchUsed
-                        }
-                        appendScratch(bytes + index, quote + 1 - index)
-                        index = quote + 2
-                        continue
-                    }
-                    if escaped {
-                        appendScratch(bytes + index, quote - index)
-                        starts.append(scratchStart)
-                        ends.append(scratchUsed)
-                        inScratch.append(true)
-                    } else {
-                        starts.append(contentStart)
-                        ends.append(quote)
-                        inScratch.append(false)
-                    }
-                    index = quote + 1
-                    break
-                }
-                // After the closing quote: a separator, a line end, or the end of data.
-                if index < end {
-                    let next = bytes.load(fromByteOffset: index, as: UInt8.self)
-                    if next != 0x2C && next != 0x0A && next != 0x0D {
-                        flag(.malformedRecord, "text after a closing quote")
-                        while index < end {
-                            let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
-                            if byte == 0x2C || byte == 0x0A || byte == 0x0D { break }
-                            index += 1
-                        }
-                    }
-                }
-            } else {
-                // Unquoted: up to a comma or a line end (LF, CRLF or a lone CR).
-                let fieldStart = index
-                while index < end {
-                    let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
-                    if byte == 0x2C || byte == 0x0A || byte == 0x0D { break }
-                    if byte == 0x22 { flag(.malformedRecord, "a quote inside an unquoted field") }
-                    index += 1
-                }
-                starts.append(fieldStart)
-                ends.append(index)
-                inScratch.append(false)
-            }
-            if let last = ends.last, let first = starts.last, last - first > limits.maxFieldBytes {
-                flag(.fieldTooLong, "a field is longer than \(limits.maxFieldBytes) bytes")
-            }
-            if starts.count > limits.maxColumns {
-                // Keep scanning for the record end but stop recording fields.
-                flag(.malformedRecord, "the record has more than \(limits.maxColumns) fields")
-            }
-            // Separator or terminator.
-            if index >= end {
-                if !atEOF { return .incomplete }
-                return .complete(end: end, newlines: newlines, defect: defect)
-            }
-            let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
-            if byte == 0x2C {
-                index += 1
-                continue
-            }
-            if byte == 0x0D {
-                // CRLF, or a lone CR: one line end either way.
-                if index + 1 < end {
-                    let crlf = bytes.load(fromByteOffset: index + 1, as: UInt8.self) == 0x0A
-                    return .complete(end: index + (crlf ? 2 : 1), newlines: newlines + 1, defect: defect)
-                }
-                return atEOF ? .complete(end: end, newlines: newlines + 1, defect: defect) : .incomplete
-            }
-            // LF
-            return .complete(end: index + 1, newlines: newlines + 1, defect: defect)
-        }
-    }
-
-    private func appendScratch(_ pointer: UnsafeRawPointer, _ count: Int) {
-        if scratchUsed + count > scratch.count {
-            let grown = UnsafeMutableRawBufferPointer.allocate(
-                byteCount: max(scratch.count * 2, scratchUsed + count),
-                alignment: 16)
-            grown.baseAddress!.copyMemory(from: scratch.baseAddress!, byteCount: scratchUsed)
-            scratch.deallocate()
-            scratch = grown
-        }
-        (scratch.baseAddress! + scratchUsed).copyMemory(from: pointer, byteCount: count)
-        scratchUsed += count
-    }
-
-    /// Line ends in quoted text, as `source` counts them: LF, CRLF and a lone CR are one each.
-    @inline(__always)
-    private func countLineEnds(_ pointer: UnsafeRawPointer, _ count: Int) -> Int {
-        var total = 0
-        var cursor = pointer
-        var remaining = count
-        while remaining > 0, let found = memchr(cursor, 0x0A, remaining) {
-            total += 1
-            let next = UnsafeRawPointer(found) + 1
-            remaining -= next - cursor
-            cursor = next
-        }
-        // A CR not followed by LF (a CR last in the text is followed by the quote).
-        cursor = pointer
-        remaining = count
-        while remaining > 0, let found = memchr(cursor, 0x0D, remaining) {
-            let at = UnsafeRawPointer(found)
-            let next = at + 1
-            remaining -= next - cursor
-            cursor = next
-            if remaining == 0 || next.load(as: UInt8.self) != 0x0A { total += 1 }
-        }
-        return total
     }
 
     /// A record over ``ReadLimits/maxRecordBytes``, read as a stream from `start`.

@@ -1,0 +1,326 @@
+import Glibc
+
+/// settle's one RFC 4180 parser: the order exports (through `CSVExportReader`, a record at a
+/// time out of a streaming window) and settle's own files read back (`results.csv`, the
+/// spooled input records behind `errors.csv` and `deferred.csv`) are split by this scanner.
+///
+/// Quotes, `""` escapes, quoted commas and newlines. Line ends are LF, CRLF or a lone CR,
+/// mixed freely; inside quotes every byte is data, and each of them counts as one line end
+/// in ``Outcome/complete(end:newlines:defect:)``. A field is a view into the scanned bytes;
+/// only a field with `""` escapes is copied (into the scanner's scratch buffer). Cells come
+/// back as they are written, formula guard included (``unguarded(_:)`` removes it).
+///
+/// Past ``maxFieldBytes`` or ``maxColumns`` the record is still scanned to its end, its
+/// defect named (`field_too_long`, `malformed_record`); so are a quote inside an unquoted
+/// field and text after a closing quote (that text is dropped).
+public final class CSVScanner {
+    /// What ``scan(_:from:to:atEOF:)`` found.
+    public enum Outcome {
+        /// A record ending at `end` (its line end included), `newlines` line ends in it.
+        case complete(end: Int, newlines: Int, defect: RecordDefect?)
+        /// The record goes on past the bytes given (and they are not the end of the input).
+        case incomplete
+        /// A quoted field is never closed before the end of the input.
+        case unclosedQuote
+    }
+
+    public let maxFieldBytes: Int
+    public let maxColumns: Int
+
+    // Per-field bounds of the record scanned last, `bounds[2 i]` and `bounds[2 i + 1]`; a
+    // field copied into `scratch` (it had `""`) has its start as `~offset` (negative).
+    private var bounds: UnsafeMutablePointer<Int>
+    private var capacity = 64
+    public private(set) var fieldCount = 0
+    // The views ``fieldViews(emptyOver:strip:)`` hands out.
+    private var viewBuffer: UnsafeMutablePointer<UnsafeRawBufferPointer>
+    private var scratch: UnsafeMutableRawBufferPointer
+    private var scratchUsed = 0
+    private var base: UnsafeRawPointer? = nil
+    /// Where the quoted field scanned last opened (for a record whose quote never closes).
+    private var openField = 0
+
+    /// `scratchBytes`: the first size of the buffer for fields with `""` (it grows as needed).
+    public init(maxFieldBytes: Int = .max, maxColumns: Int = .max, scratchBytes: Int = 64 * 1024) {
+        self.maxFieldBytes = maxFieldBytes
+        self.maxColumns = maxColumns
+        scratch = .allocate(byteCount: max(scratchBytes, 16), alignment: 16)
+        bounds = .allocate(capacity: 2 * capacity)
+        viewBuffer = .allocate(capacity: capacity)
+    }
+
+    deinit {
+        scratch.deallocate()
+        bounds.deallocate()
+        viewBuffer.deallocate()
+    }
+
+    /// The byte length of field `index` of the record scanned last (quotes and escapes removed).
+    public func fieldLength(_ index: Int) -> Int {
+        let start = bounds[2 * index]
+        return bounds[2 * index + 1] - (start < 0 ? ~start : start)
+    }
+
+    @inline(__always)
+    private func push(_ start: Int, _ end: Int) {
+        if fieldCount == capacity { grow() }
+        bounds[2 * fieldCount] = start
+        bounds[2 * fieldCount + 1] = end
+        fieldCount += 1
+    }
+
+    private func grow() {
+        let grown = UnsafeMutablePointer<Int>.allocate(capacity: 4 * capacity)
+        grown.update(from: bounds, count: 2 * fieldCount)
+        bounds.deallocate()
+        bounds = grown
+        viewBuffer.deallocate()
+        viewBuffer = .allocate(capacity: 2 * capacity)
+        capacity *= 2
+    }
+
+    /// Field `index` of the record scanned last: valid until the next scan, and only while
+    /// the scanned bytes stay where they were.
+    @inline(__always)
+    public func field(_ index: Int) -> UnsafeRawBufferPointer {
+        let start = bounds[2 * index]
+        let end = bounds[2 * index + 1]
+        if start < 0 {
+            return UnsafeRawBufferPointer(start: UnsafeRawPointer(scratch.baseAddress!) + ~start, count: end - ~start)
+        }
+        return UnsafeRawBufferPointer(start: base! + start, count: end - start)
+    }
+
+    /// The fields of the record scanned last, valid as ``field(_:)`` is. A field longer than
+    /// `emptyOver` bytes comes back empty; where `strip[index]` is true, without its formula
+    /// guard (``unguarded(_:)``).
+    public func fieldViews(emptyOver: Int = .max, strip: [Bool]? = nil) -> UnsafeBufferPointer<UnsafeRawBufferPointer> {
+        for index in 0..<fieldCount {
+            var view = field(index)
+            if view.count > emptyOver {
+                view = UnsafeRawBufferPointer(start: view.baseAddress, count: 0)
+            } else if let strip, index < strip.count, strip[index] {
+                view = CSVScanner.unguarded(view)
+            }
+            viewBuffer[index] = view
+        }
+        return UnsafeBufferPointer(start: viewBuffer, count: fieldCount)
+    }
+
+    /// A cell without the guard settle's writers put before a cell that starts like a
+    /// formula (`'=`, `'+`, `'-`, `'@`, `'` tab, `'` CR); any other cell as it is.
+    @inline(__always)
+    public static func unguarded(_ view: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        guard view.count >= 2, view[0] == 0x27 else { return view }
+        let second = view[1]
+        guard second == 0x3D || second == 0x2B || second == 0x2D || second == 0x40 || second == 0x09 || second == 0x0D
+        else { return view }
+        return UnsafeRawBufferPointer(rebasing: view[1...])
+    }
+
+    /// Scans one record of `bytes[start..<end]`; its fields are then ``field(_:)``.
+    /// `atEOF`: nothing follows `end` (a record may end there without a line end).
+    public func scan(_ bytes: UnsafeRawPointer, from start: Int, to end: Int, atEOF: Bool) -> Outcome {
+        fieldCount = 0
+        scratchUsed = 0
+        base = bytes
+        var index = start
+        var newlines = 0
+        var defect: RecordDefect? = nil
+        func flag(_ code: ReasonCode, _ message: String) {
+            if defect == nil { defect = RecordDefect(code: code, message: message) }
+        }
+        while true {
+            // One field.
+            if index < end, bytes.load(fromByteOffset: index, as: UInt8.self) == 0x22 {
+                openField = index
+                index += 1
+                let contentStart = index
+                var escaped = false
+                var scratchStart = -1
+                while true {
+                    guard let found = memchr(bytes + index, 0x22, end - index) else {
+                        return atEOF ? .unclosedQuote : .incomplete
+                    }
+                    let quote = UnsafeRawPointer(found) - bytes
+                    newlines += CSVScanner.countLineEnds(bytes + index, quote - index)
+                    if quote + 1 == end, !atEOF { return .incomplete }
+                    if quote + 1 < end, bytes.load(fromByteOffset: quote + 1, as: UInt8.self) == 0x22 {
+                        // "" inside quotes: copy what we have so far into scratch once.
+                        if !escaped {
+                            escaped = true
+                            scratchStart = scratchUsed
+                        }
+                        appendScratch(bytes + index, quote + 1 - index)
+                        index = quote + 2
+                        continue
+                    }
+                    if escaped {
+                        appendScratch(bytes + index, quote - index)
+                        push(~scratchStart, scratchUsed)
+                    } else {
+                        push(contentStart, quote)
+                    }
+                    index = quote + 1
+                    break
+                }
+                // After the closing quote: a separator, a line end, or the end of data.
+                if index < end {
+                    let next = bytes.load(fromByteOffset: index, as: UInt8.self)
+                    if next != 0x2C && next != 0x0A && next != 0x0D {
+                        flag(.malformedRecord, "text after a closing quote")
+                        while index < end {
+                            let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
+                            if byte == 0x2C || byte == 0x0A || byte == 0x0D { break }
+                            index += 1
+                        }
+                    }
+                }
+            } else {
+                // Unquoted: up to a comma or a line end (LF, CRLF or a lone CR).
+                let fieldStart = index
+                while index < end {
+                    let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
+                    if byte == 0x2C || byte == 0x0A || byte == 0x0D { break }
+                    if byte == 0x22 { flag(.malformedRecord, "a quote inside an unquoted field") }
+                    index += 1
+                }
+                push(fieldStart, index)
+            }
+            if fieldLength(fieldCount - 1) > maxFieldBytes {
+                flag(.fieldTooLong, "a field is longer than \(maxFieldBytes) bytes")
+            }
+            if fieldCount > maxColumns {
+                flag(.malformedRecord, "the record has more than \(maxColumns) fields")
+            }
+            // Separator or terminator.
+            if index >= end {
+                if !atEOF { return .incomplete }
+                return .complete(end: end, newlines: newlines, defect: defect)
+            }
+            let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
+            if byte == 0x2C {
+                index += 1
+                continue
+            }
+            if byte == 0x0D {
+                // CRLF, or a lone CR: one line end either way.
+                if index + 1 < end {
+                    let crlf = bytes.load(fromByteOffset: index + 1, as: UInt8.self) == 0x0A
+                    return .complete(end: index + (crlf ? 2 : 1), newlines: newlines + 1, defect: defect)
+                }
+                return atEOF ? .complete(end: end, newlines: newlines + 1, defect: defect) : .incomplete
+            }
+            // LF
+            return .complete(end: index + 1, newlines: newlines + 1, defect: defect)
+        }
+    }
+
+    private func appendScratch(_ pointer: UnsafeRawPointer, _ count: Int) {
+        if scratchUsed + count > scratch.count {
+            let grown = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: max(scratch.count * 2, scratchUsed + count),
+                alignment: 16)
+            grown.baseAddress!.copyMemory(from: scratch.baseAddress!, byteCount: scratchUsed)
+            scratch.deallocate()
+            scratch = grown
+        }
+        (scratch.baseAddress! + scratchUsed).copyMemory(from: pointer, byteCount: count)
+        scratchUsed += count
+    }
+
+    /// Line ends in quoted text: LF, CRLF and a lone CR are one each.
+    @inline(__always)
+    static func countLineEnds(_ pointer: UnsafeRawPointer, _ count: Int) -> Int {
+        var total = 0
+        var cursor = pointer
+        var remaining = count
+        while remaining > 0, let found = memchr(cursor, 0x0A, remaining) {
+            total += 1
+            let next = UnsafeRawPointer(found) + 1
+            remaining -= next - cursor
+            cursor = next
+        }
+        // A CR not followed by LF (a CR last in the text is followed by the quote).
+        cursor = pointer
+        remaining = count
+        while remaining > 0, let found = memchr(cursor, 0x0D, remaining) {
+            let at = UnsafeRawPointer(found)
+            let next = at + 1
+            remaining -= next - cursor
+            cursor = next
+            if remaining == 0 || next.load(as: UInt8.self) != 0x0A { total += 1 }
+        }
+        return total
+    }
+}
+
+// Settle's own files, read back whole: results.csv, and one spooled record at a time.
+extension CSVScanner {
+    /// Every record of a whole CSV text, each as the bytes of its fields (cells as written,
+    /// formula guard included). Blank lines are skipped, as the export reader skips them; a
+    /// quoted field left open runs to the end of the text.
+    public static func records(_ text: [UInt8]) -> [[[UInt8]]] {
+        let scanner = CSVScanner(scratchBytes: 1024)
+        var records: [[[UInt8]]] = []
+        text.withUnsafeBytes { buffer in
+            guard let bytes = buffer.baseAddress else { return }
+            let end = buffer.count
+            var position = 0
+            while position < end {
+                let byte = buffer[position]
+                if byte == 0x0A || byte == 0x0D {
+                    position += 1
+                    continue
+                }
+                switch scanner.scan(bytes, from: position, to: end, atEOF: true) {
+                case .complete(let recordEnd, _, _):
+                    records.append(scanner.copiedFields())
+                    position = recordEnd
+                case .incomplete, .unclosedQuote:
+                    records.append(scanner.openRecord(bytes, to: end))
+                    position = end
+                }
+            }
+        }
+        return records
+    }
+
+    /// The fields of one record (its line end, if any, ignored): cells as written.
+    public static func fields(_ record: some Collection<UInt8>) -> [[UInt8]] {
+        let scanner = CSVScanner(scratchBytes: 256)
+        let bytes = Array(record)
+        return bytes.withUnsafeBytes { scanner.fields(of: $0) }
+    }
+
+    /// The fields of one record (its line end, if any, ignored): cells as written. Reuses
+    /// this scanner's buffers (for many records in turn).
+    public func fields(of record: UnsafeRawBufferPointer) -> [[UInt8]] {
+        // An empty record is one empty field.
+        let base = record.baseAddress ?? UnsafeRawPointer(scratch.baseAddress!)
+        switch scan(base, from: 0, to: record.count, atEOF: true) {
+        case .complete: return copiedFields()
+        case .incomplete, .unclosedQuote: return openRecord(base, to: record.count)
+        }
+    }
+
+    private func copiedFields() -> [[UInt8]] {
+        (0..<fieldCount).map { [UInt8](field($0)) }
+    }
+
+    /// A record whose last quoted field is never closed: the fields before it, then the rest
+    /// of the text as its last field (its `""` unescaped).
+    private func openRecord(_ bytes: UnsafeRawPointer, to end: Int) -> [[UInt8]] {
+        var fields = copiedFields()
+        var last: [UInt8] = []
+        var index = openField + 1
+        while index < end {
+            let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
+            last.append(byte)
+            index +=
+                byte == 0x22 && index + 1 < end && bytes.load(fromByteOffset: index + 1, as: UInt8.self) == 0x22 ? 2 : 1
+        }
+        fields.append(last)
+        return fields
+    }
+}

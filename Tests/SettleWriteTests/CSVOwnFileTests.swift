@@ -1,0 +1,170 @@
+import SettleCore
+import Testing
+
+@testable import SettleWrite
+
+/// settle's own files (results.csv, spooled records) are split by the one CSV parser
+/// (`CSVScanner`, which the export reader uses) exactly as the former own-file splitter
+/// (`CSVField.records` / `CSVField.split`, kept below as the reference) split them.
+@Suite struct CSVOwnFileTests {
+    // MARK: the former own-file splitter, verbatim, as the reference
+
+    static func formerRecords(_ bytes: [UInt8]) -> [[UInt8]] {
+        var records: [[UInt8]] = []
+        var start = 0
+        var inQuotes = false
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == 0x22 {
+                inQuotes.toggle()
+            } else if byte == 0x0A, !inQuotes {
+                var end = index
+                if end > start, bytes[end - 1] == 0x0D { end -= 1 }
+                records.append(Array(bytes[start..<end]))
+                start = index + 1
+            }
+            index += 1
+        }
+        if start < bytes.count { records.append(Array(bytes[start...])) }
+        return records
+    }
+
+    static func formerSplit(_ record: [UInt8]) -> [[UInt8]] {
+        var fields: [[UInt8]] = []
+        var current: [UInt8] = []
+        var index = 0
+        var inQuotes = false
+        var end = record.count
+        if end > 0, record[end - 1] == 0x0A { end -= 1 }
+        if end > 0, record[end - 1] == 0x0D { end -= 1 }
+        var fieldStarted = false
+        while index < end {
+            let byte = record[index]
+            if inQuotes {
+                if byte == 0x22 {
+                    if index + 1 < end, record[index + 1] == 0x22 {
+                        current.append(0x22)
+                        index += 2
+                        continue
+                    }
+                    inQuotes = false
+                } else {
+                    current.append(byte)
+                }
+            } else if byte == 0x2C {
+                fields.append(current)
+                current.removeAll(keepingCapacity: true)
+                fieldStarted = false
+            } else if byte == 0x22 && !fieldStarted {
+                inQuotes = true
+                fieldStarted = true
+            } else {
+                current.append(byte)
+                fieldStarted = true
+            }
+            index += 1
+        }
+        fields.append(current)
+        return fields
+    }
+
+    // MARK: rows as settle writes them
+
+    static let cells: [String] = [
+        "", "plain", "a,b", "say \"hi\"", "\"", "\"\"", ",", "two\nlines", "crlf\r\nend", "lone\rcr",
+        "=SUM(A1)", "+1", "-5", "@cmd", "\tTab", "\rcr first", "'=already", "'quote", "=a,b", "-\"x\"\n",
+        "ü€ 😀", "117-1", "12.50", " spaced ", "trailing,", ",leading",
+    ]
+
+    /// One row written by settle's writer: every cell guarded or not, as the column says.
+    static func row(_ cells: [String], guarded: [Bool]) -> [UInt8] {
+        var out: [UInt8] = []
+        for (index, cell) in cells.enumerated() {
+            if index > 0 { out.append(0x2C) }
+            CSVField.append(cell, to: &out, guardFormula: guarded[index])
+        }
+        out.append(0x0A)
+        return out
+    }
+
+    static func expected(_ cells: [String], guarded: [Bool]) -> [[UInt8]] {
+        zip(cells, guarded).map { $1 ? CSVField.guarded($0) : Array($0.utf8) }
+    }
+
+    @Test func everyCellOfARowComesBackAsWritten() {
+        for width in 1...4 {
+            var generator = SplitMix(seed: UInt64(width))
+            for _ in 0..<400 {
+                let cells = (0..<width).map { _ in Self.cells[Int(generator.next() % UInt64(Self.cells.count))] }
+                let guarded = (0..<width).map { _ in generator.next() % 2 == 0 }
+                let record = Self.row(cells, guarded: guarded)
+                let fields = CSVScanner.fields(record)
+                #expect(fields == Self.expected(cells, guarded: guarded))
+                #expect(fields == Self.formerSplit(record))
+                // A spooled record may also end in CRLF, a lone CR, or nothing.
+                let bare = Array(record.dropLast())
+                #expect(CSVScanner.fields(bare + [0x0D, 0x0A]) == fields)
+                #expect(CSVScanner.fields(bare + [0x0D]) == fields)
+                #expect(CSVScanner.fields(bare) == fields)
+            }
+        }
+    }
+
+    @Test func aWholeFileSplitsIntoTheSameRecordsAndFields() {
+        var generator = SplitMix(seed: 42)
+        var file: [UInt8] = []
+        CSVField.header(["line_id", "status", "amount", "reason"], to: &file)
+        var rows: [[[UInt8]]] = [
+            [Array("line_id".utf8), Array("status".utf8), Array("amount".utf8), Array("reason".utf8)]
+        ]
+        let guarded = [true, false, false, true]
+        for _ in 0..<500 {
+            let cells = (0..<4).map { _ in Self.cells[Int(generator.next() % UInt64(Self.cells.count))] }
+            file += Self.row(cells, guarded: guarded)
+            rows.append(Self.expected(cells, guarded: guarded))
+        }
+        let records = CSVScanner.records(file)
+        #expect(records == rows)
+        #expect(records == Self.formerRecords(file).map(Self.formerSplit))
+    }
+
+    @Test func edgeCasesMatchTheFormerSplitter() {
+        let records: [String] = [
+            "", "\n", "a", "a,", ",", ",,\n", "\"\"", "\"\",\"\"\n", "\"a\"\"b\",c\r\n", "\"x,\ny\",z\n",
+            "'=1,'+2,'-3,'@4\n", "a,\"b\rc\",d\r", "\"\"\"\"\n", "1,2,3,4,5,6,7,8,9,10\n", "a,\"b\"\"c",
+            "\"open\nto the end",
+        ]
+        for text in records {
+            let bytes = Array(text.utf8)
+            #expect(CSVScanner.fields(bytes) == Self.formerSplit(bytes), "\(text.debugDescription)")
+        }
+        let file = Array("h1,h2\r\n\"a\nb\",\"c\"\"\"\r\nx,'=y\n".utf8)
+        #expect(CSVScanner.records(file) == Self.formerRecords(file).map(Self.formerSplit))
+        #expect(
+            CSVScanner.records(file) == [
+                [[0x68, 0x31], [0x68, 0x32]], [Array("a\nb".utf8), Array("c\"".utf8)], [[0x78], Array("'=y".utf8)],
+            ])
+    }
+
+    @Test func theExportReaderRemovesTheGuardTheOwnFileReadersKeep() {
+        let record = Array("'=SUM(A1),'abc,'+1\n".utf8)
+        let fields = CSVScanner.fields(record)
+        #expect(fields == [Array("'=SUM(A1)".utf8), Array("'abc".utf8), Array("'+1".utf8)])
+        let unguarded = fields.map { field in field.withUnsafeBytes { [UInt8](CSVScanner.unguarded($0)) } }
+        #expect(unguarded == [Array("=SUM(A1)".utf8), Array("'abc".utf8), Array("+1".utf8)])
+    }
+}
+
+/// A small deterministic generator (SplitMix64) for the cases above.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
