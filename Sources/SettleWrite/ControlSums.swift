@@ -78,9 +78,10 @@ public struct ControlSums: Sendable {
     }
 
     /// A reversal line netted into a transfer of this run (or cancelled with it: `netted`).
-    public mutating func addNetted(currency: String, amount: Int64) {
+    /// `lines`: how many lines `amount` adds up (netted into one transfer together).
+    public mutating func addNetted(currency: String, amount: Int64, lines: Int = 1) {
         var sums = currencies[currency] ?? PerCurrency()
-        sums.nettedReversals += 1
+        sums.nettedReversals += lines
         sums.netted += amount
         currencies[currency] = sums
     }
