@@ -20,7 +20,8 @@ extension PlanFolder {
         /// Per instruction: currency; transfer, reversal and payout amounts settled, and the
         /// number of its settled reversal lines.
         private let objects: Spill
-        /// Per (charge slot, instruction): transfer, reversal and payout amounts settled.
+        /// Per (charge slot, instruction): the instruction, the slot; transfer, reversal and
+        /// payout amounts settled.
         private let chargeLines: Spill
 
         init(manifest: JSON) throws(LedgerError) {
@@ -55,7 +56,7 @@ extension PlanFolder {
                 }
             if !instruction.isEmpty { try objects.add(instruction, first: currency, numbers: moves) }
             if let slot = slotOfLine[text(.lineID).trimmingFormulaGuard()] {
-                try chargeLines.add("\(slot) \(instruction)", first: instruction, numbers: [Int64(slot)] + moves)
+                try chargeLines.add("\(slot) \(instruction)", first: instruction, second: String(slot), numbers: moves)
             }
         }
 
@@ -82,11 +83,11 @@ extension PlanFolder {
             var charges = self.charges
             let objects = self.objects
             try chargeLines.forEach { (entry) throws(LedgerError) in
-                let slot = Int(entry.numbers[0])
+                guard let slot = Int(entry.second) else { return }
                 let inTransfer = entry.first.isEmpty ? false : (try objects.get(entry.first)?.numbers[0] ?? 0) > 0
-                if entry.numbers[1] > 0 { charges[slot].add(kind: .transfer, amount: entry.numbers[1], inTransfer: inTransfer) }
-                if entry.numbers[2] > 0 { charges[slot].add(kind: .reversal, amount: entry.numbers[2], inTransfer: inTransfer) }
-                if entry.numbers[3] > 0 { charges[slot].add(kind: .payout, amount: entry.numbers[3], inTransfer: inTransfer) }
+                for (kind, amount) in zip([LineKind.transfer, .reversal, .payout], entry.numbers) where amount > 0 {
+                    charges[slot].add(kind: kind, amount: amount, inTransfer: inTransfer)
+                }
             }
             objects.close()
             chargeLines.close()
