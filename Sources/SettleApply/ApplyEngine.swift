@@ -130,7 +130,8 @@ public final class ApplyEngine {
             try plan.rewind()
             while let instruction = try plan.next() {
                 if (try? outcomes.contains(instruction.id)) != true {
-                    setOutcome(.notSent(reason: stopReason ?? "the run stopped before it was sent"), for: instruction.id)
+                    let reason = stopReason ?? "the run stopped before it was sent"
+                    setOutcome(.notSent(reason: reason), for: instruction.id)
                 }
             }
         }
