@@ -27,7 +27,8 @@ public final class ApplyEngine {
     private var counters = CallCounters()
 
     // Per-run state.
-    private var outcomes: [String: InstructionOutcome] = [:]
+    /// Every outcome of the run, on disk: memory holds the calls in flight, not the plan.
+    private var outcomes: InstructionOutcomes
     private var resolved: [String: InstructionOutcome] = [:]
     private var ledgerFailure: LedgerError?
     /// Set when Stripe refuses the key itself (HTTP 401): the run stops sending.
@@ -66,6 +67,25 @@ public final class ApplyEngine {
         api = try StripeAPI(configuration: configuration)
         client = try HTTPClient.forStripe(configuration)
         limiter = RateLimiter(rate: configuration.rate)
+        outcomes = try Self.newOutcomes()
+    }
+
+    private static func newOutcomes() throws(ApplyError) -> InstructionOutcomes {
+        do {
+            return try InstructionOutcomes()
+        } catch {
+            throw .ledger(error)
+        }
+    }
+
+    /// Keeps an instruction's outcome for the report; a spill that fails stops the run as
+    /// the ledger's failure would.
+    private func setOutcome(_ outcome: InstructionOutcome, for id: String) {
+        do {
+            try outcomes.set(outcome, for: id)
+        } catch {
+            fail(error)
+        }
     }
 
     /// Runs the plan; see the type's documentation for the order of work.
@@ -81,14 +101,14 @@ public final class ApplyEngine {
         try run(ArrayInstructionSource(plan), checkFacts: checkFacts)
     }
 
-    /// Runs a plan read one instruction at a time: memory holds the instructions in flight
-    /// (and one outcome per instruction for the report), not the plan.
+    /// Runs a plan read one instruction at a time: memory holds the instructions in flight,
+    /// not the plan (the outcomes for the report wait on disk, ``InstructionOutcomes``).
     ///
     /// - Throws: as ``run(_:checkFacts:)``; ``ApplyError/planInvalid(line:message:)`` when the
     ///   source cannot be read again (changed since it was checked).
     public func run(_ plan: any InstructionSource, checkFacts: Bool = true) throws(ApplyError) -> ApplyReport {
         let started = ContinuousClock.now
-        outcomes = [:]
+        outcomes = try Self.newOutcomes()
         resolved = [:]
         ledgerFailure = nil
         keyRefused = nil
@@ -109,8 +129,9 @@ public final class ApplyEngine {
         if stopReason != nil || outcomes.count < plan.overview.count {
             try plan.rewind()
             while let instruction = try plan.next() {
-                if outcomes[instruction.id] == nil {
-                    outcomes[instruction.id] = .notSent(reason: stopReason ?? "the run stopped before it was sent")
+                if (try? outcomes.contains(instruction.id)) != true {
+                    let reason = stopReason ?? "the run stopped before it was sent"
+                    setOutcome(.notSent(reason: reason), for: instruction.id)
                 }
             }
         }
@@ -261,7 +282,9 @@ public final class ApplyEngine {
     }
 
     /// Whether this run already has the instruction (a plan that lists it twice sends it once).
-    private func isDuplicate(_ id: String) -> Bool { outcomes[id] != nil || sending.contains(id) }
+    private func isDuplicate(_ id: String) -> Bool {
+        sending.contains(id) || (try? outcomes.contains(id)) == true
+    }
 
     // MARK: - 3. Stripe's facts, for a plan made offline
 
@@ -330,7 +353,7 @@ public final class ApplyEngine {
                         else { continue }
                         if let outcome = try self.ledgerDo({ () throws(LedgerError) in try self.decided(instruction) })
                         {
-                            self.outcomes[instruction.id] = outcome
+                            self.setOutcome(outcome, for: instruction.id)
                             progress()
                         } else {
                             batch.append(instruction)
@@ -369,8 +392,8 @@ public final class ApplyEngine {
                         } catch {
                             switch error {
                             case .lineClaimed, .instructionNotSendable:
-                                self.outcomes[dispatch.id] = .rejected(
-                                    code: "line_conflict", message: error.description)
+                                self.setOutcome(
+                                    .rejected(code: "line_conflict", message: error.description), for: dispatch.id)
                                 progress()
                             default:
                                 // Nothing of this batch left: the marked ones are released
@@ -423,8 +446,9 @@ public final class ApplyEngine {
             [unowned self] outcome, ending in
             CrashPoint.reach("answer_received")
             self.noteKeyRefused(outcome)
-            self.outcomes[dispatch.id] = self.conclude(
-                dispatch, CreateVerdict(outcome, ending), outcome: outcome, label: "send")
+            self.setOutcome(
+                self.conclude(dispatch, CreateVerdict(outcome, ending), outcome: outcome, label: "send"),
+                for: dispatch.id)
             self.sending.remove(dispatch.id)
             progress()
         }
@@ -552,7 +576,7 @@ public final class ApplyEngine {
             for case .outcome(let id, _, _, _) in writes {
                 let unknown = InstructionOutcome.unknown(
                     message: "Stripe answered, but the ledger could not record it; the next run looks it up")
-                if outcomes[id] != nil { outcomes[id] = unknown }
+                if (try? outcomes.contains(id)) == true { try? outcomes.set(unknown, for: id) }
                 if resolved[id] != nil { resolved[id] = unknown }
             }
         }

@@ -124,10 +124,56 @@ public enum InstructionOutcome: Sendable, Equatable {
     case notSent(reason: String)
 }
 
+/// The outcome of every instruction of a run, by instruction id, kept on disk in a
+/// ``Spill`` (not in memory: a plan may hold millions of instructions).
+public final class InstructionOutcomes: @unchecked Sendable {
+    private let spill: Spill
+
+    public init() throws(LedgerError) { spill = try Spill() }
+
+    /// How many instructions have an outcome.
+    public var count: Int { spill.count }
+
+    /// The outcome of one instruction; nil when it has none (or the spill cannot be read).
+    public subscript(id: String) -> InstructionOutcome? {
+        guard let entry = try? spill.get(id) else { return nil }
+        switch entry.numbers[0] {
+        case 0: return .settled(stripeID: entry.first)
+        case 1: return .failed(code: entry.first, message: entry.second)
+        case 2: return .unknown(message: entry.second)
+        case 3: return .rejected(code: entry.first, message: entry.second)
+        case 4: return .alreadySettled(stripeID: entry.first)
+        default: return .notSent(reason: entry.second)
+        }
+    }
+
+    public func contains(_ id: String) throws(LedgerError) -> Bool { try spill.contains(id) }
+
+    public func set(_ outcome: InstructionOutcome, for id: String) throws(LedgerError) {
+        let (tag, first, second): (Int64, String, String)
+        switch outcome {
+        case .settled(let stripeID): (tag, first, second) = (0, stripeID, "")
+        case .failed(let code, let message): (tag, first, second) = (1, code, message)
+        case .unknown(let message): (tag, first, second) = (2, "", message)
+        case .rejected(let code, let message): (tag, first, second) = (3, code, message)
+        case .alreadySettled(let stripeID): (tag, first, second) = (4, stripeID, "")
+        case .notSent(let reason): (tag, first, second) = (5, "", reason)
+        }
+        try spill.put(id, first: first, second: second, numbers: [tag])
+    }
+
+    /// Every outcome in memory at once: for tests and small plans only.
+    public var all: [String: InstructionOutcome] {
+        var result: [String: InstructionOutcome] = [:]
+        try? spill.forEach { entry in result[entry.key] = self[entry.key] }
+        return result
+    }
+}
+
 /// The result of ``ApplyEngine/run(_:)``.
 public struct ApplyReport: Sendable {
     /// The outcome of every instruction of the plan, by instruction id.
-    public var outcomes: [String: InstructionOutcome]
+    public var outcomes: InstructionOutcomes
     /// Ledger instructions from earlier runs that this run resolved first, by id (those
     /// also in the plan appear in `outcomes` too).
     public var resolved: [String: InstructionOutcome]

@@ -9,11 +9,11 @@ extension PlanFolder {
     /// instruction's lines mapped by ``InstructionOutcome/lineResult`` (the one mapping), and
     /// records the run for `--metrics-file`.
     func rewrite(
-        outcomes: [String: InstructionOutcome], ledger: LedgerStore, report: ApplyReport, mode: String,
+        outcomes: InstructionOutcomes, ledger: LedgerStore, report: ApplyReport, mode: String,
         options: Options, startedAt: Date = Date()
     ) throws(CommandFailure) -> ExitCode {
         var run = AppliedRun(
-            lineResults: outcomes.mapValues(\.lineResult),
+            lineResult: { outcomes[$0]?.lineResult },
             unreached: InstructionOutcome.notSent(reason: "apply did not reach this instruction; run again").lineResult,
             mode: mode, apiBase: options.apiBase, appliedAt: Log.timestamp(), startedAt: startedAt)
         run.resolved = Set(report.resolved.keys)

@@ -21,6 +21,10 @@ public struct RateLimiter: Sendable {
     public private(set) var rate: Double
     /// How much of the rate may be caught up after a late call (see `capacity`).
     public let burst: Duration
+    /// When the last requests started, oldest first (at most `ceiling` of them): no more
+    /// than `rate` start in any `window`, however late calls catch up.
+    private var starts: [ContinuousClock.Instant] = []
+    private var oldestStart = 0
 
     private var tokens: Double
     private var lastRefill: ContinuousClock.Instant
@@ -31,7 +35,7 @@ public struct RateLimiter: Sendable {
     /// - Parameter rate: requests per second (raised to `floor` when below it).
     public init(
         rate: Double, floor: Double = 1, window: Duration = .seconds(1), recoveryStep: Double = 0.05,
-        burst: Duration = .milliseconds(50), now: ContinuousClock.Instant = .now
+        burst: Duration = .milliseconds(250), now: ContinuousClock.Instant = .now
     ) {
         self.burst = burst
         self.ceiling = max(rate, floor)
@@ -48,11 +52,28 @@ public struct RateLimiter: Sendable {
     public mutating func acquire(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
         refill(now: now)
         if tokens >= 1 {
+            // The request `limit` starts ago must be a window old.
+            let limit = max(1, Int(rate.rounded(.down)))
+            if starts.count >= limit {
+                let earlier = starts[(oldestStart + starts.count - limit) % starts.count]
+                if earlier + window > now { return earlier + window }
+            }
             tokens -= 1
+            noteStart(now)
             return nil
         }
         let missing = (1 - tokens) / rate
         return now + .nanoseconds(Int64((missing * 1e9).rounded(.up)))
+    }
+
+    /// Keeps the start instants of the last `ceiling` requests, in a ring.
+    private mutating func noteStart(_ now: ContinuousClock.Instant) {
+        if starts.count < max(1, Int(ceiling.rounded(.down))) {
+            starts.append(now)
+            return
+        }
+        starts[oldestStart] = now
+        oldestStart = (oldestStart + 1) % starts.count
     }
 
     /// Counts one answer: `rateLimited` for a 429 about the request rate (global rate).
@@ -89,9 +110,12 @@ public struct RateLimiter: Sendable {
     }
 
     /// The most tokens saved up: `burst` worth of the rate (at least one). A caller that
-    /// comes back late (busy committing answers) catches up on the slots it missed
-    /// instead of losing them, and in any span of time `t` at most `capacity + rate × t`
-    /// requests start, so the rate over a second never exceeds the rate by more than that.
+    /// comes back late (busy committing answers, reading the next instructions, a ledger
+    /// checkpoint) catches up on the slots it missed instead of losing them; in any span of
+    /// time `t` at most `capacity + rate × t` requests start, and in any `window` (one
+    /// second) at most `rate` (the ring of start instants), so the rate never exceeds the
+    /// configured one over a second, and a server's token bucket of a second's worth (Stripe's,
+    /// the sandbox's) is never emptied.
     private var capacity: Double { max(1, (rate * burst.seconds).rounded(.down)) }
 }
 

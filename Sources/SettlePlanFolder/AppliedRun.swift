@@ -6,8 +6,10 @@ public import SettleWrite
 /// engine, so the folder's rewrite can be tested on a given list of outcomes.
 public struct AppliedRun: Sendable {
     /// What the lines of each instruction (by id) become: SettleApply's
-    /// `InstructionOutcome.lineResult`, the one mapping from outcome to line status.
-    public var lineResults: [String: LineResult]
+    /// `InstructionOutcome.lineResult`, the one mapping from outcome to line status; nil
+    /// for an instruction the run has no outcome of. A look-up (the engine keeps its
+    /// outcomes on disk), asked once for each run of rows of one instruction.
+    public var lineResult: @Sendable (String) -> LineResult?
     /// What the lines of an instruction the apply did not reach become.
     public var unreached: LineResult
     /// Instructions an earlier run left open that this run confirmed or sent again.
@@ -30,15 +32,25 @@ public struct AppliedRun: Sendable {
     public var startedAt: Date
 
     public init(
-        lineResults: [String: LineResult], unreached: LineResult, mode: String, apiBase: String, appliedAt: String,
-        startedAt: Date
+        lineResult: @escaping @Sendable (String) -> LineResult?, unreached: LineResult, mode: String,
+        apiBase: String, appliedAt: String, startedAt: Date
     ) {
-        self.lineResults = lineResults
+        self.lineResult = lineResult
         self.unreached = unreached
         self.mode = mode
         self.apiBase = apiBase
         self.appliedAt = appliedAt
         self.startedAt = startedAt
+    }
+
+    /// A run whose outcomes are given in memory (tests, small plans).
+    public init(
+        lineResults: [String: LineResult], unreached: LineResult, mode: String, apiBase: String, appliedAt: String,
+        startedAt: Date
+    ) {
+        self.init(
+            lineResult: { lineResults[$0] }, unreached: unreached, mode: mode, apiBase: apiBase,
+            appliedAt: appliedAt, startedAt: startedAt)
     }
 }
 

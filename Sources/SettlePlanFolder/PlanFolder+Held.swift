@@ -4,64 +4,94 @@ import SettleLedger
 import SettleWrite
 
 extension PlanFolder {
-    /// After apply: what the ledger holds for later runs. Deferred lines wait (with their
-    /// original record, so the next run brings them back by itself); lines of payouts
-    /// Stripe accepted are followed until Stripe posts them; every other line that was held
-    /// leaves the queue (settled, rejected, reported failed, or fed again by an export).
-    func updateHeldLines(
-        rows: [[[UInt8]]], index: [LineIndex.Entry], layout: CorrectionLayout, ledger: LedgerStore,
-        records: any SpoolRecordSource, run: String
-    ) throws(SettleError) {
+    /// After apply: what the ledger holds for later runs, given the rewritten rows one at a
+    /// time. Deferred lines wait (with their original record, so the next run brings them
+    /// back by itself); lines of payouts Stripe accepted are followed until Stripe posts
+    /// them; every other line that was held leaves the queue (settled, rejected, reported
+    /// failed, or fed again by an export).
+    ///
+    /// The ledger takes them in chunks of ``chunk`` as the rows stream (each chunk its own
+    /// transaction; holding a line again is harmless, so a run that stops half-way and is
+    /// applied again ends the same).
+    struct HeldLines {
         typealias F = ResultsFile.Field
-        func text(_ row: [[UInt8]], _ field: F) -> String {
-            String(decoding: row[field.rawValue], as: UTF8.self).trimmingFormulaGuard()
+        static let chunk = 4096
+        let layout: CorrectionLayout
+        let ledger: LedgerStore
+        let records: any SpoolRecordSource
+        let run: String
+        private let header: String
+        /// Only lines the ledger holds can leave the queue: one update each, not one per line.
+        private let heldNow: Set<String>
+        private var hold: [HeldLine] = []
+        private var release: [String] = []
+        /// The ledger failed: nothing more is recorded (the run exits 75).
+        private(set) var failure: SettleError?
+
+        init(layout: CorrectionLayout, ledger: LedgerStore, records: any SpoolRecordSource, run: String) {
+            self.layout = layout
+            self.ledger = ledger
+            self.records = records
+            self.run = run
+            header = String(decoding: CorrectionFile.inputHeader(layout), as: UTF8.self)
+            do throws(LedgerError) {
+                heldNow = try ledger.heldLineIDs([.waiting, .returned])
+            } catch {
+                heldNow = []
+                failure = SettleError(.ledgerFailed, "the ledger could not tell which lines wait: \(error)")
+            }
         }
-        let header = String(decoding: CorrectionFile.inputHeader(layout), as: UTF8.self)
-        var hold: [HeldLine] = []
-        var release: [String] = []
-        // Only lines the ledger holds can leave the queue: one update each, not one per line.
-        let heldNow: Set<String>
-        do throws(LedgerError) {
-            heldNow = try ledger.heldLineIDs([.waiting, .returned])
-        } catch {
-            throw SettleError(.ledgerFailed, "the ledger could not tell which lines wait: \(error)")
-        }
-        do {
-            for (position, row) in rows.enumerated() where row.count == ResultsFile.header.count {
-                let status = LineStatus(name: text(row, .status))
-                let id = text(row, .lineID)
-                let entry = index[position]
-                func held(_ state: HeldLine.State, instruction: String? = nil) throws(WriteFailure) -> HeldLine {
-                    let record = try CorrectionFile.inputRecord(
+
+        /// One rewritten row and where its original record sits in the spool.
+        ///
+        /// - Throws: ``SettleError`` `folderUnwritable` when the spool cannot be read.
+        mutating func add(_ row: [[UInt8]], status: LineStatus?, entry: LineIndex.Entry) throws(SettleError) {
+            guard failure == nil else { return }
+            func text(_ field: F) -> String {
+                String(decoding: row[field.rawValue], as: UTF8.self).trimmingFormulaGuard()
+            }
+            let id = text(.lineID)
+            func held(_ state: HeldLine.State, instruction: String? = nil) throws(SettleError) -> HeldLine {
+                let record: [UInt8]
+                do {
+                    record = try CorrectionFile.inputRecord(
                         CorrectionRow(
                             file: entry.file, spoolOffset: entry.offset, spoolLength: entry.length,
                             reasonCode: "", reason: "", source: ""),
                         layout: layout, records: records)
-                    return HeldLine(
-                        lineID: id, state: state, payee: text(row, .payee),
-                        amountMinor: Int64(text(row, .amountMinor)) ?? 0, currency: text(row, .currency),
-                        reasonCode: text(row, .reasonCode), reason: text(row, .reason), source: text(row, .source),
-                        header: header, record: record, instructionID: instruction, sinceRun: run)
+                } catch {
+                    throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
                 }
-                switch status {
-                case .deferred?:
-                    hold.append(try held(.waiting))
-                case .settled? where text(row, .kind) == LineKind.payout.name:
-                    hold.append(try held(.following, instruction: text(row, .instructionID)))
-                case .planned?, .unknown?:
-                    break  // still on its way: neither waiting nor released
-                default:
-                    if heldNow.contains(id) { release.append(id) }
-                }
+                return HeldLine(
+                    lineID: id, state: state, payee: text(.payee),
+                    amountMinor: Int64(text(.amountMinor)) ?? 0, currency: text(.currency),
+                    reasonCode: text(.reasonCode), reason: text(.reason), source: text(.source),
+                    header: header, record: record, instructionID: instruction, sinceRun: run)
             }
-        } catch {
-            throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
+            switch status {
+            case .deferred?:
+                hold.append(try held(.waiting))
+            case .settled? where text(.kind) == LineKind.payout.name:
+                hold.append(try held(.following, instruction: text(.instructionID)))
+            case .planned?, .unknown?:
+                break  // still on its way: neither waiting nor released
+            default:
+                if heldNow.contains(id) { release.append(id) }
+            }
+            if hold.count + release.count >= Self.chunk { write() }
         }
-        do throws(LedgerError) {
-            try ledger.endHolding(release, to: .released, run: run)
-            try ledger.hold(hold)
-        } catch {
-            throw SettleError(.ledgerFailed, "the ledger could not record the lines that wait: \(error)")
+
+        /// Records what is queued; after a failure, nothing more.
+        mutating func write() {
+            guard failure == nil else { return }
+            do throws(LedgerError) {
+                try ledger.endHolding(release, to: .released, run: run)
+                try ledger.hold(hold)
+            } catch {
+                failure = SettleError(.ledgerFailed, "the ledger could not record the lines that wait: \(error)")
+            }
+            hold.removeAll(keepingCapacity: true)
+            release.removeAll(keepingCapacity: true)
         }
     }
 }

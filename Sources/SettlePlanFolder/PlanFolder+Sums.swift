@@ -4,79 +4,111 @@ import SettleWrite
 
 extension PlanFolder {
     /// The control sums and the charges of an applied plan, from its rewritten results rows
-    /// and the charges its manifest recorded: moved is what settled in this run, by Stripe
-    /// object; a charge is counted when this run is the first to move money of it, and the
-    /// ledger records it so that no later run counts it again.
+    /// (given one at a time, ``add(_:status:charge:)``) and the charges charges.csv lists
+    /// (``plannedCharges(_:)``), each line's row among them from the line index: moved is
+    /// what settled in this run, by Stripe object; a charge is counted when this run is the
+    /// first to move money of it, and the ledger records it so that no later run counts it
+    /// again.
     ///
-    /// - Returns: the sums, the charges.csv rows, and the ledger failure if recording failed.
-    static func outcomeSums(
-        rows: [[[UInt8]]], index: [LineIndex.Entry], charges planned: [ChargeRow], manifest: JSON,
-        ledger: LedgerStore
-    ) -> (
-        sums: ControlSums, charges: [ChargeRow], ledgerFailure: LedgerError?
-    ) {
+    /// What is kept per instruction (its moves, and each charge's lines by instruction)
+    /// waits in a ``Spill`` on disk, so memory does not follow the plan.
+    struct OutcomeSums {
         typealias F = ResultsFile.Field
-        func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
-        let runID = manifest["run_id"]?.stringValue ?? ""
-        var sums = ControlSums(runID: runID, asOf: manifest["as_of"]?.stringValue ?? "")
-        struct Line {
-            var lineID: String
-            var kind: LineKind?
-            var currency: String
-            var amount: Int64
-            var status: LineStatus
-            var instruction: String
+        let runID: String
+        var sums: ControlSums
+        var charges: [ChargeRow]
+        /// Per instruction: currency; transfer, reversal and payout amounts settled, and the
+        /// number of its settled reversal lines.
+        private let objects: Spill
+        /// Per (charge slot, instruction): the instruction, the slot; transfer, reversal and
+        /// payout amounts settled.
+        private let chargeLines: Spill
+
+        init(manifest: JSON, charges: [ChargeRow]) throws(LedgerError) {
+            runID = manifest["run_id"]?.stringValue ?? ""
+            sums = ControlSums(runID: runID, asOf: manifest["as_of"]?.stringValue ?? "")
+            self.charges = charges
+            objects = try Spill()
+            chargeLines = try Spill()
         }
-        var lines: [Line] = []
-        lines.reserveCapacity(rows.count)
-        var chargeOfLine: [Int?] = []
-        chargeOfLine.reserveCapacity(rows.count)
-        var objects = ControlSums.Objects()
-        for (position, row) in rows.enumerated() where row.count == ResultsFile.header.count {
-            guard let status = LineStatus(name: text(row[F.status.rawValue])) else { continue }
-            let line = Line(
-                lineID: text(row[F.lineID.rawValue]).trimmingFormulaGuard(),
-                kind: LineKind.allCases.first { $0.name == text(row[F.kind.rawValue]) },
-                currency: text(row[F.currency.rawValue]), amount: Int64(text(row[F.amountMinor.rawValue])) ?? 0,
-                status: status, instruction: text(row[F.instructionID.rawValue]))
-            sums.add(kind: line.kind, currency: line.currency, amount: line.amount, status: status)
-            if status == .settled, let kind = line.kind, line.amount > 0, !line.instruction.isEmpty {
-                objects.add(instruction: line.instruction, kind: kind, currency: line.currency, amount: line.amount)
+
+        /// One row of the rewritten results.csv; `charge`: its row in charges.csv (line index).
+        mutating func add(_ row: [[UInt8]], status: LineStatus, charge: Int?) throws(LedgerError) {
+            func text(_ field: F) -> String { String(decoding: row[field.rawValue], as: UTF8.self) }
+            let kind = LineKind.allCases.first { $0.name == text(.kind) }
+            let currency = text(.currency)
+            let amount = Int64(text(.amountMinor)) ?? 0
+            let instruction = text(.instructionID)
+            sums.add(kind: kind, currency: currency, amount: amount, status: status)
+            if kind == .reversal, amount > 0, status == .netted {
+                sums.addNetted(currency: currency, amount: amount)
             }
-            lines.append(line)
-            chargeOfLine.append(position < index.count ? index[position].charge : nil)
-        }
-        sums.add(objects)
-        for line in lines where line.kind == .reversal && line.amount > 0 {
-            if line.status == .netted || (line.status == .settled && objects.isTransfer(line.instruction)) {
-                sums.addNetted(currency: line.currency, amount: line.amount)
+            guard status == .settled, let kind, amount > 0 else { return }
+            let moves: [Int64] =
+                switch kind {
+                case .transfer: [amount, 0, 0, 0]
+                case .reversal: [0, amount, 0, 1]
+                case .payout: [0, 0, amount, 0]
+                }
+            if !instruction.isEmpty { try objects.add(instruction, first: currency, numbers: moves) }
+            if let slot = charge, slot < charges.count {
+                try chargeLines.add("\(slot) \(instruction)", first: instruction, second: String(slot), numbers: moves)
             }
         }
-        var charges = planned
-        for (position, line) in lines.enumerated() where line.status == .settled && line.amount > 0 {
-            guard let kind = line.kind, let slot = chargeOfLine[position], slot < charges.count else { continue }
-            charges[slot].add(kind: kind, amount: line.amount, inTransfer: objects.isTransfer(line.instruction))
-        }
-        var failure: LedgerError?
-        var counted: [(charge: String, currency: String, run: String, gross: Int64, fee: Int64, status: String)] = []
-        for slot in charges.indices {
+
+        /// The sums and the charges.csv rows once every row is in, and the ledger failure if
+        /// recording the charges failed.
+        mutating func finish(ledger: LedgerStore) throws(LedgerError) -> (
+            sums: ControlSums, charges: [ChargeRow], ledgerFailure: LedgerError?
+        ) {
+            var sums = self.sums
+            try objects.forEach { entry in
+                let (transfer, reversal, payout) = (entry.numbers[0], entry.numbers[1], entry.numbers[2])
+                if transfer > 0 {
+                    sums.addObject(kind: .transfer, currency: entry.first, amount: transfer - reversal)
+                    // Its settled reversal lines are netted into it.
+                    if entry.numbers[3] > 0 {
+                        sums.addNetted(currency: entry.first, amount: reversal, lines: Int(entry.numbers[3]))
+                    }
+                } else if reversal > 0 {
+                    sums.addObject(kind: .reversal, currency: entry.first, amount: reversal)
+                } else if payout > 0 {
+                    sums.addObject(kind: .payout, currency: entry.first, amount: payout)
+                }
+            }
+            var charges = self.charges
+            let objects = self.objects
+            try chargeLines.forEach { (entry) throws(LedgerError) in
+                guard let slot = Int(entry.second) else { return }
+                let inTransfer = entry.first.isEmpty ? false : (try objects.get(entry.first)?.numbers[0] ?? 0) > 0
+                for (kind, amount) in zip([LineKind.transfer, .reversal, .payout], entry.numbers) where amount > 0 {
+                    charges[slot].add(kind: kind, amount: amount, inTransfer: inTransfer)
+                }
+            }
+            objects.close()
+            chargeLines.close()
+            var failure: LedgerError?
+            var counted: [(charge: String, currency: String, run: String, gross: Int64, fee: Int64, status: String)] =
+                []
+            for slot in charges.indices {
+                do {
+                    charges[slot].firstRun = try ledger.chargeFirstRun(charges[slot].charge)
+                } catch {
+                    if failure == nil { failure = error }
+                }
+                guard charges[slot].counting(runID: runID) == .thisRun else { continue }
+                let row = charges[slot]
+                charges[slot].firstRun = runID
+                counted.append((row.charge, row.currency, runID, row.gross, row.fee, row.status))
+            }
             do {
-                charges[slot].firstRun = try ledger.chargeFirstRun(charges[slot].charge)
+                try ledger.recordCharges(counted)
             } catch {
                 if failure == nil { failure = error }
             }
-            guard charges[slot].counting(runID: runID) == .thisRun else { continue }
-            let row = charges[slot]
-            charges[slot].firstRun = runID
-            counted.append((row.charge, row.currency, runID, row.gross, row.fee, row.status))
+            for row in charges { sums.addCharge(row) }
+            return (sums, charges, failure)
         }
-        do {
-            try ledger.recordCharges(counted)
-        } catch {
-            if failure == nil { failure = error }
-        }
-        for row in charges { sums.addCharge(row) }
-        return (sums, charges, failure)
     }
 }
 
@@ -89,8 +121,7 @@ extension PlanFolder {
     static func plannedCharges(_ bytes: [UInt8]) throws(SettleError) -> [ChargeRow] {
         func text(_ field: [UInt8]) -> String { String(decoding: field, as: UTF8.self).trimmingFormulaGuard() }
         var rows: [ChargeRow] = []
-        for (number, record) in CSVField.records(bytes).dropFirst().enumerated() {
-            let fields = CSVField.split(record)
+        for (number, fields) in CSVScanner.records(bytes).dropFirst().enumerated() {
             guard fields.count == ChargesFile.header.count else {
                 if fields.count <= 1 && fields.first?.isEmpty != false { continue }
                 throw SettleError(.planInvalid, "charges.csv row \(number + 2) has \(fields.count) fields")

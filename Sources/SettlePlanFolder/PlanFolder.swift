@@ -103,16 +103,10 @@ public struct PlanFolder {
         reportFacts: (ExitCode) -> ReportPage.Facts
     ) throws(SettleError) -> Rewritten {
         typealias F = ResultsFile.Field
-        guard let resultsData = FileManager.default.contents(atPath: path("results.csv")),
-            let indexData = FileManager.default.contents(atPath: path(LineIndex.name))
+        guard let reader = ResultsReader(path: path("results.csv")),
+            let index = LineIndex.Reader(path: path(LineIndex.name))
         else {
             throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv or its line index")
-        }
-        var rows = Array(CSVScanner.records([UInt8](resultsData)).dropFirst())
-        let index = LineIndex.entries([UInt8](indexData))
-        guard index.count == rows.count else {
-            throw SettleError(
-                .internalError, "\(folder): results.csv has \(rows.count) rows but the line index \(index.count)")
         }
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
         func set(
@@ -123,58 +117,128 @@ public struct PlanFolder {
             row[F.reasonCode.rawValue] = CSVField.guarded(code)
             row[F.reason.rawValue] = CSVField.guarded(reason)
         }
-        for position in rows.indices where rows[position].count == ResultsFile.header.count {
-            let status = text(rows[position][F.status.rawValue])
-            if status == LineStatus.planned.name {
-                let instruction = text(rows[position][F.instructionID.rawValue])
-                let result = report.lineResults[instruction] ?? report.unreached
-                set(
-                    &rows[position], result.status, stripeID: result.stripeID, code: result.reasonCode,
-                    reason: result.reason)
-            } else if status == LineStatus.unknown.name {
-                // Sent by an earlier run: the engine resolved it first; the ledger has the answer.
-                let lineID = text(rows[position][F.lineID.rawValue]).trimmingFormulaGuard()
-                if let line = try? ledger.line(lineID) {
-                    switch line.status {
-                    case .settled where report.resolved.contains(line.instructionID):
-                        // Sent by an earlier run that stopped; this run confirmed or re-sent it.
-                        set(&rows[position], .settled, stripeID: line.stripeID ?? "")
-                    case .settled:
+        let layout = CorrectionLayout(
+            names: manifest["correction_columns"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+            mapping: manifest["inputs"]?.arrayValue?.map { input in
+                input["columns"]?.arrayValue?.compactMap { $0.intValue.map(Int.init) } ?? []
+            } ?? [])
+        let run = manifest["run_id"]?.stringValue ?? "run_unknown"
+        // One pass over results.csv and its line index, row by row: each row gets its
+        // outcome, goes to the new results.csv (renamed into place only after the ledger has
+        // what waits), and adds to the counts, the sums, the corrections and the held lines.
+        // Memory holds one row, the per-status counters and the rows of errors.csv and
+        // deferred.csv; what is kept per instruction waits in a spill on disk.
+        let planned = try PlanFolder.plannedCharges(
+            FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
+        var sumsOfRows: OutcomeSums
+        do throws(LedgerError) {
+            sumsOfRows = try OutcomeSums(manifest: manifest, charges: planned)
+        } catch {
+            throw SettleError(.internalError, "\(folder): cannot open a scratch table for the sums: \(error)")
+        }
+        var held: HeldLines? =
+            report.ledgerFailure == nil
+            ? HeldLines(layout: layout, ledger: ledger, records: records, run: run) : nil
+        var counts: [LineStatus: Int] = [:]
+        var corrections: [LineStatus: [CorrectionRow]] = [.rejected: [], .deferred: []]
+        var reasons = ReportPage.ReasonGroups()
+        var lastInstruction: (id: String, result: LineResult)?
+        func io<T>(_ body: () throws(WriteFailure) -> T) throws(SettleError) -> T {
+            do {
+                return try body()
+            } catch {
+                throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
+            }
+        }
+        let results = try io { () throws(WriteFailure) in try OutputFile(path: path("results.csv")) }
+        var rowCount = 0
+        do {
+            results.withBuffer { CSVField.header(ResultsFile.header, to: &$0) }
+            _ = try io { () throws(WriteFailure) in try reader.next() }  // the header
+            while var row = try io({ () throws(WriteFailure) in try reader.next() }) {
+                rowCount += 1
+                guard let entry = try io({ () throws(WriteFailure) in try index.next() }) else {
+                    throw SettleError(
+                        .internalError, "\(folder): results.csv has more rows than its line index (\(rowCount - 1))")
+                }
+                if row.count == ResultsFile.header.count {
+                    let status = text(row[F.status.rawValue])
+                    if status == LineStatus.planned.name {
+                        let instruction = text(row[F.instructionID.rawValue])
+                        let result: LineResult
+                        if let last = lastInstruction, last.id == instruction {
+                            result = last.result
+                        } else {
+                            result = report.lineResult(instruction) ?? report.unreached
+                            lastInstruction = (instruction, result)
+                        }
                         set(
-                            &rows[position], .alreadySettled, stripeID: line.stripeID ?? "",
-                            reason: "settled by an earlier run")
-                    case .failed:
-                        let failed = try? ledger.instruction(line.instructionID)
-                        set(
-                            &rows[position], .failed, code: failed?.errorCode ?? "",
-                            reason: failed?.errorMessage ?? "Stripe refused it")
-                    case .inFlight, .unknown:
-                        set(&rows[position], .unknown, reason: "sent by an earlier run; the outcome is still not known")
+                            &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
+                            reason: result.reason)
+                    } else if status == LineStatus.unknown.name {
+                        // Sent by an earlier run: the engine resolved it first; the ledger has the answer.
+                        let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
+                        if let line = try? ledger.line(lineID) {
+                            switch line.status {
+                            case .settled where report.resolved.contains(line.instructionID):
+                                // Sent by an earlier run that stopped; this run confirmed or re-sent it.
+                                set(&row, .settled, stripeID: line.stripeID ?? "")
+                            case .settled:
+                                set(
+                                    &row, .alreadySettled, stripeID: line.stripeID ?? "",
+                                    reason: "settled by an earlier run")
+                            case .failed:
+                                let failed = try? ledger.instruction(line.instructionID)
+                                set(
+                                    &row, .failed, code: failed?.errorCode ?? "",
+                                    reason: failed?.errorMessage ?? "Stripe refused it")
+                            case .inFlight, .unknown:
+                                set(&row, .unknown, reason: "sent by an earlier run; the outcome is still not known")
+                            }
+                        }
+                    }
+                }
+                ResultsReader.append(row, to: results)
+                guard row.count == ResultsFile.header.count else { continue }
+                let status = LineStatus(name: text(row[F.status.rawValue]))
+                try held?.add(row, status: status, entry: entry)
+                guard let status else { continue }
+                do throws(LedgerError) {
+                    try sumsOfRows.add(row, status: status, charge: entry.charge)
+                } catch {
+                    throw SettleError(.internalError, "\(folder): the scratch table for the sums failed: \(error)")
+                }
+                counts[status, default: 0] += 1
+                let target: LineStatus? =
+                    status == .rejected || status == .failed ? .rejected : status == .deferred ? .deferred : nil
+                if let target {
+                    func cell(_ field: F) -> String { text(row[field.rawValue]).trimmingFormulaGuard() }
+                    corrections[target]!.append(
+                        CorrectionRow(
+                            file: entry.file, spoolOffset: entry.offset, spoolLength: entry.length,
+                            reasonCode: cell(.reasonCode), reason: cell(.reason), source: cell(.source)))
+                    if target == .rejected {
+                        reasons.add(
+                            status: status, code: cell(.reasonCode), currency: cell(.currency),
+                            amountMinor: Int64(cell(.amountMinor)) ?? 0, lineID: cell(.lineID),
+                            source: cell(.source), reason: cell(.reason))
                     }
                 }
             }
-        }
-        // Sums, conservation, files (the charges counted by this run go into the ledger).
-        let planned = try PlanFolder.plannedCharges(
-            FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
-        let (sums, charges, chargesFailure) = PlanFolder.outcomeSums(
-            rows: rows, index: index, charges: planned, manifest: manifest, ledger: ledger)
-        var counts: [LineStatus: Int] = [:]
-        var corrections: [LineStatus: [CorrectionRow]] = [.rejected: [], .deferred: []]
-        for (position, row) in rows.enumerated() where row.count == ResultsFile.header.count {
-            guard let status = LineStatus(name: text(row[F.status.rawValue])) else { continue }
-            counts[status, default: 0] += 1
-            let target: LineStatus? =
-                status == .rejected || status == .failed ? .rejected : status == .deferred ? .deferred : nil
-            if let target {
-                let entry = index[position]
-                corrections[target]!.append(
-                    CorrectionRow(
-                        file: entry.file, spoolOffset: entry.offset, spoolLength: entry.length,
-                        reasonCode: text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
-                        reason: text(row[F.reason.rawValue]).trimmingFormulaGuard(),
-                        source: text(row[F.source.rawValue]).trimmingFormulaGuard()))
+            if try io({ () throws(WriteFailure) in try index.next() }) != nil {
+                throw SettleError(
+                    .internalError, "\(folder): the line index has more entries than results.csv's \(rowCount) rows")
             }
+        }
+        held?.write()
+        // Sums, conservation, files (the charges counted by this run go into the ledger).
+        let sums: ControlSums
+        let charges: [ChargeRow]
+        let chargesFailure: LedgerError?
+        do throws(LedgerError) {
+            (sums, charges, chargesFailure) = try sumsOfRows.finish(ledger: ledger)
+        } catch {
+            throw SettleError(.internalError, "\(folder): the scratch table for the sums failed: \(error)")
         }
         guard sums.conserved() else {
             throw SettleError(
@@ -188,11 +252,6 @@ public struct PlanFolder {
         // The files say what the process exits with, on every path.
         if report.ledgerFailure != nil || chargesFailure != nil { exit = exit.combined(with: .tryAgain) }
         if report.keyRefused != nil { exit = .configuration }
-        let layout = CorrectionLayout(
-            names: manifest["correction_columns"]?.arrayValue?.compactMap(\.stringValue) ?? [],
-            mapping: manifest["inputs"]?.arrayValue?.map { input in
-                input["columns"]?.arrayValue?.compactMap { $0.intValue.map(Int.init) } ?? []
-            } ?? [])
         var outputs: [(String, JSON)] = []
         if case .object(let pairs)? = manifest["outputs"] { outputs = pairs }
         func record(_ name: String, _ written: (sha256: String, rows: Int)) {
@@ -205,16 +264,7 @@ public struct PlanFolder {
         }
         // What waits for later runs, and the run itself, in the ledger (before the files say
         // the run is over).
-        let run = manifest["run_id"]?.stringValue ?? "run_unknown"
-        if report.ledgerFailure == nil {
-            do throws(SettleError) {
-                try updateHeldLines(
-                    rows: rows, index: index, layout: layout, ledger: ledger, records: records, run: run)
-            } catch {
-                if error.code == .folderUnwritable { throw error }
-                exit = exit.combined(with: .tryAgain)
-            }
-        }
+        if held?.failure != nil { exit = exit.combined(with: .tryAgain) }
         // A re-apply keeps the earlier attempt's outcome files beside the new ones.
         let attempt = Int(manifest["apply"]?["attempt"]?.intValue ?? (manifest["apply"] == nil ? 0 : 1)) + 1
         if attempt > 1 {
@@ -228,7 +278,7 @@ public struct PlanFolder {
             }
         }
         do {
-            record("results.csv", try ResultsFile.write(path: path("results.csv"), rows: rows))
+            record("results.csv", (try results.commit(), results.rows))
             try records.prefetch(
                 (corrections[.rejected]! + corrections[.deferred]!).lazy.map {
                     (file: $0.file, offset: $0.spoolOffset, length: $0.spoolLength)
@@ -246,17 +296,6 @@ public struct PlanFolder {
             record("summary.csv", try sums.write(path: path("summary.csv")))
             record("charges.csv", try ChargesFile.write(path: path("charges.csv"), runID: sums.runID, rows: charges))
             // report.html from the same sums, with this apply's outcome.
-            var reasons = ReportPage.ReasonGroups()
-            for row in rows where row.count == ResultsFile.header.count {
-                guard let status = LineStatus(name: text(row[F.status.rawValue])),
-                    status == .rejected || status == .failed
-                else { continue }
-                func cell(_ field: F) -> String { text(row[field.rawValue]).trimmingFormulaGuard() }
-                reasons.add(
-                    status: status, code: cell(.reasonCode), currency: cell(.currency),
-                    amountMinor: Int64(cell(.amountMinor)) ?? 0, lineID: cell(.lineID), source: cell(.source),
-                    reason: cell(.reason))
-            }
             record(
                 "report.html",
                 try ReportPage.write(

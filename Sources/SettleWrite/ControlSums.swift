@@ -94,9 +94,12 @@ public struct ControlSums: Sendable {
     }
 
     /// A reversal line netted into a transfer of this run (or cancelled with it: `netted`).
-    public mutating func addNetted(currency: String, amount: Int64) {
-        currencies[currency, default: PerCurrency()].nettedReversals += 1
-        currencies[currency, default: PerCurrency()].netted += amount
+    /// `lines`: how many lines `amount` adds up (netted into one transfer together).
+    public mutating func addNetted(currency: String, amount: Int64, lines: Int = 1) {
+        var sums = currencies[currency] ?? PerCurrency()
+        sums.nettedReversals += lines
+        sums.netted += amount
+        currencies[currency] = sums
     }
 
     /// A charge the run touched, counted as ``ChargeRow/counting(runID:)`` says.

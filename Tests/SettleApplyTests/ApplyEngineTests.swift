@@ -55,7 +55,7 @@ struct ApplyEngineTests {
         try sandbox.seed()
         let plan = (1...5).map { transferInstruction("ins_t\($0)") } + [payoutInstruction("ins_p1")]
         let first = try runEngine(sandbox, plan)
-        let settled = first.outcomes.compactMapValues {
+        let settled = first.outcomes.all.compactMapValues {
             if case .settled(let id) = $0 { return id } else { return nil }
         }
         #expect(settled.count == 6)

@@ -28,4 +28,21 @@ import Testing
     func everyOutcomeGivesItsStatus(outcome: InstructionOutcome, expected: LineResult) {
         #expect(outcome.lineResult == expected)
     }
+
+    /// The report's outcomes wait on disk: each case comes back as it was set, the last set wins.
+    @Test func outcomesComeBackFromTheSpill() throws {
+        let outcomes = try InstructionOutcomes()
+        let all: [InstructionOutcome] = [
+            .settled(stripeID: "tr_1"), .alreadySettled(stripeID: "tr_0"),
+            .failed(code: "account_invalid", message: "No such destination"), .unknown(message: "HTTP 500"),
+            .rejected(code: "line_conflict", message: "claimed"), .notSent(reason: "stopped"),
+        ]
+        for (number, outcome) in all.enumerated() { try outcomes.set(outcome, for: "ins_\(number)") }
+        try outcomes.set(.unknown(message: "the ledger failed"), for: "ins_5")
+        #expect(outcomes.count == all.count)
+        for number in 0..<5 { #expect(outcomes["ins_\(number)"] == all[number]) }
+        #expect(outcomes["ins_5"] == .unknown(message: "the ledger failed"))
+        #expect(outcomes["ins_6"] == nil)
+        #expect(outcomes.all.count == all.count)
+    }
 }

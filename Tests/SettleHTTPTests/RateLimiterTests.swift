@@ -20,6 +20,33 @@ import Testing
         #expect(granted == 10)
     }
 
+    /// A caller that was busy for 200 ms catches up the 20 slots it missed at once, and
+    /// however it catches up, no more than the rate start in any second.
+    @Test func aLateCallerCatchesUpWithinTheRateOfEverySecond() {
+        let start = ContinuousClock.now
+        var limiter = RateLimiter(rate: 100, now: start)
+        var starts: [ContinuousClock.Instant] = []
+        var now = start
+        func take() {
+            while let later = limiter.acquire(now: now) { now = later }
+            starts.append(now)
+        }
+        for _ in 0..<50 { take() }
+        #expect(starts.last == start + .milliseconds(490))
+        now = now + .milliseconds(200)
+        let late = now
+        for _ in 0..<20 { take() }
+        #expect(starts.suffix(20).allSatisfy { $0 == late })
+        // Busy again and again: every stall caught up, never more than 100 in a second.
+        for round in 0..<400 {
+            if round % 10 == 0 { now = now + .milliseconds(240) }
+            take()
+        }
+        for (index, instant) in starts.enumerated() where index >= 100 {
+            #expect(starts[index - 100] + .seconds(1) <= instant)
+        }
+    }
+
     @Test func rateFollowsTheShareOfAcceptedAnswersAndRecoversEachSecond() {
         let start = ContinuousClock.now
         var limiter = RateLimiter(rate: 100, floor: 1, window: .seconds(1), recoveryStep: 0.05, now: start)
