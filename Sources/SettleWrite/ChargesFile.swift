@@ -168,38 +168,4 @@ public enum ChargesFile {
         let sha = try file.commit()
         return (sha, file.rows)
     }
-
-    /// The charges as the manifest records them, so apply can rewrite charges.csv and the
-    /// sums without the inputs: facts, the ledger's first run at plan time, and the ids of
-    /// the lines drawing on each.
-    public static func json(_ rows: [ChargeRow], lineIDs: [[String]]) -> JSON {
-        .array(
-            rows.indices.map { slot in
-                let row = rows[slot]
-                return .object([
-                    ("charge", .string(row.charge)), ("currency", .string(row.currency)),
-                    ("status", .string(row.status)), ("gross_minor", .int(row.gross)), ("fee_minor", .int(row.fee)),
-                    ("transferred_before_minor", .int(row.transferredBefore)),
-                    ("first_run", row.firstRun.map(JSON.string) ?? .null),
-                    ("line_ids", .array(lineIDs[slot].map(JSON.string))),
-                ])
-            })
-    }
-
-    /// The manifest's charges, with no moves yet; and the line ids of each.
-    public static func rows(manifest value: JSON?) -> (rows: [ChargeRow], lineIDs: [[String]]) {
-        var rows: [ChargeRow] = []
-        var ids: [[String]] = []
-        for entry in value?.arrayValue ?? [] {
-            var row = ChargeRow(
-                charge: entry["charge"]?.stringValue ?? "", currency: entry["currency"]?.stringValue ?? "",
-                status: entry["status"]?.stringValue ?? "", gross: entry["gross_minor"]?.intValue ?? 0,
-                fee: entry["fee_minor"]?.intValue ?? 0)
-            row.transferredBefore = entry["transferred_before_minor"]?.intValue ?? 0
-            row.firstRun = entry["first_run"]?.stringValue
-            rows.append(row)
-            ids.append(entry["line_ids"]?.arrayValue?.compactMap(\.stringValue) ?? [])
-        }
-        return (rows, ids)
-    }
 }
