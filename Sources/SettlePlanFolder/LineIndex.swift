@@ -37,20 +37,6 @@ public enum LineIndex {
         return (sha, file.rows)
     }
 
-    public static func entries(_ bytes: [UInt8]) -> [Entry] {
-        stride(from: 0, to: bytes.count - entryBytes + 1, by: entryBytes).map { start in
-            func value(_ at: Int, _ width: Int) -> UInt64 {
-                var result: UInt64 = 0
-                for index in (0..<width).reversed() { result = result << 8 | UInt64(bytes[start + at + index]) }
-                return result
-            }
-            let charge = Int(value(16, 4))
-            return Entry(
-                file: Int(value(0, 4)), offset: value(8, 8), length: UInt32(value(4, 4)),
-                charge: charge == 0 ? nil : charge - 1)
-        }
-    }
-
     static func appendLittleEndian<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
         var value = value.littleEndian
         withUnsafeBytes(of: &value) { out.append(contentsOf: $0) }

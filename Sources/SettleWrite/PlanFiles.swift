@@ -245,23 +245,4 @@ public enum ResultsFile {
         batch.symbols.withBytes(symbol) { CSVField.append($0, to: &out, guardFormula: true) }
         out.append(0x2C)
     }
-
-    /// Rewrites rows (apply): each row's fields, already split, written back out.
-    public static func write(path: String, rows: [[[UInt8]]]) throws(WriteFailure) -> (sha256: String, rows: Int) {
-        let file = try OutputFile(path: path)
-        file.withBuffer { CSVField.header(header, to: &$0) }
-        for row in rows {
-            file.withBuffer { out in
-                for (index, value) in row.enumerated() {
-                    if index > 0 { out.append(0x2C) }
-                    // Values read back from results.csv already carry their formula guard.
-                    CSVField.append(value, to: &out, guardFormula: false)
-                }
-                out.append(0x0A)
-            }
-            file.endRow()
-        }
-        let sha = try file.commit()
-        return (sha, file.rows)
-    }
 }
