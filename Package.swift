@@ -74,7 +74,7 @@ let package = Package(
                     resources: [.copy("Fixtures")], swiftSettings: strict),
         .testTarget(name: "SettleWriteTests", dependencies: ["SettleWrite", "SettleCore"], swiftSettings: strict),
         .testTarget(name: "SettlePlanFolderTests",
-                    dependencies: ["SettlePlanFolder", "SettleCore", "SettleWrite", "SettleLedger"],
+                    dependencies: ["SettlePlanFolder", "SettleApply", "SettleCore", "SettleWrite", "SettleLedger"],
                     swiftSettings: strict),
         .testTarget(name: "SettleCLITests", dependencies: ["SettleCLI", "SettleWrite"], swiftSettings: strict),
         .testTarget(name: "SettleLedgerTests", dependencies: ["SettleLedger"],

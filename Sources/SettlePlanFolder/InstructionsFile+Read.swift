@@ -1,5 +1,4 @@
 public import Foundation
-public import SettleApply
 public import SettleCore
 
 extension Instruction {
@@ -34,99 +33,49 @@ extension Instruction {
         }
     }
 
-    /// An instruction from its line of plan format 2 (docs/PLAN-FORMAT.md): `[id, kind,
-    /// group, payee, charge or target, currency, amount_minor, lines, description?, extras?]`,
-    /// each line `[line_id, amount_minor, content, kind?]`. The request parameters are built
-    /// from these facts (``RequestParams``); the path and idempotency key follow from them.
+    /// An instruction from its JSON object (plan format 3, docs/PLAN-FORMAT.md); keys it
+    /// does not know are ignored, and `stripe_context`, `group`, `charge` and `preflight` may
+    /// be missing or null. Whether the parameters are those its facts give is checked before
+    /// it is sent (``RequestParams/mismatch(_:)``).
     public init(json: JSON) throws(JSON.ParseError) {
-        if case .object = json {
+        if case .array = json {
             throw ObjectReader.problem(
-                "is an object: the folder was written by an older settle (plan format 1); plan again with this one")
+                "is an array: the folder was written by an older settle (plan format 2); plan again with this one")
         }
-        guard case .array(let items) = json, (8...10).contains(items.count) else {
-            throw ObjectReader.problem("is not an array of 8 to 10 items")
-        }
-        func string(_ position: Int, _ what: String) throws(JSON.ParseError) -> String {
-            guard case .string(let text) = items[position] else {
-                throw ObjectReader.problem("\(what) is not a string")
-            }
-            return text
-        }
-        let id = try string(0, "the id")
-        guard let kind = Kind(name: try string(1, "the kind")) else {
-            throw ObjectReader.problem("the kind is not transfer, reversal or payout")
-        }
-        let group = try string(2, "the group")
-        let payee = try string(3, "the payee")
-        let chargeOrTarget = try string(4, "the charge")
-        let currency = try string(5, "the currency")
-        guard case .int(let amount) = items[6] else { throw ObjectReader.problem("the amount is not an integer") }
-        guard case .array(let lineItems) = items[7] else { throw ObjectReader.problem("the lines are not an array") }
-        let lines = try lineItems.map { (item) throws(JSON.ParseError) in try Line(json: item, of: kind) }
-        var extras = RequestParams.Extras()
-        var preflightCharge = false
-        if items.count > 8 {
-            switch items[8] {
-            case .null: break
-            case .string(let text): extras.description = text
-            default: throw ObjectReader.problem("the description is not a string")
-            }
-        }
-        if items.count > 9 {
-            let object = try ObjectReader(items[9], "the extras")
-            if let metadata = object.optional("metadata") {
-                guard case .object(let pairs) = metadata else {
-                    throw ObjectReader.problem("\"metadata\" is not an object")
-                }
-                for (key, value) in pairs {
-                    guard case .string(let text) = value else {
-                        throw ObjectReader.problem("metadata \"\(key)\" is not a string")
-                    }
-                    extras.metadata.append((key, text))
-                }
-            }
-            extras.payoutMethod = try object.optionalString("payout_method")
-            extras.financialAccount = try object.optionalString("financial_account")
-            preflightCharge = object.optional("preflight_charge") == .bool(true)
-        }
-        let charge = kind == .reversal ? "" : chargeOrTarget
-        let path = RequestParams.path(kind: kind, target: chargeOrTarget)
-        let preflight: Preflight
-        switch kind {
-        case .transfer:
-            preflight = preflightCharge ? Preflight(charge: charge) : Preflight()
-        case .reversal:
-            preflight = Preflight()
-        case .payout:
-            preflight = Preflight(payoutMethod: extras.payoutMethod ?? "", recipient: payee)
+        let object = try ObjectReader(json, "the instruction")
+        guard let kind = Kind(name: try object.string("kind")) else {
+            throw ObjectReader.problem("\"kind\" is not transfer, reversal or payout")
         }
         self.init(
-            id: id, kind: kind, path: path,
-            params: RequestParams.make(
-                id: id, kind: kind, group: group, payee: payee, charge: charge, currency: currency,
-                amountMinor: amount, extras: extras),
-            lines: lines, group: group, payee: payee, charge: charge, currency: currency, amountMinor: amount,
-            preflight: preflight)
+            id: try object.string("id"), kind: kind, method: try object.string("method"),
+            path: try object.string("path"), idempotencyKey: try object.string("idempotency_key"),
+            stripeContext: try object.optionalString("stripe_context"), params: try object.value("params"),
+            lines: try object.array("lines").map { (line) throws(JSON.ParseError) in try Line(json: line) },
+            group: try object.optionalString("group") ?? "", payee: try object.string("payee"),
+            charge: try object.optionalString("charge") ?? "", currency: try object.string("currency"),
+            amountMinor: try object.int("amount_minor"),
+            preflight: try object.optional("preflight").map { (value) throws(JSON.ParseError) in
+                try Preflight(json: value)
+            } ?? Preflight())
     }
 }
 
 extension Instruction.Line {
-    /// `[line_id, amount_minor, content, kind?]`: without a kind, a line of a transfer with a
-    /// negative amount is a reversal netted into it (its amount is the magnitude), any other
-    /// line has the instruction's kind.
-    init(json: JSON, of instruction: Instruction.Kind) throws(JSON.ParseError) {
-        guard case .array(let items) = json, items.count == 3 || items.count == 4,
-            case .string(let lineID) = items[0], case .int(let amount) = items[1],
-            case .string(let content) = items[2]
-        else { throw ObjectReader.problem("a line is not [line_id, amount_minor, content, kind?]") }
-        if items.count == 4 {
-            guard case .string(let kind) = items[3] else { throw ObjectReader.problem("a line's kind is not a string") }
-            self.init(lineID: lineID, kind: kind, amountMinor: amount, content: content)
-        } else if instruction == .transfer && amount < 0 {
-            self.init(lineID: lineID, kind: "reversal", amountMinor: -amount, content: content)
-        } else {
-            self.init(lineID: lineID, kind: instruction.name, amountMinor: amount, content: content)
-        }
+    /// `{"line_id", "kind", "amount_minor", "content"}`.
+    init(json: JSON) throws(JSON.ParseError) {
+        let object = try ObjectReader(json, "a line")
+        self.init(
+            lineID: try object.string("line_id"), kind: try object.string("kind"),
+            amountMinor: try object.int("amount_minor"), content: try object.string("content"))
+    }
+}
+
+extension Instruction.Preflight {
+    init(json: JSON) throws(JSON.ParseError) {
+        let object = try ObjectReader(json, "\"preflight\"")
+        self.init(
+            charge: try object.optionalString("charge"), payoutMethod: try object.optionalString("payout_method"),
+            recipient: try object.optionalString("recipient"))
     }
 }
 

@@ -1,8 +1,9 @@
+public import SettleApply
 public import SettleCore
 public import SettleWrite
 
-/// `instructions.jsonl`: one JSON array per API call, in execution order
-/// (docs/PLAN-FORMAT.md has every position). Written straight to bytes: a large run has millions.
+/// `instructions.jsonl`: one JSON object per API call, in execution order
+/// (docs/PLAN-FORMAT.md has every key). Written straight to bytes: a large run has millions.
 public enum InstructionsFile {
     public static func write(path: String, plan: SettlementPlan) throws(WriteFailure) -> (sha256: String, rows: Int) {
         let file = try OutputFile(path: path)
@@ -16,78 +17,95 @@ public enum InstructionsFile {
 
     /// The plan format this writer writes (the manifest's `plan_format`); apply refuses a
     /// folder of another.
-    public static let format = 2
+    public static let format = 3
 
-    /// One instruction as a JSON line: a positional array of its facts, its lines (id,
-    /// amount, content digest) and what the input says that settle cannot derive
-    /// (docs/PLAN-FORMAT.md). The request parameters are not stored: apply builds them from
-    /// these facts (``RequestParams``).
+    /// One instruction as a JSON line (docs/PLAN-FORMAT.md): the call as SPEC names it
+    /// (`id, kind, method, path, idempotency_key, stripe_context, params, lines`), then its
+    /// facts (`group, payee, charge, currency, amount_minor`) and what apply checks before
+    /// sending (`preflight`). The parameters come from ``RequestParams/write(_:into:)``, the
+    /// function apply builds them with again before it sends.
     static func append(_ instruction: PlanRow, plan: SettlementPlan, to out: inout [UInt8]) {
         let batch = plan.batch
         var json = JSON.Writer(out: out)
         out = []
-        json.openArray()
-        json.instructionID(instruction)
-        json.string(instruction.kind.name)
-        json.symbol(instruction.group, batch)
-        json.symbol(instruction.payee, batch)
-        json.symbol(instruction.kind == .reversal ? instruction.target : instruction.charge, batch)
-        json.string(instruction.currency.code)
-        json.int(instruction.amount)
         let lines = plan.lines(of: instruction)
+        json.open()
+        json.key("id"); json.instructionID(instruction)
+        json.key("kind"); json.string(instruction.kind.name)
+        json.key("method"); json.string("POST")
+        json.key("path")
+        switch instruction.kind {
+        case .reversal:
+            json.string(
+                RequestParams.path(kind: .reversal, target: batch.symbols.string(instruction.target)))
+        case .transfer, .payout:
+            json.string(RequestParams.path(kind: instruction.kind, target: ""))
+        }
+        json.key("idempotency_key"); json.string(instruction.idempotencyKey)
+        json.key("stripe_context"); json.null()
+        json.key("params")
+        let (description, metadata) = agreedExtras(lines, batch: batch)
+        RequestParams.write(
+            RowFacts(
+                row: instruction, batch: batch,
+                extras: RequestParams.Extras(
+                    description: description, metadata: metadata,
+                    financialAccount: instruction.kind == .payout ? plan.options.financialAccount : nil)),
+            into: &json)
+        json.key("lines")
         json.openArray()
         for index in lines {
             let line = batch.lines[Int(index)]
-            json.openArray()
-            json.symbol(line.lineID, batch)
-            // The kind follows from the instruction's and the sign; a line it does not
-            // follow for names its kind.
-            let derived: Bool
-            switch (instruction.kind, line.kind) {
-            case (.transfer, .transfer) where line.amount >= 0, (.reversal, .reversal) where line.amount >= 0,
-                (.payout, .payout) where line.amount >= 0:
-                json.int(line.amount)
-                derived = true
-            case (.transfer, .reversal) where line.amount > 0:
-                json.int(-line.amount)
-                derived = true
-            default:
-                json.int(line.amount)
-                derived = false
-            }
-            json.string(LineContent.digest(batch, line))
-            if !derived { json.string(line.kind.name) }
-            json.closeArray()
-        }
-        json.closeArray()
-        let (description, metadata) = agreedExtras(lines, batch: batch)
-        let financialAccount = instruction.kind == .payout ? plan.options.financialAccount : nil
-        let preflightCharge = instruction.kind == .transfer && instruction.needsChargeLookup
-        let hasExtras =
-            !metadata.isEmpty || instruction.kind == .payout || financialAccount != nil || preflightCharge
-        if let description { json.string(description) } else if hasExtras { json.null() }
-        if hasExtras {
             json.open()
-            if !metadata.isEmpty {
-                json.key("metadata")
-                json.open()
-                for (key, value) in metadata where key != "settle_instruction" {
-                    json.key(key); json.string(value)
-                }
-                json.close()
-            }
-            if instruction.kind == .payout {
-                json.key("payout_method"); json.symbol(instruction.payoutMethod, batch)
-            }
-            if let financialAccount { json.key("financial_account"); json.string(financialAccount) }
-            if preflightCharge {
-                json.key("preflight_charge"); json.separator(); json.out.append(contentsOf: "true".utf8)
-            }
+            json.key("line_id"); json.symbol(line.lineID, batch)
+            json.key("kind"); json.string(line.kind.name)
+            json.key("amount_minor"); json.int(line.amount)
+            json.key("content"); json.string(LineContent.digest(batch, line))
             json.close()
         }
         json.closeArray()
+        json.key("group"); json.symbol(instruction.group, batch)
+        json.key("payee"); json.symbol(instruction.payee, batch)
+        json.key("charge")
+        if instruction.kind == .reversal { json.string("") } else { json.symbol(instruction.charge, batch) }
+        json.key("currency"); json.string(instruction.currency.code)
+        json.key("amount_minor"); json.int(instruction.amount)
+        json.key("preflight")
+        json.open()
+        switch instruction.kind {
+        case .transfer where instruction.needsChargeLookup:
+            json.key("charge"); json.symbol(instruction.charge, batch)
+        case .payout:
+            json.key("payout_method"); json.symbol(instruction.payoutMethod, batch)
+            json.key("recipient"); json.symbol(instruction.payee, batch)
+        default: break
+        }
+        json.close()
+        json.close()
         swap(&out, &json.out)
         out.append(0x0A)
+    }
+
+    /// A plan row's facts for ``RequestParams``: its symbols written from the batch's bytes.
+    struct RowFacts: RequestParams.Facts {
+        let row: PlanRow
+        let batch: Batch
+        let extras: RequestParams.Extras
+
+        var kind: Instruction.Kind { row.kind }
+        var currencyCode: String { row.currency.code }
+        var amountMinor: Int64 { row.amount }
+        var hasCharge: Bool { !row.charge.isNone }
+
+        func write(_ field: RequestParams.Field, into json: inout JSON.Writer) {
+            switch field {
+            case .id: json.instructionID(row)
+            case .group: json.symbol(row.group, batch)
+            case .payee: json.symbol(row.payee, batch)
+            case .charge: json.symbol(row.charge, batch)
+            case .payoutMethod: json.symbol(row.payoutMethod, batch)
+            }
+        }
     }
 
     /// The description if every line has the same one; metadata keys on which all lines agree.

@@ -201,7 +201,7 @@ import Testing
         // A changed instructions.jsonl is refused with nothing sent.
         let instructions = planFolder.appendingPathComponent("instructions.jsonl")
         let original = SettleProcess.read(instructions)
-        try original.replacingOccurrences(of: "\"usd\",1101,", with: "\"usd\",9101,")
+        try original.replacingOccurrences(of: "\"amount\":\"1101\"", with: "\"amount\":\"9101\"")
             .write(to: instructions, atomically: true, encoding: .utf8)
         let tampered = try SettleProcess.run(
             ["apply", planFolder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base],

@@ -220,8 +220,8 @@ import Testing
         let folder = setup.folder.appendingPathComponent("plan")
         let instructions = folder.appendingPathComponent("instructions.jsonl")
         let original = SettleProcess.read(instructions)
-        let edited = original.replacingOccurrences(of: "\"usd\",1101,", with: "\"usd\",9101,")
-            .replacingOccurrences(of: "\",1101,\"", with: "\",9101,\"")
+        let edited = original.replacingOccurrences(of: "\"amount\":\"1101\"", with: "\"amount\":\"9101\"")
+            .replacingOccurrences(of: "\"amount_minor\":1101", with: "\"amount_minor\":9101")
         #expect(edited != original)
         try edited.write(to: instructions, atomically: true, encoding: .utf8)
         // Reseal as someone who read the format would: sha256 of the file in the manifest,

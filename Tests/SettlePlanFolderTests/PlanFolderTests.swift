@@ -68,12 +68,12 @@ import Testing
             error
                 == SettleError(
                     .planInvalid,
-                    "\(folder) was written by another settle in an older plan format (1); this settle applies plan format 2 only; nothing was sent (plan again with this settle)",
+                    "\(folder) was written by another settle in an older plan format (1); this settle applies plan format 3 only; nothing was sent (plan again with this settle)",
                     at: .init(file: "\(folder)/manifest.json")))
         #expect(error?.exitCode == .linesRejected)
-        try Manifest.write(.object(pairs.map { $0.0 == "plan_format" ? ($0.0, .int(3)) : $0 }), folder: folder)
+        try Manifest.write(.object(pairs.map { $0.0 == "plan_format" ? ($0.0, .int(4)) : $0 }), folder: folder)
         let newer = SettleError.of { () throws(SettleError) in _ = try PlanFolder.open(folder) }
-        #expect(newer?.message.hasPrefix("\(folder) was written by another settle in plan format 3;") == true)
+        #expect(newer?.message.hasPrefix("\(folder) was written by another settle in plan format 4;") == true)
     }
 
     @Test func anEditedInstructionIsRefused() throws {
@@ -83,8 +83,8 @@ import Testing
         let path = folder + "/instructions.jsonl"
         let text = String(decoding: FileManager.default.contents(atPath: path)!, as: UTF8.self)
         // Two more dollars to acct_two, in every place that says the amount.
-        let edited = text.replacingOccurrences(of: "\"usd\",2000,", with: "\"usd\",2200,")
-            .replacingOccurrences(of: "\",2000,\"", with: "\",2200,\"")
+        let edited = text.replacingOccurrences(of: "\"2000\"", with: "\"2200\"")
+            .replacingOccurrences(of: "\"amount_minor\":2000", with: "\"amount_minor\":2200")
         #expect(edited != text)
         try Data(edited.utf8).write(to: URL(fileURLWithPath: path))
         // Without a new seal, the checksum tells.

@@ -30,15 +30,12 @@ public struct Instruction: Sendable, Equatable {
         public var amountMinor: Int64
         /// The planner's digest of the line's settlement content.
         public var content: String
-        /// `[file, offset, length]` of the line's original record in the plan folder's spool.
-        public var spool: [Int64]?
 
-        public init(lineID: String, kind: String, amountMinor: Int64, content: String, spool: [Int64]? = nil) {
+        public init(lineID: String, kind: String, amountMinor: Int64, content: String) {
             self.lineID = lineID
             self.kind = kind
             self.amountMinor = amountMinor
             self.content = content
-            self.spool = spool
         }
     }
 
