@@ -116,9 +116,10 @@ public final class ApplyEngine {
         sending = []
         counters = CallCounters()
 
-        if let unfunded = plan.overview.unfundedPayout, (configuration.financialAccount ?? "").isEmpty {
+        let unfunded = plan.overview.unfundedPayouts
+        if unfunded > 0, (configuration.financialAccount ?? "").isEmpty {
             throw .configuration(
-                "instruction \(unfunded) pays out from a financial account, but none is configured (--financial-account)"
+                "the plan has \(unfunded) payout(s) from a financial account, but none is configured (--financial-account)"
             )
         }
         try resolveUnresolved()
@@ -155,7 +156,7 @@ public final class ApplyEngine {
     // MARK: - Parameters
 
     /// The parameters an instruction is sent with: a v2 payout gets the configured
-    /// financial account when the plan has none (``PlanOverview/unfundedPayout`` made sure
+    /// financial account when the plan has none (``PlanOverview/unfundedPayouts`` made sure
     /// there is one before anything was sent).
     private func parameters(_ instruction: Instruction) -> JSON {
         var params = instruction.params

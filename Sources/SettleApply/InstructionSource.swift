@@ -15,22 +15,25 @@ public protocol InstructionSource: AnyObject {
     func next() throws(ApplyError) -> Instruction?
 }
 
-/// What the engine must know of the whole plan before anything is sent, gathered by the
-/// pass that checks it (``add(_:)`` for each instruction).
+/// What the engine must know of the whole plan before anything is sent: from the sealed
+/// manifest for a plan folder, or gathered instruction by instruction (``add(_:)``).
 public struct PlanOverview: Sendable, Equatable {
     /// How many instructions the plan lists.
     public var count = 0
-    /// The first v2 payout that names no financial account (the configured one must).
-    public var unfundedPayout: String?
+    /// The v2 payouts that name no financial account (the configured one must).
+    public var unfundedPayouts = 0
 
-    public init() {}
+    public init(count: Int = 0, unfundedPayouts: Int = 0) {
+        self.count = count
+        self.unfundedPayouts = unfundedPayouts
+    }
 
     public mutating func add(_ instruction: Instruction) {
         count += 1
-        if unfundedPayout == nil, instruction.isV2, case .object? = instruction.params["from"],
+        if instruction.isV2, case .object? = instruction.params["from"],
             (instruction.params["from"]?["financial_account"] ?? .null) == .null
         {
-            unfundedPayout = instruction.id
+            unfundedPayouts += 1
         }
     }
 }

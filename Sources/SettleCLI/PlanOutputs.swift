@@ -278,6 +278,13 @@ struct PlanOutputs {
             ),
             ("counts", .object(LineStatus.allCases.map { ($0.name, .int(Int64(written.counts[$0] ?? 0))) })),
             ("instructions", .int(Int64(plan.instructions.count))),
+            (
+                "instruction_kinds",
+                .object(
+                    Instruction.Kind.allCases.map { kind in
+                        (kind.name, .int(Int64(plan.instructions.lazy.filter { $0.kind == kind }.count)))
+                    })
+            ),
             ("control_sums", sums.json()),
             ("correction_columns", .array(layout.names.map(JSON.string))),
             ("exit_status", .int(Int64(written.exit.rawValue))),

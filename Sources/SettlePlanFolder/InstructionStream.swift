@@ -27,7 +27,8 @@ public final class InstructionStream: InstructionSource {
     private var offset: off_t = 0
     private var atEnd = false
     private var lineNumber = 0
-    public private(set) var overview = PlanOverview()
+    /// Set from the sealed manifest by ``PlanFolder/open(_:)``.
+    public internal(set) var overview = PlanOverview()
 
     /// Opens the file; nil when it cannot be opened.
     public init?(path: String) {
@@ -39,16 +40,6 @@ public final class InstructionStream: InstructionSource {
     }
 
     deinit { Glibc.close(descriptor) }
-
-    /// The first pass: reads every instruction, checks it and gathers the plan's
-    /// ``overview``; then starts again at the first.
-    public func check() throws(ApplyError) {
-        try rewind()
-        var overview = PlanOverview()
-        while let instruction = try next() { overview.add(instruction) }
-        self.overview = overview
-        try rewind()
-    }
 
     public func rewind() throws(ApplyError) {
         try checkUnchanged()
@@ -162,8 +153,8 @@ public final class InstructionStream: InstructionSource {
 }
 
 /// The checks `apply` makes before its first request that read whole files, run on both
-/// cores: the SHA-256 of every sealed file (read in chunks, never whole in memory) and the
-/// instructions' own check (``InstructionStream/check()``), the longest first.
+/// cores, the longest first: the SHA-256 of every sealed file, read in chunks, never whole
+/// in memory. (Each instruction's own check runs as it is read: ``InstructionStream/next()``.)
 enum PlanChecks {
     /// The first problem found, as a refusal (exit 65), or nil.
     static func run(folder: String, sealed: [(name: String, sha256: String)], instructions: InstructionStream)
@@ -172,19 +163,6 @@ enum PlanChecks {
         func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
         var jobs: [@Sendable () -> SettleError?] = []
         let stream = UncheckedBox(instructions)
-        let instructionsPath = path("instructions.jsonl")
-        jobs.append { () -> SettleError? in
-            do throws(ApplyError) {
-                try stream.value.check()
-                return nil
-            } catch {
-                var line: Int?
-                if case .planInvalid(let number, _) = error { line = number }
-                return SettleError(
-                    .planInvalid, "\(folder)/\(error); nothing was sent (plan again)",
-                    at: .init(file: instructionsPath, line: line))
-            }
-        }
         let sizes = sealed.map { entry -> Int in
             var info = stat()
             return stat(path(entry.name), &info) == 0 ? Int(info.st_size) : 0
@@ -207,9 +185,7 @@ enum PlanChecks {
                 return nil
             }
         }
-        let results = ParallelJobs.run(jobs, threads: 2).map { $0 ?? nil }
-        // A file that changed says so first: its instructions' problems follow from it.
-        return results.dropFirst().compactMap { $0 }.first ?? results.first ?? nil
+        return ParallelJobs.run(jobs, threads: 2).compactMap { $0 ?? nil }.first
     }
 
     /// The SHA-256 of a file read in chunks; nil when it cannot be read.

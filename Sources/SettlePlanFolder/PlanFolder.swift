@@ -1,4 +1,5 @@
 public import Foundation
+import SettleApply
 public import SettleCore
 import SettleDigest
 public import SettleLedger
@@ -54,7 +55,19 @@ public struct PlanFolder {
             throw SettleError(
                 .planChanged, "\(folder)/manifest.json does not seal \(required); nothing was sent (plan again)")
         }
-        // Every seal and every instruction's own check, on both cores, in bounded memory.
+        // What the engine must know of the whole plan comes from the sealed manifest; every
+        // instruction is checked against its own content as it is read, before it is sent.
+        guard let count = manifest["instructions"]?.intValue, count >= 0,
+            let payouts = manifest["instruction_kinds"]?["payout"]?.intValue, payouts >= 0,
+            let account = manifest["financial_account"], account == .null || account.stringValue != nil
+        else {
+            throw SettleError(
+                .planInvalid,
+                "\(folder)/manifest.json does not say how many instructions of each kind it holds; nothing was sent",
+                at: .init(file: path("manifest.json")))
+        }
+        instructions.overview = PlanOverview(count: Int(count), unfundedPayouts: account == .null ? Int(payouts) : 0)
+        // Every seal, on both cores, in bounded memory.
         let seals = sealed.compactMap { name, entry in entry["sha256"]?.stringValue.map { (name, $0) } }
         if let problem = PlanChecks.run(folder: folder, sealed: seals, instructions: instructions) {
             throw problem
@@ -73,11 +86,11 @@ public struct PlanFolder {
     /// Whether the plan was made with Stripe's facts looked up (`run`, `plan --online`).
     public var madeOnline: Bool { manifest["facts"]?["online"] == .bool(true) }
 
-    /// The plan's instructions, each checked against its own content before anything is
-    /// sent (by ``open(_:)``, and again as they are read): the id re-derived from kind,
-    /// group, payee, charge or target, currency, amount and lines; the parameters saying
-    /// the same amount, currency and payee; the lines adding up to the amount. A plan edited
-    /// by hand is refused (exit 65).
+    /// The plan's instructions, each checked against its own content as it is read, before
+    /// it can be sent: the id re-derived from kind, group, payee, charge or target, currency,
+    /// amount and lines; the parameters equal to those the facts give; the lines adding up
+    /// to the amount. ``open(_:)`` has checked every seal first; an instruction edited by
+    /// hand under a recomputed seal stops the run at that instruction, unsent (exit 65).
     public func instructions() -> InstructionStream { instructionStream }
 
     /// The SHA-256 of bytes, in hex: how the manifest seals a file.

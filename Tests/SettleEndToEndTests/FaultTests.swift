@@ -238,6 +238,47 @@ import Testing
         #expect(try setup.sandbox.requestCount() == 0)
     }
 
+    /// A plan made online is checked instruction by instruction as apply reads it (its
+    /// seals before the first request): a last instruction whose parameters were edited
+    /// under recomputed seals stops the run there, unsent, and the ones apply had read
+    /// before it move once, also when apply is run again on the same folder.
+    @Test func anEditedInstructionOfAnOnlinePlanStopsTheRunThereUnsent() throws {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 20, in: setup.folder)
+        let plan = try SettleProcess.run(
+            setup.arguments("plan", [input.path], out: "plan", extra: ["--online"]),
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let folder = setup.folder.appendingPathComponent("plan")
+        let instructions = folder.appendingPathComponent("instructions.jsonl")
+        var lines = SettleProcess.read(instructions).split(separator: "\n").map(String.init)
+        #expect(lines.count == 23)
+        let last = try #require(lines.last)
+        #expect(last.contains("\"kind\":\"payout\""), "\(last)")
+        let value = try #require(last.range(of: #""value":[0-9]+"#, options: .regularExpression))
+        lines[lines.count - 1] = last.replacingCharacters(in: value, with: "\"value\":987654")
+        try (lines.joined(separator: "\n") + "\n").write(to: instructions, atomically: true, encoding: .utf8)
+        try Self.reseal(folder, file: "instructions.jsonl")
+        let arguments = [
+            "apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base, "--concurrency", "1",
+        ]
+        var sent: Int? = nil
+        for _ in 1...2 {
+            let applied = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+            #expect(applied.status == 65, "\(applied.stderr)")
+            #expect(applied.stderr.contains("instructions.jsonl line 23"), "\(applied.stderr)")
+            #expect(applied.stderr.contains("has parameters that are not those its facts give"), "\(applied.stderr)")
+            let effects = try setup.sandbox.effectCounts()
+            // Read in batches: what was read before the batch holding line 23 was sent, once.
+            #expect((1...22).contains(effects.count), "\(effects)")
+            #expect(effects.values.allSatisfy { $0 == 1 }, "\(effects)")
+            #expect(sent == nil || sent == effects.count, "a second apply sent more")
+            sent = effects.count
+            let amounts = try setup.sandbox.effects().compactMap { ($0["amount"] as? [String: Any])?["value"] as? Int }
+            #expect(!amounts.contains(987654), "\(amounts)")
+        }
+    }
+
     static func reseal(_ folder: URL, file: String) throws {
         func sha(_ url: URL) throws -> String {
             let process = Process()

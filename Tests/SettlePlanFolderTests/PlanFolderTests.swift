@@ -95,16 +95,23 @@ import Testing
                     .planChanged,
                     "\(folder)/instructions.jsonl changed since settle wrote it; nothing was sent (plan again)",
                     at: .init(file: "\(folder)/instructions.jsonl")))
-        // Sealed again, the instruction's own id tells.
+        // Sealed again, the folder opens, and the instruction's own id tells as it is read,
+        // before it can be sent.
         try reseal(folder)
-        let error = SettleError.of { () throws(SettleError) in _ = try PlanFolder.open(folder) }
+        let stream = try PlanFolder.open(folder).instructions()
+        #expect(try stream.next()?.id == Self.plan.instructions[0].id)
         let id = Self.plan.instructions[1].id
-        #expect(error?.code == .planInvalid)
-        #expect(error?.location == .init(file: "\(folder)/instructions.jsonl", line: 2))
-        #expect(
-            error?.message.hasPrefix(
-                "\(folder)/instructions.jsonl line 2: instruction \(id) does not match its content")
-                == true)
+        do {
+            _ = try stream.next()
+            Issue.record("an edited instruction was read")
+        } catch {
+            guard case .planInvalid(let line, let message) = error else {
+                Issue.record("\(error)")
+                return
+            }
+            #expect(line == 2)
+            #expect(message.hasPrefix("instruction \(id) does not match its content"), "\(message)")
+        }
     }
 
     @Test func aManifestThatIsNotJSONNamesTheByte() throws {

@@ -64,11 +64,18 @@ func writePlanFolder(_ plan: SettlementPlan, to folder: String) throws {
             outputs: [
                 ("instructions.jsonl", instructions.sha256, instructions.rows),
                 ("results.csv", results.sha256, results.rows), (LineIndex.name, index.sha256, index.rows),
-            ], counts: counts), folder: folder)
+            ], counts: counts, instructions: plan.instructions.count,
+            payouts: plan.instructions.filter { $0.kind == .payout }.count), folder: folder)
 }
 
-func testManifest(outputs: [(String, String, Int)], counts: [LineStatus: Int]) -> JSON {
+func testManifest(outputs: [(String, String, Int)], counts: [LineStatus: Int], instructions: Int, payouts: Int)
+    -> JSON
+{
     [
+        "instructions": .int(Int64(instructions)), "financial_account": .null,
+        "instruction_kinds": [
+            "transfer": .int(Int64(instructions - payouts)), "reversal": 0, "payout": .int(Int64(payouts)),
+        ],
         "tool": "settle", "plan_format": .int(Int64(InstructionsFile.format)), "run_id": "run_test", "mode": "plan",
         "as_of": "2026-11-29", "inputs": [],
         "outputs": .object(outputs.map { ($0.0, ["sha256": .string($0.1), "rows": .int(Int64($0.2))]) }),
