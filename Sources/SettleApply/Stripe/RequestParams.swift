@@ -74,7 +74,7 @@ public enum RequestParams {
             if let description = extras.description { json.key("description"); json.string(description) }
             json.key("metadata[settle_instruction]"); facts.write(.id, into: &json)
             for (key, value) in extras.metadata where key != settleKey {
-                json.key("metadata[\(key)]"); json.string(value)
+                json.key(escaping: "metadata[\(key)]"); json.string(value)
             }
         case .payout:
             json.key("from")
@@ -103,7 +103,7 @@ public enum RequestParams {
             json.open()
             json.key("settle_instruction"); facts.write(.id, into: &json)
             for (key, value) in extras.metadata where key != settleKey {
-                json.key(key); json.string(value)
+                json.key(escaping: key); json.string(value)
             }
             json.close()
         }

@@ -29,8 +29,9 @@ extension JSON {
             needsComma = false
         }
 
-        /// A key from the input (metadata).
-        public mutating func key(_ name: String) {
+        /// A key from the input (metadata), escaped. (A separate label, so that a literal
+        /// key takes the unescaped ``key(_:)`` and not this one.)
+        public mutating func key(escaping name: String) {
             separator()
             JSON.appendString(name, to: &out)
             out.append(UInt8(ascii: ":"))
