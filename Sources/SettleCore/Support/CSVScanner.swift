@@ -304,13 +304,14 @@ extension CSVScanner {
         }
     }
 
-    private func copiedFields() -> [[UInt8]] {
+    /// The fields of the record scanned last, copied out (cells as written).
+    public func copiedFields() -> [[UInt8]] {
         (0..<fieldCount).map { [UInt8](field($0)) }
     }
 
-    /// A record whose last quoted field is never closed: the fields before it, then the rest
-    /// of the text as its last field (its `""` unescaped).
-    private func openRecord(_ bytes: UnsafeRawPointer, to end: Int) -> [[UInt8]] {
+    /// A record whose last quoted field is never closed (``Outcome/unclosedQuote``): the
+    /// fields before it, then the rest of the text as its last field (its `""` unescaped).
+    public func openRecord(_ bytes: UnsafeRawPointer, to end: Int) -> [[UInt8]] {
         var fields = copiedFields()
         var last: [UInt8] = []
         var index = openField + 1
