@@ -139,6 +139,9 @@ final class XMLExportParse {
     @exclusivity(unchecked) private var unitFirstOrder = 0
     @exclusivity(unchecked) private var unitSuspect = false
     @exclusivity(unchecked) private var unitLost = false
+    /// A stray `<line>` was met in the root: libxml2's validator then skips the rest of the
+    /// root's content, so nothing after it is a schema error any more.
+    @exclusivity(unchecked) private var rootSkipped = false
     @exclusivity(unchecked) private var rawLost = false
     @exclusivity(unchecked) private var inCDATA = false
     /// The offsets do not map to the input's bytes (an encoding conversion): read again,
@@ -546,7 +549,7 @@ final class XMLExportParse {
 
     /// The open unit cannot be vouched for by the checks.
     @inline(__always)
-    private func suspect() { unitSuspect = true }
+    private func suspect() { if !rootSkipped { unitSuspect = true } }
 
     private func openUnit() {
         unitOpen = true
@@ -585,6 +588,7 @@ final class XMLExportParse {
     /// Something other than an `<order>` (or a stray `<line>`) in the root: the schema
     /// rejects the file here; the validating parse of this start tag (or text) says how.
     private func rejectRootContent(element name: UnsafePointer<xmlChar>?, _ prefix: UnsafePointer<xmlChar>?) {
+        guard !rootSkipped else { return }
         var document = rootTag
         if let name {
             let start = settle_xml_tag_start_offset(parser)
@@ -623,6 +627,7 @@ final class XMLExportParse {
     private func closeUnit() {
         unitOpen = false
         if lines.count == unitFirstLine { suspect() }  // an <order> needs a <line>
+        if strayLine { defer { rootSkipped = true } }
         guard unitSuspect else { return }
         unitSuspect = false
         let end = settle_xml_offset(parser)
