@@ -103,7 +103,11 @@ struct XMLCheckedValidationTests {
         let ns = prefixed ? "xmlns:s=\"urn:settle:order-export:1\"" : "xmlns=\"urn:settle:order-export:1\""
         let q = prefixed ? "s:" : ""
         xml += "<\(root) \(ns)"
-        if broken, random.chance(4) { xml += random.pick([" version=\"1\"", " xsi:schemaLocation=\"a b\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\""]) }
+        if broken, random.chance(4) {
+            xml += random.pick([
+                " version=\"1\"", " xsi:schemaLocation=\"a b\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"",
+            ])
+        }
         xml += ">\n"
         for orderIndex in 0..<(1 + random.below(5)) {
             if broken, random.chance(4) {
@@ -137,7 +141,9 @@ struct XMLCheckedValidationTests {
                 if broken, random.chance(10) { xml += mischief(&random, in: "line") }
                 var content = ""
                 for _ in 0..<random.below(3) {
-                    let key = broken && random.chance(10) ? random.pick(["", String(repeating: "k", count: 256), "k"]) : "k\(random.below(4))"
+                    let key =
+                        broken && random.chance(10)
+                        ? random.pick(["", String(repeating: "k", count: 256), "k"]) : "k\(random.below(4))"
                     let text = broken && random.chance(10) ? value(&random, limit: 1000) : "m"
                     var metadata = "<\(q)metadata key=\"\(key)\" value=\"\(text)\""
                     if broken, random.chance(8) { metadata += random.pick([" extra=\"1\"", ""]) }
@@ -193,7 +199,8 @@ struct XMLCheckedValidationTests {
             let slow = Self.read(bytes, chunkSize: chunkSize, everyElement: true)
             let fast = Self.read(bytes, chunkSize: chunkSize, everyElement: false)
             #expect(fast == slow)
-            #expect(fast.defects.first?.contains("colour") == true, "\(fast.defects) \(String(describing: fast.rejection))")
+            #expect(
+                fast.defects.first?.contains("colour") == true, "\(fast.defects) \(String(describing: fast.rejection))")
             #expect(fast.defects.count == 2)
         }
     }

@@ -773,7 +773,7 @@ final class XMLExportParse {
         lines.append(
             PendingLine(
                 order: orders.count - 1, line: tagLine, valuesStart: values.count, valuesEnd: values.count,
-))
+            ))
         lineDepth = depth
         var seen: UInt32 = 0
         if let attributes {

@@ -103,7 +103,8 @@ public struct XMLExportReader: Sendable {
         }
         let file = sink.beginFile(name: name, layout: layout)
         var parse = XMLExportParse(
-            schema: schema, layout: layout, limits: limits, validating: validatesEveryElement
+            schema: schema, layout: layout, limits: limits,
+            validating: validatesEveryElement
                 || !(schema === XMLSchema.orderExport))
         parse.writeSpoolHeader(to: spool)
 
