@@ -49,4 +49,30 @@ static inline void settle_xml_set_parser_error_handler(xmlParserCtxtPtr ctxt,
 static inline int settle_xml_current_line(xmlParserCtxtPtr ctxt) {
     return (ctxt != NULL && ctxt->input != NULL) ? ctxt->input->line : 0;
 }
+/// The offset in the document's bytes of the parser's cursor: what it consumed and dropped
+/// plus where it stands in its buffer. These are the input's own bytes only while no
+/// encoding conversion runs (see `settle_xml_converts`).
+static inline long settle_xml_offset(xmlParserCtxtPtr ctxt) {
+    if (ctxt == NULL || ctxt->input == NULL || ctxt->input->cur == NULL || ctxt->input->base == NULL) return -1;
+    return (long)ctxt->input->consumed + (long)(ctxt->input->cur - ctxt->input->base);
+}
+
+/// The offset of the `<` of the tag the parser just reported (as `settle_xml_tag_start_line`).
+static inline long settle_xml_tag_start_offset(xmlParserCtxtPtr ctxt) {
+    if (ctxt == NULL || ctxt->input == NULL || ctxt->input->cur == NULL || ctxt->input->base == NULL) return -1;
+    xmlParserInputPtr input = ctxt->input;
+    const xmlChar *cursor = input->cur;
+    while (cursor > input->base) {
+        cursor--;
+        if (*cursor == '<') return (long)input->consumed + (long)(cursor - input->base);
+    }
+    return -1;
+}
+
+/// Whether the parser converts the input to UTF-8 (then its offsets are not the input's).
+static inline int settle_xml_converts(xmlParserCtxtPtr ctxt) {
+    if (ctxt == NULL || ctxt->input == NULL) return 1;
+    if (ctxt->input->buf == NULL) return 0;
+    return ctxt->input->buf->encoder != NULL;
+}
 #endif

@@ -34,7 +34,7 @@ final class XMLExportParse {
         var valuesStart: Int
         var valuesEnd: Int
         var firstLine: Int
-        var defect: RecordDefect?
+        var defect = Defects()
     }
 
     private struct PendingLine {
@@ -42,11 +42,54 @@ final class XMLExportParse {
         var line: Int
         var valuesStart: Int
         var valuesEnd: Int
-        var defect: RecordDefect?
+        var defect = Defects()
+    }
+
+    /// What is wrong with a line or an order: the reader's own findings and the schema's,
+    /// each with the document offset where the first one arose, so that the two can be
+    /// merged in the order they happened even when the schema's come from a re-validation.
+    struct Defects {
+        private(set) var own: RecordDefect?
+        private(set) var ownAt = Int.max
+        private(set) var schema: RecordDefect?
+        private(set) var schemaAt = Int.max
+
+        /// The reader's own finding (``XMLExportParse/note(_:in:)`` rule).
+        mutating func noteOwn(_ defect: RecordDefect, at offset: Int) {
+            if own == nil { ownAt = offset }
+            XMLExportParse.note(defect, in: &own)
+        }
+
+        /// A schema error: the first one is kept.
+        mutating func noteSchema(_ defect: RecordDefect, at offset: Int) {
+            guard schema == nil else { return }
+            schema = defect
+            schemaAt = offset
+        }
+
+        /// The schema's findings of a re-validation, offsets already in this document's terms.
+        mutating func adoptSchema(_ other: Defects, shift: Int) {
+            schema = other.schema
+            schemaAt = other.schema == nil ? Int.max : other.schemaAt + shift
+        }
+
+        /// What one slot noting every finding as it happened would hold: the first
+        /// `field_too_long` if any, else the first finding (the reader's own first at
+        /// one offset: its callback runs before the validator's).
+        var merged: RecordDefect? {
+            if let own, own.code == .fieldTooLong { return own }
+            guard let schema else { return own }
+            guard let own else { return schema }
+            return schemaAt < ownAt ? schema : own
+        }
     }
 
     private let limits: XMLReadLimits
     private let layout: FileLayout
+    private let schema: XMLSchema
+    /// Whether libxml2's validator runs on every event; if not, the reader checks each
+    /// top-level element itself and re-validates only those it cannot vouch for.
+    let validating: Bool
     private var parser: xmlParserCtxtPtr?
     private var validator: xmlSchemaValidCtxtPtr?
     private var plug: xmlSchemaSAXPlugPtr?
@@ -84,25 +127,59 @@ final class XMLExportParse {
     @exclusivity(unchecked) private(set) var rejection: FileRejectionReport?
     @exclusivity(unchecked) private(set) var deliveredLines = 0
 
-    init(schema: XMLSchema, layout: FileLayout, limits: XMLReadLimits) {
+    // Checked mode (not `validating`): the document's bytes from the open top-level element
+    // (or, before the root, from the start), the root's start tag, and the open unit.
+    private let raw = ByteArena()
+    @exclusivity(unchecked) private var rawBase = 0
+    @exclusivity(unchecked) private var rootTag: [UInt8] = []
+    @exclusivity(unchecked) private var rootClose: [UInt8] = []
+    @exclusivity(unchecked) private var unitOpen = false
+    @exclusivity(unchecked) private var unitStart = 0
+    @exclusivity(unchecked) private var unitFirstLine = 0
+    @exclusivity(unchecked) private var unitFirstOrder = 0
+    @exclusivity(unchecked) private var unitSuspect = false
+    @exclusivity(unchecked) private var unitLost = false
+    /// A stray `<line>` was met in the root: libxml2's validator then skips the rest of the
+    /// root's content, so nothing after it is a schema error any more.
+    @exclusivity(unchecked) private var rootSkipped = false
+    @exclusivity(unchecked) private var rawLost = false
+    @exclusivity(unchecked) private var inCDATA = false
+    /// The offsets do not map to the input's bytes (an encoding conversion): read again,
+    /// validating (``XMLExportReader`` does, with ``consumedBytes``).
+    @exclusivity(unchecked) private(set) var needsValidatingRead = false
+
+    init(schema: XMLSchema, layout: FileLayout, limits: XMLReadLimits, validating: Bool) {
         self.limits = limits
         self.layout = layout
+        self.schema = schema
+        self.validating = validating
         let context = Unmanaged.passUnretained(self).toOpaque()
 
         var handler = xmlSAXHandler()
         handler.initialized = XML_SAX2_MAGIC
-        handler.startElementNs = { context, localName, _, uri, _, _, attributeCount, _, attributes in
-            XMLExportParse.with(context) { $0.startElement(localName, uri, Int(attributeCount), attributes) }
+        handler.startElementNs = { context, localName, prefix, uri, _, _, attributeCount, _, attributes in
+            XMLExportParse.with(context) { $0.startElement(localName, prefix, uri, Int(attributeCount), attributes) }
         }
         handler.endElementNs = { context, _, _, _ in
             XMLExportParse.with(context) { $0.endElement() }
         }
-        handler.characters = { context, _, _ in
-            XMLExportParse.with(context) { $0.text() }
+        handler.characters = { context, text, count in
+            XMLExportParse.with(context) { $0.text(text, Int(count)) }
         }
         // Same function for both, so libxml2 does not look for "ignorable" blanks.
         handler.ignorableWhitespace = handler.characters
-        handler.cdataBlock = handler.characters
+        handler.cdataBlock = { context, text, count in
+            XMLExportParse.with(context) {
+                $0.inCDATA = true
+                $0.text(text, Int(count))
+                $0.inCDATA = false
+            }
+        }
+        // The validator's plug sets one (it does nothing); set one here too so that the
+        // parser takes the same path either way. Without a DTD no entity reaches it.
+        handler.reference = { context, _ in
+            XMLExportParse.with(context) { $0.suspect() }
+        }
         handler.internalSubset = { context, _, _, _ in
             XMLExportParse.of(context).doctype()
         }
@@ -136,6 +213,15 @@ final class XMLExportParse {
             if let name = intern(column.xmlName) { columnOfName.insert(name, column.rawValue) }
         }
 
+        guard validating else {
+            settle_xml_set_parser_error_handler(parser) { _, error in
+                guard let error, let parser = error.pointee.ctxt?.assumingMemoryBound(to: xmlParserCtxt.self),
+                    let context = parser.pointee._private
+                else { return }
+                XMLExportParse.of(context).parserError(error.pointee)
+            }
+            return
+        }
         guard let validator = xmlSchemaNewValidCtxt(schema.pointer) else {
             rejection = FileRejectionReport(
                 code: .unreadable, message: "libxml2 could not start the validator", line: 0)
@@ -193,7 +279,8 @@ final class XMLExportParse {
     // MARK: Feeding
 
     func feed(_ chunk: UnsafeRawBufferPointer) {
-        guard rejection == nil, let parser, let base = chunk.baseAddress else { return }
+        guard rejection == nil, !needsValidatingRead, let parser, let base = chunk.baseAddress else { return }
+        if !validating { raw.append(base, count: chunk.count) }
         var offset = 0
         while offset < chunk.count {
             let size = min(chunk.count - offset, 1 << 24)
@@ -201,6 +288,34 @@ final class XMLExportParse {
             offset += size
             if checkAfterParse() { return }
         }
+        if !validating { trimRaw() }
+    }
+
+    /// Every byte fed so far, while none was dropped (before the root element).
+    var consumedBytes: UnsafeRawBufferPointer? {
+        rawBase == 0 && !rawLost && deliveredLines == 0 && lines.isEmpty && layout.count == Column.allCases.count
+            ? raw.all : nil
+    }
+
+    /// Keeps the bytes of the open unit, and those the parser has not reached yet.
+    private func trimRaw() {
+        var keep = settle_xml_offset(parser)
+        if keep < 0 { return }
+        if rootTag.isEmpty {
+            // Before the root everything is kept (to read again validating), up to a bound.
+            guard raw.count > limits.maxOrderBytes else { return }
+            rawLost = true
+        } else if unitOpen, !unitLost {
+            if keep - unitStart > limits.maxOrderBytes {
+                unitLost = true  // memory stays bounded; a suspect unit then cannot be re-validated
+            } else {
+                keep = min(keep, unitStart)
+            }
+        }
+        let drop = keep - rawBase
+        guard drop > 0, drop <= raw.count else { return }
+        raw.removeFirst(drop)
+        rawBase = keep
     }
 
     /// The input ended: a document still open is truncated.
@@ -215,6 +330,10 @@ final class XMLExportParse {
     /// from the input buffer that stopping frees.
     private func checkAfterParse() -> Bool {
         guard let parser else { return true }
+        if needsValidatingRead {
+            xmlStopParser(parser)
+            return true
+        }
         if rejection == nil, parser.pointee.wellFormed == 0 {
             // Errors normally arrive through the handler; this is the safety net.
             let message = LibXMLError.message(of: parser.pointee.lastError)
@@ -228,11 +347,11 @@ final class XMLExportParse {
     // MARK: SAX events
 
     private func startElement(
-        _ name: UnsafePointer<xmlChar>?, _ uri: UnsafePointer<xmlChar>?, _ attributeCount: Int,
-        _ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?
+        _ name: UnsafePointer<xmlChar>?, _ prefix: UnsafePointer<xmlChar>?, _ uri: UnsafePointer<xmlChar>?,
+        _ attributeCount: Int, _ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?
     ) {
         settleClosing()
-        guard rejection == nil else { return }
+        guard rejection == nil, !needsValidatingRead else { return }
         depth += 1
         if depth > limits.maxDepth {
             reject(.xmlMalformed, "elements are nested deeper than \(limits.maxDepth) levels", line: tagLine)
@@ -248,6 +367,8 @@ final class XMLExportParse {
                     .xmlNotAnExport,
                     "the root element is <\(found)> in \(space), not <orderExport> in namespace \(OrderExportSchema.namespace)",
                     line: tagLine)
+            } else if !validating {
+                startRoot(name, prefix, attributeCount)
             }
             return
         }
@@ -255,6 +376,9 @@ final class XMLExportParse {
             target = .line
             if depth == lineDepth + 1, ours, same(name, nameMetadata) {
                 addMetadata(attributeCount, attributes)
+                if !validating, !unitSuspect, !Self.metadataIsClean(attributeCount, attributes, self) { suspect() }
+            } else {
+                suspect()
             }
             return
         }
@@ -262,24 +386,39 @@ final class XMLExportParse {
             if orderDepth == 0 {
                 // A <line> outside any <order> (a schema error): a one-line order of its own,
                 // so it is still reported, never dropped.
+                if !validating { openUnit() }
+                suspect()
                 openOrder(0, nil)
                 strayLine = true
+            } else if !validating, depth != orderDepth + 1 {
+                suspect()
             }
             openLine(attributeCount, attributes)
             target = .line
             return
         }
         if orderDepth == 0, ours, same(name, nameOrder) {
+            if !validating {
+                if depth == 2 { openUnit() } else { suspect() }
+            }
             openOrder(attributeCount, attributes)
             target = .order
             return
         }
         target = orderDepth > 0 ? .order : .root
+        if !validating {
+            if orderDepth > 0 {
+                suspect()
+            } else {
+                rejectRootContent(element: name, prefix)
+            }
+        }
     }
 
     private func endElement() {
         settleClosing()
-        guard rejection == nil else { return }
+        guard rejection == nil, !needsValidatingRead else { return }
+        if unitOpen, depth == 2 { closeUnit() }
         if depth == lineDepth {
             lineDepth = 0
             target = .line
@@ -298,9 +437,29 @@ final class XMLExportParse {
         depth -= 1
     }
 
-    private func text() {
+    private func text(_ text: UnsafePointer<xmlChar>?, _ count: Int) {
         settleClosing()
         target = lineDepth > 0 ? .line : orderDepth > 0 ? .order : .root
+        guard !validating, rejection == nil, !needsValidatingRead else { return }
+        // <orderExport>, <order> and <line> have element-only content (blanks allowed, no
+        // CDATA section); <metadata> is empty (nothing at all).
+        let elementOnly = depth == 1 || depth == lineDepth || (lineDepth == 0 && depth == orderDepth)
+        if elementOnly, !inCDATA, Self.isBlank(text, count) { return }
+        if depth == 1 {
+            rejectRootContent(element: nil, nil)
+        } else {
+            suspect()
+        }
+    }
+
+    @inline(__always)
+    private static func isBlank(_ text: UnsafePointer<xmlChar>?, _ count: Int) -> Bool {
+        guard let text else { return true }
+        for index in 0..<count {
+            let byte = text[index]
+            if byte != 0x20, byte != 0x0A, byte != 0x09, byte != 0x0D { return false }
+        }
+        return true
     }
 
     private func doctype() {
@@ -321,6 +480,197 @@ final class XMLExportParse {
         }
     }
 
+    // MARK: Checked mode
+
+    // Without the validator on every event, the reader vouches for each top-level element
+    // ("unit": an <order>, or a stray <line>) itself, with checks that only pass what the
+    // schema accepts: known unqualified attributes no longer in bytes than the schema allows
+    // in characters, the required ones, the expected children, blank text only where
+    // content is element-only. A unit that fails any check is "suspect": when it closes,
+    // its bytes (after the root's start tag, in a document of their own) go through the
+    // validating parse, whose schema findings for its lines and order are taken over.
+    // Elsewhere at the root level the schema rejects the file; the validating parse of that
+    // start tag or text says with which message. An error of the validator depends only on
+    // the unit it is in (the root's content model is `order*`, whatever came before), and
+    // its offset within the unit is the same in both documents.
+
+    private static let lineRequired: UInt32 =
+        1 << UInt32(Column.lineID.rawValue) | 1 << UInt32(Column.amount.rawValue)
+        | 1 << UInt32(Column.currency.rawValue)
+    private static let orderRequired: UInt32 = 1 << UInt32(Column.orderID.rawValue)
+    /// `<order>`: `id` and the OrderFacts group of the schema. (`<line>` takes every column but `order_id`.)
+    private static let orderColumns: UInt32 = [
+        Column.orderID, .transferGroup, .paymentIntent, .sourceTransaction, .chargeAmount, .chargeCurrency,
+        .chargeStatus, .chargeFee, .paymentMethodType, .destinationCountry,
+    ].reduce(0) { $0 | 1 << UInt32($1.rawValue) }
+
+    /// Whether a value's bytes fit the schema's maxLength in characters (s:Text 255,
+    /// s:LongText 1000 for `description`); bytes ≥ characters, whichever way `&` is counted.
+    @inline(__always)
+    private static func fits(_ column: Int, _ start: UnsafePointer<xmlChar>?, _ end: UnsafePointer<xmlChar>?) -> Bool {
+        guard let start, let end else { return true }
+        return end - start <= (column == Column.description.rawValue ? 1000 : 255)
+    }
+
+    /// `<metadata>`: exactly `key` (1 to 255 characters) and `value` (to 1000), unqualified.
+    private static func metadataIsClean(
+        _ attributeCount: Int, _ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?, _ parse: XMLExportParse
+    ) -> Bool {
+        guard attributeCount == 2, let attributes else { return false }
+        var seen = 0
+        for index in 0..<2 {
+            let attribute = attributes + index * 5
+            guard attribute[1] == nil, attribute[2] == nil, let start = attribute[3], let end = attribute[4] else {
+                return false
+            }
+            if parse.same(attribute[0], parse.nameKey) {
+                guard end - start >= 1, end - start <= 255 else { return false }
+                seen |= 1
+            } else if parse.same(attribute[0], parse.nameValue) {
+                guard end - start <= 1000 else { return false }
+                seen |= 2
+            } else {
+                return false
+            }
+        }
+        return seen == 3
+    }
+
+    /// Where the start tag just reported ends: the parser reports it standing on its `>`
+    /// (or `/>`).
+    private func startTagEnd() -> Int {
+        let at = settle_xml_offset(parser)
+        guard at >= rawBase, at < rawBase + raw.count else { return at }
+        let byte = raw.all[at - rawBase]
+        if byte == 0x3E { return at + 1 }
+        if byte == 0x2F, at + 1 < rawBase + raw.count, raw.all[at + 1 - rawBase] == 0x3E { return at + 2 }
+        return at
+    }
+
+    /// The open unit cannot be vouched for by the checks.
+    @inline(__always)
+    private func suspect() { if !rootSkipped { unitSuspect = true } }
+
+    private func openUnit() {
+        unitOpen = true
+        unitStart = settle_xml_tag_start_offset(parser)
+        unitFirstLine = lines.count
+        unitFirstOrder = orders.count
+        unitSuspect = false
+        unitLost = false
+    }
+
+    /// The root's start tag, kept to head the documents of re-validations; a root with
+    /// attributes is validated at once.
+    private func startRoot(
+        _ name: UnsafePointer<xmlChar>?, _ prefix: UnsafePointer<xmlChar>?, _ attributeCount: Int
+    ) {
+        let start = settle_xml_tag_start_offset(parser)
+        let end = startTagEnd()
+        guard settle_xml_converts(parser) == 0, start >= rawBase, end <= rawBase + raw.count, start < end,
+            raw.all[start - rawBase] == 0x3C
+        else {
+            needsValidatingRead = true
+            return
+        }
+        rootTag = Array(raw.bytes(from: start - rawBase, count: end - start))
+        rootClose = Array("</".utf8)
+        if let prefix { rootClose += Array(UnsafeBufferPointer(start: prefix, count: strlen(prefix))) + [0x3A] }
+        if let name { rootClose += Array(UnsafeBufferPointer(start: name, count: strlen(name))) }
+        rootClose.append(0x3E)
+        if rootTag.count >= 2, rootTag[rootTag.count - 2] == 0x2F { rootClose = [] }
+        if attributeCount > 0 {
+            // Validated as it stands: `<orderExport …>` then its end tag.
+            rejectBySchema(rootTag + rootClose)
+        }
+    }
+
+    /// Something other than an `<order>` (or a stray `<line>`) in the root: the schema
+    /// rejects the file here; the validating parse of this start tag (or text) says how.
+    private func rejectRootContent(element name: UnsafePointer<xmlChar>?, _ prefix: UnsafePointer<xmlChar>?) {
+        guard !rootSkipped else { return }
+        var document = rootTag
+        if let name {
+            let start = settle_xml_tag_start_offset(parser)
+            let end = startTagEnd()
+            guard start >= rawBase, start < end, end <= rawBase + raw.count else {
+                needsValidatingRead = true
+                return
+            }
+            let tag = Array(raw.bytes(from: start - rawBase, count: end - start))
+            document += tag
+            if tag.count < 2 || tag[tag.count - 2] != 0x2F {
+                document += Array("</".utf8)
+                if let prefix { document += Array(UnsafeBufferPointer(start: prefix, count: strlen(prefix))) + [0x3A] }
+                document += Array(UnsafeBufferPointer(start: name, count: strlen(name))) + [0x3E]
+            }
+        } else {
+            // Only that there is text counts (a CDATA section, even blank, is text to the schema).
+            document += Array("x".utf8)
+        }
+        rejectBySchema(document + rootClose)
+    }
+
+    private func rejectBySchema(_ document: [UInt8]) {
+        let line = currentLine
+        let found = Self.revalidate(document, schema: schema, limits: limits)
+        if let report = found.rejection, report.code == .xmlNotAnExport {
+            reject(report.code, report.message, line: line)
+        } else if let report = found.rejection {
+            // The part alone cannot be parsed: read the whole file again, validating.
+            _ = report
+            needsValidatingRead = true
+        }
+    }
+
+    /// The unit closes (its end tag was just reported): a suspect one is re-validated.
+    private func closeUnit() {
+        unitOpen = false
+        if lines.count == unitFirstLine { suspect() }  // an <order> needs a <line>
+        if strayLine { defer { rootSkipped = true } }
+        guard unitSuspect else { return }
+        unitSuspect = false
+        let end = settle_xml_offset(parser)
+        guard !unitLost, unitStart >= rawBase, unitStart < end, end <= rawBase + raw.count else {
+            needsValidatingRead = true
+            return
+        }
+        let unit = raw.bytes(from: unitStart - rawBase, count: end - unitStart)
+        let found = Self.revalidate(rootTag + Array(unit) + rootClose, schema: schema, limits: limits)
+        guard found.rejection == nil, found.orders.count == orders.count - unitFirstOrder,
+            found.lines.count == lines.count - unitFirstLine
+        else {
+            needsValidatingRead = true
+            return
+        }
+        let shift = unitStart - rootTag.count
+        for (index, defects) in found.orders.enumerated() {
+            orders[unitFirstOrder + index].defect.adoptSchema(defects, shift: shift)
+        }
+        for (index, defects) in found.lines.enumerated() {
+            lines[unitFirstLine + index].defect.adoptSchema(defects, shift: shift)
+        }
+    }
+
+    /// The schema's findings on a small document, parsed validating.
+    private static func revalidate(_ document: [UInt8], schema: XMLSchema, limits: XMLReadLimits) -> (
+        orders: [Defects], lines: [Defects], rejection: FileRejectionReport?
+    ) {
+        let layout = FileLayout()
+        for column in Column.allCases { layout.append(name: column.csvName, role: .known(column)) }
+        var unlimited = limits
+        unlimited.maxColumns = Int.max
+        let parse = XMLExportParse(schema: schema, layout: layout, limits: unlimited, validating: true)
+        document.withUnsafeBytes { parse.feed($0) }
+        parse.finish()
+        parse.settleClosing()
+        var rejection = parse.rejection
+        if rejection == nil, !parse.isValid {
+            rejection = FileRejectionReport(code: .unreadable, message: "", line: 0)
+        }
+        return (parse.orders.map(\.defect), parse.lines.map(\.defect), rejection)
+    }
+
     // MARK: Errors
 
     private func parserError(_ error: xmlError) {
@@ -334,17 +684,16 @@ final class XMLExportParse {
         schemaErrors += 1
         guard rejection == nil else { return }
         let message = LibXMLError.message(of: error)
+        let offset = settle_xml_offset(parser)
         switch target {
         case .line:
             guard !lines.isEmpty else { return }
-            Self.note(
-                RecordDefect(code: .schemaInvalid, message: "schema: \(message)"),
-                in: &lines[lines.count - 1].defect)
+            lines[lines.count - 1].defect.noteSchema(
+                RecordDefect(code: .schemaInvalid, message: "schema: \(message)"), at: offset)
         case .order:
             guard !orders.isEmpty else { return }
-            Self.note(
-                RecordDefect(code: .schemaInvalid, message: "schema, on the line's <order>: \(message)"),
-                in: &orders[orders.count - 1].defect)
+            orders[orders.count - 1].defect.noteSchema(
+                RecordDefect(code: .schemaInvalid, message: "schema, on the line's <order>: \(message)"), at: offset)
         case .root:
             reject(
                 .xmlNotAnExport, "the document does not follow the order export schema: \(message)",
@@ -354,7 +703,7 @@ final class XMLExportParse {
 
     /// Keeps the first defect, except that `field_too_long` (a memory limit) wins over a
     /// schema error (the same long value also breaks the schema's maxLength).
-    private static func note(_ defect: RecordDefect, in slot: inout RecordDefect?) {
+    fileprivate static func note(_ defect: RecordDefect, in slot: inout RecordDefect?) {
         if let current = slot {
             if defect.code == .fieldTooLong, current.code != .fieldTooLong { slot = defect }
         } else {
@@ -397,16 +746,24 @@ final class XMLExportParse {
         orders.append(
             PendingOrder(
                 line: tagLine, arenaStart: arena.count, valuesStart: values.count, valuesEnd: values.count,
-                firstLine: lines.count, defect: nil))
+                firstLine: lines.count))
         orderDepth = depth
+        var seen: UInt32 = 0
         if let attributes {
             for index in 0..<attributeCount {
                 let attribute = attributes + index * 5
+                if attribute[1] != nil { suspect() }
                 guard attribute[2] == nil, let column = column(ofAttribute: attribute[0], id: .orderID) else {
+                    suspect()
                     continue  // qualified or unknown: the validator reports it
                 }
+                seen |= 1 << UInt32(column)
+                if !validating, !Self.fits(column, attribute[3], attribute[4]) { suspect() }
                 addValue(column, attribute[3], attribute[4], of: .order, name: attribute[0])
             }
+        }
+        if !validating, seen & ~Self.orderColumns != 0 || seen & Self.orderRequired != Self.orderRequired {
+            suspect()
         }
         orders[orders.count - 1].valuesEnd = values.count
         checkOrderSize()
@@ -416,17 +773,23 @@ final class XMLExportParse {
         lines.append(
             PendingLine(
                 order: orders.count - 1, line: tagLine, valuesStart: values.count, valuesEnd: values.count,
-                defect: nil))
+            ))
         lineDepth = depth
+        var seen: UInt32 = 0
         if let attributes {
             for index in 0..<attributeCount {
                 let attribute = attributes + index * 5
+                if attribute[1] != nil { suspect() }
                 guard attribute[2] == nil, let column = column(ofAttribute: attribute[0], id: .lineID) else {
+                    suspect()
                     continue
                 }
+                seen |= 1 << UInt32(column)
+                if !validating, !Self.fits(column, attribute[3], attribute[4]) { suspect() }
                 addValue(column, attribute[3], attribute[4], of: .line, name: attribute[0])
             }
         }
+        if !validating, seen & Self.lineRequired != Self.lineRequired { suspect() }
         lines[lines.count - 1].valuesEnd = values.count
         checkOrderSize()
     }
@@ -456,11 +819,11 @@ final class XMLExportParse {
                 column = known
             } else {
                 guard layout.count < limits.maxColumns else {
-                    Self.note(
+                    lines[lines.count - 1].defect.noteOwn(
                         RecordDefect(
                             code: .malformedRecord,
                             message: "the file has more than \(limits.maxColumns) columns (metadata keys)"),
-                        in: &lines[lines.count - 1].defect)
+                        at: settle_xml_offset(parser))
                     return
                 }
                 column = layout.append(name: metadataColumnPrefix + keyText, role: .metadata(key: keyText))
@@ -475,9 +838,9 @@ final class XMLExportParse {
         let current = lines[lines.count - 1]
         for index in current.valuesStart..<current.valuesEnd where values[index].column == column {
             let name = layout.names[column].dropFirst(metadataColumnPrefix.count)
-            Self.note(
+            lines[lines.count - 1].defect.noteOwn(
                 RecordDefect(code: .schemaInvalid, message: "schema: metadata key '\(name)' appears twice in the line"),
-                in: &lines[lines.count - 1].defect)
+                at: settle_xml_offset(parser))
             break
         }
         addValue(column, value.0, value.1, of: .line, name: nameValue)
@@ -514,9 +877,9 @@ final class XMLExportParse {
             let defect = RecordDefect(
                 code: .fieldTooLong, message: "attribute \(attribute) is longer than \(limits.maxFieldBytes) bytes")
             if owner == .order {
-                Self.note(defect, in: &orders[orders.count - 1].defect)
+                orders[orders.count - 1].defect.noteOwn(defect, at: settle_xml_offset(parser))
             } else {
-                Self.note(defect, in: &lines[lines.count - 1].defect)
+                lines[lines.count - 1].defect.noteOwn(defect, at: settle_xml_offset(parser))
             }
         }
         let valueStart = arena.count
@@ -585,8 +948,8 @@ final class XMLExportParse {
                 let value = values[index]
                 views[value.column] = arena.bytes(from: value.start, count: value.count)
             }
-            var defect = line.defect
-            if let orderDefect = order.defect { Self.note(orderDefect, in: &defect) }
+            var defect = line.defect.merged
+            if let orderDefect = order.defect.merged { Self.note(orderDefect, in: &defect) }
 
             let offset = spool.offset
             encodeSpoolRecord()
@@ -622,6 +985,8 @@ final class XMLExportParse {
             orders[index].firstLine -= delivered
         }
         lines.removeFirst(delivered)
+        unitFirstLine -= delivered
+        unitFirstOrder -= removedOrders
         for index in lines.indices {
             lines[index].order -= removedOrders
             lines[index].valuesStart -= valueShift

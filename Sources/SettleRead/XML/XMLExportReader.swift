@@ -68,10 +68,19 @@ public struct XMLReadLimits: Sendable {
 public struct XMLExportReader: Sendable {
     public let schema: XMLSchema
     public let limits: XMLReadLimits
+    /// Run libxml2's validator on every event instead of on the top-level elements the
+    /// reader's own checks cannot vouch for (the same results, several times slower; tests
+    /// compare the two).
+    let validatesEveryElement: Bool
 
     public init(schema: XMLSchema = .orderExport, limits: XMLReadLimits = XMLReadLimits()) {
+        self.init(schema: schema, limits: limits, validatesEveryElement: false)
+    }
+
+    init(schema: XMLSchema, limits: XMLReadLimits, validatesEveryElement: Bool) {
         self.schema = schema
         self.limits = limits
+        self.validatesEveryElement = validatesEveryElement
     }
 
     /// Reads one export, calling `sink.beginFile`, `record` for each `<line>`, then
@@ -93,7 +102,10 @@ public struct XMLExportReader: Sendable {
             layout.append(name: column.csvName, role: .known(column))
         }
         let file = sink.beginFile(name: name, layout: layout)
-        let parse = XMLExportParse(schema: schema, layout: layout, limits: limits)
+        var parse = XMLExportParse(
+            schema: schema, layout: layout, limits: limits,
+            validating: validatesEveryElement
+                || !(schema === XMLSchema.orderExport))
         parse.writeSpoolHeader(to: spool)
 
         var rejection: FileRejectionReport?
@@ -113,6 +125,20 @@ public struct XMLExportReader: Sendable {
                 parse.feed(chunk)
             } else {
                 parse.finish()
+            }
+            if parse.needsValidatingRead {
+                // The checks could not follow this document (an encoding conversion…):
+                // read what came so far again, validating every element.
+                guard let consumed = parse.consumedBytes else {
+                    rejection = FileRejectionReport(
+                        code: .unreadable, message: "the document could not be validated as it streams",
+                        line: parse.currentLine)
+                    break
+                }
+                let again = XMLExportParse(schema: schema, layout: layout, limits: limits, validating: true)
+                again.feed(consumed)
+                if chunk == nil { again.finish() }
+                parse = again
             }
             parse.deliverCompleteOrders(to: sink, file: file, spool: spool)
             rejection = parse.rejection
