@@ -50,13 +50,23 @@ struct Commands {
         let lookup = FactsStep(configuration: lookUp, log: log, folder: folder)
         let factsStep: ((Batch) throws(CommandFailure) -> StripeFacts)? =
             lookUp == nil ? nil : { (batch: Batch) throws(CommandFailure) -> StripeFacts in try lookup.facts(batch) }
-        // What the ledger holds for later runs comes back by itself (nothing carried by hand).
-        let held = (try? history?.store.heldLines([.waiting, .returned])) ?? []
+        // One snapshot of the ledger for the whole plan: what waits, what was settled, what
+        // each charge funded before, as of one moment.
+        try history?.beginSnapshot()
+        defer { history?.endSnapshot() }
+        // What the ledger holds for later runs comes back by itself (nothing carried by hand);
+        // a ledger that cannot say stops the run (75) rather than leave those lines out.
+        let held: [HeldLine]
+        do {
+            held = try history?.store.heldLines([.waiting, .returned]) ?? []
+        } catch {
+            throw CommandFailure(.tryAgain, "reading the lines the ledger holds failed: \(error)")
+        }
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(
             history: history, spoolFolder: folder, facts: factsStep, held: held)
         try history?.checkReads()
         let written = try PlanOutputs(folder: folder, options: options).write(
-            plan, inputs: inputs, mode: mode, log: log, ledger: history == nil ? nil : options.ledger,
+            plan, inputs: inputs, mode: mode, log: log, ledger: history.map { (options.ledger, $0.store) },
             facts: lookUp == nil ? nil : lookup.looked)
         return (folder, written)
     }
@@ -64,6 +74,8 @@ struct Commands {
     func validate() throws(CommandFailure) -> ExitCode {
         guard !options.inputs.isEmpty else { throw CommandFailure(.usage, "validate needs at least one INPUT") }
         let history = try LedgerHistory.openForPlanning(path: options.ledger)
+        try history?.beginSnapshot()
+        defer { history?.endSnapshot() }
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(history: history, spoolFolder: nil)
         try history?.checkReads()
         let batch = plan.batch

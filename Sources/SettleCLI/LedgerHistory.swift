@@ -45,6 +45,19 @@ final class LedgerHistory: SettlementHistory {
         }
     }
 
+    /// Reads from here on see one snapshot of the ledger (``LedgerStore/beginSnapshot()``).
+    func beginSnapshot() throws(CommandFailure) {
+        do {
+            try store.beginSnapshot()
+        } catch {
+            throw LedgerHistory.failure(error, path: store.path)
+        }
+    }
+
+    /// Ends the snapshot; a failure to end a read transaction loses nothing (the next
+    /// statement or closing the store ends it).
+    func endSnapshot() { try? store.endSnapshot() }
+
     func checkReads() throws(CommandFailure) {
         if let failure { throw CommandFailure(.tryAgain, "reading the ledger failed: \(failure)") }
     }

@@ -22,11 +22,13 @@ struct PlanOutputs {
     }
 
     /// - Parameters:
-    ///   - ledger: the ledger the plan read, or nil when it had none (recorded in the manifest).
+    ///   - ledger: the ledger the plan read (its path, recorded in the manifest, and the store,
+    ///     inside the plan's snapshot), or nil when it had none.
     ///   - facts: what Stripe said before planning (`run`, `plan --online`), sealed in the
     ///     manifest so the plan can be reviewed; nil for a plan made offline.
     func write(
-        _ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log, ledger: String?,
+        _ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log,
+        ledger: (path: String, store: LedgerStore)?,
         facts: LookedUpFacts?
     ) throws(CommandFailure) -> Written {
         let started = Date()
@@ -42,7 +44,7 @@ struct PlanOutputs {
         written.instructions = plan.instructions.count
         for line in batch.lines { written.counts[line.status, default: 0] += 1 }
         written.exit = PlanOutputs.exitCode(counts: written.counts, inputs: inputs)
-        let charges = try PlanOutputs.chargeRows(plan, runID: written.runID, ledger: ledger)
+        let charges = try PlanOutputs.chargeRows(plan, runID: written.runID, store: ledger?.store)
         let sums = ControlSums.of(plan, charges: charges.rows, runID: written.runID)
         try PlanOutputs.checkConservation(plan, sums: sums)
         let layout = CorrectionLayout(files: batch.files)
@@ -122,7 +124,7 @@ struct PlanOutputs {
                 written: written, mode: mode, options: options)
             if case .object(var pairs) = manifest {
                 pairs.append(("spool", .object(spool)))
-                pairs.append(("ledger", ledger.map(JSON.string) ?? .null))
+                pairs.append(("ledger", ledger.map { JSON.string($0.path) } ?? .null))
                 pairs.append(("facts", PlanOutputs.factsJSON(facts)))
                 manifest = .object(pairs)
             }
@@ -145,15 +147,9 @@ struct PlanOutputs {
 
     /// The charges the plan touched, with what the ledger says of each: the run that counted
     /// it, what earlier runs transferred on it. The ledger is only read (nil: no ledger yet).
-    static func chargeRows(_ plan: SettlementPlan, runID: String, ledger: String?) throws(CommandFailure) -> (
+    static func chargeRows(_ plan: SettlementPlan, runID: String, store: LedgerStore?) throws(CommandFailure) -> (
         rows: [ChargeRow], lines: [[Int]]
     ) {
-        let store: LedgerStore?
-        do {
-            store = try ledger.flatMap { path throws(LedgerError) in try LedgerStore.openReadOnly(path: path) }
-        } catch {
-            throw LedgerHistory.failure(error, path: ledger ?? "")
-        }
         var failure: LedgerError?
         func read<T>(_ fallback: T, _ body: (LedgerStore) throws(LedgerError) -> T) -> T {
             guard let store else { return fallback }

@@ -6,8 +6,11 @@ extension LedgerStore {
     /// Whether the ledger has the `charges` table (a version 1 ledger read without migrating
     /// has none: nothing was counted in it).
     private func hasChargesTable() throws(LedgerError) -> Bool {
+        if let known = chargesTableKnown { return known }
         var exists = false
         try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'charges'") { _ in exists = true }
+        // Only a writable store migrates (and so creates it): a read-only one can keep the answer.
+        if !isWritable { chargesTableKnown = exists }
         return exists
     }
 

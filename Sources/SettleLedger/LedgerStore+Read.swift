@@ -1,6 +1,14 @@
 import Foundation
 
 extension LedgerStore {
+    /// Starts one read transaction: every read until ``endSnapshot()`` sees the ledger as it
+    /// was at the first one, whatever another process commits meanwhile, and no statement
+    /// takes the WAL read lock on its own (a plan reads millions of times).
+    public func beginSnapshot() throws(LedgerError) { try db.execute("BEGIN DEFERRED") }
+
+    /// Ends the read transaction of ``beginSnapshot()``.
+    public func endSnapshot() throws(LedgerError) { try db.execute("COMMIT") }
+
     /// The line as the ledger knows it, or nil if it was never claimed.
     public func line(_ id: String) throws(LedgerError) -> LedgerLine? {
         var found: LedgerLine?

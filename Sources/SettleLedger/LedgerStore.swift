@@ -17,6 +17,8 @@ public final class LedgerStore {
     public let isWritable: Bool
     let db: SQLiteDatabase
     private var lockDescriptor: Int32
+    /// Whether the `charges` table exists, once a read-only store has looked.
+    var chargesTableKnown: Bool?
 
     private init(path: String, db: SQLiteDatabase, writable: Bool, lockDescriptor: Int32) {
         self.path = path

@@ -212,6 +212,26 @@ struct LedgerStoreTests {
         #expect(try store.transferredAmount(charge: "ch_1", currency: "eur") == 0)
     }
 
+    /// A plan reads the ledger in one snapshot: what another process commits meanwhile is
+    /// not half seen (a line settled but not the transfer that settled it), and it shows
+    /// once the snapshot ends.
+    @Test func aSnapshotSeesTheLedgerAsOfItsFirstRead() throws {
+        let folder = try TemporaryFolder()
+        let writer = try openTestLedger(path: folder.ledgerPath)
+        try writer.markInFlight([transfer("ins_a", lines: ["L1"])], at: Date(timeIntervalSince1970: 1_800_000_000))
+        let reader = try #require(try LedgerStore.openReadOnly(path: folder.ledgerPath))
+        try reader.beginSnapshot()
+        #expect(try reader.line("L1")?.status == .inFlight)
+        #expect(try reader.line("L2") == nil)
+        try writer.markInFlight(
+            [transfer("ins_b", lines: ["L2"], amount: 2000)], at: Date(timeIntervalSince1970: 1_800_000_100))
+        #expect(try reader.line("L2") == nil)
+        #expect(try reader.transferredAmount(charge: "ch_1", currency: "usd") == 7000)
+        try reader.endSnapshot()
+        #expect(try reader.line("L2")?.status == .inFlight)
+        #expect(try reader.transferredAmount(charge: "ch_1", currency: "usd") == 9000)
+    }
+
     @Test func ledgerSurvivesReopen() throws {
         let folder = try TemporaryFolder()
         do {
