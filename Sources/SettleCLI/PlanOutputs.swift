@@ -43,7 +43,7 @@ struct PlanOutputs {
         for line in batch.lines { written.counts[line.status, default: 0] += 1 }
         written.exit = PlanOutputs.exitCode(counts: written.counts, inputs: inputs)
         let charges = try PlanOutputs.chargeRows(plan, runID: written.runID, ledger: ledger)
-        let sums = ControlSums.of(plan, charges: charges.rows, runID: written.runID)
+        let sums = ControlSums.of(plan, charges: charges, runID: written.runID)
         try PlanOutputs.checkConservation(plan, sums: sums)
         let layout = CorrectionLayout(files: batch.files)
         let records = SpoolRecords(
@@ -86,16 +86,14 @@ struct PlanOutputs {
                 progress.update(done: rowsWritten)
             }
             let summary = try sums.write(path: path("summary.csv"))
-            let chargesFile = try ChargesFile.write(path: path("charges.csv"), runID: written.runID, rows: charges.rows)
+            let chargesFile = try ChargesFile.write(path: path("charges.csv"), runID: written.runID, rows: charges)
             // report.html: the same sums as summary.csv, for finance.
             let page = try ReportPage.write(
                 path: path("report.html"),
                 facts: PlanReport.facts(
                     runID: written.runID, asOf: plan.options.asOf, mode: mode, exit: written.exit, inputs: inputs),
                 sums: sums, counts: written.counts, reasons: PlanReport.reasonGroups(plan))
-            var chargeOfLine = [Int32](repeating: -1, count: batch.lines.count)
-            for (slot, lines) in charges.lines.enumerated() { for line in lines { chargeOfLine[line] = Int32(slot) } }
-            let index = try LineIndex.write(path: path(LineIndex.name), plan: plan, chargeOfLine: chargeOfLine)
+            let index = try LineIndex.write(path: path(LineIndex.name), plan: plan, chargeOfLine: charges.chargeOfLine)
             rowsWritten += index.rows
             progress.update(done: rowsWritten)
             let instructions = try instructionsJob.wait()
@@ -145,9 +143,9 @@ struct PlanOutputs {
 
     /// The charges the plan touched, with what the ledger says of each: the run that counted
     /// it, what earlier runs transferred on it. The ledger is only read (nil: no ledger yet).
-    static func chargeRows(_ plan: SettlementPlan, runID: String, ledger: String?) throws(CommandFailure) -> (
-        rows: [ChargeRow], lines: [[Int]]
-    ) {
+    static func chargeRows(_ plan: SettlementPlan, runID: String, ledger: String?) throws(CommandFailure)
+        -> PlanCharges
+    {
         let store: LedgerStore?
         do {
             store = try ledger.flatMap { path throws(LedgerError) in try LedgerStore.openReadOnly(path: path) }
