@@ -151,33 +151,37 @@ public struct Planner {
         var reversals = Formed()
         var payoutLines: [Int32] = []
         var scratch = GroupScratch()
+        // Execution order: transfers, then reversals, then payouts. A group's transfers go to
+        // the plan as soon as the group is formed (groups are disjoint: nothing later changes
+        // their lines), so they are never held twice; the plan's tables are reserved for every
+        // line that can still be planned (untouched pages cost nothing), so they never double.
+        let plannable = batch.lines.reduce(0) { $0 + ($1.status == .planned ? 1 : 0) }
+        plan.instructions.reserveCapacity(plannable)
+        plan.instructionLines.reserveCapacity(plannable)
+        let hasher = SHA256()
+        var keyBytes: [UInt8] = []
         for group in 0..<(starts.count - 1) {
             let members = order[Int(starts[group])..<Int(starts[group + 1])]
             applyGroupRules(batch, group: members, charges: charges)
             formGroup(
                 batch, group: members, charges: charges, scratch: &scratch, transfers: &transfers,
                 reversals: &reversals, payoutLines: &payoutLines)
+            for instruction in transfers.instructions {
+                let lines = transfers.lines[instruction.linesStart..<instruction.linesStart + instruction.linesCount]
+                append(instruction, lines, to: plan, hasher: hasher, scratch: &keyBytes)
+            }
+            transfers.instructions.removeAll(keepingCapacity: true)
+            transfers.lines.removeAll(keepingCapacity: true)
         }
         // What only the groups needed goes before the plan's own tables are made.
         (order, starts, scratch) = ([], [], GroupScratch())
         charges = ChargeTable(symbols: 0, lines: 0)
         var payouts = formPayouts(batch, lines: payoutLines)
         payoutLines = []
-        // Execution order: transfers, then reversals, then payouts. The plan's tables are
-        // reserved at their final size (no doubling copy of millions of rows), and each kind's
-        // formed rows are let go as soon as they are copied.
-        plan.instructions.reserveCapacity(
-            transfers.instructions.count + reversals.instructions.count + payouts.instructions.count)
-        plan.instructionLines.reserveCapacity(transfers.lines.count + reversals.lines.count + payouts.lines.count)
-        let hasher = SHA256()
-        var keyBytes: [UInt8] = []
-        for kind in 0..<3 {
+        // Each kind's formed rows are let go as soon as they are copied.
+        for kind in 0..<2 {
             var formed = Formed()
-            switch kind {
-            case 0: swap(&formed, &transfers)
-            case 1: swap(&formed, &reversals)
-            default: swap(&formed, &payouts)
-            }
+            if kind == 0 { swap(&formed, &reversals) } else { swap(&formed, &payouts) }
             for instruction in formed.instructions {
                 let lines = formed.lines[instruction.linesStart..<instruction.linesStart + instruction.linesCount]
                 append(instruction, lines, to: plan, hasher: hasher, scratch: &keyBytes)
