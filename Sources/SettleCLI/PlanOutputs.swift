@@ -68,23 +68,22 @@ struct PlanOutputs {
             written.files.append(("results.csv", results.sha256, results.rows))
             rowsWritten += results.rows
             progress.update(done: rowsWritten)
-            // errors.csv and deferred.csv: their records in one pass over each gzip spool.
-            try records.prefetch(
-                batch.lines.lazy.filter { $0.status == .rejected || $0.status == .deferred }.map {
-                    (file: Int($0.file), offset: $0.spoolOffset, length: $0.spoolLength)
-                })
-            for (name, status) in [("errors.csv", LineStatus.rejected), ("deferred.csv", LineStatus.deferred)] {
-                let rows = batch.lines.lazy.filter { $0.status == status }.map { line in
-                    CorrectionRow(
-                        file: Int(line.file), spoolOffset: line.spoolOffset, spoolLength: line.spoolLength,
-                        reasonCode: line.reason.code, reason: batch.reasonText(of: line),
-                        source: batch.source(of: line))
-                }
-                let file = try CorrectionFile.write(path: path(name), layout: layout, rows: rows, records: records)
+            // errors.csv and deferred.csv side by side, in input order: one forward pass over
+            // each gzip spool reads their records, and none is kept in memory.
+            let errors = try CorrectionFile.Writer(path: path("errors.csv"), layout: layout)
+            let deferred = try CorrectionFile.Writer(path: path("deferred.csv"), layout: layout)
+            for line in batch.lines where line.status == .rejected || line.status == .deferred {
+                let row = CorrectionRow(
+                    file: Int(line.file), spoolOffset: line.spoolOffset, spoolLength: line.spoolLength,
+                    reasonCode: line.reason.code, reason: batch.reasonText(of: line), source: batch.source(of: line))
+                try (line.status == .rejected ? errors : deferred).add(row, records: records)
+            }
+            for (name, writer) in [("errors.csv", errors), ("deferred.csv", deferred)] {
+                let file = try writer.commit()
                 written.files.append((name, file.sha256, file.rows))
                 rowsWritten += file.rows
-                progress.update(done: rowsWritten)
             }
+            progress.update(done: rowsWritten)
             let summary = try sums.write(path: path("summary.csv"))
             let chargesFile = try ChargesFile.write(path: path("charges.csv"), runID: written.runID, rows: charges)
             // report.html: the same sums as summary.csv, for finance.
