@@ -142,6 +142,7 @@ struct Pipeline {
             reports.append(report)
         }
         HeldInputs.markReturned(heldFiles, batch: checker.batch)
+        checker.finishReading()
         log(
             .debug, event: "inputs_read",
             "read \(checker.batch.lines.count) lines in \(Pipeline.elapsed(since: started)) "

@@ -45,7 +45,7 @@ struct PlanOutputs {
         for line in batch.lines { written.counts[line.status, default: 0] += 1 }
         written.exit = PlanOutputs.exitCode(counts: written.counts, inputs: inputs)
         let charges = try PlanOutputs.chargeRows(plan, runID: written.runID, store: ledger?.store)
-        let sums = ControlSums.of(plan, charges: charges.rows, runID: written.runID)
+        let sums = ControlSums.of(plan, charges: charges, runID: written.runID)
         try PlanOutputs.checkConservation(plan, sums: sums)
         let layout = CorrectionLayout(files: batch.files)
         let records = SpoolRecords(
@@ -70,34 +70,31 @@ struct PlanOutputs {
             written.files.append(("results.csv", results.sha256, results.rows))
             rowsWritten += results.rows
             progress.update(done: rowsWritten)
-            // errors.csv and deferred.csv: their records in one pass over each gzip spool.
-            try records.prefetch(
-                batch.lines.lazy.filter { $0.status == .rejected || $0.status == .deferred }.map {
-                    (file: Int($0.file), offset: $0.spoolOffset, length: $0.spoolLength)
-                })
-            for (name, status) in [("errors.csv", LineStatus.rejected), ("deferred.csv", LineStatus.deferred)] {
-                let rows = batch.lines.lazy.filter { $0.status == status }.map { line in
-                    CorrectionRow(
-                        file: Int(line.file), spoolOffset: line.spoolOffset, spoolLength: line.spoolLength,
-                        reasonCode: line.reason.code, reason: batch.reasonText(of: line),
-                        source: batch.source(of: line))
-                }
-                let file = try CorrectionFile.write(path: path(name), layout: layout, rows: rows, records: records)
+            // errors.csv and deferred.csv side by side, in input order: one forward pass over
+            // each gzip spool reads their records, and none is kept in memory.
+            let errors = try CorrectionFile.Writer(path: path("errors.csv"), layout: layout)
+            let deferred = try CorrectionFile.Writer(path: path("deferred.csv"), layout: layout)
+            for line in batch.lines where line.status == .rejected || line.status == .deferred {
+                let row = CorrectionRow(
+                    file: Int(line.file), spoolOffset: line.spoolOffset, spoolLength: line.spoolLength,
+                    reasonCode: line.reason.code, reason: batch.reasonText(of: line), source: batch.source(of: line))
+                try (line.status == .rejected ? errors : deferred).add(row, records: records)
+            }
+            for (name, writer) in [("errors.csv", errors), ("deferred.csv", deferred)] {
+                let file = try writer.commit()
                 written.files.append((name, file.sha256, file.rows))
                 rowsWritten += file.rows
-                progress.update(done: rowsWritten)
             }
+            progress.update(done: rowsWritten)
             let summary = try sums.write(path: path("summary.csv"))
-            let chargesFile = try ChargesFile.write(path: path("charges.csv"), runID: written.runID, rows: charges.rows)
+            let chargesFile = try ChargesFile.write(path: path("charges.csv"), runID: written.runID, rows: charges)
             // report.html: the same sums as summary.csv, for finance.
             let page = try ReportPage.write(
                 path: path("report.html"),
                 facts: PlanReport.facts(
                     runID: written.runID, asOf: plan.options.asOf, mode: mode, exit: written.exit, inputs: inputs),
                 sums: sums, counts: written.counts, reasons: PlanReport.reasonGroups(plan))
-            var chargeOfLine = [Int32](repeating: -1, count: batch.lines.count)
-            for (slot, lines) in charges.lines.enumerated() { for line in lines { chargeOfLine[line] = Int32(slot) } }
-            let index = try LineIndex.write(path: path(LineIndex.name), plan: plan, chargeOfLine: chargeOfLine)
+            let index = try LineIndex.write(path: path(LineIndex.name), plan: plan, chargeOfLine: charges.chargeOfLine)
             rowsWritten += index.rows
             progress.update(done: rowsWritten)
             let instructions = try instructionsJob.wait()
@@ -147,9 +144,9 @@ struct PlanOutputs {
 
     /// The charges the plan touched, with what the ledger says of each: the run that counted
     /// it, what earlier runs transferred on it. The ledger is only read (nil: no ledger yet).
-    static func chargeRows(_ plan: SettlementPlan, runID: String, store: LedgerStore?) throws(CommandFailure) -> (
-        rows: [ChargeRow], lines: [[Int]]
-    ) {
+    static func chargeRows(_ plan: SettlementPlan, runID: String, store: LedgerStore?) throws(CommandFailure)
+        -> PlanCharges
+    {
         var failure: LedgerError?
         func read<T>(_ fallback: T, _ body: (LedgerStore) throws(LedgerError) -> T) -> T {
             guard let store else { return fallback }

@@ -52,9 +52,14 @@ public struct ChargeRow: Sendable, Equatable {
 
     /// How this run counts the charge, given the run the ledger says counted it.
     public func counting(runID: String) -> Counting {
+        ChargeRow.counting(status: status, countedEarlier: firstRun.map { $0 != runID } ?? false, moves: moves)
+    }
+
+    /// How a run counts a charge of this status: `countedEarlier` when another run counted it.
+    static func counting(status: String, countedEarlier: Bool, moves: Bool) -> Counting {
         if status == ChargeStatus.failed.name { return .failed }
         if status == ChargeStatus.pending.name { return .pending }
-        if let firstRun, firstRun != runID { return .earlier }
+        if countedEarlier { return .earlier }
         return moves ? .thisRun : .unallocated
     }
 
@@ -62,12 +67,93 @@ public struct ChargeRow: Sendable, Equatable {
     /// `inTransfer`: the line belongs to a transfer instruction (a netted reversal).
     public mutating func add(kind: LineKind, amount: Int64, inTransfer: Bool) {
         moves = true
+        ChargeRow.add(
+            kind: kind, amount: amount, inTransfer: inTransfer, transferred: &transferred, reversed: &reversed,
+            paidOut: &paidOut)
+    }
+
+    static func add(
+        kind: LineKind, amount: Int64, inTransfer: Bool, transferred: inout Int64, reversed: inout Int64,
+        paidOut: inout Int64
+    ) {
         switch kind {
         case .transfer: transferred += amount
         case .reversal where inTransfer: transferred -= amount
         case .reversal: reversed += amount
         case .payout: paidOut += amount
         }
+    }
+}
+
+/// The charges of a plan as the write phase holds them: 64 bytes a charge, no string (a plan
+/// of the 1 GB export touches millions); a ``ChargeRow`` is made when a row is read.
+public struct PlanCharges: RandomAccessCollection {
+    /// One charge: its symbol, amounts and the run that counted it.
+    struct Compact {
+        var gross: Int64
+        var fee: Int64
+        var transferredBefore: Int64 = 0
+        var transferred: Int64 = 0
+        var reversed: Int64 = 0
+        var paidOut: Int64 = 0
+        var charge: Symbol
+        /// Index into ``PlanCharges/runs``; -1: no run counted it; ``PlanCharges/thisRun``.
+        var firstRun: Int32 = -1
+        var currency: Currency
+        var status: ChargeStatus
+        var moves = false
+
+        /// ``ChargeRow/add(kind:amount:inTransfer:)``.
+        mutating func add(kind: LineKind, amount: Int64, inTransfer: Bool) {
+            moves = true
+            ChargeRow.add(
+                kind: kind, amount: amount, inTransfer: inTransfer, transferred: &transferred, reversed: &reversed,
+                paidOut: &paidOut)
+        }
+
+        init(_ total: ChargeTotal) {
+            gross = total.amount
+            fee = total.fee
+            charge = total.charge
+            currency = total.currency
+            status = total.status
+        }
+    }
+
+    static let thisRun: Int32 = -2
+
+    let batch: Batch
+    let runID: String
+    var rows: [Compact] = []
+    /// The distinct runs the ledger says counted a charge.
+    var runs: [String] = []
+    /// For each line, the slot of the charge it draws on, -1 for none (lines.idx names it).
+    public internal(set) var chargeOfLine: [Int32] = []
+
+    init(batch: Batch, runID: String) {
+        self.batch = batch
+        self.runID = runID
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { rows.count }
+
+    public subscript(position: Int) -> ChargeRow {
+        let compact = rows[position]
+        var row = ChargeRow(
+            charge: batch.text(compact.charge), currency: compact.currency.code, status: compact.status.name,
+            gross: compact.gross, fee: compact.fee)
+        row.transferredBefore = compact.transferredBefore
+        row.transferred = compact.transferred
+        row.reversed = compact.reversed
+        row.paidOut = compact.paidOut
+        row.moves = compact.moves
+        switch compact.firstRun {
+        case PlanCharges.thisRun: row.firstRun = runID
+        case let index where index >= 0: row.firstRun = runs[Int(index)]
+        default: row.firstRun = nil
+        }
+        return row
     }
 }
 
@@ -78,66 +164,77 @@ public enum ChargesFile {
         "paid_out", "retained", "counted_in",
     ]
 
-    /// The charges of a plan with the lines that draw on each: a line naming the charge in
+    /// The charges of a plan and the charge each line draws on: a line naming the charge in
     /// `source_transaction`, else a line of an order whose lines name it (its payouts).
     /// Moves are the planned lines; `firstRun` and `transferredBefore` read the ledger.
     public static func rows(
         of plan: SettlementPlan, runID: String, firstRun: (String) -> String?,
         transferredBefore: (_ charge: String, _ currency: String) -> Int64
-    ) -> (rows: [ChargeRow], lines: [[Int]]) {
+    ) -> PlanCharges {
         let batch = plan.batch
-        var rows: [ChargeRow] = []
-        var slotOfCharge: [String: Int] = [:]
-        for total in plan.charges where slotOfCharge[total.charge] == nil && !total.charge.isEmpty {
-            slotOfCharge[total.charge] = rows.count
-            var row = ChargeRow(
-                charge: total.charge, currency: total.currency.code, status: total.status.name, gross: total.amount,
-                fee: total.fee)
-            row.firstRun = firstRun(total.charge)
-            row.transferredBefore = transferredBefore(total.charge, total.currency.code)
-            rows.append(row)
+        var charges = PlanCharges(batch: batch, runID: runID)
+        guard !plan.charges.isEmpty else {
+            charges.chargeOfLine = [Int32](repeating: -1, count: batch.lines.count)
+            return charges
         }
-        var lines = [[Int]](repeating: [], count: rows.count)
-        guard !rows.isEmpty else { return (rows, lines) }
-        // The charge of each order: the first one its lines name. Symbols are small dense
-        // integers: a slot per symbol in a flat table (-1: none), no hashing per line.
+        // Symbols are small dense integers: a slot per symbol in a flat table (-1: none), no
+        // hashing per line. The charge of each order: the first one its lines name.
         let symbolCount = batch.symbols.count + 1
         var slotOfSymbol = [Int32](repeating: -1, count: symbolCount)
-        var symbolLooked = [Bool](repeating: false, count: symbolCount)
+        var runIndex: [String: Int32] = [:]
+        charges.rows.reserveCapacity(plan.charges.count)
+        for total in plan.charges where !total.charge.isNone && slotOfSymbol[Int(total.charge.raw)] < 0 {
+            slotOfSymbol[Int(total.charge.raw)] = Int32(charges.rows.count)
+            let name = batch.text(total.charge)
+            var row = PlanCharges.Compact(total)
+            row.transferredBefore = transferredBefore(name, total.currency.code)
+            if let first = firstRun(name) {
+                if let known = runIndex[first] {
+                    row.firstRun = known
+                } else {
+                    row.firstRun = Int32(charges.runs.count)
+                    runIndex[first] = row.firstRun
+                    charges.runs.append(first)
+                }
+            }
+            charges.rows.append(row)
+        }
         var slotOfOrder = [Int32](repeating: -1, count: symbolCount)
         for line in batch.lines where !line.charge.isNone {
-            let charge = Int(line.charge.raw)
-            if !symbolLooked[charge] {
-                symbolLooked[charge] = true
-                if let slot = slotOfCharge[batch.text(line.charge)] { slotOfSymbol[charge] = Int32(slot) }
-            }
-            let slot = slotOfSymbol[charge]
+            let slot = slotOfSymbol[Int(line.charge.raw)]
             if slot >= 0, !line.orderID.isNone, slotOfOrder[Int(line.orderID.raw)] < 0 {
                 slotOfOrder[Int(line.orderID.raw)] = slot
             }
         }
+        var chargeOfLine = [Int32](repeating: -1, count: batch.lines.count)
         for index in batch.lines.indices {
             let line = batch.lines[index]
             let found =
                 line.charge.isNone
                 ? slotOfOrder[Int(line.orderID.raw)] : slotOfSymbol[Int(line.charge.raw)]
             guard found >= 0, !line.orderID.isNone || !line.charge.isNone else { continue }
-            let slot = Int(found)
-            lines[slot].append(index)
+            chargeOfLine[index] = found
             guard line.status == .planned else { continue }
             let owner = plan.instructionOfLine[index]
             let inTransfer = owner >= 0 && plan.instructions[Int(owner)].kind == .transfer
-            rows[slot].add(kind: line.kind, amount: line.amount, inTransfer: inTransfer)
+            charges.rows[Int(found)].add(kind: line.kind, amount: line.amount, inTransfer: inTransfer)
         }
-        for slot in rows.indices where rows[slot].counting(runID: runID) == .thisRun {
-            rows[slot].firstRun = runID
+        slotOfSymbol = []
+        slotOfOrder = []
+        charges.chargeOfLine = chargeOfLine
+        for slot in charges.rows.indices {
+            let row = charges.rows[slot]
+            let counting = ChargeRow.counting(
+                status: row.status.name,
+                countedEarlier: row.firstRun >= 0 && charges.runs[Int(row.firstRun)] != runID, moves: row.moves)
+            if counting == .thisRun { charges.rows[slot].firstRun = PlanCharges.thisRun }
         }
-        return (rows, lines)
+        return charges
     }
 
     /// Writes charges.csv. Amounts are canonical decimals; `gross`, `fee`, the moves and
     /// `transferred_before` are magnitudes, `retained` is signed.
-    public static func write(path: String, runID: String, rows: [ChargeRow]) throws(WriteFailure) -> (
+    public static func write(path: String, runID: String, rows: some Sequence<ChargeRow>) throws(WriteFailure) -> (
         sha256: String, rows: Int
     ) {
         let file = try OutputFile(path: path)

@@ -144,7 +144,7 @@ public struct ControlSums: Sendable {
     public mutating func add(_ objects: Objects) { objects.add(to: &self) }
 
     /// Sums over a plan's lines, its instructions (planned, not sent) and the charges it touched.
-    public static func of(_ plan: SettlementPlan, charges: [ChargeRow], runID: String) -> ControlSums {
+    public static func of(_ plan: SettlementPlan, charges: some Sequence<ChargeRow>, runID: String) -> ControlSums {
         var sums = ControlSums(runID: runID, asOf: CivilDate.format(plan.options.asOf), planOnly: true)
         let batch = plan.batch
         for index in batch.lines.indices {

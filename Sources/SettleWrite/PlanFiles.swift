@@ -134,14 +134,30 @@ public enum CorrectionFile {
     ) throws(WriteFailure)
         -> (sha256: String, rows: Int)
     {
-        let file = try OutputFile(path: path)
-        file.withBuffer { CSVField.header(layout.header, to: &$0) }
-        for raw in existing {
-            file.append(bytes: raw)
-            file.endRow()
+        let writer = try Writer(path: path, layout: layout, keeping: existing)
+        for row in rows { try writer.add(row, records: records) }
+        return try writer.commit()
+    }
+
+    /// One correction file written row by row, so that errors.csv and deferred.csv can be
+    /// written side by side in one forward pass over the spools (no record kept in memory).
+    public final class Writer {
+        private let file: OutputFile
+        private let layout: CorrectionLayout
+        private var values: [[UInt8]]
+
+        public init(path: String, layout: CorrectionLayout, keeping existing: [[UInt8]] = []) throws(WriteFailure) {
+            file = try OutputFile(path: path)
+            self.layout = layout
+            values = [[UInt8]](repeating: [], count: layout.names.count)
+            file.withBuffer { CSVField.header(layout.header, to: &$0) }
+            for raw in existing {
+                file.append(bytes: raw)
+                file.endRow()
+            }
         }
-        var values = [[UInt8]](repeating: [], count: layout.names.count)
-        for row in rows {
+
+        public func add(_ row: CorrectionRow, records: any OriginalRecords) throws(WriteFailure) {
             for index in values.indices { values[index].removeAll(keepingCapacity: true) }
             if row.spoolLength > 0 {
                 let fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
@@ -150,6 +166,8 @@ public enum CorrectionFile {
                     values[map[position]] = value
                 }
             }
+            let layout = self.layout
+            let values = self.values
             file.withBuffer { out in
                 for (column, value) in values.enumerated() {
                     CSVField.append(
@@ -165,8 +183,11 @@ public enum CorrectionFile {
             }
             file.endRow()
         }
-        let sha = try file.commit()
-        return (sha, file.rows)
+
+        public func commit() throws(WriteFailure) -> (sha256: String, rows: Int) {
+            let sha = try file.commit()
+            return (sha, file.rows)
+        }
     }
 }
 

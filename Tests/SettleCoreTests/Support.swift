@@ -73,6 +73,8 @@ final class TestExport {
             storage.forEach { $0.deallocate() }
         }
         checker.endFile(file, lines: rows.count)
+        // As the pipeline does: the planner runs without the reading-only tables.
+        checker.finishReading()
         return checker.batch
     }
 

@@ -33,7 +33,8 @@ public final class SymbolTable: @unchecked Sendable {
     @usableFromInline static let longLength: UInt64 = 0xFF_FFFF
     /// Open addressing: each slot is 0 (empty) or the symbol (low 32 bits) and its hash's
     /// low 32 bits (high 32 bits); the slot index is the hash's low bits.
-    private var slots: UnsafeMutablePointer<UInt64>
+    /// nil after ``dropIndex()``: rebuilt from the spans at the next ``intern(_:)``.
+    private var slots: UnsafeMutablePointer<UInt64>?
     private var mask: Int
 
     public init() {
@@ -52,6 +53,33 @@ public final class SymbolTable: @unchecked Sendable {
         free(slots)
     }
 
+    /// Frees the hash table (8 bytes a slot, about 16 a symbol) once reading is done: the
+    /// writers only read symbols. An ``intern(_:)`` after it rebuilds the table from the
+    /// spans (the planner interns a few ids from the ledger or Stripe); symbols do not change.
+    public func dropIndex() {
+        free(slots)
+        slots = nil
+    }
+
+    /// Whether the hash table is held (false after ``dropIndex()`` until the next intern).
+    public var hasIndex: Bool { slots != nil }
+
+    /// The table rebuilt from every symbol's bytes, at the size interning would have grown it to.
+    private func rebuildIndex() {
+        var capacity = 1024
+        while spanCount * 10 > capacity * 7 { capacity *= 2 }
+        let fresh = SymbolTable.zeroedSlots(capacity)
+        let newMask = capacity - 1
+        for symbol in 1..<spanCount {
+            let tag = UInt64(UInt32(truncatingIfNeeded: SymbolTable.hash(bytes(Symbol(raw: Int32(symbol))))))
+            var slot = Int(tag) & newMask
+            while fresh[slot] != 0 { slot = (slot + 1) & newMask }
+            fresh[slot] = tag << 32 | UInt64(symbol)
+        }
+        slots = fresh
+        mask = newMask
+    }
+
     /// Number of distinct symbols.
     public var count: Int { spanCount - 1 }
 
@@ -66,6 +94,8 @@ public final class SymbolTable: @unchecked Sendable {
     /// The symbol for these bytes, adding it when new. Empty bytes are ``Symbol/none``.
     public func intern(_ bytes: UnsafeRawBufferPointer) -> Symbol {
         if bytes.isEmpty { return .none }
+        if slots == nil { rebuildIndex() }
+        let slots = self.slots.unsafelyUnwrapped
         let tag = UInt64(UInt32(truncatingIfNeeded: SymbolTable.hash(bytes)))
         var slot = Int(tag) & mask
         while true {
@@ -146,6 +176,7 @@ public final class SymbolTable: @unchecked Sendable {
 
     /// A larger table, filled from the slots' tags (the arena is not read).
     private func rehash(capacity: Int) {
+        guard let slots else { return rebuildIndex() }
         let fresh = SymbolTable.zeroedSlots(capacity)
         let newMask = capacity - 1
         for old in 0...mask {
@@ -156,7 +187,7 @@ public final class SymbolTable: @unchecked Sendable {
             fresh[slot] = entry
         }
         free(slots)
-        slots = fresh
+        self.slots = fresh
         mask = newMask
     }
 

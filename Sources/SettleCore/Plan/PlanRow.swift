@@ -7,10 +7,13 @@ import SettleDigest
 public struct PlanRow: Sendable {
     public typealias Kind = Instruction.Kind
 
-    public var kind: Kind
+    // Fields are declared widest first so the row packs into 56 bytes (a plan of the 1 GB
+    // export holds 4 M of them): the line range and the attempt are stored in 32 bits.
+
     /// The deterministic id's 96 bits (see ``InstructionID``), kept as integers so that
     /// millions of instructions hold no heap string.
     public var digestHigh: UInt64 = 0
+    public var amount: Int64 = 0
     public var digestLow: UInt32 = 0
     /// The group; ``Symbol/none`` for a payout aggregated across orders.
     public var group: Symbol
@@ -20,15 +23,37 @@ public struct PlanRow: Sendable {
     /// For a reversal: the transfer it reverses.
     public var target: Symbol = .none
     public var payoutMethod: Symbol = .none
+    private var storedLinesStart: Int32 = 0
+    private var storedLinesCount: Int32 = 0
+    private var storedAttempt: Int32 = 1
     public var currency: Currency
-    public var amount: Int64 = 0
-    /// The lines it settles: a range of ``SettlementPlan/instructionLines``.
-    public var linesStart: Int = 0
-    public var linesCount: Int = 0
-    /// The attempt number of the next send (earlier failed attempts + 1).
-    public var attempt: Int = 1
+    public var kind: Kind
     /// The charge must be looked up before sending (the export had no charge columns).
     public var needsChargeLookup = false
+
+    /// The lines it settles: a range of ``SettlementPlan/instructionLines`` (line indices are
+    /// 32-bit everywhere in the plan, so the range is too).
+    public var linesStart: Int {
+        get { Int(storedLinesStart) }
+        set { storedLinesStart = PlanRow.narrow(newValue, "line range start") }
+    }
+    public var linesCount: Int {
+        get { Int(storedLinesCount) }
+        set { storedLinesCount = PlanRow.narrow(newValue, "line count") }
+    }
+    /// The attempt number of the next send (earlier failed attempts + 1).
+    public var attempt: Int {
+        get { Int(storedAttempt) }
+        set { storedAttempt = PlanRow.narrow(newValue, "attempt") }
+    }
+
+    /// A value of a 32-bit field; one that does not fit stops the run (never a wrapped number).
+    static func narrow(_ value: Int, _ what: StaticString) -> Int32 {
+        guard let narrow = Int32(exactly: value) else {
+            preconditionFailure("an instruction's \(what) \(value) does not fit in 32 bits")
+        }
+        return narrow
+    }
 
     public init(kind: Kind, group: Symbol, payee: Symbol, currency: Currency) {
         self.kind = kind

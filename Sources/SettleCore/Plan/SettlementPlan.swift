@@ -27,16 +27,19 @@ public final class SettlementPlan: @unchecked Sendable {
 }
 
 /// A charge as the export describes it: its amount and Stripe's fee, for the summary.
+/// 24 bytes and no string: a plan of the 1 GB export names millions of charges.
 public struct ChargeTotal: Sendable {
-    public var currency: Currency
     public var amount: Int64
     public var fee: Int64
-    /// The charge id (`ch_…`/`py_…`).
-    public var charge: String = ""
+    /// The charge id (`ch_…`/`py_…`), a symbol of the plan's batch.
+    public var charge: Symbol = .none
+    public var currency: Currency
     /// As the rules read it: `pending` also for a bank debit that has not succeeded.
     public var status: ChargeStatus = .unknown
 
-    public init(currency: Currency, amount: Int64, fee: Int64, charge: String = "", status: ChargeStatus = .unknown) {
+    public init(
+        currency: Currency, amount: Int64, fee: Int64, charge: Symbol = .none, status: ChargeStatus = .unknown
+    ) {
         self.currency = currency
         self.amount = amount
         self.fee = fee

@@ -30,6 +30,16 @@ public final class LineChecker: RecordSink {
         batch.symbols.reserve(symbols: batch.symbols.count + 3 * lines)
     }
 
+    /// Lets go of what only reading needs, once every input is read: the first line of each
+    /// line_id and the symbol table's hash index (rebuilt should anything intern later).
+    /// No record may follow.
+    public func finishReading() {
+        firstLine = []
+        fileStarts = []
+        keyScratch = []
+        batch.symbols.dropIndex()
+    }
+
     public func beginFile(name: String, layout: FileLayout) -> Int {
         batch.files.append(Batch.InputFile(name: name, layout: layout))
         fileStarts.append(batch.lines.count)
