@@ -124,8 +124,9 @@ na_row() { ROWS+=("$1|n/a|n/a|n/a|$3|$2"); }   # LABEL INPUT NOTE
 # settle plan into a fresh folder; the folder is removed afterwards unless --keep.
 plan() {
     local label=$1 base=$2 file=$3
+    shift 3
     local out=$WORK/plan-$((${#ROWS[@]}))
-    measure "$label" "$base" 0,65 "$SETTLE" plan "$file" --out "$out" --as-of "$AS_OF"
+    measure "$label" "$base" 0,65 "$SETTLE" plan "$file" --out "$out" --as-of "$AS_OF" "$@"
     # Every byte the plan folder holds (outputs, spool, line index): the output-bytes target.
     local bytes
     bytes=$(du -sb "$out" 2>/dev/null | cut -f1)
@@ -176,6 +177,11 @@ cat "$CSV" "$SHUF" ${XMLF:+"$XMLF"} >/dev/null
 measure "zcat > /dev/null" csv 0 zcat "$CSV";            declare -A BASE_ZCAT=([csv]=$LAST_WALL)
 measure "inflate (zlib, C)" csv 0 "$INFLATE" "$CSV";      declare -A BASE_INFLATE=([csv]=$LAST_WALL)
 plan "settle plan" csv "$CSV"
+# The daily case: a plan reads what earlier runs settled from the ledger (here a fresh one,
+# so every look-up misses, as today's new lines do on a ledger of earlier days).
+rm -f "$WORK"/bench-ledger.sqlite*
+"$SETTLE" ledger init --ledger "$WORK/bench-ledger.sqlite" -q
+plan "settle plan --ledger" csv "$CSV" --ledger "$WORK/bench-ledger.sqlite"
 measure "settle validate" csv 0,65 "$SETTLE" validate "$CSV" --as-of "$AS_OF"
 
 measure "zcat > /dev/null" shuf 0 zcat "$SHUF";           BASE_ZCAT[shuf]=$LAST_WALL
