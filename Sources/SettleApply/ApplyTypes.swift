@@ -134,9 +134,17 @@ public final class InstructionOutcomes: @unchecked Sendable {
     /// How many instructions have an outcome.
     public var count: Int { spill.count }
 
-    /// The outcome of one instruction; nil when it has none (or the spill cannot be read).
+    /// The outcome of one instruction; nil when it has none. When the spill cannot be read
+    /// back the outcome is `unknown` (never "not sent"): the ledger has it, and the next run
+    /// resolves it from there.
     public subscript(id: String) -> InstructionOutcome? {
-        guard let entry = try? spill.get(id) else { return nil }
+        let found: Spill.Entry?
+        do {
+            found = try spill.get(id)
+        } catch {
+            return .unknown(message: "its outcome could not be read back (\(error)); the ledger has it: run again")
+        }
+        guard let entry = found else { return nil }
         switch entry.numbers[0] {
         case 0: return .settled(stripeID: entry.first)
         case 1: return .failed(code: entry.first, message: entry.second)

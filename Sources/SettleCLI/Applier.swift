@@ -128,7 +128,7 @@ struct Applier {
         }
         if progressMode == .terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
         let exit = try plan.rewrite(
-            outcomes: report.outcomes, ledger: ledger, report: report, mode: mode, options: options,
+            outcomes: report.outcomes, ledger: ledger, report: report, mode: mode, options: options, log: log,
             startedAt: started)
         log(
             .info,

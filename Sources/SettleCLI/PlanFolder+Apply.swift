@@ -10,7 +10,7 @@ extension PlanFolder {
     /// records the run for `--metrics-file`.
     func rewrite(
         outcomes: InstructionOutcomes, ledger: LedgerStore, report: ApplyReport, mode: String,
-        options: Options, startedAt: Date = Date()
+        options: Options, log: Log, startedAt: Date = Date()
     ) throws(CommandFailure) -> ExitCode {
         var run = AppliedRun(
             lineResult: { outcomes[$0]?.lineResult },
@@ -30,6 +30,11 @@ extension PlanFolder {
             try rewrite(
                 run, ledger: ledger, records: SpoolRecords(folder: folder, manifest: manifest),
                 reportFacts: { exit in PlanReport.facts(manifest: manifest, mode: mode, exit: exit) })
+        }
+        if let problem = rewritten.runRecordProblem {
+            log(
+                .warning, event: "run_not_recorded",
+                "the ledger did not record this run (settle status will not list it): \(problem)")
         }
         options.record.recordLines(counts: rewritten.counts, sums: rewritten.sums)
         options.record.recordRequests(

@@ -63,6 +63,8 @@ extension PlanFolder {
         public var counts: [LineStatus: Int]
         /// The control sums of summary.csv.
         public var sums: ControlSums
+        /// Why the run could not be recorded in the ledger's runs (`settle status`), or nil.
+        public var runRecordProblem: String? = nil
     }
 }
 

@@ -353,13 +353,19 @@ public struct PlanFolder {
             throw SettleError(.folderUnwritable, "cannot write \(error.path): \(error.message)")
         }
         let countsText = JSON.object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }).encoded()
-        try? ledger.recordRun(
-            LedgerRun(
-                id: attempt > 1 ? "\(run).a\(attempt)" : run, command: report.mode,
-                asOf: manifest["as_of"]?.stringValue ?? "", folder: folder, startedAt: report.startedAt,
-                endedAt: Date(),
-                exitStatus: Int(exit.rawValue), counts: countsText, continues: attempt > 1 ? run : nil))
-        return Rewritten(exit: exit, counts: counts, sums: sums)
+        var rewritten = Rewritten(exit: exit, counts: counts, sums: sums)
+        do {
+            try ledger.recordRun(
+                LedgerRun(
+                    id: attempt > 1 ? "\(run).a\(attempt)" : run, command: report.mode,
+                    asOf: manifest["as_of"]?.stringValue ?? "", folder: folder, startedAt: report.startedAt,
+                    endedAt: Date(),
+                    exitStatus: Int(exit.rawValue), counts: countsText, continues: attempt > 1 ? run : nil))
+        } catch {
+            // The outcomes are in the ledger and the folder: only `settle status` misses the run.
+            rewritten.runRecordProblem = "\(error)"
+        }
+        return rewritten
     }
 }
 
