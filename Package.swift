@@ -68,18 +68,18 @@ let package = Package(
                           swiftSettings: strict),
 
         // SettleRead too: the property tests feed generated CSV through the real reader.
-        .testTarget(name: "SettleCoreTests", dependencies: ["SettleCore", "SettleDigest", "SettleRead"],
+        .testTarget(name: "SettleCoreTests", dependencies: ["SettleCore", "SettleDigest", "SettleRead", "SettleTestSupport"],
                     swiftSettings: strict),
-        .testTarget(name: "SettleReadTests", dependencies: ["SettleRead", "SettleCore"],
+        .testTarget(name: "SettleReadTests", dependencies: ["SettleRead", "SettleCore", "SettleTestSupport"],
                     resources: [.copy("Fixtures")], swiftSettings: strict),
-        .testTarget(name: "SettleWriteTests", dependencies: ["SettleWrite", "SettleCore"], swiftSettings: strict),
+        .testTarget(name: "SettleWriteTests", dependencies: ["SettleWrite", "SettleCore", "SettleTestSupport"], swiftSettings: strict),
         .testTarget(name: "SettlePlanFolderTests",
-                    dependencies: ["SettlePlanFolder", "SettleApply", "SettleCore", "SettleWrite", "SettleLedger"],
+                    dependencies: ["SettlePlanFolder", "SettleApply", "SettleCore", "SettleWrite", "SettleLedger", "SettleTestSupport"],
                     swiftSettings: strict),
         .testTarget(name: "SettleCLITests", dependencies: ["SettleCLI", "SettleWrite"], swiftSettings: strict),
         .testTarget(name: "SettleLedgerTests", dependencies: ["SettleLedger"],
                     swiftSettings: strict),
-        .testTarget(name: "SettleHTTPTests", dependencies: ["SettleHTTP"],
+        .testTarget(name: "SettleHTTPTests", dependencies: ["SettleHTTP", "SettleTestSupport"],
                     swiftSettings: strict),
         // The Stripe sandbox in a child process, for the integration and end-to-end tests.
         .target(name: "SettleTestSupport", dependencies: ["SettleHTTP"], path: "Tests/SettleTestSupport",

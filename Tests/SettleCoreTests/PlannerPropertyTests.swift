@@ -1,5 +1,6 @@
 import Glibc
 import SettleCore
+import SettleTestSupport
 import Testing
 
 /// Invariants of the rules and the planner on random batches (see Generator/). A failing case

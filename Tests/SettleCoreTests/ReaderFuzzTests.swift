@@ -1,6 +1,7 @@
 import Foundation
 import SettleCore
 import SettleRead
+import SettleTestSupport
 import Testing
 
 /// Seeded fuzzing of the CSV reader and the amount parser: random and mutated bytes never

@@ -1,4 +1,5 @@
 import SettleHTTP
+import SettleTestSupport
 import Testing
 
 @Suite struct RateLimiterTests {
@@ -72,7 +73,7 @@ import Testing
         // Simulated: 100 answers a second, 5 % of them global-rate 429s, for a minute.
         let start = ContinuousClock.now
         var limiter = RateLimiter(rate: 100, now: start)
-        var generator = SplitMix(seed: 7)
+        var generator = SplitMix64(seed: 7)
         var lowest = 100.0
         var total = 0.0
         for second in 0..<60 {
@@ -99,18 +100,5 @@ import Testing
                 #expect(delay <= .nanoseconds(Int64(ceiling * 1e9)))
             }
         }
-    }
-}
-
-/// A small seeded generator, so the simulation is the same on every run.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import SettleCore
+import SettleTestSupport
 import SettleWrite
 import Testing
 
@@ -11,7 +12,7 @@ import Testing
 @Suite struct ResultsReaderTests {
     @Test(arguments: [1, 2, 3])
     func recordsComeBackAsWrittenAcrossChunks(seed: UInt64) throws {
-        var random = SeededRandom(seed: seed)
+        var random = SplitMix64(seed: seed)
         let alphabet = Array("abc,\"\n\r=+ 0123'".utf8)
         var rows: [[[UInt8]]] = []
         var text: [UInt8] = []
@@ -38,18 +39,5 @@ import Testing
         while let record = try reader.next() { read.append(record) }
         #expect(read.count == rows.count)
         #expect(read == rows)
-    }
-}
-
-/// SplitMix64: a small seeded generator for test data.
-struct SeededRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,4 +1,5 @@
 import SettleCore
+import SettleTestSupport
 import Testing
 
 @testable import SettleRead
@@ -39,21 +40,6 @@ struct XMLCheckedValidationTests {
             spool: spool.bytes, ended: sink.endedLines)
     }
 
-    /// A small deterministic generator (SplitMix64).
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
-        mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
-        mutating func pick<T>(_ items: [T]) -> T { items[below(items.count)] }
-    }
-
     static let orderAttributes = [
         "transferGroup", "paymentIntent", "sourceTransaction", "chargeAmount", "chargeCurrency", "chargeStatus",
         "chargeFee", "paymentMethodType", "destinationCountry",
@@ -63,7 +49,7 @@ struct XMLCheckedValidationTests {
     ]
 
     /// A value, sometimes near or past a length limit, sometimes with entities or non-ASCII.
-    static func value(_ random: inout Random, limit: Int) -> String {
+    static func value(_ random: inout SplitMix64, limit: Int) -> String {
         switch random.below(12) {
         case 0: return String(repeating: "a", count: limit + random.below(3) - 1)
         case 1: return String(repeating: "é", count: limit / 2 + random.below(3) * (limit / 2))
@@ -75,7 +61,7 @@ struct XMLCheckedValidationTests {
     }
 
     /// An attribute that the schema refuses, or an element or text where none may be.
-    static func mischief(_ random: inout Random, in element: String) -> String {
+    static func mischief(_ random: inout SplitMix64, in element: String) -> String {
         switch random.below(10) {
         case 0: return " colour=\"red\""
         case 1: return " xml:lang=\"en\""
@@ -86,7 +72,7 @@ struct XMLCheckedValidationTests {
         }
     }
 
-    static func child(_ random: inout Random) -> String {
+    static func child(_ random: inout SplitMix64) -> String {
         random.pick([
             "<note/>", "text", "<![CDATA[ ]]>", "<![CDATA[x]]>", "&amp;", "<o:line xmlns:o=\"urn:other\"/>",
             "<metadata key=\"k\" value=\"v\"/>", "<line id=\"n\" amount=\"1\" currency=\"usd\"/>", "<!-- c -->",
@@ -95,7 +81,7 @@ struct XMLCheckedValidationTests {
     }
 
     static func document(seed: UInt64) -> String {
-        var random = Random(state: seed)
+        var random = SplitMix64(seed: seed)
         let broken = random.chance(70)
         var xml = random.chance(50) ? "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" : ""
         let prefixed = random.chance(15)

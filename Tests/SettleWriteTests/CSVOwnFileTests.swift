@@ -1,4 +1,5 @@
 import SettleCore
+import SettleTestSupport
 import Testing
 
 @testable import SettleWrite
@@ -94,7 +95,7 @@ import Testing
 
     @Test func everyCellOfARowComesBackAsWritten() {
         for width in 1...4 {
-            var generator = SplitMix(seed: UInt64(width))
+            var generator = SplitMix64(seed: UInt64(width))
             for _ in 0..<400 {
                 let cells = (0..<width).map { _ in Self.cells[Int(generator.next() % UInt64(Self.cells.count))] }
                 let guarded = (0..<width).map { _ in generator.next() % 2 == 0 }
@@ -112,7 +113,7 @@ import Testing
     }
 
     @Test func aWholeFileSplitsIntoTheSameRecordsAndFields() {
-        var generator = SplitMix(seed: 42)
+        var generator = SplitMix64(seed: 42)
         var file: [UInt8] = []
         CSVField.header(["line_id", "status", "amount", "reason"], to: &file)
         var rows: [[[UInt8]]] = [
@@ -153,18 +154,5 @@ import Testing
         #expect(fields == [Array("'=SUM(A1)".utf8), Array("'abc".utf8), Array("'+1".utf8)])
         let unguarded = fields.map { field in field.withUnsafeBytes { [UInt8](CSVScanner.unguarded($0)) } }
         #expect(unguarded == [Array("=SUM(A1)".utf8), Array("'abc".utf8), Array("+1".utf8)])
-    }
-}
-
-/// A small deterministic generator (SplitMix64) for the cases above.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,4 +1,5 @@
 import SettleCore
+import SettleTestSupport
 
 /// One generated case: an export (rows in header order), the options, what the fake ledger
 /// knows and what Stripe said.

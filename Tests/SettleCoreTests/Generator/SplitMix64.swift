@@ -1,28 +1,5 @@
 import Glibc
 
-/// A small seeded generator (SplitMix64) so that every generated case can be replayed from
-/// its seed. Not for anything but tests.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var mixed = state
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return mixed ^ (mixed >> 31)
-    }
-
-    /// True with the given chance, in percent.
-    mutating func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &self) < percent }
-
-    mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self) }
-
-    mutating func pick<T>(_ values: [T]) -> T { values[Int.random(in: 0..<values.count, using: &self)] }
-}
-
 /// Case counts and seeds from the environment, so `make fuzz` can run many more cases than CI.
 enum PropertyBudget {
     /// `SETTLE_PROPERTY_CASES`, else the default.
