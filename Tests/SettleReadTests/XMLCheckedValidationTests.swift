@@ -20,20 +20,8 @@ struct XMLCheckedValidationTests {
     }
 
     static func read(_ bytes: [UInt8], chunkSize: Int, everyElement: Bool) -> Outcome {
-        let sink = CollectingSink()
-        let spool = MemorySpool()
-        let reader = XMLExportReader(schema: .orderExport, limits: XMLReadLimits(), validatesEveryElement: everyElement)
-        let rejection = bytes.withUnsafeBytes { all -> FileRejectionReport? in
-            var position = 0
-            return reader.read(
-                name: "p.xml",
-                next: {
-                    guard position < all.count else { return nil }
-                    let end = min(all.count, position + chunkSize)
-                    defer { position = end }
-                    return UnsafeRawBufferPointer(rebasing: all[position..<end])
-                }, spool: spool, sink: sink)
-        }
+        let outcome = SettleReadTests.read(bytes, chunkSize: chunkSize, name: "p.xml", everyElement: everyElement)
+        let (rejection, sink, spool) = (outcome.rejection, outcome.sink, outcome.spool)
         return Outcome(
             rejection: rejection, records: sink.records.map(\.fields), lines: sink.records.map(\.line),
             defects: sink.records.map { $0.defect.map { "\($0.code.rawValue): \($0.message)" } ?? "" },

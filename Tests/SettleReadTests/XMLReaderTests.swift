@@ -110,14 +110,19 @@ func fixture(_ name: String) throws -> [UInt8] {
 }
 
 /// Reads bytes through the reader, handed out in chunks of `chunkSize`.
-func read(_ bytes: [UInt8], chunkSize: Int = 64 * 1024, limits: XMLReadLimits = XMLReadLimits()) -> ReadOutcome {
+/// `everyElement`: libxml2's validator on every element (the reference path), not only on
+/// the elements the reader's own checks cannot vouch for.
+func read(
+    _ bytes: [UInt8], chunkSize: Int = 64 * 1024, limits: XMLReadLimits = XMLReadLimits(),
+    name: String = "test.xml", everyElement: Bool = false
+) -> ReadOutcome {
     let sink = CollectingSink()
     let spool = MemorySpool()
-    let reader = XMLExportReader(schema: .orderExport, limits: limits)
+    let reader = XMLExportReader(schema: .orderExport, limits: limits, validatesEveryElement: everyElement)
     let rejection = bytes.withUnsafeBytes { all -> FileRejectionReport? in
         var position = 0
         return reader.read(
-            name: "test.xml",
+            name: name,
             next: {
                 guard position < all.count else { return nil }
                 let end = min(all.count, position + chunkSize)
