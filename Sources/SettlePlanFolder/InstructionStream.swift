@@ -6,11 +6,11 @@ import SettleDigest
 /// `instructions.jsonl` read in chunks, one instruction at a time, so that `apply` holds
 /// the instructions in flight and not the plan (a full-size plan lists millions).
 ///
-/// One descriptor serves every pass (the check, the seal, the facts, sending): a file put
-/// in its place by name is not read, and a file changed in place (size or modification
-/// time) is refused when a pass starts again or ends. Every instruction it yields has just
-/// been checked against its own content (``Instruction/inconsistency``), on the
-/// first pass and on every later one.
+/// One descriptor serves every pass (the seal, the facts, sending): a file put in its
+/// place by name is not read, and a file changed in place (size or modification time) is
+/// refused when a pass starts again or ends. Every instruction it yields has just been
+/// checked against its own content (``Instruction/inconsistency``) and its request against
+/// its facts (`RequestParams.mismatch`), on every pass.
 public final class InstructionStream: InstructionSource {
     /// The bytes read from the file at a time.
     static let chunkSize = 1 << 20
