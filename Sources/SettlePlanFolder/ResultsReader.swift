@@ -42,9 +42,10 @@ final class ChunkedFile {
     }
 }
 
-/// results.csv, one record at a time, split into its fields.
+/// results.csv, one record at a time, split into its fields by the one CSV scanner.
 final class ResultsReader {
     private let file: ChunkedFile
+    private let scanner = CSVScanner(scratchBytes: 1024)
     let path: String
 
     init?(path: String) {
@@ -55,33 +56,31 @@ final class ResultsReader {
 
     /// The next record's fields, or nil after the last.
     func next() throws(WriteFailure) -> [[UInt8]]? {
-        var inQuotes = false
-        var index = file.start
         while true {
-            while index < file.buffer.count {
-                let byte = file.buffer[index]
-                if byte == 0x22 {
-                    inQuotes.toggle()
-                } else if byte == 0x0A, !inQuotes {
-                    let record = Self.fields(file.buffer[file.start..<index])
-                    file.start = index + 1
-                    return record
+            if file.start < file.buffer.count {
+                let atEnd = file.atEnd
+                let record = file.buffer.withUnsafeBytes { raw -> (fields: [[UInt8]], end: Int)? in
+                    let bytes = raw.baseAddress!
+                    switch scanner.scan(bytes, from: file.start, to: raw.count, atEOF: atEnd) {
+                    case .complete(let end, _, _): return (scanner.copiedFields(), end)
+                    case .incomplete: return nil
+                    case .unclosedQuote: return atEnd ? (scanner.openRecord(bytes, to: raw.count), raw.count) : nil
+                    }
                 }
-                index += 1
+                if let record {
+                    file.start = record.end
+                    return record.fields
+                }
+                // At the end of the file the scanner always gives a record; this is not reached.
+                if atEnd { return nil }
+            } else if file.atEnd {
+                return nil
             }
-            let scanned = index - file.start
             do {
-                guard try file.more() else {
-                    // The last record without a line end.
-                    guard file.start < file.buffer.count else { return nil }
-                    let record = Self.fields(file.buffer[file.start...])
-                    file.start = file.buffer.count
-                    return record
-                }
+                _ = try file.more()
             } catch {
                 throw WriteFailure(path: path, message: error.message)
             }
-            index = file.start + scanned
         }
     }
 
@@ -96,12 +95,6 @@ final class ResultsReader {
             out.append(0x0A)
         }
         file.endRow()
-    }
-
-    /// One record (without its line end) split into fields: the one place results.csv's
-    /// fields are parsed.
-    static func fields(_ record: ArraySlice<UInt8>) -> [[UInt8]] {
-        CSVScanner.fields(record)
     }
 }
 
