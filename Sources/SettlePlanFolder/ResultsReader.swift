@@ -5,6 +5,7 @@ import SettleWrite
 /// Reads a file in 1 MiB chunks through one descriptor: what the rewrite after apply streams
 /// (results.csv, the line index), so that memory does not follow the plan.
 final class ChunkedFile {
+    let path: String
     private let descriptor: Int32
     private(set) var buffer: [UInt8] = []
     /// Where unread bytes start in ``buffer``.
@@ -12,6 +13,7 @@ final class ChunkedFile {
     private(set) var atEnd = false
 
     init?(path: String) {
+        self.path = path
         descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
     }
@@ -34,7 +36,7 @@ final class ChunkedFile {
         } while count < 0 && errno == EINTR
         guard count >= 0 else {
             buffer.removeLast(chunk)
-            throw WriteFailure(path: "", message: "read: " + String(cString: strerror(errno)))
+            throw WriteFailure(path: path, message: "read: " + String(cString: strerror(errno)))
         }
         buffer.removeLast(chunk - count)
         if count == 0 { atEnd = true }
@@ -46,12 +48,10 @@ final class ChunkedFile {
 final class ResultsReader {
     private let file: ChunkedFile
     private let scanner = CSVScanner(scratchBytes: 1024)
-    let path: String
 
     init?(path: String) {
         guard let file = ChunkedFile(path: path) else { return nil }
         self.file = file
-        self.path = path
     }
 
     /// The next record's fields, or nil after the last.
@@ -76,11 +76,7 @@ final class ResultsReader {
             } else if file.atEnd {
                 return nil
             }
-            do {
-                _ = try file.more()
-            } catch {
-                throw WriteFailure(path: path, message: error.message)
-            }
+            _ = try file.more()
         }
     }
 
@@ -102,21 +98,15 @@ extension LineIndex {
     /// The line index, one entry at a time, in results.csv order.
     final class Reader {
         private let file: ChunkedFile
-        let path: String
 
         init?(path: String) {
             guard let file = ChunkedFile(path: path) else { return nil }
             self.file = file
-            self.path = path
         }
 
         func next() throws(WriteFailure) -> Entry? {
             while file.buffer.count - file.start < entryBytes {
-                do {
-                    guard try file.more() else { return nil }
-                } catch {
-                    throw WriteFailure(path: path, message: error.message)
-                }
+                guard try file.more() else { return nil }
             }
             let start = file.start
             file.start += entryBytes
