@@ -82,7 +82,7 @@ let package = Package(
         .testTarget(name: "SettleHTTPTests", dependencies: ["SettleHTTP", "SettleTestSupport"],
                     swiftSettings: strict),
         // The Stripe sandbox in a child process, for the integration and end-to-end tests.
-        .target(name: "SettleTestSupport", dependencies: ["SettleHTTP"], path: "Tests/SettleTestSupport",
+        .target(name: "SettleTestSupport", dependencies: ["SettleHTTP", "SettleCore"], path: "Tests/SettleTestSupport",
                 swiftSettings: strict),
         .testTarget(name: "SettleApplyTests", dependencies: ["SettleApply", "SettleCore", "SettleLedger", "SettleHTTP", "SettleTestSupport"],
                     swiftSettings: strict),

@@ -1,4 +1,5 @@
 import SettleCore
+import SettleTestSupport
 
 /// Builds batches from rows of column → value, through the same LineChecker the readers feed.
 final class TestExport {
@@ -52,30 +53,7 @@ final class TestExport {
 
     /// Checks the lines; returns the checker's batch.
     func batch(options: RuleOptions = TestExport.options()) -> Batch {
-        let checker = LineChecker(options: options)
-        let layout = try! FileLayout.csv(header: header, aliases: [:])
-        let file = checker.beginFile(name: "test.csv", layout: layout)
-        for (position, row) in rows.enumerated() {
-            let values = header.map { Array((row[$0] ?? "").utf8) }
-            let storage = values.map { bytes -> UnsafeMutableRawBufferPointer in
-                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 1)
-                buffer.copyBytes(from: bytes)
-                return buffer
-            }
-            let views = zip(storage, values).map {
-                UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer($0.0)[0..<$0.1.count])
-            }
-            views.withUnsafeBufferPointer {
-                checker.record(
-                    RecordView(fields: $0, line: position + 2, spoolOffset: 0, spoolLength: 0, defect: nil),
-                    file: file)
-            }
-            storage.forEach { $0.deallocate() }
-        }
-        checker.endFile(file, lines: rows.count)
-        // As the pipeline does: the planner runs without the reading-only tables.
-        checker.finishReading()
-        return checker.batch
+        LineChecker(options: options).checkRows(rows, header: header)
     }
 
     func plan(options: RuleOptions = TestExport.options(), history: (any SettlementHistory)? = nil) -> SettlementPlan {

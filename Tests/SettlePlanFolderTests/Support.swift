@@ -2,6 +2,7 @@ import Foundation
 import SettleCore
 import SettleLedger
 import SettlePlanFolder
+import SettleTestSupport
 import SettleWrite
 
 /// A small plan through the real rules: each row is column → value of the standard header.
@@ -12,27 +13,8 @@ func makePlan(_ rows: [[String: String]]) -> SettlementPlan {
     ]
     var options = RuleOptions(asOf: CivilDate.parse("2026-11-29")!)
     options.platformCountry = "US"
-    let checker = LineChecker(options: options)
-    let layout = try! FileLayout.csv(header: header, aliases: [:])
-    let file = checker.beginFile(name: "test.csv", layout: layout)
-    for (position, row) in rows.enumerated() {
-        let values = header.map { Array((row[$0] ?? "").utf8) }
-        let storage = values.map { bytes -> UnsafeMutableRawBufferPointer in
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, bytes.count), alignment: 1)
-            buffer.copyBytes(from: bytes)
-            return buffer
-        }
-        let views = zip(storage, values).map {
-            UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer($0.0)[0..<$0.1.count])
-        }
-        views.withUnsafeBufferPointer {
-            checker.record(
-                RecordView(fields: $0, line: position + 2, spoolOffset: 0, spoolLength: 0, defect: nil), file: file)
-        }
-        storage.forEach { $0.deallocate() }
-    }
-    checker.endFile(file, lines: rows.count)
-    return Planner(options: options, history: nil).plan(checker.batch)
+    let batch = LineChecker(options: options).checkRows(rows, header: header)
+    return Planner(options: options, history: nil).plan(batch)
 }
 
 /// A transfer line of a succeeded card charge.
