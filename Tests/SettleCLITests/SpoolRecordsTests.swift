@@ -1,5 +1,6 @@
 import Foundation
 import SettleCore
+import SettleTestSupport
 import SettleWrite
 import Testing
 
@@ -7,21 +8,7 @@ import Testing
 
 /// Records read back from a gzip spool: by positions in the inflated stream, in one pass.
 @Suite struct SpoolRecordsTests {
-    static func gzip(_ text: String) throws -> Data {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/gzip")
-        process.arguments = ["-c", "-n"]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        input.fileHandleForWriting.write(Data(text.utf8))
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return data
-    }
+    static func gzip(_ text: String) throws -> Data { try gzipped(Data(text.utf8)) }
 
     /// 30 000 records (about 1.3 MB inflated, several chunks), in two gzip members.
     static func spool() throws -> (folder: String, records: [(offset: UInt64, length: UInt32, text: String)]) {

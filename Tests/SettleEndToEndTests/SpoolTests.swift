@@ -27,22 +27,7 @@ import Testing
     static let deferredRow =
         "S1,1003,transfer,25.00,usd,ORDER1003,acct_rest,ch_card2,30.00,usd,succeeded,card,,,2026-12-05,\"later, \"\"too\"\"\",scheduled,"
 
-    static func gzip(_ data: Data) throws -> Data {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/gzip")
-        process.arguments = ["-c", "-n"]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        input.fileHandleForWriting.write(data)
-        try input.fileHandleForWriting.close()
-        let compressed = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        return compressed
-    }
+    static func gzip(_ data: Data) throws -> Data { try gzipped(data) }
 
     static func sha256(_ data: Data) throws -> String {
         let url = SettleProcess.temporaryFolder().appendingPathComponent("bytes")
