@@ -44,9 +44,27 @@ struct PlanOutputs {
         written.instructions = plan.instructions.count
         for line in batch.lines { written.counts[line.status, default: 0] += 1 }
         written.exit = PlanOutputs.exitCode(counts: written.counts, inputs: inputs)
-        let charges = try PlanOutputs.chargeRows(plan, runID: written.runID, store: ledger?.store)
-        let sums = ControlSums.of(plan, charges: charges, runID: written.runID)
-        try PlanOutputs.checkConservation(plan, sums: sums)
+        // instructions.jsonl is the largest file: it is written on the second core from here
+        // on (the plan is only read from now) while this thread sums the charges and writes the
+        // others.
+        let instructionsPath = path("instructions.jsonl")
+        let instructionsJob = BackgroundJob { () throws(WriteFailure) in
+            try InstructionsFile.write(path: instructionsPath, plan: plan)
+        }
+        // Also when another file fails: the job must not write on after the command ended.
+        defer { _ = try? instructionsJob.wait() }
+        let charges: PlanCharges
+        let sums: ControlSums
+        do throws(CommandFailure) {
+            charges = try PlanOutputs.chargeRows(plan, runID: written.runID, store: ledger?.store)
+            sums = ControlSums.of(plan, charges: charges, runID: written.runID)
+            try PlanOutputs.checkConservation(plan, sums: sums)
+        } catch {
+            // No plan folder holds instructions that failed the sums.
+            _ = try? instructionsJob.wait()
+            unlink(instructionsPath)
+            throw error
+        }
         let layout = CorrectionLayout(files: batch.files)
         let records = SpoolRecords(
             folder: folder,
@@ -58,14 +76,6 @@ struct PlanOutputs {
         var rowsWritten = 0
         progress.phase("writing \(folder)", total: rowsToWrite, unit: "rows")
         do {
-            // instructions.jsonl is the largest file: it is written on the second core while
-            // this thread writes the others (the plan is only read from here on).
-            let instructionsPath = path("instructions.jsonl")
-            let instructionsJob = BackgroundJob { () throws(WriteFailure) in
-                try InstructionsFile.write(path: instructionsPath, plan: plan)
-            }
-            // Also when another file fails: the job must not write on after the command ended.
-            defer { _ = try? instructionsJob.wait() }
             let results = try ResultsFile.write(path: path("results.csv"), plan: plan)
             written.files.append(("results.csv", results.sha256, results.rows))
             rowsWritten += results.rows

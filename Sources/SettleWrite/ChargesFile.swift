@@ -46,8 +46,18 @@ public struct ChargeRow: Sendable, Equatable {
     /// gross − fee − transferred before − transferred − paid out + reversed; 0 for a pending
     /// or failed charge (no money of it is in yet).
     public var retained: Int64 {
-        if status == ChargeStatus.failed.name || status == ChargeStatus.pending.name { return 0 }
-        return gross - fee - transferredBefore - transferred - paidOut + reversed
+        ChargeRow.retained(
+            inYet: status != ChargeStatus.failed.name && status != ChargeStatus.pending.name, gross: gross, fee: fee,
+            transferredBefore: transferredBefore, transferred: transferred, paidOut: paidOut, reversed: reversed)
+    }
+
+    /// ``retained`` from its parts; `inYet` false for a pending or failed charge.
+    @inline(__always)
+    static func retained(
+        inYet: Bool, gross: Int64, fee: Int64, transferredBefore: Int64, transferred: Int64, paidOut: Int64,
+        reversed: Int64
+    ) -> Int64 {
+        inYet ? gross - fee - transferredBefore - transferred - paidOut + reversed : 0
     }
 
     /// How this run counts the charge, given the run the ledger says counted it.
@@ -111,6 +121,12 @@ public struct PlanCharges: RandomAccessCollection {
                 paidOut: &paidOut)
         }
 
+        var retained: Int64 {
+            ChargeRow.retained(
+                inYet: status != .failed && status != .pending, gross: gross, fee: fee,
+                transferredBefore: transferredBefore, transferred: transferred, paidOut: paidOut, reversed: reversed)
+        }
+
         init(_ total: ChargeTotal) {
             gross = total.amount
             fee = total.fee
@@ -138,6 +154,31 @@ public struct PlanCharges: RandomAccessCollection {
     public var startIndex: Int { 0 }
     public var endIndex: Int { rows.count }
 
+    /// The run that counted a row's gross (``ChargeRow/firstRun``), nil when none.
+    func firstRun(of compact: Compact) -> String? {
+        switch compact.firstRun {
+        case PlanCharges.thisRun: runID
+        case let index where index >= 0: runs[Int(index)]
+        default: nil
+        }
+    }
+
+    /// How summary.csv counts a row (``ChargeRow/counting(runID:)``), without making the row.
+    func counting(of compact: Compact) -> ChargeRow.Counting {
+        ChargeRow.counting(
+            status: compact.status.name, countedEarlier: firstRun(of: compact).map { $0 != runID } ?? false,
+            moves: compact.moves)
+    }
+
+    /// Adds every charge to `sums` as ``ControlSums/addCharge(_:)`` would, with no string a charge.
+    public func add(to sums: inout ControlSums) {
+        for compact in rows {
+            sums.addCharge(
+                currency: compact.currency.code, gross: compact.gross, fee: compact.fee, counting: counting(of: compact)
+            )
+        }
+    }
+
     public subscript(position: Int) -> ChargeRow {
         let compact = rows[position]
         var row = ChargeRow(
@@ -148,11 +189,7 @@ public struct PlanCharges: RandomAccessCollection {
         row.reversed = compact.reversed
         row.paidOut = compact.paidOut
         row.moves = compact.moves
-        switch compact.firstRun {
-        case PlanCharges.thisRun: row.firstRun = runID
-        case let index where index >= 0: row.firstRun = runs[Int(index)]
-        default: row.firstRun = nil
-        }
+        row.firstRun = firstRun(of: compact)
         return row
     }
 }
@@ -240,29 +277,74 @@ public enum ChargesFile {
         let file = try OutputFile(path: path)
         file.withBuffer { CSVField.header(header, to: &$0) }
         for row in rows {
-            let currency = Currency(row.currency) ?? .usd
-            file.withBuffer { out in
-                CSVField.append(runID, to: &out, guardFormula: true)
-                out.append(0x2C)
-                CSVField.append(row.charge, to: &out, guardFormula: true)
-                out.append(0x2C)
-                out.append(contentsOf: row.currency.utf8)
-                out.append(0x2C)
-                out.append(contentsOf: row.status.utf8)
-                for amount in [
-                    row.gross, row.fee, row.transferredBefore, row.transferred, row.reversed, row.paidOut,
-                    row.retained,
-                ] {
-                    out.append(0x2C)
-                    MinorUnits.append(amount, currency: currency, to: &out)
+            var charge = row.charge
+            charge.withUTF8 { charge in
+                file.withBuffer { out in
+                    appendRow(
+                        runID: runID, charge: UnsafeRawBufferPointer(charge), currencyText: row.currency,
+                        currency: Currency(row.currency) ?? .usd, status: row.status,
+                        amounts: (
+                            row.gross, row.fee, row.transferredBefore, row.transferred, row.reversed, row.paidOut,
+                            row.retained
+                        ), firstRun: row.firstRun, to: &out)
                 }
-                out.append(0x2C)
-                if let first = row.firstRun { CSVField.append(first, to: &out, guardFormula: true) }
-                out.append(0x0A)
             }
             file.endRow()
         }
         let sha = try file.commit()
         return (sha, file.rows)
+    }
+
+    /// Writes a plan's charges.csv straight from its compact rows (millions at full size):
+    /// the same bytes as the rows it reads as, with no string made a charge.
+    public static func write(path: String, runID: String, rows: PlanCharges) throws(WriteFailure) -> (
+        sha256: String, rows: Int
+    ) {
+        let file = try OutputFile(path: path)
+        file.withBuffer { CSVField.header(header, to: &$0) }
+        let symbols = rows.batch.symbols
+        for compact in rows.rows {
+            file.withBuffer { out in
+                appendRow(
+                    runID: runID, charge: symbols.bytes(compact.charge), currencyText: compact.currency.code,
+                    currency: compact.currency, status: compact.status.name,
+                    amounts: (
+                        compact.gross, compact.fee, compact.transferredBefore, compact.transferred, compact.reversed,
+                        compact.paidOut, compact.retained
+                    ), firstRun: rows.firstRun(of: compact), to: &out)
+            }
+            file.endRow()
+        }
+        let sha = try file.commit()
+        return (sha, file.rows)
+    }
+
+    /// One row: `amounts` are gross, fee, transferred_before, transferred, reversed, paid_out, retained.
+    @inline(__always)
+    static func appendRow(
+        runID: String, charge: UnsafeRawBufferPointer, currencyText: String, currency: Currency, status: String,
+        amounts: (Int64, Int64, Int64, Int64, Int64, Int64, Int64), firstRun: String?, to out: inout [UInt8]
+    ) {
+        CSVField.append(runID, to: &out, guardFormula: true)
+        out.append(0x2C)
+        CSVField.append(charge, to: &out, guardFormula: true)
+        out.append(0x2C)
+        out.append(contentsOf: currencyText.utf8)
+        out.append(0x2C)
+        out.append(contentsOf: status.utf8)
+        func amount(_ minor: Int64) {
+            out.append(0x2C)
+            MinorUnits.append(minor, currency: currency, to: &out)
+        }
+        amount(amounts.0)
+        amount(amounts.1)
+        amount(amounts.2)
+        amount(amounts.3)
+        amount(amounts.4)
+        amount(amounts.5)
+        amount(amounts.6)
+        out.append(0x2C)
+        if let firstRun { CSVField.append(firstRun, to: &out, guardFormula: true) }
+        out.append(0x0A)
     }
 }

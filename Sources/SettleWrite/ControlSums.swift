@@ -48,14 +48,14 @@ public struct ControlSums: Sendable {
             }
         }
 
-        mutating func addCharge(_ row: ChargeRow, counting: ChargeRow.Counting) {
+        mutating func addCharge(gross: Int64, fee: Int64, counting: ChargeRow.Counting) {
             if counting == .thisRun {
                 charges += 1
-                chargesGross += row.gross
-                chargesFees += max(0, row.fee)
+                chargesGross += gross
+                chargesFees += max(0, fee)
             } else {
                 let previous = chargesBy[counting] ?? (0, 0)
-                chargesBy[counting] = (previous.count + 1, previous.gross + row.gross)
+                chargesBy[counting] = (previous.count + 1, previous.gross + gross)
             }
         }
 
@@ -104,8 +104,12 @@ public struct ControlSums: Sendable {
 
     /// A charge the run touched, counted as ``ChargeRow/counting(runID:)`` says.
     public mutating func addCharge(_ row: ChargeRow) {
-        let counting = row.counting(runID: runID)
-        currencies[row.currency, default: PerCurrency()].addCharge(row, counting: counting)
+        addCharge(currency: row.currency, gross: row.gross, fee: row.fee, counting: row.counting(runID: runID))
+    }
+
+    /// A charge the run touched, from its parts.
+    public mutating func addCharge(currency: String, gross: Int64, fee: Int64, counting: ChargeRow.Counting) {
+        currencies[currency, default: PerCurrency()].addCharge(gross: gross, fee: fee, counting: counting)
     }
 
     /// The moves of lines grouped by instruction: per instruction, a transfer when it holds
@@ -145,6 +149,20 @@ public struct ControlSums: Sendable {
 
     /// Sums over a plan's lines, its instructions (planned, not sent) and the charges it touched.
     public static func of(_ plan: SettlementPlan, charges: some Sequence<ChargeRow>, runID: String) -> ControlSums {
+        var sums = of(plan, runID: runID)
+        for row in charges { sums.addCharge(row) }
+        return sums
+    }
+
+    /// ``of(_:charges:runID:)`` for a plan's compact charges (no row made a charge).
+    public static func of(_ plan: SettlementPlan, charges: PlanCharges, runID: String) -> ControlSums {
+        var sums = of(plan, runID: runID)
+        charges.add(to: &sums)
+        return sums
+    }
+
+    /// The sums of a plan's lines and instructions, before its charges.
+    static func of(_ plan: SettlementPlan, runID: String) -> ControlSums {
         var sums = ControlSums(runID: runID, asOf: CivilDate.format(plan.options.asOf), planOnly: true)
         let batch = plan.batch
         for index in batch.lines.indices {
@@ -169,7 +187,6 @@ public struct ControlSums: Sendable {
             }
             sums.addObject(kind: kind, currency: instruction.currency.code, amount: instruction.amount)
         }
-        for row in charges { sums.addCharge(row) }
         return sums
     }
 

@@ -160,6 +160,7 @@ public final class SymbolTable: @unchecked Sendable {
         var capacity = arenaCapacity
         while capacity < needed { capacity *= 2 }
         let fresh = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        HugePages.advise(fresh, byteCount: capacity)
         fresh.copyMemory(from: arena, byteCount: arenaCount)
         arena.deallocate()
         arena = fresh
@@ -168,6 +169,7 @@ public final class SymbolTable: @unchecked Sendable {
 
     private func growSpans(to capacity: Int) {
         let fresh = UnsafeMutablePointer<UInt64>.allocate(capacity: capacity)
+        HugePages.advise(UnsafeMutableRawPointer(fresh), byteCount: capacity * MemoryLayout<UInt64>.stride)
         fresh.update(from: spans, count: spanCount)
         spans.deallocate()
         spans = fresh
@@ -194,6 +196,7 @@ public final class SymbolTable: @unchecked Sendable {
     /// Zeroed slots from calloc: a large table's pages cost memory only once touched.
     private static func zeroedSlots(_ count: Int) -> UnsafeMutablePointer<UInt64> {
         guard let raw = calloc(count, MemoryLayout<UInt64>.stride) else { fatalError("out of memory") }
+        HugePages.advise(raw, byteCount: count * MemoryLayout<UInt64>.stride)
         return raw.bindMemory(to: UInt64.self, capacity: count)
     }
 

@@ -95,7 +95,10 @@ public struct Planner {
 
         mutating func slotCreating(_ key: ChargeKey) -> Int {
             let (space, symbol) = ChargeTable.space(key)
-            if slotOfSymbol[space].isEmpty { slotOfSymbol[space] = [Int32](repeating: -1, count: symbols + 1) }
+            if slotOfSymbol[space].isEmpty {
+                slotOfSymbol[space] = [Int32](repeating: -1, count: symbols + 1)
+                HugePages.advise(&slotOfSymbol[space])
+            }
             let slot = slotOfSymbol[space][Int(symbol.raw)]
             if slot >= 0 { return Int(slot) }
             slotOfSymbol[space][Int(symbol.raw)] = Int32(facts.count)
@@ -158,6 +161,8 @@ public struct Planner {
         let plannable = batch.lines.reduce(0) { $0 + ($1.status == .planned ? 1 : 0) }
         plan.instructions.reserveCapacity(plannable)
         plan.instructionLines.reserveCapacity(plannable)
+        HugePages.advise(&plan.instructions)
+        HugePages.advise(&plan.instructionLines)
         let hasher = SHA256()
         var keyBytes: [UInt8] = []
         for group in 0..<(starts.count - 1) {

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Turns input records into checked ``OrderLine``s: the line rules of docs/RULES.md.
 ///
 /// It is the ``RecordSink`` the readers feed. Every record becomes exactly one line:
@@ -26,6 +28,7 @@ public final class LineChecker: RecordSink {
     public func reserve(lines: Int) {
         let lines = max(0, min(lines, 200_000_000))
         batch.lines.reserveCapacity(batch.lines.count + lines)
+        HugePages.advise(&batch.lines)
         // About three distinct strings a line (line id, order id, group, charge...).
         batch.symbols.reserve(symbols: batch.symbols.count + 3 * lines)
     }
@@ -37,6 +40,7 @@ public final class LineChecker: RecordSink {
         firstLine = []
         fileStarts = []
         keyScratch = []
+        recent = Recent()
         batch.symbols.dropIndex()
     }
 
@@ -61,6 +65,14 @@ public final class LineChecker: RecordSink {
         batch.files[file].lines = 0
     }
 
+    /// Appends a line record; storage the table grew into gets the huge-page advice too.
+    @inline(__always)
+    private func append(_ line: OrderLine) {
+        let grows = batch.lines.count == batch.lines.capacity
+        batch.lines.append(line)
+        if grows { HugePages.advise(&batch.lines) }
+    }
+
     public func record(_ record: RecordView, file: Int) {
         var line = OrderLine()
         line.file = UInt16(file)
@@ -75,9 +87,10 @@ public final class LineChecker: RecordSink {
         if id > 0 {
             if id >= firstLine.count {
                 firstLine.append(contentsOf: repeatElement(0, count: max(id + 1 - firstLine.count, firstLine.count)))
+                HugePages.advise(&firstLine)
             }
             if firstLine[id] != 0 {
-                batch.lines.append(line)
+                append(line)
                 let first = batch.lines[Int(firstLine[id]) - 1]
                 batch.set(
                     index, .rejected, .duplicateLineID,
@@ -87,7 +100,7 @@ public final class LineChecker: RecordSink {
             }
             firstLine[id] = Int32(index + 1)
         }
-        batch.lines.append(line)
+        append(line)
         if let failure {
             batch.set(index, .rejected, failure.code, failure.message)
         }
@@ -153,7 +166,7 @@ public final class LineChecker: RecordSink {
     @inline(__always)
     private func readIdentity(_ fields: Fields, into line: inout OrderLine) -> LineKind? {
         line.lineID = intern(fields[.lineID])
-        line.orderID = intern(fields[.orderID])
+        line.orderID = intern(fields[.orderID], recent: &recent.orderID)
         let kindField = fields[.kind]
         let payoutMethod = fields[.payoutMethod]
         let kind: LineKind?
@@ -168,10 +181,10 @@ public final class LineChecker: RecordSink {
             orderID: fields[.orderID])
         line.payee = intern(line.kind == .payout ? fields[.recipient] : fields[.destination])
         line.payoutMethod = intern(payoutMethod)
-        line.charge = intern(fields[.sourceTransaction])
+        line.charge = intern(fields[.sourceTransaction], recent: &recent.charge)
         line.transfer = intern(fields[.transfer])
         line.paymentMethodType = intern(fields[.paymentMethodType])
-        line.paymentIntent = intern(fields[.paymentIntent])
+        line.paymentIntent = intern(fields[.paymentIntent], recent: &recent.paymentIntent)
         return kind
     }
 
@@ -409,7 +422,7 @@ public final class LineChecker: RecordSink {
         transferGroup: UnsafeRawBufferPointer, paymentIntent: UnsafeRawBufferPointer,
         orderID: UnsafeRawBufferPointer
     ) -> Symbol {
-        if !transferGroup.isEmpty { return intern(transferGroup) }
+        if !transferGroup.isEmpty { return intern(transferGroup, recent: &recent.group) }
         if !paymentIntent.isEmpty { return prefixed("group_", paymentIntent) }
         if !orderID.isEmpty { return prefixed("order:", orderID) }
         return .none
@@ -421,7 +434,37 @@ public final class LineChecker: RecordSink {
         keyScratch.removeAll(keepingCapacity: true)
         keyScratch.append(contentsOf: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
         keyScratch.append(contentsOf: value)
-        return keyScratch.withUnsafeBytes { batch.symbols.intern($0) }
+        return keyScratch.withUnsafeBytes { key in
+            if recent.group.isNone || !equal(batch.symbols.bytes(recent.group), key) {
+                recent.group = batch.symbols.intern(key)
+            }
+            return recent.group
+        }
+    }
+
+    /// The symbols the previous lines got for the columns an order's lines share: an export
+    /// written order by order repeats them line after line, and comparing with the last one
+    /// costs less than a look-up in a table of millions. Symbols are the same either way (the
+    /// table maps equal bytes to one symbol), so only the look-up is saved.
+    private struct Recent {
+        var orderID = Symbol.none
+        var group = Symbol.none
+        var charge = Symbol.none
+        var paymentIntent = Symbol.none
+    }
+    private var recent = Recent()
+
+    @inline(__always)
+    private func intern(_ bytes: UnsafeRawBufferPointer, recent: inout Symbol) -> Symbol {
+        if !recent.isNone, equal(batch.symbols.bytes(recent), bytes) { return recent }
+        recent = intern(bytes)
+        return recent
+    }
+
+    @inline(__always)
+    private func equal(_ known: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        known.count == bytes.count
+            && (bytes.isEmpty || memcmp(known.baseAddress!, bytes.baseAddress!, bytes.count) == 0)
     }
 
     @inline(__always)
