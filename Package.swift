@@ -33,11 +33,13 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"])]),
         // prctl and setrlimit for the executable's hardening (no core dumps).
         .systemLibrary(name: "CProcess", path: "Sources/CProcess"),
+        // __builtin_prefetch for the symbol table's look-ups (a header, no library).
+        .systemLibrary(name: "CPrefetch", path: "Sources/CPrefetch"),
 
         // SHA-256 on libcrypto: instruction ids and file checksums.
         .target(name: "SettleDigest", dependencies: ["CCrypto"], swiftSettings: strict),
         // Pure: money, the line model, the rules, instruction forming. No I/O.
-        .target(name: "SettleCore", dependencies: ["SettleDigest"], swiftSettings: strict),
+        .target(name: "SettleCore", dependencies: ["SettleDigest", "CPrefetch"], swiftSettings: strict),
         // Readers: gzip, CSV, XML (streaming, validated) → records for the rules.
         .target(name: "SettleRead", dependencies: ["SettleCore", "SettleDigest", "CZlib", "CLibXML2"],
                 swiftSettings: strict),

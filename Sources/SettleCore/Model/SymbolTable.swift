@@ -1,3 +1,4 @@
+import CPrefetch
 import Glibc
 
 /// An interned string: a small integer naming a byte string held once in a ``SymbolTable``.
@@ -89,6 +90,16 @@ public final class SymbolTable: @unchecked Sendable {
     public func reserve(symbols: Int) {
         let wanted = max(0, min(symbols, Int(Int32.max) - 1))
         if wanted + 1 > spanCapacity { growSpans(to: wanted + 1) }
+    }
+
+    /// Starts loading the table slot an ``intern(_:)`` of these bytes will read first: a line's
+    /// ids each land at a random place in a table of hundreds of megabytes, and prefetching
+    /// them all before interning them one by one overlaps their cache misses.
+    @inline(__always)
+    public func prefetch(_ bytes: UnsafeRawBufferPointer) {
+        guard !bytes.isEmpty, let slots else { return }
+        let tag = UInt64(UInt32(truncatingIfNeeded: SymbolTable.hash(bytes)))
+        settle_prefetch(slots + (Int(tag) & mask))
     }
 
     /// The symbol for these bytes, adding it when new. Empty bytes are ``Symbol/none``.

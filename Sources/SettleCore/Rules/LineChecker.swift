@@ -165,6 +165,14 @@ public final class LineChecker: RecordSink {
     /// An empty `kind` is a payout when the line has a payout method, else a transfer.
     @inline(__always)
     private func readIdentity(_ fields: Fields, into line: inout OrderLine) -> LineKind? {
+        // The ids most likely new or far apart in the table: their slots load together.
+        let symbols = batch.symbols
+        symbols.prefetch(fields[.lineID])
+        symbols.prefetch(fields[.destination])
+        symbols.prefetch(fields[.recipient])
+        prefetch(fields[.orderID], unless: recent.orderID)
+        prefetch(fields[.sourceTransaction], unless: recent.charge)
+        prefetch(fields[.paymentIntent], unless: recent.paymentIntent)
         line.lineID = intern(fields[.lineID])
         line.orderID = intern(fields[.orderID], recent: &recent.orderID)
         let kindField = fields[.kind]
@@ -453,6 +461,11 @@ public final class LineChecker: RecordSink {
         var paymentIntent = Symbol.none
     }
     private var recent = Recent()
+
+    @inline(__always)
+    private func prefetch(_ bytes: UnsafeRawBufferPointer, unless recent: Symbol) {
+        if recent.isNone || !equal(batch.symbols.bytes(recent), bytes) { batch.symbols.prefetch(bytes) }
+    }
 
     @inline(__always)
     private func intern(_ bytes: UnsafeRawBufferPointer, recent: inout Symbol) -> Symbol {
