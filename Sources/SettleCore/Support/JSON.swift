@@ -162,8 +162,7 @@ public indirect enum JSON: Sendable, Equatable {
         value.withUTF8 { appendBytes(UnsafeRawBufferPointer($0), to: &out) }
     }
 
-    /// Appends UTF-8 bytes as a JSON string: the one escaper. `"`, `\` and the control
-    /// characters are escaped (`\n`, `\r`, `\t`, else `\u00xx`); every other byte is copied.
+    /// Appends UTF-8 bytes as a JSON string, quoted and escaped by ``escape(_:to:)``.
     public static func appendBytes(_ value: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var plain = true
@@ -173,23 +172,57 @@ public indirect enum JSON: Sendable, Equatable {
         }
         if plain {
             out.append(contentsOf: value)
-            out.append(UInt8(ascii: "\""))
-            return
-        }
-        for byte in value {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xf)]])
-            default: out.append(byte)
+        } else {
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: escapedCapacity(value.count)) { scratch in
+                let count = escape(value, to: scratch.baseAddress!)
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[..<count]))
             }
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// The most bytes ``escape(_:to:)`` writes for `count` bytes (`\u00xx` for each).
+    @inline(__always)
+    static func escapedCapacity(_ count: Int) -> Int { 6 * count }
+
+    /// Writes UTF-8 bytes escaped for inside a JSON string at `at`, which has room for
+    /// ``escapedCapacity(_:)`` bytes, and returns how many it wrote: the one escaper. `"`,
+    /// `\` and the control characters are escaped (`\n`, `\r`, `\t`, else `\u00xx`); every
+    /// other byte is copied.
+    @inline(__always)
+    static func escape(_ value: UnsafeRawBufferPointer, to at: UnsafeMutablePointer<UInt8>) -> Int {
+        var count = 0
+        for byte in value {
+            if byte >= 0x20 && byte != 0x22 && byte != 0x5C {
+                at[count] = byte
+                count += 1
+                continue
+            }
+            at[count] = 0x5C
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                at[count + 1] = byte
+                count += 2
+            case 0x0A:
+                at[count + 1] = UInt8(ascii: "n")
+                count += 2
+            case 0x0D:
+                at[count + 1] = UInt8(ascii: "r")
+                count += 2
+            case 0x09:
+                at[count + 1] = UInt8(ascii: "t")
+                count += 2
+            default:
+                let hex: StaticString = "0123456789abcdef"
+                at[count + 1] = UInt8(ascii: "u")
+                at[count + 2] = 0x30
+                at[count + 3] = 0x30
+                at[count + 4] = hex.utf8Start[Int(byte >> 4)]
+                at[count + 5] = hex.utf8Start[Int(byte & 0xf)]
+                count += 6
+            }
+        }
+        return count
     }
 }
 
