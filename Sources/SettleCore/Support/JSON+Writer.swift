@@ -4,42 +4,56 @@ extension JSON {
     /// would cost an allocation per member. Strings go through the one escaper,
     /// ``JSON/escape(_:to:)``.
     ///
-    /// The bytes live in storage the writer owns (grown by doubling, copied on write): a
-    /// token costs one room check and plain stores, where `Array.append` costs a uniqueness
-    /// and capacity check per call (about 100 instructions a call, 3 to 4 calls a token).
-    public struct Writer {
-        private var storage: Storage
+    /// The bytes live in memory the writer owns (grown by doubling; the writer is not
+    /// copyable, so no copy can share them): a token costs one room check and plain stores,
+    /// where `Array.append` costs a uniqueness and capacity check per call (about 100
+    /// instructions a call, 3 to 4 calls a token).
+    public struct Writer: ~Copyable {
+        private var base: UnsafeMutablePointer<UInt8>
+        private var length = 0
+        private var capacity: Int
         private var needsComma = false
 
         public init(out: [UInt8] = []) {
-            storage = Storage(capacity: Swift.max(out.count, 1024))
+            capacity = Swift.max(out.count, 1024)
+            base = .allocate(capacity: capacity)
             out.withUnsafeBufferPointer { bytes in
-                if let base = bytes.baseAddress { storage.base.update(from: base, count: bytes.count) }
+                if let start = bytes.baseAddress { base.update(from: start, count: bytes.count) }
             }
-            storage.count = out.count
+            length = out.count
         }
+
+        deinit { base.deallocate() }
 
         /// The bytes written so far, as an array (a copy).
         public var out: [UInt8] { withBytes { Array($0) } }
 
         /// The bytes written so far, without copying them.
         public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-            try body(UnsafeRawBufferPointer(start: storage.base, count: storage.count))
+            try body(UnsafeRawBufferPointer(start: base, count: length))
         }
 
         /// Forgets the bytes (keeping the storage) to write the next document.
         public mutating func removeAll() {
-            _ = room(0)
-            storage.count = 0
+            length = 0
             needsComma = false
         }
 
         /// Where the next `needed` bytes go, with room for them.
         @inline(__always)
         private mutating func room(_ needed: Int) -> UnsafeMutablePointer<UInt8> {
-            if !isKnownUniquelyReferenced(&storage) { storage = storage.copy() }
-            if storage.count + needed > storage.capacity { storage.grow(toFit: storage.count + needed) }
-            return storage.base + storage.count
+            if length + needed > capacity { grow(toFit: length + needed) }
+            return base + length
+        }
+
+        private mutating func grow(toFit needed: Int) {
+            var capacity = self.capacity
+            while capacity < needed { capacity *= 2 }
+            let fresh = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+            fresh.update(from: base, count: length)
+            base.deallocate()
+            base = fresh
+            self.capacity = capacity
         }
 
         /// The comma if a value came before at this level, at `at`; how many bytes it took.
@@ -60,7 +74,7 @@ extension JSON {
         /// A comma if a value came before at this level.
         public mutating func separator() {
             let at = room(1)
-            storage.count += comma(at)
+            length += comma(at)
         }
 
         @inline(__always)
@@ -69,7 +83,7 @@ extension JSON {
             var count = opening ? comma(at) : 0
             at[count] = byte
             count += 1
-            storage.count += count
+            length += count
             needsComma = !opening
         }
 
@@ -87,7 +101,7 @@ extension JSON {
             count += Writer.copy(name, to: at + count)
             at[count] = UInt8(ascii: "\"")
             at[count + 1] = UInt8(ascii: ":")
-            storage.count += count + 2
+            length += count + 2
             needsComma = false
         }
 
@@ -105,7 +119,7 @@ extension JSON {
             quoted(prefix, name, suffix)
             let at = room(1)
             at.pointee = UInt8(ascii: ":")
-            storage.count += 1
+            length += 1
             needsComma = false
         }
 
@@ -117,7 +131,7 @@ extension JSON {
             count += 1
             count += Writer.copy(value, to: at + count)
             at[count] = UInt8(ascii: "\"")
-            storage.count += count + 1
+            length += count + 1
         }
 
         public mutating func string(_ value: String) {
@@ -146,7 +160,7 @@ extension JSON {
             count += JSON.escape(value, to: at + count)
             count += Writer.copy(suffix, to: at + count)
             at[count] = UInt8(ascii: "\"")
-            storage.count += count + 1
+            length += count + 1
         }
 
         /// A string of at most `maxCount` bytes that settle makes and that need no escaping
@@ -160,7 +174,7 @@ extension JSON {
             precondition(written >= 0 && written <= maxCount, "a JSON string outgrew the room it asked for")
             count += written
             at[count] = UInt8(ascii: "\"")
-            storage.count += count + 1
+            length += count + 1
         }
 
         /// An integer as a string (`"9346"`, Stripe's form-encoded amount).
@@ -172,51 +186,20 @@ extension JSON {
         public mutating func newline() {
             let at = room(1)
             at.pointee = 0x0A
-            storage.count += 1
+            length += 1
             needsComma = false
         }
 
         public mutating func null() {
             let at = room(5)
             let count = comma(at)
-            storage.count += count + Writer.copy("null", to: at + count)
+            length += count + Writer.copy("null", to: at + count)
         }
 
         public mutating func int(_ value: Int64) {
             let at = room(JSON.integerCapacity + 1)
             let count = comma(at)
-            storage.count += count + JSON.writeInteger(value, to: at + count)
-        }
-
-        /// The writer's bytes: a class so that the writer can grow them in place.
-        private final class Storage {
-            var base: UnsafeMutablePointer<UInt8>
-            var count = 0
-            var capacity: Int
-
-            init(capacity: Int) {
-                self.capacity = capacity
-                base = .allocate(capacity: capacity)
-            }
-
-            deinit { base.deallocate() }
-
-            func copy() -> Storage {
-                let copy = Storage(capacity: capacity)
-                copy.base.update(from: base, count: count)
-                copy.count = count
-                return copy
-            }
-
-            func grow(toFit needed: Int) {
-                var capacity = self.capacity
-                while capacity < needed { capacity *= 2 }
-                let fresh = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
-                fresh.update(from: base, count: count)
-                base.deallocate()
-                base = fresh
-                self.capacity = capacity
-            }
+            length += count + JSON.writeInteger(value, to: at + count)
         }
     }
 

@@ -191,13 +191,31 @@ public indirect enum JSON: Sendable, Equatable {
     /// other byte is copied.
     @inline(__always)
     static func escape(_ value: UnsafeRawBufferPointer, to at: UnsafeMutablePointer<UInt8>) -> Int {
+        guard let base = value.baseAddress else { return 0 }
+        let end = value.count
+        var index = 0
         var count = 0
-        for byte in value {
-            if byte >= 0x20 && byte != 0x22 && byte != 0x5C {
-                at[count] = byte
-                count += 1
-                continue
+        while index < end {
+            // The run of bytes copied as they are: eight at a time while no byte of the word
+            // needs an escape, then byte by byte; then one copy of the run.
+            var run = index
+            while run + 8 <= end, !needsEscape(UInt64(littleEndian: base.loadUnaligned(fromByteOffset: run, as: UInt64.self))) {
+                run += 8
             }
+            while run < end, base.load(fromByteOffset: run, as: UInt8.self) >= 0x20,
+                base.load(fromByteOffset: run, as: UInt8.self) != 0x22,
+                base.load(fromByteOffset: run, as: UInt8.self) != 0x5C
+            {
+                run += 1
+            }
+            if run > index {
+                UnsafeMutableRawPointer(at + count).copyMemory(from: base + index, byteCount: run - index)
+                count += run - index
+                index = run
+                if index == end { break }
+            }
+            let byte = base.load(fromByteOffset: index, as: UInt8.self)
+            index += 1
             at[count] = 0x5C
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):
@@ -223,6 +241,20 @@ public indirect enum JSON: Sendable, Equatable {
             }
         }
         return count
+    }
+
+    /// Whether a byte of the word is below 0x20, `"` or `\\` (exact: the bit tricks of
+    /// "Bit Twiddling Hacks", determine if a word has a byte less than n / equal to n).
+    @inline(__always)
+    static func needsEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let control = (word &- ones &* 0x20) & ~word
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        let quoteZero = (quote &- ones) & ~quote
+        let backslashZero = (backslash &- ones) & ~backslash
+        return (control | quoteZero | backslashZero) & highs != 0
     }
 }
 
