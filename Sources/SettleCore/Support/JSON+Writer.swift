@@ -115,7 +115,8 @@ extension JSON {
         /// A key of the input's bytes between two parts settle names (`metadata[` … `]`):
         /// the same bytes as ``key(escaping:)`` of the three joined, as the parts need no
         /// escaping.
-        public mutating func key(_ prefix: StaticString, escaping name: UnsafeRawBufferPointer, _ suffix: StaticString) {
+        public mutating func key(_ prefix: StaticString, escaping name: UnsafeRawBufferPointer, _ suffix: StaticString)
+        {
             quoted(prefix, name, suffix)
             let at = room(1)
             at.pointee = UInt8(ascii: ":")
@@ -145,8 +146,9 @@ extension JSON {
         /// The input's bytes between two parts settle names, as one string (a reversal's
         /// path `/v1/transfers/<id>/reversals`): the same bytes as ``string(bytes:)`` of the
         /// three joined, as the parts need no escaping.
-        public mutating func string(_ prefix: StaticString, escaping value: UnsafeRawBufferPointer, _ suffix: StaticString)
-        {
+        public mutating func string(
+            _ prefix: StaticString, escaping value: UnsafeRawBufferPointer, _ suffix: StaticString
+        ) {
             quoted(prefix, value, suffix)
         }
 

@@ -199,7 +199,9 @@ public indirect enum JSON: Sendable, Equatable {
             // The run of bytes copied as they are: eight at a time while no byte of the word
             // needs an escape, then byte by byte; then one copy of the run.
             var run = index
-            while run + 8 <= end, !needsEscape(UInt64(littleEndian: base.loadUnaligned(fromByteOffset: run, as: UInt64.self))) {
+            while run + 8 <= end,
+                !needsEscape(UInt64(littleEndian: base.loadUnaligned(fromByteOffset: run, as: UInt64.self)))
+            {
                 run += 8
             }
             while run < end, base.load(fromByteOffset: run, as: UInt8.self) >= 0x20,
