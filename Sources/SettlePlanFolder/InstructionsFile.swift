@@ -46,12 +46,12 @@ public enum InstructionsFile {
         json.key("path")
         switch instruction.kind {
         case .reversal:
-            // RequestParams.path(kind: .reversal, target:), without the string.
+            // RequestParams.path(kind: .reversal, target:) without building the string (the
+            // golden samples and InstructionsWriteTests hold the two to the same bytes).
             batch.symbols.withBytes(instruction.target) { json.string("/v1/transfers/", escaping: $0, "/reversals") }
-        case .transfer:
-            json.string("/v1/transfers")
-        case .payout:
-            json.string("/v2/money_management/outbound_payments")
+        case .transfer, .payout:
+            // A literal: no string is built.
+            json.string(RequestParams.path(kind: instruction.kind, target: ""))
         }
         json.key("idempotency_key")
         json.string(maxCount: PlanRow.idempotencyKeyCapacity) { instruction.writeIdempotencyKey(to: $0) }

@@ -1,3 +1,4 @@
+import SettleApply
 import SettleCore
 import SettleTestSupport
 import Testing
@@ -77,6 +78,22 @@ import Testing
         #expect(seen["ORDER4"]?.1 == [])
         #expect(seen["ORDER5"]?.0 == nil)
         #expect(seen["ORDER5"]?.1 == ["shift=dinner"])
+    }
+
+    @Test func reversalPathWrittenInPlaceIsTheRequestsPath() {
+        let header = ["line_id", "order_id", "kind", "amount", "currency", "transfer_group", "destination", "transfer"]
+        let row = [
+            "line_id": "9-1", "order_id": "9", "kind": "reversal", "amount": "3.00", "currency": "usd",
+            "transfer_group": "ORDER9", "destination": "acct_rest", "transfer": "tr_9",
+        ]
+        var options = RuleOptions(asOf: CivilDate.parse("2026-11-29")!)
+        options.platformCountry = "US"
+        let batch = LineChecker(options: options).checkRows([row], header: header)
+        let plan = Planner(options: options, history: nil).plan(batch)
+        #expect(plan.instructions.map(\.kind) == [.reversal])
+        let instruction = plan.instruction(at: 0)
+        #expect(instruction.path == RequestParams.path(kind: .reversal, target: "tr_9"))
+        #expect(instruction.path == "/v1/transfers/tr_9/reversals")
     }
 
     @Test func idempotencyKeyWrittenInPlaceIsTheKeysFormat() {
