@@ -41,7 +41,7 @@ public enum InstructionsFile {
         let lines = plan.lines(of: instruction)
         json.open()
         json.key("id"); json.instructionID(instruction)
-        json.key("kind"); json.string(WrittenText.instructionKinds[Int(instruction.kind.rawValue)])
+        json.key("kind"); json.string(instruction.kind.name)
         json.key("method"); json.string("POST")
         json.key("path")
         switch instruction.kind {
@@ -71,7 +71,7 @@ public enum InstructionsFile {
             let line = batch.lines[Int(index)]
             json.open()
             json.key("line_id"); json.symbol(line.lineID, batch)
-            json.key("kind"); json.string(WrittenText.lineKinds[Int(line.kind.rawValue)])
+            json.key("kind"); json.string(line.kind.name)
             json.key("amount_minor"); json.int(line.amount)
             json.key("content")
             json.string(maxCount: LineContent.hexCount) { LineContent.writeDigest(batch, line, to: $0) }
@@ -82,7 +82,7 @@ public enum InstructionsFile {
         json.key("payee"); json.symbol(instruction.payee, batch)
         json.key("charge")
         if instruction.kind == .reversal { json.string("") } else { json.symbol(instruction.charge, batch) }
-        json.key("currency"); json.string(WrittenText.currencies[Int(instruction.currency.index)])
+        json.key("currency"); json.string(instruction.currency.code)
         json.key("amount_minor"); json.int(instruction.amount)
         json.key("preflight")
         json.open()
@@ -106,6 +106,7 @@ public enum InstructionsFile {
         let extras: RequestParams.Extras
 
         var kind: Instruction.Kind { row.kind }
+        var currencyCode: String { row.currency.code }
         var amountMinor: Int64 { row.amount }
         var hasCharge: Bool { !row.charge.isNone }
 
@@ -116,7 +117,6 @@ public enum InstructionsFile {
             case .payee: json.symbol(row.payee, batch)
             case .charge: json.symbol(row.charge, batch)
             case .payoutMethod: json.symbol(row.payoutMethod, batch)
-            case .currency: json.string(WrittenText.currencies[Int(row.currency.index)])
             }
         }
     }
@@ -148,27 +148,7 @@ public enum InstructionsFile {
     }
 }
 
-/// The names and codes every line holds, as bytes made once: not a `String` (and a walk of
-/// its UTF-8) each time one is written. Indexed by raw value.
-enum WrittenText {
-    static let currencies = Currency.table.map { Array($0.code.utf8) }
-    static let instructionKinds = table(Instruction.Kind.allCases, \.name)
-    static let lineKinds = table(LineKind.allCases, \.name)
-
-    static func table<Kind: RawRepresentable>(_ cases: [Kind], _ name: (Kind) -> String) -> [[UInt8]]
-    where Kind.RawValue == UInt8 {
-        var names = [[UInt8]](repeating: [], count: Int(cases.map(\.rawValue).max() ?? 0) + 1)
-        for kind in cases { names[Int(kind.rawValue)] = Array(name(kind).utf8) }
-        return names
-    }
-}
-
 extension JSON.Writer {
-    /// Bytes of ``WrittenText`` as a string.
-    mutating func string(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { string(bytes: $0) }
-    }
-
     /// An instruction's id (`ins_…`), written from its digest without a string.
     mutating func instructionID(_ instruction: PlanRow) {
         string(maxCount: PlanRow.idCount) { instruction.writeID(to: $0) }

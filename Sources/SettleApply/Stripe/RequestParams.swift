@@ -37,11 +37,12 @@ public enum RequestParams {
 
     /// A text fact of a call, written by its holder (the planner writes symbols of the batch
     /// without making strings; apply writes the strings it read).
-    public enum Field: Sendable { case id, group, payee, charge, payoutMethod, currency }
+    public enum Field: Sendable { case id, group, payee, charge, payoutMethod }
 
     /// The facts a request is built from.
     public protocol Facts {
         var kind: Instruction.Kind { get }
+        var currencyCode: String { get }
         var amountMinor: Int64 { get }
         /// A transfer linked to its charge (`source_transaction`).
         var hasCharge: Bool { get }
@@ -61,7 +62,7 @@ public enum RequestParams {
         case .transfer, .reversal:
             json.key("amount"); json.string(integer: facts.amountMinor)
             if facts.kind == .transfer {
-                json.key("currency"); facts.write(.currency, into: &json)
+                json.key("currency"); json.string(facts.currencyCode)
                 json.key("destination"); facts.write(.payee, into: &json)
                 if facts.hasCharge { json.key("source_transaction"); facts.write(.charge, into: &json) }
                 json.key("transfer_group"); facts.write(.group, into: &json)
@@ -78,18 +79,18 @@ public enum RequestParams {
             json.open()
             json.key("financial_account")
             if let account = extras.financialAccount { json.string(account) } else { json.null() }
-            json.key("currency"); facts.write(.currency, into: &json)
+            json.key("currency"); json.string(facts.currencyCode)
             json.close()
             json.key("to")
             json.open()
             json.key("recipient"); facts.write(.payee, into: &json)
             json.key("payout_method"); facts.write(.payoutMethod, into: &json)
-            json.key("currency"); facts.write(.currency, into: &json)
+            json.key("currency"); json.string(facts.currencyCode)
             json.close()
             json.key("amount")
             json.open()
             json.key("value"); json.int(facts.amountMinor)
-            json.key("currency"); facts.write(.currency, into: &json)
+            json.key("currency"); json.string(facts.currencyCode)
             json.close()
             json.key("delivery_options")
             json.open()
@@ -137,7 +138,6 @@ public enum RequestParams {
             case .payee: json.string(payee)
             case .charge: json.string(charge)
             case .payoutMethod: json.string(payoutMethod)
-            case .currency: json.string(currencyCode)
             }
         }
     }
