@@ -7,8 +7,13 @@ public import SettleWrite
 public enum InstructionsFile {
     public static func write(path: String, plan: SettlementPlan) throws(WriteFailure) -> (sha256: String, rows: Int) {
         let file = try OutputFile(path: path)
+        // One writer for every line: its storage is reused, and each line reaches the file's
+        // buffer in one copy.
+        var json = JSON.Writer()
         for instruction in plan.instructions {
-            file.withBuffer { append(instruction, plan: plan, to: &$0) }
+            json.removeAll()
+            write(instruction, plan: plan, into: &json)
+            json.withBytes { file.append($0) }
             file.endRow()
         }
         let sha = try file.commit()
@@ -25,9 +30,14 @@ public enum InstructionsFile {
     /// sending (`preflight`). The parameters come from ``RequestParams/write(_:into:)``, the
     /// function apply builds them with again before it sends.
     static func append(_ instruction: PlanRow, plan: SettlementPlan, to out: inout [UInt8]) {
+        var json = JSON.Writer()
+        write(instruction, plan: plan, into: &json)
+        json.withBytes { out.append(contentsOf: $0) }
+    }
+
+    /// ``append(_:plan:to:)`` into a writer: the line and its newline.
+    static func write(_ instruction: PlanRow, plan: SettlementPlan, into json: inout JSON.Writer) {
         let batch = plan.batch
-        var json = JSON.Writer(out: out)
-        out = []
         let lines = plan.lines(of: instruction)
         json.open()
         json.key("id"); json.instructionID(instruction)
@@ -36,12 +46,15 @@ public enum InstructionsFile {
         json.key("path")
         switch instruction.kind {
         case .reversal:
-            json.string(
-                RequestParams.path(kind: .reversal, target: batch.symbols.string(instruction.target)))
+            // RequestParams.path(kind: .reversal, target:) without building the string (the
+            // golden samples and InstructionsWriteTests hold the two to the same bytes).
+            batch.symbols.withBytes(instruction.target) { json.string("/v1/transfers/", escaping: $0, "/reversals") }
         case .transfer, .payout:
+            // A literal: no string is built.
             json.string(RequestParams.path(kind: instruction.kind, target: ""))
         }
-        json.key("idempotency_key"); json.string(instruction.idempotencyKey)
+        json.key("idempotency_key")
+        json.string(maxCount: PlanRow.idempotencyKeyCapacity) { instruction.writeIdempotencyKey(to: $0) }
         json.key("stripe_context"); json.null()
         json.key("params")
         let (description, metadata) = agreedExtras(lines, batch: batch)
@@ -60,7 +73,8 @@ public enum InstructionsFile {
             json.key("line_id"); json.symbol(line.lineID, batch)
             json.key("kind"); json.string(line.kind.name)
             json.key("amount_minor"); json.int(line.amount)
-            json.key("content"); json.string(LineContent.digest(batch, line))
+            json.key("content")
+            json.string(maxCount: LineContent.hexCount) { LineContent.writeDigest(batch, line, to: $0) }
             json.close()
         }
         json.closeArray()
@@ -82,8 +96,7 @@ public enum InstructionsFile {
         }
         json.close()
         json.close()
-        swap(&out, &json.out)
-        out.append(0x0A)
+        json.newline()
     }
 
     /// A plan row's facts for ``RequestParams``: its symbols written from the batch's bytes.
@@ -109,7 +122,18 @@ public enum InstructionsFile {
     }
 
     /// The description if every line has the same one; metadata keys on which all lines agree.
-    static func agreedExtras(_ lines: ArraySlice<Int32>, batch: Batch) -> (String?, [(String, String)]) {
+    static func agreedExtras(
+        _ lines: ArraySlice<Int32>, batch: Batch
+    ) -> (String?, [(key: String, value: String)]) {
+        // Most instructions have lines of one extras slot (or none): they agree on all of it.
+        if let first = lines.first {
+            let slot = batch.lines[Int(first)].extras
+            if lines.allSatisfy({ batch.lines[Int($0)].extras == slot }) {
+                guard slot >= 0 else { return (nil, []) }
+                let extras = batch.extras[Int(slot)]
+                return (extras.description, extras.metadata)
+            }
+        }
         guard lines.contains(where: { batch.lines[Int($0)].extras >= 0 }) else { return (nil, []) }
         let extras = lines.map { index -> LineExtras in
             let slot = batch.lines[Int(index)].extras
@@ -120,17 +144,14 @@ public enum InstructionsFile {
         let metadata = first.metadata.filter { pair in
             extras.allSatisfy { $0.metadata.contains { $0.key == pair.key && $0.value == pair.value } }
         }
-        return (description, metadata.map { ($0.key, $0.value) })
+        return (description, metadata)
     }
 }
 
 extension JSON.Writer {
     /// An instruction's id (`ins_…`), written from its digest without a string.
     mutating func instructionID(_ instruction: PlanRow) {
-        separator()
-        out.append(UInt8(ascii: "\""))
-        instruction.appendID(to: &out)
-        out.append(UInt8(ascii: "\""))
+        string(maxCount: PlanRow.idCount) { instruction.writeID(to: $0) }
     }
 
     /// A symbol's bytes as a string.

@@ -53,6 +53,88 @@ import Testing
         #expect(String(decoding: writer.out, as: UTF8.self) == #"{"k":"# + encoded + #","n":-7,"list":[null,"x"]}"#)
     }
 
+    /// Every byte at every position of a run longer than a word: the escaper's word-at-a-time
+    /// scan must stop exactly where the byte-by-byte rule would.
+    @Test func writerEscapesEveryByteAtEveryPositionAsTheRuleSays() {
+        func expected(_ bytes: [UInt8]) -> [UInt8] {
+            var out: [UInt8] = [0x22]
+            for byte in bytes {
+                switch byte {
+                case 0x22: out += [0x5C, 0x22]
+                case 0x5C: out += [0x5C, 0x5C]
+                case 0x0A: out += Array(#"\n"#.utf8)
+                case 0x0D: out += Array(#"\r"#.utf8)
+                case 0x09: out += Array(#"\t"#.utf8)
+                case 0..<0x20:
+                    let hex = Array("0123456789abcdef".utf8)
+                    out += Array(#"\u00"#.utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0xf)]]
+                default: out.append(byte)
+                }
+            }
+            return out + [0x22]
+        }
+        var failures = 0
+        for byte in 0...255 {
+            for position in 0..<19 {
+                var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 19)
+                bytes[position] = UInt8(byte)
+                bytes[18 - position] = UInt8(byte)
+                var writer = JSON.Writer()
+                bytes.withUnsafeBytes { writer.string(bytes: $0) }
+                var appended: [UInt8] = []
+                bytes.withUnsafeBytes { JSON.appendBytes($0, to: &appended) }
+                if writer.out != expected(bytes) || appended != expected(bytes) { failures += 1 }
+            }
+        }
+        #expect(failures == 0)
+    }
+
+    @Test func writerPartsAndNumbersAreTheJoinedForms() {
+        var parts = JSON.Writer()
+        var joined = JSON.Writer()
+        parts.open()
+        joined.open()
+        let name = Array("shift \"x\"".utf8)
+        name.withUnsafeBytes { parts.key("metadata[", escaping: $0, "]") }
+        joined.key(escaping: "metadata[shift \"x\"]")
+        let target = Array("tr_1\n".utf8)
+        target.withUnsafeBytes { parts.string("/v1/transfers/", escaping: $0, "/reversals") }
+        joined.string("/v1/transfers/tr_1\n/reversals")
+        for value: Int64 in [0, 7, -7, 10, 9346, .max, .min] {
+            parts.key("n")
+            joined.key("n")
+            parts.string(integer: value)
+            var digits: [UInt8] = []
+            JSON.appendInteger(value, to: &digits)
+            joined.string(String(decoding: digits, as: UTF8.self))
+            parts.int(value)
+            joined.int(value)
+        }
+        parts.close()
+        joined.close()
+        #expect(parts.out == joined.out)
+        #expect(
+            String(decoding: parts.out, as: UTF8.self).hasSuffix(
+                #""n":"-9223372036854775808","# + "-9223372036854775808}"))
+    }
+
+    @Test func writerGrowsAndStartsAgainAfterRemoveAll() {
+        let long = String(repeating: "a\u{01}\"", count: 2000)
+        var writer = JSON.Writer(out: Array("[".utf8))
+        writer.string(long)
+        writer.string("x")
+        #expect(String(decoding: writer.out, as: UTF8.self) == "[" + JSON.string(long).encoded() + #","x""#)
+        writer.removeAll()
+        writer.open()
+        writer.key("k")
+        writer.null()
+        writer.close()
+        writer.newline()
+        writer.open()
+        writer.close()
+        #expect(String(decoding: writer.out, as: UTF8.self) == "{\"k\":null}\n{}")
+    }
+
     @Test func readsEscapesAndSurrogatePairs() throws {
         #expect(try JSON.parse(#""\u00e9\/\b\f\ud83d\ude00\u20AC""#) == .string("é/\u{08}\u{0C}😀€"))
         #expect(Self.failure(#""\ud83d""#) == .init(offset: 1, message: "a high surrogate without its low surrogate"))

@@ -60,11 +60,7 @@ public enum RequestParams {
         json.open()
         switch facts.kind {
         case .transfer, .reversal:
-            json.key("amount")
-            json.separator()
-            json.out.append(UInt8(ascii: "\""))
-            JSON.appendInteger(facts.amountMinor, to: &json.out)
-            json.out.append(UInt8(ascii: "\""))
+            json.key("amount"); json.string(integer: facts.amountMinor)
             if facts.kind == .transfer {
                 json.key("currency"); json.string(facts.currencyCode)
                 json.key("destination"); facts.write(.payee, into: &json)
@@ -74,7 +70,9 @@ public enum RequestParams {
             if let description = extras.description { json.key("description"); json.string(description) }
             json.key("metadata[settle_instruction]"); facts.write(.id, into: &json)
             for (key, value) in extras.metadata where key != settleKey {
-                json.key(escaping: "metadata[\(key)]"); json.string(value)
+                var key = key
+                key.withUTF8 { json.key("metadata[", escaping: UnsafeRawBufferPointer($0), "]") }
+                json.string(value)
             }
         case .payout:
             json.key("from")

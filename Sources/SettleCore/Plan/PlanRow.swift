@@ -72,16 +72,38 @@ public struct PlanRow: Sendable {
     /// Appends the id to a byte buffer (the writers' hot path).
     @inline(__always)
     public func appendID(to out: inout [UInt8]) {
-        // `ins_` and 24 hex digits, formatted in place (one append, not one per byte).
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 28) { text in
-            text[0] = UInt8(ascii: "i")
-            text[1] = UInt8(ascii: "n")
-            text[2] = UInt8(ascii: "s")
-            text[3] = UInt8(ascii: "_")
-            for digit in 0..<16 { text[4 + digit] = PlanRow.hexDigit(digestHigh >> UInt64(60 - 4 * digit)) }
-            for digit in 0..<8 { text[20 + digit] = PlanRow.hexDigit(UInt64(digestLow) >> UInt64(28 - 4 * digit)) }
-            out.append(contentsOf: UnsafeBufferPointer(text))
+        // Formatted in place, then one append (not one per byte).
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: PlanRow.idCount) { text in
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: text[..<writeID(to: text.baseAddress!)]))
         }
+    }
+
+    /// The bytes of the id: `ins_` and 24 hex digits.
+    public static let idCount = 28
+
+    /// Writes the id at `at` (room for ``idCount`` bytes); returns how many bytes it wrote.
+    @inline(__always)
+    public func writeID(to at: UnsafeMutablePointer<UInt8>) -> Int {
+        at[0] = UInt8(ascii: "i")
+        at[1] = UInt8(ascii: "n")
+        at[2] = UInt8(ascii: "s")
+        at[3] = UInt8(ascii: "_")
+        for digit in 0..<16 { at[4 + digit] = PlanRow.hexDigit(digestHigh >> UInt64(60 - 4 * digit)) }
+        for digit in 0..<8 { at[20 + digit] = PlanRow.hexDigit(UInt64(digestLow) >> UInt64(28 - 4 * digit)) }
+        return PlanRow.idCount
+    }
+
+    /// The most bytes of an idempotency key: `settle-`, the id, `-a` and a 32-bit attempt.
+    public static let idempotencyKeyCapacity = 7 + idCount + 2 + 11
+
+    /// Writes ``idempotencyKey`` at `at` (room for ``idempotencyKeyCapacity`` bytes) without
+    /// making a string; returns how many bytes it wrote.
+    @inline(__always)
+    public func writeIdempotencyKey(to at: UnsafeMutablePointer<UInt8>) -> Int {
+        var count = IdempotencyKey.writePrefix(to: at)
+        count += writeID(to: at + count)
+        count += IdempotencyKey.writeAttempt(attempt, to: at + count)
+        return count
     }
 
     @inline(__always)
@@ -174,7 +196,28 @@ public enum InstructionID {
 /// A 64-bit FNV-1a digest of what a line settles, so the ledger can tell the same line
 /// (already settled) from a line reusing an id with other content (a conflict).
 public enum LineContent {
+    /// The digest as 16 hex digits.
     public static func digest(_ batch: Batch, _ line: OrderLine) -> String {
+        String(unsafeUninitializedCapacity: hexCount) { buffer in writeHex(hash(batch, line), to: buffer.baseAddress!) }
+    }
+
+    /// The bytes of ``digest(_:_:)``.
+    public static let hexCount = 16
+
+    /// Writes ``digest(_:_:)`` at `at` (room for ``hexCount`` bytes) without making a
+    /// string; returns how many bytes it wrote.
+    @inline(__always)
+    public static func writeDigest(_ batch: Batch, _ line: OrderLine, to at: UnsafeMutablePointer<UInt8>) -> Int {
+        writeHex(hash(batch, line), to: at)
+    }
+
+    @inline(__always)
+    static func writeHex(_ hash: UInt64, to at: UnsafeMutablePointer<UInt8>) -> Int {
+        for index in 0..<hexCount { at[index] = PlanRow.hexDigit(hash >> UInt64(60 - 4 * index)) }
+        return hexCount
+    }
+
+    static func hash(_ batch: Batch, _ line: OrderLine) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         @inline(__always) func byte(_ value: UInt8) { hash = (hash ^ UInt64(value)) &* 0x100_0000_01b3 }
         @inline(__always) func end() { byte(0x1f) }
@@ -202,12 +245,6 @@ public enum LineContent {
             divisor /= 10
         } while divisor > 0
         end()
-        return String(unsafeUninitializedCapacity: 16) { buffer in
-            for index in 0..<16 {
-                let nibble = UInt8((hash >> UInt64(60 - 4 * index)) & 0xf)
-                buffer[index] = nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
-            }
-            return 16
-        }
+        return hash
     }
 }

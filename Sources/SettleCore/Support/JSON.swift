@@ -162,8 +162,7 @@ public indirect enum JSON: Sendable, Equatable {
         value.withUTF8 { appendBytes(UnsafeRawBufferPointer($0), to: &out) }
     }
 
-    /// Appends UTF-8 bytes as a JSON string: the one escaper. `"`, `\` and the control
-    /// characters are escaped (`\n`, `\r`, `\t`, else `\u00xx`); every other byte is copied.
+    /// Appends UTF-8 bytes as a JSON string, quoted and escaped by ``escape(_:to:)``.
     public static func appendBytes(_ value: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var plain = true
@@ -173,23 +172,91 @@ public indirect enum JSON: Sendable, Equatable {
         }
         if plain {
             out.append(contentsOf: value)
-            out.append(UInt8(ascii: "\""))
-            return
-        }
-        for byte in value {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xf)]])
-            default: out.append(byte)
+        } else {
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: escapedCapacity(value.count)) { scratch in
+                let count = escape(value, to: scratch.baseAddress!)
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[..<count]))
             }
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// The most bytes ``escape(_:to:)`` writes for `count` bytes (`\u00xx` for each).
+    @inline(__always)
+    static func escapedCapacity(_ count: Int) -> Int { 6 * count }
+
+    /// Writes UTF-8 bytes escaped for inside a JSON string at `at`, which has room for
+    /// ``escapedCapacity(_:)`` bytes, and returns how many it wrote: the one escaper. `"`,
+    /// `\` and the control characters are escaped (`\n`, `\r`, `\t`, else `\u00xx`); every
+    /// other byte is copied.
+    @inline(__always)
+    static func escape(_ value: UnsafeRawBufferPointer, to at: UnsafeMutablePointer<UInt8>) -> Int {
+        guard let base = value.baseAddress else { return 0 }
+        let end = value.count
+        var index = 0
+        var count = 0
+        while index < end {
+            // The run of bytes copied as they are: eight at a time while no byte of the word
+            // needs an escape, then byte by byte; then one copy of the run.
+            var run = index
+            while run + 8 <= end,
+                !needsEscape(UInt64(littleEndian: base.loadUnaligned(fromByteOffset: run, as: UInt64.self)))
+            {
+                run += 8
+            }
+            while run < end, base.load(fromByteOffset: run, as: UInt8.self) >= 0x20,
+                base.load(fromByteOffset: run, as: UInt8.self) != 0x22,
+                base.load(fromByteOffset: run, as: UInt8.self) != 0x5C
+            {
+                run += 1
+            }
+            if run > index {
+                UnsafeMutableRawPointer(at + count).copyMemory(from: base + index, byteCount: run - index)
+                count += run - index
+                index = run
+                if index == end { break }
+            }
+            let byte = base.load(fromByteOffset: index, as: UInt8.self)
+            index += 1
+            at[count] = 0x5C
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                at[count + 1] = byte
+                count += 2
+            case 0x0A:
+                at[count + 1] = UInt8(ascii: "n")
+                count += 2
+            case 0x0D:
+                at[count + 1] = UInt8(ascii: "r")
+                count += 2
+            case 0x09:
+                at[count + 1] = UInt8(ascii: "t")
+                count += 2
+            default:
+                let hex: StaticString = "0123456789abcdef"
+                at[count + 1] = UInt8(ascii: "u")
+                at[count + 2] = 0x30
+                at[count + 3] = 0x30
+                at[count + 4] = hex.utf8Start[Int(byte >> 4)]
+                at[count + 5] = hex.utf8Start[Int(byte & 0xf)]
+                count += 6
+            }
+        }
+        return count
+    }
+
+    /// Whether a byte of the word is below 0x20, `"` or `\\` (exact: the bit tricks of
+    /// "Bit Twiddling Hacks", determine if a word has a byte less than n / equal to n).
+    @inline(__always)
+    static func needsEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let control = (word &- ones &* 0x20) & ~word
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        let quoteZero = (quote &- ones) & ~quote
+        let backslashZero = (backslash &- ones) & ~backslash
+        return (control | quoteZero | backslashZero) & highs != 0
     }
 }
 
