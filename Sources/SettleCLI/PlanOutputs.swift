@@ -44,15 +44,33 @@ struct PlanOutputs {
         written.instructions = plan.instructions.count
         for line in batch.lines { written.counts[line.status, default: 0] += 1 }
         written.exit = PlanOutputs.exitCode(counts: written.counts, inputs: inputs)
-        // instructions.jsonl is the largest file: it is written on the second core from here
-        // on (the plan is only read from now) while this thread sums the charges and writes the
-        // others.
+        // The second core writes instructions.jsonl (the largest file), then errors.csv and
+        // deferred.csv, from here on (the plan is only read from now), while this thread sums
+        // the charges and writes results.csv and the rest: about equal shares at full size.
         let instructionsPath = path("instructions.jsonl")
-        let instructionsJob = BackgroundJob { () throws(WriteFailure) in
-            try InstructionsFile.write(path: instructionsPath, plan: plan)
+        let layout = CorrectionLayout(files: batch.files)
+        let spoolFiles = Dictionary(inputs.enumerated().compactMap { i, input in input.spool.map { (i, $0) } }) {
+            a, _ in a
+        }
+        let folder = self.folder
+        let corrections = (errors: path("errors.csv"), deferred: path("deferred.csv"))
+        let secondCore = BackgroundJob { () throws(WriteFailure) in
+            let instructions = try InstructionsFile.write(path: instructionsPath, plan: plan)
+            // errors.csv and deferred.csv side by side, in input order: one forward pass over
+            // each gzip spool reads their records, and none is kept in memory.
+            let records = SpoolRecords(folder: folder, files: spoolFiles)
+            let errors = try CorrectionFile.Writer(path: corrections.errors, layout: layout)
+            let deferred = try CorrectionFile.Writer(path: corrections.deferred, layout: layout)
+            for line in batch.lines where line.status == .rejected || line.status == .deferred {
+                let row = CorrectionRow(
+                    file: Int(line.file), spoolOffset: line.spoolOffset, spoolLength: line.spoolLength,
+                    reasonCode: line.reason.code, reason: batch.reasonText(of: line), source: batch.source(of: line))
+                try (line.status == .rejected ? errors : deferred).add(row, records: records)
+            }
+            return (instructions: instructions, errors: try errors.commit(), deferred: try deferred.commit())
         }
         // Also when another file fails: the job must not write on after the command ended.
-        defer { _ = try? instructionsJob.wait() }
+        defer { _ = try? secondCore.wait() }
         let charges: PlanCharges
         let sums: ControlSums
         do throws(CommandFailure) {
@@ -60,15 +78,11 @@ struct PlanOutputs {
             sums = ControlSums.of(plan, charges: charges, runID: written.runID)
             try PlanOutputs.checkConservation(plan, sums: sums)
         } catch {
-            // No plan folder holds instructions that failed the sums.
-            _ = try? instructionsJob.wait()
-            unlink(instructionsPath)
+            // No plan folder holds instructions (or corrections) that failed the sums.
+            _ = try? secondCore.wait()
+            for written in [instructionsPath, corrections.errors, corrections.deferred] { unlink(written) }
             throw error
         }
-        let layout = CorrectionLayout(files: batch.files)
-        let records = SpoolRecords(
-            folder: folder,
-            files: Dictionary(inputs.enumerated().compactMap { i, input in input.spool.map { (i, $0) } }) { a, _ in a })
         // Counted in rows, so the ETA weighs results.csv and the line index as they weigh.
         let rowsToWrite =
             2 * batch.lines.count + (written.counts[.rejected] ?? 0) + (written.counts[.deferred] ?? 0)
@@ -79,22 +93,6 @@ struct PlanOutputs {
             let results = try ResultsFile.write(path: path("results.csv"), plan: plan)
             written.files.append(("results.csv", results.sha256, results.rows))
             rowsWritten += results.rows
-            progress.update(done: rowsWritten)
-            // errors.csv and deferred.csv side by side, in input order: one forward pass over
-            // each gzip spool reads their records, and none is kept in memory.
-            let errors = try CorrectionFile.Writer(path: path("errors.csv"), layout: layout)
-            let deferred = try CorrectionFile.Writer(path: path("deferred.csv"), layout: layout)
-            for line in batch.lines where line.status == .rejected || line.status == .deferred {
-                let row = CorrectionRow(
-                    file: Int(line.file), spoolOffset: line.spoolOffset, spoolLength: line.spoolLength,
-                    reasonCode: line.reason.code, reason: batch.reasonText(of: line), source: batch.source(of: line))
-                try (line.status == .rejected ? errors : deferred).add(row, records: records)
-            }
-            for (name, writer) in [("errors.csv", errors), ("deferred.csv", deferred)] {
-                let file = try writer.commit()
-                written.files.append((name, file.sha256, file.rows))
-                rowsWritten += file.rows
-            }
             progress.update(done: rowsWritten)
             let summary = try sums.write(path: path("summary.csv"))
             let chargesFile = try ChargesFile.write(path: path("charges.csv"), runID: written.runID, rows: charges)
@@ -107,10 +105,12 @@ struct PlanOutputs {
             let index = try LineIndex.write(path: path(LineIndex.name), plan: plan, chargeOfLine: charges.chargeOfLine)
             rowsWritten += index.rows
             progress.update(done: rowsWritten)
-            let instructions = try instructionsJob.wait()
-            rowsWritten += instructions.rows
+            let second = try secondCore.wait()
+            for file in [second.errors, second.deferred, second.instructions] { rowsWritten += file.rows }
             progress.update(done: rowsWritten)
-            written.files.append(("instructions.jsonl", instructions.sha256, instructions.rows))
+            written.files.append(("errors.csv", second.errors.sha256, second.errors.rows))
+            written.files.append(("deferred.csv", second.deferred.sha256, second.deferred.rows))
+            written.files.append(("instructions.jsonl", second.instructions.sha256, second.instructions.rows))
             written.files.append(("summary.csv", summary.sha256, summary.rows))
             written.files.append(("charges.csv", chargesFile.sha256, chargesFile.rows))
             written.files.append((LineIndex.name, index.sha256, index.rows))
