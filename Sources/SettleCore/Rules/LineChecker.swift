@@ -128,6 +128,7 @@ public final class LineChecker: RecordSink {
     private func check(_ record: RecordView, layout: FileLayout, into line: inout OrderLine) -> RecordDefect? {
         let fields = Fields(record: record, columnIndex: layout.indexOfColumn)
         let encodingProblem = firstEncodingProblem(record, layout: layout)
+        fieldsAreUTF8 = encodingProblem == nil
         let kind = readIdentity(fields, into: &line)
 
         if let defect = record.defect { return defect }
@@ -480,9 +481,13 @@ public final class LineChecker: RecordSink {
             && (bytes.isEmpty || memcmp(known.baseAddress!, bytes.baseAddress!, bytes.count) == 0)
     }
 
+    /// Whether every field of the record being checked is valid UTF-8 (then its ids need no
+    /// second look before they are interned).
+    private var fieldsAreUTF8 = false
+
     @inline(__always)
     private func intern(_ bytes: UnsafeRawBufferPointer) -> Symbol {
-        if UTF8Check.isValid(bytes) { return batch.symbols.intern(bytes) }
+        if fieldsAreUTF8 || UTF8Check.isValid(bytes) { return batch.symbols.intern(bytes) }
         // Keep invalid text readable in results.csv (U+FFFD); the line is rejected anyway.
         return batch.symbols.intern(String(decoding: bytes, as: UTF8.self))
     }
@@ -511,8 +516,25 @@ public final class LineChecker: RecordSink {
 public enum UTF8Check {
     @inline(__always)
     public static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        for byte in bytes where byte >= 0x80 { return validateSlow(bytes) }
-        return true
+        isASCII(bytes) || validateSlow(bytes)
+    }
+
+    /// Whether no byte has its high bit set, read eight bytes at a time (ids are ASCII).
+    @inline(__always)
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        let count = bytes.count
+        var seen: UInt64 = 0
+        var offset = 0
+        while offset + 8 <= count {
+            seen |= base.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            offset += 8
+        }
+        while offset < count {
+            seen |= UInt64(base.load(fromByteOffset: offset, as: UInt8.self))
+            offset += 1
+        }
+        return seen & 0x8080_8080_8080_8080 == 0
     }
 
     static func validateSlow(_ bytes: UnsafeRawBufferPointer) -> Bool {
