@@ -217,7 +217,7 @@ public enum ChargesFile {
         // Symbols are small dense integers: a slot per symbol in a flat table (-1: none), no
         // hashing per line. The charge of each order: the first one its lines name.
         let symbolCount = batch.symbols.count + 1
-        var slotOfSymbol = [Int32](repeating: -1, count: symbolCount)
+        var slotOfSymbol = HugePages.array(repeating: Int32(-1), count: symbolCount)
         var runIndex: [String: Int32] = [:]
         charges.rows.reserveCapacity(plan.charges.count)
         for total in plan.charges where !total.charge.isNone && slotOfSymbol[Int(total.charge.raw)] < 0 {
@@ -236,14 +236,14 @@ public enum ChargesFile {
             }
             charges.rows.append(row)
         }
-        var slotOfOrder = [Int32](repeating: -1, count: symbolCount)
+        var slotOfOrder = HugePages.array(repeating: Int32(-1), count: symbolCount)
         for line in batch.lines where !line.charge.isNone {
             let slot = slotOfSymbol[Int(line.charge.raw)]
             if slot >= 0, !line.orderID.isNone, slotOfOrder[Int(line.orderID.raw)] < 0 {
                 slotOfOrder[Int(line.orderID.raw)] = slot
             }
         }
-        var chargeOfLine = [Int32](repeating: -1, count: batch.lines.count)
+        var chargeOfLine = HugePages.array(repeating: Int32(-1), count: batch.lines.count)
         for index in batch.lines.indices {
             let line = batch.lines[index]
             let found =

@@ -96,8 +96,7 @@ public struct Planner {
         mutating func slotCreating(_ key: ChargeKey) -> Int {
             let (space, symbol) = ChargeTable.space(key)
             if slotOfSymbol[space].isEmpty {
-                slotOfSymbol[space] = [Int32](repeating: -1, count: symbols + 1)
-                HugePages.advise(&slotOfSymbol[space])
+                slotOfSymbol[space] = HugePages.array(repeating: Int32(-1), count: symbols + 1)
             }
             let slot = slotOfSymbol[space][Int(symbol.raw)]
             if slot >= 0 { return Int(slot) }
@@ -325,8 +324,8 @@ public struct Planner {
     /// Lines per group, groups in order of their first line (a counting sort). Duplicates stay
     /// outside; a line without a group key is a group of its own.
     private func groupIndex(_ batch: Batch) -> (order: [Int32], starts: [Int32]) {
-        var slotOfSymbol = [Int32](repeating: -1, count: batch.symbols.count + 1)
-        var groupOfLine = [Int32](repeating: -1, count: batch.lines.count)
+        var slotOfSymbol = HugePages.array(repeating: Int32(-1), count: batch.symbols.count + 1)
+        var groupOfLine = HugePages.array(repeating: Int32(-1), count: batch.lines.count)
         var counts: [Int32] = []
         batch.lines.withUnsafeBufferPointer { lines in
             for index in lines.indices {
@@ -351,7 +350,7 @@ public struct Planner {
         var starts = [Int32](repeating: 0, count: counts.count + 1)
         for group in counts.indices { starts[group + 1] = starts[group] + counts[group] }
         var next = starts
-        var order = [Int32](repeating: 0, count: Int(starts[counts.count]))
+        var order = HugePages.array(repeating: Int32(0), count: Int(starts[counts.count]))
         for index in groupOfLine.indices where groupOfLine[index] >= 0 {
             let group = Int(groupOfLine[index])
             order[Int(next[group])] = Int32(index)
@@ -587,8 +586,8 @@ public struct Planner {
         var instructions: [PlanRow] = []
         var instructionOfLine: [Int32] = []
         // Per recipient symbol, the first of its payout instructions; others chain through `next`.
-        var headOfRecipient = [Int32](
-            repeating: -1, count: options.payouts == .perRecipient ? batch.symbols.count + 1 : 0)
+        var headOfRecipient = HugePages.array(
+            repeating: Int32(-1), count: options.payouts == .perRecipient ? batch.symbols.count + 1 : 0)
         var next: [Int32] = []
         for index in lines {
             let line = batch.lines[Int(index)]

@@ -86,8 +86,7 @@ public final class LineChecker: RecordSink {
         let id = Int(line.lineID.raw)
         if id > 0 {
             if id >= firstLine.count {
-                firstLine.append(contentsOf: repeatElement(0, count: max(id + 1 - firstLine.count, firstLine.count)))
-                HugePages.advise(&firstLine)
+                HugePages.append(0, count: max(id + 1 - firstLine.count, firstLine.count), to: &firstLine)
             }
             if firstLine[id] != 0 {
                 append(line)

@@ -31,4 +31,22 @@ public enum HugePages {
             advise(UnsafeMutableRawPointer(base), byteCount: capacity * MemoryLayout<Element>.stride)
         }
     }
+
+    /// An array of `count` copies of `value` whose storage was advised before it was filled
+    /// (advice on pages already touched comes too late to matter).
+    public static func array<Element>(repeating value: Element, count: Int) -> [Element] {
+        var array: [Element] = []
+        array.reserveCapacity(count)
+        advise(&array)
+        array.append(contentsOf: repeatElement(value, count: count))
+        return array
+    }
+
+    /// Appends `count` copies of `value`, advising the storage the array grows into before
+    /// filling it.
+    public static func append<Element>(_ value: Element, count: Int, to array: inout [Element]) {
+        array.reserveCapacity(array.count + count)
+        advise(&array)
+        array.append(contentsOf: repeatElement(value, count: count))
+    }
 }
