@@ -18,7 +18,7 @@ extension LedgerStore {
     public func chargeFirstRun(_ charge: String) throws(LedgerError) -> String? {
         guard try hasChargesTable() else { return nil }
         var run: String?
-        try db.query("SELECT first_run FROM charges WHERE charge = ?", [.text(charge)]) { row in run = row.text(0) }
+        try db.query("SELECT first_run FROM charges WHERE charge = ?", text: charge) { row in run = row.text(0) }
         return run
     }
 
@@ -54,7 +54,7 @@ extension LedgerStore {
                                    AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals')), 0)
             FROM instructions t
             WHERE t.kind = 'transfer' AND t.status = 'settled' AND t.charge = ? AND t.currency = ?
-            """, [.text(charge), .text(currency)]
+            """, text: charge, currency
         ) { row in net = row.integer(0) }
         return net
     }

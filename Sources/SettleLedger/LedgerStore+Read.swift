@@ -14,7 +14,7 @@ extension LedgerStore {
         var found: LedgerLine?
         try db.query(
             "SELECT line_id, content, instruction_id, kind, amount_minor, status, stripe_id FROM lines WHERE line_id = ?",
-            [.text(id)]
+            text: id
         ) { row in
             found = LedgerLine(
                 lineID: row.text(0) ?? "", content: row.text(1) ?? "", instructionID: row.text(2) ?? "",
@@ -33,7 +33,7 @@ extension LedgerStore {
             SELECT COALESCE(SUM(amount_minor), 0) FROM instructions
             WHERE kind = 'transfer' AND charge = ? AND currency = ?
               AND status IN ('settled', 'in_flight', 'unknown')
-            """, [.text(charge), .text(currency)]
+            """, text: charge, currency
         ) { row in total = row.integer(0) }
         return total
     }
@@ -65,7 +65,7 @@ extension LedgerStore {
     /// The next new attempt is this + 1.
     public func attempts(instruction id: String) throws(LedgerError) -> Int {
         var count = 0
-        try db.query("SELECT attempt FROM instructions WHERE id = ?", [.text(id)]) { row in
+        try db.query("SELECT attempt FROM instructions WHERE id = ?", text: id) { row in
             count = Int(row.integer(0))
         }
         return count

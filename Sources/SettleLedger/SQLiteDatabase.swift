@@ -5,6 +5,10 @@ import CSQLite
 final class SQLiteDatabase {
     private var handle: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
+    /// The statements of ``query(_:text:_:row:)``, by the address of their literal SQL: the
+    /// planner's look-ups run millions of times, and hashing the SQL text each time cost
+    /// more than SQLite's own step (perf, full-size plan with a ledger).
+    private var literalStatements: [UnsafeRawPointer: OpaquePointer] = [:]
     let path: String
 
     init(path: String, readOnly: Bool, create: Bool = false) throws(LedgerError) {
@@ -31,6 +35,8 @@ final class SQLiteDatabase {
     func close() {
         for (_, statement) in statements { sqlite3_finalize(statement) }
         statements.removeAll()
+        for (_, statement) in literalStatements { sqlite3_finalize(statement) }
+        literalStatements.removeAll()
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
     }
@@ -93,6 +99,43 @@ final class SQLiteDatabase {
             guard rc == SQLITE_ROW else { throw Self.error(rc, message) }
             try row(SQLiteRow(statement: statement))
         }
+    }
+
+    /// ``query(_:_:row:)`` for a look-up run millions of times: literal SQL (its statement is
+    /// found by the literal's address) and one or two text parameters, bound without an array.
+    func query(
+        _ sql: StaticString, text first: String, _ second: String? = nil, row: (SQLiteRow) throws(LedgerError) -> Void
+    ) throws(LedgerError) {
+        let statement = try prepared(literal: sql)
+        defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
+        try bind(first, at: 1, to: statement)
+        if let second { try bind(second, at: 2, to: statement) }
+        while true {
+            let rc = sqlite3_step(statement)
+            if rc == SQLITE_DONE { return }
+            guard rc == SQLITE_ROW else { throw Self.error(rc, message) }
+            try row(SQLiteRow(statement: statement))
+        }
+    }
+
+    private func prepared(literal sql: StaticString) throws(LedgerError) -> OpaquePointer {
+        let key = UnsafeRawPointer(sql.utf8Start)
+        if let statement = literalStatements[key] { return statement }
+        var statement: OpaquePointer?
+        let rc = sql.withUTF8Buffer { text in
+            text.withMemoryRebound(to: CChar.self) { text in
+                sqlite3_prepare_v3(
+                    handle, text.baseAddress, Int32(text.count), UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+            }
+        }
+        guard rc == SQLITE_OK, let statement else { throw Self.error(rc, message) }
+        literalStatements[key] = statement
+        return statement
+    }
+
+    private func bind(_ text: String, at index: Int32, to statement: OpaquePointer) throws(LedgerError) {
+        let rc = sqlite3_bind_text(statement, index, text, -1, settle_sqlite_transient())
+        guard rc == SQLITE_OK else { throw Self.error(rc, message) }
     }
 
     /// Runs `body` in one `BEGIN IMMEDIATE … COMMIT` transaction; rolls back if it throws.
