@@ -92,16 +92,24 @@ extension JSON {
         public mutating func openArray() { punctuation(UInt8(ascii: "["), opening: true) }
         public mutating func closeArray() { punctuation(UInt8(ascii: "]"), opening: false) }
 
-        /// A key settle names (no escaping needed).
-        public mutating func key(_ name: StaticString) {
-            let at = room(name.utf8CodeUnitCount + 4)
+        /// The comma if one is due and a literal in quotes, with room for `extra` bytes after
+        /// it; returns where they go.
+        @inline(__always)
+        private mutating func quoted(_ text: StaticString, extra: Int) -> UnsafeMutablePointer<UInt8> {
+            let at = room(text.utf8CodeUnitCount + 3 + extra)
             var count = comma(at)
             at[count] = UInt8(ascii: "\"")
             count += 1
-            count += Writer.copy(name, to: at + count)
+            count += Writer.copy(text, to: at + count)
             at[count] = UInt8(ascii: "\"")
-            at[count + 1] = UInt8(ascii: ":")
-            length += count + 2
+            length += count + 1
+            return base + length
+        }
+
+        /// A key settle names (no escaping needed).
+        public mutating func key(_ name: StaticString) {
+            quoted(name, extra: 1).pointee = UInt8(ascii: ":")
+            length += 1
             needsComma = false
         }
 
@@ -125,15 +133,7 @@ extension JSON {
         }
 
         /// A string settle names (no escaping needed).
-        public mutating func string(_ value: StaticString) {
-            let at = room(value.utf8CodeUnitCount + 3)
-            var count = comma(at)
-            at[count] = UInt8(ascii: "\"")
-            count += 1
-            count += Writer.copy(value, to: at + count)
-            at[count] = UInt8(ascii: "\"")
-            length += count + 1
-        }
+        public mutating func string(_ value: StaticString) { _ = quoted(value, extra: 0) }
 
         public mutating func string(_ value: String) {
             var value = value
