@@ -80,7 +80,7 @@ struct PlanOutputs {
         } catch {
             // No plan folder holds instructions (or corrections) that failed the sums.
             _ = try? secondCore.wait()
-            for written in [instructionsPath, corrections.errors, corrections.deferred] { unlink(written) }
+            for file in [instructionsPath, corrections.errors, corrections.deferred] { unlink(file) }
             throw error
         }
         // Counted in rows, so the ETA weighs results.csv and the line index as they weigh.
