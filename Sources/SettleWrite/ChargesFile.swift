@@ -259,12 +259,8 @@ public enum ChargesFile {
         slotOfSymbol = []
         slotOfOrder = []
         charges.chargeOfLine = chargeOfLine
-        for slot in charges.rows.indices {
-            let row = charges.rows[slot]
-            let counting = ChargeRow.counting(
-                status: row.status.name,
-                countedEarlier: row.firstRun >= 0 && charges.runs[Int(row.firstRun)] != runID, moves: row.moves)
-            if counting == .thisRun { charges.rows[slot].firstRun = PlanCharges.thisRun }
+        for slot in charges.rows.indices where charges.counting(of: charges.rows[slot]) == .thisRun {
+            charges.rows[slot].firstRun = PlanCharges.thisRun
         }
         return charges
     }
