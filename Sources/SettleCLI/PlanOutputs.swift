@@ -259,6 +259,11 @@ struct PlanOutputs {
             if input.held { pairs.append(("held_by_ledger", .bool(true))) }
             let mapping = position < layout.mapping.count ? layout.mapping[position] : []
             pairs.append(("columns", .array(mapping.map { .int(Int64($0)) })))
+            // An errors.csv fed back: which of its cells carry the formula guard (apply reads
+            // its records back without it).
+            if position < layout.guardedInputs.count, let guarded = layout.guardedInputs[position] {
+                pairs.append(("guarded_columns", .array(guarded.map { .bool($0) })))
+            }
             return .object(pairs)
         }
         return .object([

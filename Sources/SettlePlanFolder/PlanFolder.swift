@@ -134,6 +134,9 @@ public struct PlanFolder {
             names: manifest["correction_columns"]?.arrayValue?.compactMap(\.stringValue) ?? [],
             mapping: manifest["inputs"]?.arrayValue?.map { input in
                 input["columns"]?.arrayValue?.compactMap { $0.intValue.map(Int.init) } ?? []
+            } ?? [],
+            guardedInputs: manifest["inputs"]?.arrayValue?.map { input in
+                input["guarded_columns"]?.arrayValue?.compactMap(\.boolValue)
             } ?? [])
         let run = manifest["run_id"]?.stringValue ?? "run_unknown"
         // One pass over results.csv and its line index, row by row: each row gets its
@@ -370,9 +373,10 @@ public struct PlanFolder {
 }
 
 extension String {
-    /// Drops the apostrophe the formula guard put before a cell that starts like a formula.
+    /// Drops the apostrophe the formula guard put before a cell (``CSVScanner/unguarded(_:)``).
     func trimmingFormulaGuard() -> String {
-        guard hasPrefix("'"), let second = dropFirst().first, "=+-@\t\r".contains(second) else { return self }
-        return String(dropFirst())
+        guard hasPrefix("'") else { return self }
+        var text = self
+        return text.withUTF8 { String(decoding: CSVScanner.unguarded(UnsafeRawBufferPointer($0)), as: UTF8.self) }
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import SettleCore
 import SettleDigest
 
 /// Why an output file could not be written (exit 73).
@@ -172,7 +173,8 @@ public final class OutputFile {
 /// RFC 4180 field encoding, with the spreadsheet formula guard for files finance opens.
 public enum CSVField {
     /// Appends a field, quoting it when it holds a comma, a quote, CR or LF.
-    /// With `guardFormula`, a text cell starting with `=`, `+`, `-`, `@`, tab or CR gets a leading `'`.
+    /// With `guardFormula`, a text cell starting with `=`, `+`, `-`, `@`, tab or CR gets a
+    /// leading `'`, and so does one that starts like a guarded cell (``CSVScanner/needsGuard(_:)``).
     @inline(__always)
     public static func append(_ value: UnsafeRawBufferPointer, to out: inout [UInt8], guardFormula: Bool) {
         var needsQuotes = false
@@ -180,7 +182,7 @@ public enum CSVField {
             needsQuotes = true
             break
         }
-        let formula = guardFormula && !value.isEmpty && isFormulaStart(value[0])
+        let formula = guardFormula && CSVScanner.needsGuard(value)
         if !needsQuotes {
             if formula { out.append(0x27) }
             out.append(contentsOf: value)
@@ -204,11 +206,6 @@ public enum CSVField {
         value.withUnsafeBytes { append($0, to: &out, guardFormula: guardFormula) }
     }
 
-    @inline(__always)
-    static func isFormulaStart(_ byte: UInt8) -> Bool {
-        byte == 0x3D || byte == 0x2B || byte == 0x2D || byte == 0x40 || byte == 0x09 || byte == 0x0D
-    }
-
     /// Appends a header row of plain names.
     public static func header(_ names: [String], to out: inout [UInt8]) {
         for (index, name) in names.enumerated() {
@@ -221,7 +218,7 @@ public enum CSVField {
     /// A text cell for a file finance opens, with the formula guard applied.
     public static func guarded(_ value: String) -> [UInt8] {
         var bytes = Array(value.utf8)
-        if let first = bytes.first, isFormulaStart(first) { bytes.insert(0x27, at: 0) }
+        if bytes.withUnsafeBytes({ CSVScanner.needsGuard($0) }) { bytes.insert(0x27, at: 0) }
         return bytes
     }
 }

@@ -16,20 +16,39 @@ public struct CorrectionLayout: Sendable {
     public var mapping: [[Int]] = []
 
     /// Per column, whether its cells get the formula guard: all but the amounts, which stay
-    /// numbers (the CSV reader removes the guard from the same columns; see
-    /// `CSVExportReader.amountColumns`).
+    /// numbers (``FileLayout/isGuarded(_:)``; the CSV reader removes the guard from the same
+    /// columns of a file settle wrote).
     public var guarded: [Bool] = []
 
-    /// The columns whose cells are written as they came, without a formula guard.
-    public static let amountColumns: Set<Column> = [.amount, .chargeAmount, .chargeFee]
+    /// Per input file that settle wrote (an `errors.csv` fed back), per input column, whether
+    /// its spooled cells carry the formula guard (``FileLayout/guardedCells``); nil for any
+    /// other file. Its cells are read back without it: the strings the rules saw.
+    public var guardedInputs: [[Bool]?] = []
 
     /// A layout read back from a manifest: amount columns are known by their names.
-    public init(names: [String], mapping: [[Int]]) {
+    public init(names: [String], mapping: [[Int]], guardedInputs: [[Bool]?] = []) {
         self.names = names
         self.mapping = mapping
-        guarded = names.map { name in
-            Column(headerName: name).map { !CorrectionLayout.amountColumns.contains($0) } ?? true
+        self.guardedInputs = guardedInputs
+        guarded = names.map { name in FileLayout.isGuarded(Column(headerName: name).map { .known($0) } ?? .extra) }
+    }
+
+    /// The input columns of one row in this layout: the spooled record's fields, each in its
+    /// output column, with the guard a file settle wrote put on them removed.
+    public func inputValues(of row: CorrectionRow, records: any OriginalRecords) throws(WriteFailure) -> [[UInt8]] {
+        var values = [[UInt8]](repeating: [], count: names.count)
+        guard row.spoolLength > 0 else { return values }
+        let fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
+        let map = row.file < mapping.count ? mapping[row.file] : []
+        let strip = row.file < guardedInputs.count ? guardedInputs[row.file] : nil
+        for (position, value) in fields.enumerated() where position < map.count && map[position] >= 0 {
+            if let strip, position < strip.count, strip[position] {
+                values[map[position]] = value.withUnsafeBytes { [UInt8](CSVScanner.unguarded($0)) }
+            } else {
+                values[map[position]] = value
+            }
         }
+        return values
     }
 
     public init(files: [Batch.InputFile]) {
@@ -52,14 +71,11 @@ public struct CorrectionLayout: Sendable {
                     index[key] = names.count
                     map.append(names.count)
                     names.append(file.layout.names[position])
-                    if case .known(let column) = role {
-                        guarded.append(!CorrectionLayout.amountColumns.contains(column))
-                    } else {
-                        guarded.append(true)
-                    }
+                    guarded.append(FileLayout.isGuarded(role))
                 }
             }
             mapping.append(map)
+            guardedInputs.append(file.layout.guardedCells)
         }
     }
 
@@ -111,14 +127,7 @@ public enum CorrectionFile {
     public static func inputRecord(_ row: CorrectionRow, layout: CorrectionLayout, records: any OriginalRecords)
         throws(WriteFailure) -> [UInt8]
     {
-        var values = [[UInt8]](repeating: [], count: layout.names.count)
-        if row.spoolLength > 0 {
-            let fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
-            let map = row.file < layout.mapping.count ? layout.mapping[row.file] : []
-            for (position, value) in fields.enumerated() where position < map.count && map[position] >= 0 {
-                values[map[position]] = value
-            }
-        }
+        let values = try layout.inputValues(of: row, records: records)
         var out: [UInt8] = []
         for (column, value) in values.enumerated() {
             if column > 0 { out.append(0x2C) }
@@ -144,12 +153,10 @@ public enum CorrectionFile {
     public final class Writer {
         private let file: OutputFile
         private let layout: CorrectionLayout
-        private var values: [[UInt8]]
 
         public init(path: String, layout: CorrectionLayout, keeping existing: [[UInt8]] = []) throws(WriteFailure) {
             file = try OutputFile(path: path)
             self.layout = layout
-            values = [[UInt8]](repeating: [], count: layout.names.count)
             file.withBuffer { CSVField.header(layout.header, to: &$0) }
             for raw in existing {
                 file.append(bytes: raw)
@@ -158,16 +165,8 @@ public enum CorrectionFile {
         }
 
         public func add(_ row: CorrectionRow, records: any OriginalRecords) throws(WriteFailure) {
-            for index in values.indices { values[index].removeAll(keepingCapacity: true) }
-            if row.spoolLength > 0 {
-                let fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
-                let map = row.file < layout.mapping.count ? layout.mapping[row.file] : []
-                for (position, value) in fields.enumerated() where position < map.count && map[position] >= 0 {
-                    values[map[position]] = value
-                }
-            }
             let layout = self.layout
-            let values = self.values
+            let values = try layout.inputValues(of: row, records: records)
             file.withBuffer { out in
                 for (column, value) in values.enumerated() {
                     CSVField.append(

@@ -446,4 +446,31 @@ import Testing
         #expect(try Self.plan(saved, out: second).status == 65)
         #expect(Self.withoutSource(second) == Self.withoutSource(first))
     }
+
+    /// A value that starts like a guarded cell (`'=QD1`) is itself guarded (`''=QD1`), so a
+    /// deferred line fed back keeps its line_id: its ledger key, the unit of exactly-once.
+    /// Before, it came back as `=QD1`, and a re-run of the original export paid it again.
+    @Test func deferredFileFedBackKeepsAnIDThatStartsLikeAGuardedCell() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("later.csv")
+        try Self.write(
+            "line_id,order_id,amount,currency,destination,transfer_on,description\n"
+                + "'=QD1,OQD1,4.00,usd,acct_1A,2026-12-20,'@x\n", to: input)
+        let first = folder.appendingPathComponent("first")
+        #expect(try Self.plan(input, out: first).status == 0)
+        let deferred = SettleProcess.read(first.appendingPathComponent("deferred.csv"))
+        #expect(
+            deferred.split(separator: "\n").dropFirst().first?.hasPrefix(
+                "''=QD1,OQD1,4.00,usd,acct_1A,2026-12-20,''@x,scheduled,") == true)
+        let second = folder.appendingPathComponent("second")
+        let outcome = try SettleProcess.run([
+            "plan", first.appendingPathComponent("deferred.csv").path, "--out", second.path, "--as-of", "2026-12-21",
+            "-q",
+        ])
+        #expect(outcome.status == 0)
+        let instructions = SettleProcess.read(second.appendingPathComponent("instructions.jsonl"))
+        #expect(instructions.contains("\"line_id\":\"'=QD1\""), "\(instructions)")
+        #expect(instructions.contains("\"description\":\"'@x\""), "\(instructions)")
+        #expect(SettleProcess.results(second).map { [$0[0], $0[8]] } == [["''=QD1", "planned"]])
+    }
 }

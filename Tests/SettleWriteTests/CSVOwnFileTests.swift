@@ -155,4 +155,49 @@ import Testing
         let unguarded = fields.map { field in field.withUnsafeBytes { [UInt8](CSVScanner.unguarded($0)) } }
         #expect(unguarded == [Array("=SUM(A1)".utf8), Array("'abc".utf8), Array("+1".utf8)])
     }
+
+    /// The guard round-trips every cell: written with the guard, split by the one parser and
+    /// unguarded, a cell comes back byte for byte, and no written cell starts like a formula.
+    /// Cells are drawn from the bytes that matter (`'`, the formula starts, quotes, commas,
+    /// line ends), so runs like `''=x` and `'@` come up thousands of times.
+    @Test func theGuardGivesBackEveryCellExactly() {
+        var generator = SplitMix64(seed: 0x67_7561_7264)
+        let alphabet = Array("''''==+-@\t\r\n,\"ab1 ".utf8)
+        var guardedLooking = 0
+        for _ in 0..<20_000 {
+            let count = Int.random(in: 0...6, using: &generator)
+            let cell = (0..<count).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] }
+            var out: [UInt8] = []
+            cell.withUnsafeBytes { CSVField.append($0, to: &out, guardFormula: true) }
+            out.append(0x0A)
+            let fields = CSVScanner.fields(out)
+            #expect(fields.count == 1, "\(cell) written as \(out)")
+            guard let written = fields.first else { continue }
+            if let first = written.first {
+                #expect(!CSVScanner.isFormulaStart(first), "\(cell) written as \(written)")
+            }
+            let back = written.withUnsafeBytes { [UInt8](CSVScanner.unguarded($0)) }
+            #expect(back == cell, "\(cell) written as \(written) reads back as \(back)")
+            if cell.first == 0x27, cell.withUnsafeBytes({ CSVScanner.needsGuard($0) }) { guardedLooking += 1 }
+        }
+        #expect(guardedLooking > 1000, "the generator must draw cells that look guarded already")
+    }
+
+    @Test func aCellThatLooksGuardedGetsOneMoreApostrophe() {
+        func written(_ text: String) -> String {
+            var out: [UInt8] = []
+            CSVField.append(text, to: &out, guardFormula: true)
+            return String(decoding: out, as: UTF8.self)
+        }
+        #expect(written("'=QD1") == "''=QD1")
+        #expect(written("''-x") == "'''-x")
+        #expect(written("'abc") == "'abc")
+        #expect(written("'") == "'")
+        #expect(written("=x") == "'=x")
+        let unguarded = ["''=QD1", "'''-x", "'abc", "''", "'=x"].map { text in
+            var text = text
+            return text.withUTF8 { String(decoding: CSVScanner.unguarded(UnsafeRawBufferPointer($0)), as: UTF8.self) }
+        }
+        #expect(unguarded == ["'=QD1", "''-x", "'abc", "''", "=x"])
+    }
 }

@@ -22,6 +22,25 @@ public final class FileLayout: @unchecked Sendable {
 
     public init() {}
 
+    /// The columns whose cells settle writes as they came, without a formula guard: the
+    /// amounts stay numbers.
+    public static let unguardedColumns: Set<Column> = [.amount, .chargeAmount, .chargeFee]
+
+    /// Whether a cell of a column gets the formula guard in a file settle writes.
+    public static func isGuarded(_ role: Role) -> Bool {
+        if case .known(let column) = role { return !unguardedColumns.contains(column) }
+        return true
+    }
+
+    /// For a file settle wrote (`errors.csv`, `deferred.csv`: its header ends in
+    /// `reason_code, reason, source`), per column whether its cells carry the formula guard;
+    /// nil for any other file. Reading such a file removes exactly that guard.
+    public var guardedCells: [Bool]? {
+        let tail = names.suffix(3).map { $0.trimmingSpaces().lowercased() }
+        guard tail == ["reason_code", "reason", "source"] else { return nil }
+        return roles.map(FileLayout.isGuarded)
+    }
+
     /// Adds a column; returns its index. A known column named twice is a header error.
     @discardableResult
     public func append(name: String, role: Role) -> Int {

@@ -108,14 +108,37 @@ public final class CSVScanner {
     }
 
     /// A cell without the guard settle's writers put before a cell that starts like a
-    /// formula (`'=`, `'+`, `'-`, `'@`, `'` tab, `'` CR); any other cell as it is.
+    /// formula (`'=`, `'+`, `'-`, `'@`, `'` tab, `'` CR), or like a guarded one (`''=`, …):
+    /// one `'` less. Any other cell as it is (`'abc` stays `'abc`).
     @inline(__always)
     public static func unguarded(_ view: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
-        guard view.count >= 2, view[0] == 0x27 else { return view }
-        let second = view[1]
-        guard second == 0x3D || second == 0x2B || second == 0x2D || second == 0x40 || second == 0x09 || second == 0x0D
-        else { return view }
+        guard view.count >= 2, view[0] == 0x27, looksLikeFormula(view) else { return view }
         return UnsafeRawBufferPointer(rebasing: view[1...])
+    }
+
+    /// Whether a cell needs the formula guard in a file settle writes: it starts like a
+    /// formula (`=`, `+`, `-`, `@`, tab, CR), or like a guarded cell (`'` before either).
+    /// The guard is one `'` before the cell, so that ``unguarded(_:)`` gives back exactly the
+    /// cell: a value `'=X` is written `''=X` and read back as `'=X`, never as `=X`.
+    @inline(__always)
+    public static func needsGuard(_ view: UnsafeRawBufferPointer) -> Bool {
+        guard let first = view.first else { return false }
+        if isFormulaStart(first) { return true }
+        return first == 0x27 && looksLikeFormula(view)
+    }
+
+    /// `'`, any more `'`, then a formula start.
+    @inline(__always)
+    private static func looksLikeFormula(_ view: UnsafeRawBufferPointer) -> Bool {
+        var index = 0
+        while index < view.count, view[index] == 0x27 { index += 1 }
+        return index > 0 && index < view.count && isFormulaStart(view[index])
+    }
+
+    /// `=`, `+`, `-`, `@`, tab or CR: a spreadsheet may run a cell starting with one.
+    @inline(__always)
+    public static func isFormulaStart(_ byte: UInt8) -> Bool {
+        byte == 0x3D || byte == 0x2B || byte == 0x2D || byte == 0x40 || byte == 0x09 || byte == 0x0D
     }
 
     /// Scans one record of `bytes[start..<end]`; its fields are then ``field(_:)``.

@@ -219,7 +219,7 @@ public final class CSVExportReader {
         do {
             let built = try FileLayout.csv(header: header, aliases: aliases)
             state.layout = built
-            stripGuard = guardedColumns(built)
+            stripGuard = built.guardedCells
             state.fileIndex = sink.beginFile(name: state.name, layout: built)
             return nil
         } catch {
@@ -294,7 +294,7 @@ public final class CSVExportReader {
                 ?? "the record is longer than \(limits.maxRecordBytes) bytes")
         let empty = [UInt8]()
         let kept = zip(long.fields, long.tooLong).map { $1 ? empty : $0 }
-        withViews(of: kept, stripping: guardedColumns(layout)) { fields in
+        withViews(of: kept, stripping: layout.guardedCells) { fields in
             sink.record(
                 RecordView(
                     fields: fields, line: state.line, spoolOffset: offset, spoolLength: UInt32(length),
@@ -328,20 +328,6 @@ public final class CSVExportReader {
     /// Per input column of a file settle wrote, whether its cells carry the formula guard
     /// (every column but the amounts, whose bytes are kept); nil for any other file.
     private var stripGuard: [Bool]? = nil
-
-    private func guardedColumns(_ layout: FileLayout) -> [Bool]? {
-        let tail = layout.names.suffix(3).map { $0.trimmingSpaces().lowercased() }
-        guard tail == ["reason_code", "reason", "source"] else { return nil }
-        return layout.roles.map { role in
-            if case .known(let column) = role {
-                return !CSVExportReader.amountColumns.contains(column)
-            }
-            return true
-        }
-    }
-
-    /// The columns whose cells settle writes as they came, without a formula guard.
-    public static let amountColumns: Set<Column> = [.amount, .chargeAmount, .chargeFee]
 
     /// Views of fields held in arrays (a record read as a stream), guard removed as for any record.
     private func withViews(
