@@ -78,7 +78,7 @@ let package = Package(
         .testTarget(name: "SettlePlanFolderTests",
                     dependencies: ["SettlePlanFolder", "SettleApply", "SettleCore", "SettleWrite", "SettleLedger", "SettleTestSupport"],
                     swiftSettings: strict),
-        .testTarget(name: "SettleCLITests", dependencies: ["SettleCLI", "SettleWrite", "SettleTestSupport"], swiftSettings: strict),
+        .testTarget(name: "SettleCLITests", dependencies: ["SettleCLI", "SettleWrite", "SettleLedger", "SettleCore", "SettleTestSupport"], swiftSettings: strict),
         .testTarget(name: "SettleLedgerTests", dependencies: ["SettleLedger"],
                     swiftSettings: strict),
         .testTarget(name: "SettleHTTPTests", dependencies: ["SettleHTTP", "SettleTestSupport"],

@@ -71,21 +71,79 @@ final class LedgerHistory: SettlementHistory {
         }
     }
 
-    func line(_ lineID: String) -> HistoricLine? {
-        read(nil) { () throws(LedgerError) -> HistoricLine? in
-            guard let line = try store.line(lineID) else { return nil }
-            let state: HistoricLine.State
-            switch line.status {
-            case .settled: state = .settled
-            case .failed: state = .failed
-            case .inFlight, .unknown: state = .pending
+    /// The keys of one batch look-up as the JSON array the ledger's statement reads (reused).
+    private var keys = JSON.Writer()
+
+    /// A key as SQLite compares the one-key look-ups' keys and stored them: bound as C
+    /// strings, so up to the first NUL byte.
+    private static func cKey(_ bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        guard let base = bytes.baseAddress, let nul = memchr(base, 0, bytes.count) else { return bytes }
+        return UnsafeRawBufferPointer(start: base, count: UnsafeRawPointer(nul) - base)
+    }
+
+    /// Writes the JSON array of a batch's keys, then asks the ledger with it.
+    private func lookUp(
+        _ write: (inout JSON.Writer) -> Void, _ ask: (UnsafeRawBufferPointer) throws(LedgerError) -> Void
+    ) {
+        keys.removeAll()
+        keys.openArray()
+        write(&keys)
+        keys.closeArray()
+        let failed = keys.withBytes { json -> LedgerError? in
+            do throws(LedgerError) {
+                try ask(json)
+                return nil
+            } catch {
+                return error
             }
-            return HistoricLine(content: line.content, state: state, stripeID: line.stripeID)
+        }
+        if let failed, failure == nil { failure = failed }
+    }
+
+    func lines(_ ids: [UnsafeRawBufferPointer], found: (Int, HistoricLine) -> Void) {
+        lookUp({ keys in for id in ids { keys.string(bytes: LedgerHistory.cKey(id)) } }) { json throws(LedgerError) in
+            try store.lines(keys: json) { position, line in
+                let state: HistoricLine.State
+                switch line.status {
+                case .settled: state = .settled
+                case .failed: state = .failed
+                case .inFlight, .unknown: state = .pending
+                }
+                found(position, HistoricLine(content: line.content, state: state, stripeID: line.stripeID))
+            }
         }
     }
 
-    func transferred(charge: String, currency: String) -> Int64 {
-        read(0) { () throws(LedgerError) -> Int64 in try store.transferredAmount(charge: charge, currency: currency) }
+    func transferred(_ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], found: (Int, Int64) -> Void) {
+        lookUp({ keys in LedgerHistory.writePairs(charges, to: &keys) }) { json throws(LedgerError) in
+            try store.transferredAmounts(keys: json, found: found)
+        }
+    }
+
+    /// charges.csv's look-ups (``ChargesFile/ChargeHistory``): the run that counted each
+    /// charge and what earlier runs transferred on it.
+    func charges(
+        _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], firstRun: (Int, String) -> Void,
+        transferredBefore: (Int, Int64) -> Void
+    ) {
+        lookUp({ keys in for (charge, _) in charges { keys.string(bytes: LedgerHistory.cKey(charge)) } }) {
+            json throws(LedgerError) in try store.chargeFirstRuns(keys: json, found: firstRun)
+        }
+        lookUp({ keys in LedgerHistory.writePairs(charges, to: &keys) }) { json throws(LedgerError) in
+            try store.transferredBefore(keys: json, found: transferredBefore)
+        }
+    }
+
+    /// `[charge, currency]` pairs, the keys of the look-ups by charge.
+    private static func writePairs(
+        _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], to keys: inout JSON.Writer
+    ) {
+        for (charge, currency) in charges {
+            keys.openArray()
+            keys.string(bytes: cKey(charge))
+            keys.string(currency.code)
+            keys.closeArray()
+        }
     }
 
     func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer? {
@@ -98,7 +156,25 @@ final class LedgerHistory: SettlementHistory {
         }
     }
 
-    func attempts(instruction: String) -> Int {
-        read(0) { () throws(LedgerError) -> Int in try store.attempts(instruction: instruction) }
+    func recordedTransfers(_ stripeIDs: [UnsafeRawBufferPointer], found: (Int, RecordedTransfer) -> Void) {
+        // Few lines name a transfer: the answers are matched to the keys by text.
+        var positions: [String: [Int]] = [:]
+        for (position, id) in stripeIDs.enumerated() {
+            positions[String(decoding: LedgerHistory.cKey(id), as: UTF8.self), default: []].append(position)
+        }
+        lookUp({ keys in for id in stripeIDs { keys.string(bytes: LedgerHistory.cKey(id)) } }) {
+            json throws(LedgerError) in
+            try store.transfers(stripeIDs: json) { transfer in
+                let recorded = RecordedTransfer(
+                    stripeID: transfer.stripeID, remaining: transfer.amountMinor - transfer.reversedMinor)
+                for position in positions[transfer.stripeID] ?? [] { found(position, recorded) }
+            }
+        }
+    }
+
+    func attempts(_ instructions: ArraySlice<PlanRow>, found: (Int, Int) -> Void) {
+        lookUp({ keys in
+            for instruction in instructions { keys.string(maxCount: PlanRow.idCount) { instruction.writeID(to: $0) } }
+        }) { json throws(LedgerError) in try store.attempts(keys: json, found: found) }
     }
 }

@@ -157,23 +157,12 @@ struct PlanOutputs {
     static func chargeRows(_ plan: SettlementPlan, runID: String, store: LedgerStore?) throws(CommandFailure)
         -> PlanCharges
     {
-        var failure: LedgerError?
-        func read<T>(_ fallback: T, _ body: (LedgerStore) throws(LedgerError) -> T) -> T {
-            guard let store else { return fallback }
-            do {
-                return try body(store)
-            } catch {
-                if failure == nil { failure = error }
-                return fallback
-            }
+        guard let store else { return ChargesFile.rows(of: plan, runID: runID, history: nil) }
+        let history = LedgerHistory(store: store)
+        let result = ChargesFile.rows(of: plan, runID: runID, history: history.charges)
+        if let failure = history.failure {
+            throw CommandFailure(.tryAgain, "reading the ledger's charges failed: \(failure)")
         }
-        let result = ChargesFile.rows(
-            of: plan, runID: runID,
-            firstRun: { charge in read(nil) { store throws(LedgerError) in try store.chargeFirstRun(charge) } },
-            transferredBefore: { charge, currency in
-                read(0) { store throws(LedgerError) in try store.transferredBefore(charge: charge, currency: currency) }
-            })
-        if let failure { throw CommandFailure(.tryAgain, "reading the ledger's charges failed: \(failure)") }
         return result
     }
 

@@ -59,6 +59,32 @@ extension LedgerStore {
         return net
     }
 
+    /// ``chargeFirstRun(_:)`` of the charges of `keys` (a JSON array of charge ids) that a
+    /// run counted: `found(position, run)`. One statement for the batch (see ``lines(keys:found:)``).
+    public func chargeFirstRuns(keys: UnsafeRawBufferPointer, found: (Int, String) -> Void) throws(LedgerError) {
+        guard try hasChargesTable() else { return }
+        try db.query(
+            "SELECT k.key, c.first_run FROM json_each(?1) AS k CROSS JOIN charges AS c ON c.charge = k.value",
+            json: keys
+        ) { row in if let run = row.text(1) { found(Int(row.integer(0)), run) } }
+    }
+
+    /// ``transferredBefore(charge:currency:)`` of the charges of `keys` (a JSON array of
+    /// `[charge, currency]` pairs) that have settled transfers: `found(position, net)`.
+    public func transferredBefore(keys: UnsafeRawBufferPointer, found: (Int, Int64) -> Void) throws(LedgerError) {
+        try db.query(
+            """
+            SELECT k.key, COALESCE(SUM(t.amount_minor), 0)
+                 - COALESCE(SUM((SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
+                                 WHERE r.kind = 'reversal' AND r.status = 'settled'
+                                   AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals')), 0)
+            FROM json_each(?1) AS k CROSS JOIN instructions AS t
+              ON t.kind = 'transfer' AND t.status = 'settled' AND t.charge = k.value ->> 0 AND t.currency = k.value ->> 1
+            GROUP BY k.key
+            """, json: keys
+        ) { row in found(Int(row.integer(0)), row.integer(1)) }
+    }
+
     /// The charge of a transfer settle made (for a reversal of it), or nil.
     public func chargeOfTransfer(stripeID: String) throws(LedgerError) -> String? {
         var charge: String?

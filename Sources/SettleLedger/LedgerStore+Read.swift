@@ -152,4 +152,72 @@ extension LedgerStore {
         }
         return rows
     }
+
+    // MARK: - Batches of look-ups
+    //
+    // A plan of millions of lines looks up millions of keys, and one statement per key costs
+    // about 2 µs of SQLite's own work (statement set-up, cursor, reset). These take a batch
+    // of keys as a JSON array, joined to the table through its key's index (`json_each`), and
+    // hand back only the hits, each with its position in the array. Keys are compared as the
+    // one-key look-ups compare them.
+
+    /// The lines of `keys` (a JSON array of line ids) that the ledger knows: `found(position, line)`.
+    public func lines(keys: UnsafeRawBufferPointer, found: (Int, LedgerLine) -> Void) throws(LedgerError) {
+        try db.query(
+            """
+            SELECT k.key, l.line_id, l.content, l.instruction_id, l.kind, l.amount_minor, l.status, l.stripe_id
+            FROM json_each(?1) AS k CROSS JOIN lines AS l ON l.line_id = k.value
+            """, json: keys
+        ) { row in
+            found(
+                Int(row.integer(0)),
+                LedgerLine(
+                    lineID: row.text(1) ?? "", content: row.text(2) ?? "", instructionID: row.text(3) ?? "",
+                    kind: row.text(4) ?? "", amountMinor: row.integer(5),
+                    status: LedgerStatus(rawValue: row.text(6) ?? "") ?? .unknown, stripeID: row.text(7)))
+        }
+    }
+
+    /// ``attempts(instruction:)`` of the instructions of `keys` (a JSON array of instruction
+    /// ids) that the ledger knows: `found(position, attempts)`.
+    public func attempts(keys: UnsafeRawBufferPointer, found: (Int, Int) -> Void) throws(LedgerError) {
+        try db.query(
+            "SELECT k.key, i.attempt FROM json_each(?1) AS k CROSS JOIN instructions AS i ON i.id = k.value",
+            json: keys
+        ) { row in found(Int(row.integer(0)), Int(row.integer(1))) }
+    }
+
+    /// ``transferredAmount(charge:currency:)`` of the charges of `keys` (a JSON array of
+    /// `[charge, currency]` pairs) that have such transfers: `found(position, amount)`.
+    public func transferredAmounts(keys: UnsafeRawBufferPointer, found: (Int, Int64) -> Void) throws(LedgerError) {
+        try db.query(
+            """
+            SELECT k.key, COALESCE(SUM(i.amount_minor), 0)
+            FROM json_each(?1) AS k CROSS JOIN instructions AS i
+              ON i.kind = 'transfer' AND i.charge = k.value ->> 0 AND i.currency = k.value ->> 1
+             AND i.status IN ('settled', 'in_flight', 'unknown')
+            GROUP BY k.key
+            """, json: keys
+        ) { row in found(Int(row.integer(0)), row.integer(1)) }
+    }
+
+    /// The settled transfers settle made under the Stripe ids of `keys` (a JSON array), each
+    /// with what settle's reversals (settled, in flight or unknown) took back from it. Stripe
+    /// ids are not indexed: one scan of the settled instructions a batch, each probing the
+    /// batch's keys (`IN`, which SQLite makes an index of); each transfer found once.
+    public func transfers(stripeIDs keys: UnsafeRawBufferPointer, found: (LedgerTransfer) -> Void) throws(LedgerError) {
+        try db.query(
+            """
+            SELECT t.stripe_id, t.amount_minor,
+                   (SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
+                    WHERE r.kind = 'reversal' AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals'
+                      AND r.status IN ('settled', 'in_flight', 'unknown'))
+            FROM instructions AS t
+            WHERE t.kind = 'transfer' AND t.status = 'settled' AND t.stripe_id IN (SELECT value FROM json_each(?1))
+            """, json: keys
+        ) { row in
+            found(
+                LedgerTransfer(stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(2)))
+        }
+    }
 }

@@ -118,6 +118,29 @@ final class SQLiteDatabase {
         }
     }
 
+    /// ``query(_:_:row:)`` for a batch of look-ups in one statement: `json` (a JSON array of
+    /// keys, read by the statement through `json_each(?1)`) is bound as text without a copy;
+    /// it must stay valid until this returns.
+    func query(
+        _ sql: StaticString, json: UnsafeRawBufferPointer, row: (SQLiteRow) throws(LedgerError) -> Void
+    ) throws(LedgerError) {
+        let statement = try prepared(literal: sql)
+        defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
+        guard json.count < Int(Int32.max) else { throw Self.error(SQLITE_TOOBIG, "a batch of keys too large") }
+        guard let text = json.baseAddress?.assumingMemoryBound(to: CChar.self) else {
+            throw Self.error(SQLITE_MISUSE, "an empty batch of keys")
+        }
+        // No destructor (SQLITE_STATIC): the bytes outlive the statement's use of them.
+        let rc = sqlite3_bind_text(statement, 1, text, Int32(json.count), nil)
+        guard rc == SQLITE_OK else { throw Self.error(rc, message) }
+        while true {
+            let rc = sqlite3_step(statement)
+            if rc == SQLITE_DONE { return }
+            guard rc == SQLITE_ROW else { throw Self.error(rc, message) }
+            try row(SQLiteRow(statement: statement))
+        }
+    }
+
     private func prepared(literal sql: StaticString) throws(LedgerError) -> OpaquePointer {
         let key = UnsafeRawPointer(sql.utf8Start)
         if let statement = literalStatements[key] { return statement }

@@ -201,13 +201,46 @@ public enum ChargesFile {
         "paid_out", "retained", "counted_in",
     ]
 
+    /// Fills each row's `transferredBefore` and `firstRun` from the ledger, a batch at a time.
+    private static func read(_ history: ChargeHistory, into charges: inout PlanCharges) {
+        let batch = charges.batch
+        var runIndex: [String: Int32] = [:]
+        var keys: [(charge: UnsafeRawBufferPointer, currency: Currency)] = []
+        keys.reserveCapacity(Planner.lookUpBatch)
+        var start = 0
+        while start < charges.rows.count {
+            let end = min(start + Planner.lookUpBatch, charges.rows.count)
+            keys.removeAll(keepingCapacity: true)
+            for row in charges.rows[start..<end] { keys.append((batch.symbols.bytes(row.charge), row.currency)) }
+            var firstRuns: [(Int, String)] = []
+            var before: [(Int, Int64)] = []
+            history(keys, { firstRuns.append(($0, $1)) }, { before.append(($0, $1)) })
+            for (position, amount) in before { charges.rows[start + position].transferredBefore = amount }
+            for (position, first) in firstRuns {
+                if let known = runIndex[first] {
+                    charges.rows[start + position].firstRun = known
+                } else {
+                    charges.rows[start + position].firstRun = Int32(charges.runs.count)
+                    runIndex[first] = Int32(charges.runs.count)
+                    charges.runs.append(first)
+                }
+            }
+            start = end
+        }
+    }
+
+    /// What the ledger says of a batch of charges (each a charge id's bytes and its currency;
+    /// at most ``Planner/lookUpBatch``): `firstRun(position, run)` for each charge a run
+    /// counted, `transferredBefore(position, amount)` for each with earlier settled transfers.
+    public typealias ChargeHistory = (
+        _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], _ firstRun: (Int, String) -> Void,
+        _ transferredBefore: (Int, Int64) -> Void
+    ) -> Void
+
     /// The charges of a plan and the charge each line draws on: a line naming the charge in
     /// `source_transaction`, else a line of an order whose lines name it (its payouts).
-    /// Moves are the planned lines; `firstRun` and `transferredBefore` read the ledger.
-    public static func rows(
-        of plan: SettlementPlan, runID: String, firstRun: (String) -> String?,
-        transferredBefore: (_ charge: String, _ currency: String) -> Int64
-    ) -> PlanCharges {
+    /// Moves are the planned lines; `history` (nil: no ledger) reads the ledger.
+    public static func rows(of plan: SettlementPlan, runID: String, history: ChargeHistory?) -> PlanCharges {
         let batch = plan.batch
         var charges = PlanCharges(batch: batch, runID: runID)
         guard !plan.charges.isEmpty else {
@@ -218,24 +251,12 @@ public enum ChargesFile {
         // hashing per line. The charge of each order: the first one its lines name.
         let symbolCount = batch.symbols.count + 1
         var slotOfSymbol = HugePages.array(repeating: Int32(-1), count: symbolCount)
-        var runIndex: [String: Int32] = [:]
         charges.rows.reserveCapacity(plan.charges.count)
         for total in plan.charges where !total.charge.isNone && slotOfSymbol[Int(total.charge.raw)] < 0 {
             slotOfSymbol[Int(total.charge.raw)] = Int32(charges.rows.count)
-            let name = batch.text(total.charge)
-            var row = PlanCharges.Compact(total)
-            row.transferredBefore = transferredBefore(name, total.currency.code)
-            if let first = firstRun(name) {
-                if let known = runIndex[first] {
-                    row.firstRun = known
-                } else {
-                    row.firstRun = Int32(charges.runs.count)
-                    runIndex[first] = row.firstRun
-                    charges.runs.append(first)
-                }
-            }
-            charges.rows.append(row)
+            charges.rows.append(PlanCharges.Compact(total))
         }
+        if let history { read(history, into: &charges) }
         var slotOfOrder = HugePages.array(repeating: Int32(-1), count: symbolCount)
         for line in batch.lines where !line.charge.isNone {
             let slot = slotOfSymbol[Int(line.charge.raw)]

@@ -104,6 +104,54 @@ import Testing
         #expect(plan.batch.text(plan.batch.payee(of: plan.batch.lines[0])) == "tr_42")
     }
 
+    /// A line naming a transfer settle made is never for more than the ledger says is left,
+    /// counting this run's other reversals of it (in its group and in earlier groups); past
+    /// it the whole group is rejected before anything is sent (an audit saw the rest of such
+    /// a group sent and this line refused by Stripe: the order moved in part).
+    @Test func namedTransferOfTheLedgerIsNeverReversedPastWhatIsLeft() throws {
+        let history = RecordedHistory()
+        history.transfers["ORDER9|acct_rest|usd"] = RecordedTransfer(stripeID: "tr_small", remaining: 100)
+        history.transfers["ORDER8|acct_rest|usd"] = RecordedTransfer(stripeID: "tr_big", remaining: 7000)
+        let plan = TestExport()
+            // Order 1: one line aimed at the ledger's transfer of its group, one naming a
+            // transfer with 1.00 left: 5.00 is too much, the group moves not at all.
+            .add([
+                "line_id": "v4", "order_id": "1", "kind": "reversal", "amount": "10.00", "currency": "usd",
+                "transfer_group": "ORDER8", "destination": "acct_rest",
+            ])
+            .add([
+                "line_id": "v5", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
+                "transfer_group": "ORDER8", "destination": "acct_rest", "transfer": "tr_small",
+            ])
+            // Orders 2 and 3 take 0.60 and 0.40 of tr_small: both fit; order 4's 0.01 does not.
+            .add([
+                "line_id": "a", "order_id": "2", "kind": "reversal", "amount": "0.60", "currency": "usd",
+                "transfer": "tr_small",
+            ])
+            .add([
+                "line_id": "b", "order_id": "3", "kind": "reversal", "amount": "0.40", "currency": "usd",
+                "transfer": "tr_small",
+            ])
+            .add([
+                "line_id": "c", "order_id": "4", "kind": "reversal", "amount": "0.01", "currency": "usd",
+                "transfer": "tr_small",
+            ])
+            // A transfer settle did not make: only Stripe knows what is left.
+            .add([
+                "line_id": "d", "order_id": "5", "kind": "reversal", "amount": "99.00", "currency": "usd",
+                "transfer": "tr_elsewhere",
+            ])
+            .plan(history: history)
+        #expect(plan.outcome("v5") == (.rejected, "reversal_exceeds_transfer"))
+        #expect(plan.outcome("v4") == (.rejected, "group_rejected"))
+        #expect(plan.outcome("a") == (.planned, ""))
+        #expect(plan.outcome("b") == (.planned, ""))
+        #expect(plan.outcome("c") == (.rejected, "reversal_exceeds_transfer"))
+        #expect(plan.batch.reasonText(of: plan.batch.lines[4]).contains("(0.00)"))
+        #expect(plan.outcome("d") == (.planned, ""))
+        #expect(plan.instructions.map(\.amount) == [60, 40, 9900])
+    }
+
     @Test func payoutsAggregatePerRecipient() throws {
         let export = TestExport()
             .payout("a", order: "1", amount: "5.00")

@@ -102,10 +102,28 @@ final class RecordedHistory: SettlementHistory {
     var transfers: [String: RecordedTransfer] = [:]
     var attemptCounts: [String: Int] = [:]
 
-    func line(_ lineID: String) -> HistoricLine? { lines[lineID] }
-    func transferred(charge: String, currency: String) -> Int64 { transferredByCharge[charge] ?? 0 }
+    func lines(_ ids: [UnsafeRawBufferPointer], found: (Int, HistoricLine) -> Void) {
+        for (position, id) in ids.enumerated() {
+            if let line = lines[String(decoding: id, as: UTF8.self)] { found(position, line) }
+        }
+    }
+    func transferred(_ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], found: (Int, Int64) -> Void) {
+        for (position, key) in charges.enumerated() {
+            if let amount = transferredByCharge[String(decoding: key.charge, as: UTF8.self)] { found(position, amount) }
+        }
+    }
     func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer? {
         transfers["\(group)|\(destination)|\(currency)"]
     }
-    func attempts(instruction: String) -> Int { attemptCounts[instruction] ?? 0 }
+    func recordedTransfers(_ stripeIDs: [UnsafeRawBufferPointer], found: (Int, RecordedTransfer) -> Void) {
+        for (position, id) in stripeIDs.enumerated() {
+            let text = String(decoding: id, as: UTF8.self)
+            if let transfer = transfers.values.first(where: { $0.stripeID == text }) { found(position, transfer) }
+        }
+    }
+    func attempts(_ instructions: ArraySlice<PlanRow>, found: (Int, Int) -> Void) {
+        for (position, instruction) in instructions.enumerated() {
+            if let count = attemptCounts[instruction.id] { found(position, count) }
+        }
+    }
 }

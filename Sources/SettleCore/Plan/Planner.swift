@@ -153,6 +153,7 @@ public struct Planner {
         var reversals = Formed()
         var payoutLines: [Int32] = []
         var scratch = GroupScratch()
+        if let history { scratch.namedTransfers = namedTransfers(batch, history: history) }
         // Execution order: transfers, then reversals, then payouts. A group's transfers go to
         // the plan as soon as the group is formed (groups are disjoint: nothing later changes
         // their lines), so they are never held twice; the plan's tables are reserved for every
@@ -191,15 +192,29 @@ public struct Planner {
                 append(instruction, lines, to: plan, hasher: hasher, scratch: &keyBytes)
             }
         }
+        if let history { applyAttempts(plan, history: history) }
         return plan
     }
 
     // MARK: - Ledger
 
+    /// Keys a ledger look-up takes at once (``SettlementHistory``): big enough that a
+    /// statement's set-up is spread thin, small enough that a batch's keys stay in cache.
+    public static let lookUpBatch = 4096
+
     private func applyHistory(_ batch: Batch, plan: SettlementPlan, history: any SettlementHistory) {
-        for index in batch.lines.indices {
+        var ids: [UnsafeRawBufferPointer] = []
+        var indices: [Int] = []
+        ids.reserveCapacity(Planner.lookUpBatch)
+        indices.reserveCapacity(Planner.lookUpBatch)
+        // The symbols' bytes stay where they are: nothing is interned until the batch is asked.
+        func lookUp() {
+            history.lines(ids) { position, known in settle(indices[position], known) }
+            ids.removeAll(keepingCapacity: true)
+            indices.removeAll(keepingCapacity: true)
+        }
+        func settle(_ index: Int, _ known: HistoricLine) {
             let line = batch.lines[index]
-            guard line.status == .planned, let known = history.line(batch.text(line.lineID)) else { continue }
             let content = LineContent.digest(batch, line)
             guard known.content == content else {
                 if known.state != .failed {
@@ -208,7 +223,7 @@ public struct Planner {
                         "the ledger settled line_id \(batch.text(line.lineID)) earlier with other content (amount, payee, charge or group differ)"
                     )
                 }
-                continue
+                return
             }
             switch known.state {
             case .settled:
@@ -221,6 +236,49 @@ public struct Planner {
             case .failed:
                 break
             }
+        }
+        // A line's answer changes only its own status, so asking in batches reads what asking
+        // line by line would.
+        for index in batch.lines.indices where batch.lines[index].status == .planned {
+            ids.append(batch.symbols.bytes(batch.lines[index].lineID))
+            indices.append(index)
+            if ids.count == Planner.lookUpBatch { lookUp() }
+        }
+        if !ids.isEmpty { lookUp() }
+    }
+
+    /// The transfers settle made that planned reversal lines name, asked once for the batch.
+    private func namedTransfers(_ batch: Batch, history: any SettlementHistory) -> [Symbol: RecordedTransfer] {
+        var symbols: [Symbol] = []
+        var seen: Set<Symbol> = []
+        for line in batch.lines
+        where line.status == .planned && line.kind == .reversal && !line.transfer.isNone
+            && seen.insert(line.transfer).inserted
+        {
+            symbols.append(line.transfer)
+        }
+        var known: [Symbol: RecordedTransfer] = [:]
+        var start = 0
+        while start < symbols.count {
+            let chunk = symbols[start..<min(start + Planner.lookUpBatch, symbols.count)]
+            history.recordedTransfers(chunk.map { batch.symbols.bytes($0) }) {
+                known[chunk[chunk.startIndex + $0]] = $1
+            }
+            start += chunk.count
+        }
+        return known
+    }
+
+    /// Each instruction's attempt: one more than the ledger's count of its attempts.
+    private func applyAttempts(_ plan: SettlementPlan, history: any SettlementHistory) {
+        var found: [(Int, Int)] = []
+        var start = 0
+        while start < plan.instructions.count {
+            let end = min(start + Planner.lookUpBatch, plan.instructions.count)
+            history.attempts(plan.instructions[start..<end]) { found.append(($0, $1)) }
+            for (position, attempts) in found { plan.instructions[start + position].attempt = attempts + 1 }
+            found.removeAll(keepingCapacity: true)
+            start = end
         }
     }
 
@@ -294,20 +352,13 @@ public struct Planner {
             }
         }
         // Over-allocation: this batch (deferred lines included) plus earlier runs (the ledger
-        // knows only named charges).
+        // knows only named charges, in the currency of the first transfer drawing on them).
+        applyEarlierTransfers(batch, charges: &charges)
         for index in batch.lines.indices {
             let line = batch.lines[index]
             guard line.status == .planned, line.kind == .transfer, let slot = charges.slot(line: index),
                 charges.facts[slot].amount >= 0
             else { continue }
-            if charges.facts[slot].earlier < 0 {
-                if case .named(let charge) = charges.facts[slot].key {
-                    charges.facts[slot].earlier =
-                        history?.transferred(charge: batch.text(charge), currency: line.currency.code) ?? 0
-                } else {
-                    charges.facts[slot].earlier = 0
-                }
-            }
             let facts = charges.facts[slot]
             if facts.transfers + facts.earlier > facts.amount {
                 let currency = facts.currency ?? line.currency
@@ -317,6 +368,34 @@ public struct Planner {
                 )
             }
         }
+    }
+
+    /// What earlier runs transferred on each charge that a planned transfer draws on
+    /// (``ChargeFacts/earlier``), asked in batches. A line's over-allocation changes only
+    /// its own status, so the first transfer of each charge is the one the check meets first.
+    private func applyEarlierTransfers(_ batch: Batch, charges: inout ChargeTable) {
+        var keys: [(charge: UnsafeRawBufferPointer, currency: Currency)] = []
+        var slots: [Int] = []
+        func lookUp(_ charges: inout ChargeTable) {
+            var found: [(Int, Int64)] = []
+            history?.transferred(keys) { found.append(($0, $1)) }
+            for (position, amount) in found { charges.facts[slots[position]].earlier = amount }
+            keys.removeAll(keepingCapacity: true)
+            slots.removeAll(keepingCapacity: true)
+        }
+        for index in batch.lines.indices {
+            let line = batch.lines[index]
+            guard line.status == .planned, line.kind == .transfer, let slot = charges.slot(line: index),
+                charges.facts[slot].amount >= 0, charges.facts[slot].earlier < 0
+            else { continue }
+            // Asked or not, nothing earlier is 0 until the ledger says otherwise.
+            charges.facts[slot].earlier = 0
+            guard history != nil, case .named(let charge) = charges.facts[slot].key else { continue }
+            keys.append((batch.symbols.bytes(charge), line.currency))
+            slots.append(slot)
+            if keys.count == Planner.lookUpBatch { lookUp(&charges) }
+        }
+        if !keys.isEmpty { lookUp(&charges) }
     }
 
     // MARK: - Groups
@@ -429,8 +508,15 @@ public struct Planner {
         var reversalMembers: [(slot: Int32, line: Int32)] = []
         var pendingReversals: [Int32] = []
         var payouts: [Int32] = []
+        /// This group's reversals by the Stripe id of the ledger's transfer they take from.
+        var reversing: [String: Int64] = [:]
+        /// Kept across groups: the transfers settle made that reversal lines name (by symbol),
+        /// and what this run's formed groups already reverse of each (by Stripe id).
+        var namedTransfers: [Symbol: RecordedTransfer] = [:]
+        var reversedInRun: [String: Int64] = [:]
 
         mutating func reset() {
+            reversing.removeAll(keepingCapacity: true)
             transfers.removeAll(keepingCapacity: true)
             netted.removeAll(keepingCapacity: true)
             reversals.removeAll(keepingCapacity: true)
@@ -475,6 +561,13 @@ public struct Planner {
                 scratch.payouts.append(index)
             case .reversal:
                 if !line.transfer.isNone {
+                    // Never more than is left of a transfer settle made (the ledger knows it);
+                    // Stripe alone knows what is left of any other.
+                    if let recorded = scratch.namedTransfers[line.transfer],
+                        !takeFrom(recorded, line.amount, culprit: index, batch, group, &scratch)
+                    {
+                        return
+                    }
                     var instruction = PlanRow(
                         kind: .reversal, group: line.group, payee: line.payee,
                         currency: line.currency)
@@ -528,14 +621,10 @@ public struct Planner {
                 scratch.reversals.append(instruction)
             }
             scratch.reversalMembers.append((Int32(slot), index))
-            if scratch.reversals[slot].amount > recorded.remaining {
-                failGroup(
-                    batch, group: group, culprit: index, .reversalExceedsTransfer,
-                    "reversals of \(MinorUnits.format(scratch.reversals[slot].amount, currency: line.currency)) exceed what is left of transfer \(recorded.stripeID) (\(MinorUnits.format(recorded.remaining, currency: line.currency)))"
-                )
-                return
-            }
+            guard takeFrom(recorded, line.amount, culprit: index, batch, group, &scratch) else { return }
         }
+        // The group is formed: what it reverses is no longer left for the groups after it.
+        for (stripeID, amount) in scratch.reversing { scratch.reversedInRun[stripeID, default: 0] += amount }
         for slot in scratch.transfers.indices {
             let members = scratch.transferMembers.lazy.filter { $0.slot == Int32(slot) }.map(\.line)
             var instruction = scratch.transfers[slot]
@@ -556,6 +645,25 @@ public struct Planner {
                 lines: scratch.reversalMembers.lazy.filter { $0.slot == Int32(slot) }.map(\.line))
         }
         payoutLines.append(contentsOf: scratch.payouts)
+    }
+
+    /// Counts a reversal line against what is left of a transfer settle made: the ledger's
+    /// remainder, less what this run's earlier groups and this group already reverse of it.
+    /// Past it, the group is rejected (false).
+    private func takeFrom(
+        _ recorded: RecordedTransfer, _ amount: Int64, culprit: Int32, _ batch: Batch, _ group: ArraySlice<Int32>,
+        _ scratch: inout GroupScratch
+    ) -> Bool {
+        scratch.reversing[recorded.stripeID, default: 0] += amount
+        let left = recorded.remaining - scratch.reversedInRun[recorded.stripeID, default: 0]
+        let reversing = scratch.reversing[recorded.stripeID, default: 0]
+        guard reversing > left else { return true }
+        let currency = batch.lines[Int(culprit)].currency
+        failGroup(
+            batch, group: group, culprit: culprit, .reversalExceedsTransfer,
+            "reversals of \(MinorUnits.format(reversing, currency: currency)) exceed what is left of transfer \(recorded.stripeID) (\(MinorUnits.format(left, currency: currency)))"
+        )
+        return false
     }
 
     /// The transfer of this run a reversal without `transfer` nets into: same destination and
@@ -647,7 +755,7 @@ public struct Planner {
         var instruction = instruction
         (instruction.digestHigh, instruction.digestLow) = InstructionID.make(
             instruction, lines: lines, batch: batch, hasher: hasher, scratch: &scratch)
-        instruction.attempt = (history?.attempts(instruction: instruction.id) ?? 0) + 1
+        instruction.attempt = 1
         instruction.linesStart = plan.instructionLines.count
         instruction.linesCount = lines.count
         plan.instructionLines.append(contentsOf: lines)

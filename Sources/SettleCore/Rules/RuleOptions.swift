@@ -20,14 +20,25 @@ public enum PayoutGrouping: String, Sendable {
 }
 
 /// What the ledger knows from earlier runs, as the rules need it.
+///
+/// Look-ups come in batches (at most ``Planner/lookUpBatch`` keys a call): a plan of millions
+/// of lines asks about every line and every instruction, and the ledger answers a batch with
+/// one statement. Each answer names the key by its position in the batch; a key the ledger
+/// does not know gets no answer.
 public protocol SettlementHistory: AnyObject {
-    func line(_ lineID: String) -> HistoricLine?
-    /// Transfers settled (or still in flight) on a charge, in minor units.
-    func transferred(charge: String, currency: String) -> Int64
+    /// The lines of these line ids (their bytes) that the ledger holds: `found(position, line)`.
+    func lines(_ ids: [UnsafeRawBufferPointer], found: (Int, HistoricLine) -> Void)
+    /// Transfers settled (or still in flight) on each charge in its currency, in minor units:
+    /// `found(position, amount)` for the charges that have some.
+    func transferred(_ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], found: (Int, Int64) -> Void)
     /// The transfer settle recorded for a group and destination, with what is left to reverse.
     func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer?
-    /// Attempts already made for an instruction (the next key uses attempts + 1).
-    func attempts(instruction: String) -> Int
+    /// The transfers settle recorded under these Stripe ids (reversal lines naming them), with
+    /// what is left to reverse: `found(position, transfer)`; none for a transfer settle did not make.
+    func recordedTransfers(_ stripeIDs: [UnsafeRawBufferPointer], found: (Int, RecordedTransfer) -> Void)
+    /// Attempts already made for each instruction (the next key uses attempts + 1):
+    /// `found(position in the slice, attempts)` for the instructions sent before.
+    func attempts(_ instructions: ArraySlice<PlanRow>, found: (Int, Int) -> Void)
 }
 
 /// A line as the ledger recorded it.
