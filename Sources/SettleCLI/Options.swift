@@ -189,6 +189,12 @@ struct Options {
                     }
                     columns[column] = alias
                 }
+            // `-q` and `-v` (SPEC: every option has a key of its name): true is one -q or -v,
+            // a number that many; they add to the command line's.
+            case ("q", .bool(let flag)): verbosity -= flag ? 1 : 0
+            case ("v", .bool(let flag)): verbosity += flag ? 1 : 0
+            case ("q", .int(let count)) where count >= 0: verbosity -= Int(count)
+            case ("v", .int(let count)) where count >= 0: verbosity += Int(count)
             case ("live", .bool(let flag)): live = flag
             case ("online", .bool(let flag)): online = flag
             case (_, .string(let text))

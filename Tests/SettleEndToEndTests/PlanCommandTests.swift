@@ -146,6 +146,33 @@ import Testing
         #expect(try SettleProcess.run(["--version"]).status == 0)
     }
 
+    /// `-q` and `-v` have config keys too (`q`, `v`: true or a count).
+    @Test func configKeysOfQuietAndVerbose() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("one.csv")
+        try "line_id,order_id,amount,currency,destination\nA1,9,5.00,usd,acct_s\n".write(
+            to: input, atomically: true, encoding: .utf8)
+        func plan(_ config: String, _ name: String) throws -> SettleProcess.Outcome {
+            let file = folder.appendingPathComponent("\(name).json")
+            try config.write(to: file, atomically: true, encoding: .utf8)
+            return try SettleProcess.run([
+                "plan", input.path, "--out", folder.appendingPathComponent(name).path, "--config", file.path,
+                "--as-of", "2026-11-29",
+            ])
+        }
+        let verbose = try plan(#"{"v": true}"#, "v")
+        #expect(verbose.status == 0)
+        #expect(verbose.stderr.contains("interned strings"), "\(verbose.stderr)")
+        let plain = try plan(#"{}"#, "plain")
+        #expect(plain.status == 0)
+        #expect(!plain.stderr.contains("interned strings"))
+        #expect(plain.stderr.contains("no ledger"))
+        let quiet = try plan(#"{"q": 1}"#, "q")
+        #expect(quiet.status == 0)
+        #expect(quiet.stderr.contains("no ledger"), "a warning still shows at -q")
+        #expect(try plan(#"{"q": "yes"}"#, "bad").status == 78)
+    }
+
     @Test func configMapsHeaderNames() throws {
         let folder = SettleProcess.temporaryFolder()
         let input = folder.appendingPathComponent("seller.csv")
