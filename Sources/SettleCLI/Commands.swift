@@ -76,7 +76,9 @@ struct Commands {
         let history = try LedgerHistory.openForPlanning(path: options.ledger)
         try history?.beginSnapshot()
         defer { history?.endSnapshot() }
-        let (plan, inputs) = try Pipeline(options: options, log: log).plan(history: history, spoolFolder: nil)
+        // validate counts the instructions: it needs neither their ids nor their attempts.
+        let (plan, inputs) = try Pipeline(options: options, log: log).plan(
+            history: history, spoolFolder: nil, identifies: false)
         try history?.checkReads()
         let batch = plan.batch
         var counts: [LineStatus: Int] = [:]

@@ -32,7 +32,8 @@ struct Pipeline {
     /// groups before any instruction is formed.
     func plan(
         history: (any SettlementHistory)?, spoolFolder: String?,
-        facts: ((Batch) throws(CommandFailure) -> StripeFacts)? = nil, held: [HeldLine] = []
+        facts: ((Batch) throws(CommandFailure) -> StripeFacts)? = nil, held: [HeldLine] = [],
+        identifies: Bool = true
     ) throws(CommandFailure)
         -> (SettlementPlan, [InputReport])
     {
@@ -153,7 +154,9 @@ struct Pipeline {
         let planning = Date()
         // Group rules and instruction forming run as one call: the line shows the time spent.
         progress.phase("planning \(HumanFormat.count(checker.batch.lines.count)) lines", total: nil)
-        let plan = Planner(options: options.ruleOptions, history: history, facts: stripeFacts).plan(checker.batch)
+        var planner = Planner(options: options.ruleOptions, history: history, facts: stripeFacts)
+        planner.identifies = identifies
+        let plan = planner.plan(checker.batch)
         progress.finish()
         log(
             .debug, event: "planned",

@@ -11,6 +11,10 @@ public struct Planner {
     /// What Stripe said before the plan; ``StripeFacts/empty`` for an offline plan.
     public let facts: StripeFacts
 
+    /// Whether instructions get their ids and attempts (false: `validate`, which only counts
+    /// them; the ids are a quarter of planning, and asking the ledger for attempts more).
+    public var identifies = true
+
     public init(options: RuleOptions, history: (any SettlementHistory)?, facts: StripeFacts = .empty) {
         self.options = options
         self.history = history
@@ -192,7 +196,7 @@ public struct Planner {
                 append(instruction, lines, to: plan, hasher: hasher, scratch: &keyBytes)
             }
         }
-        if let history { applyAttempts(plan, history: history) }
+        if let history, identifies { applyAttempts(plan, history: history) }
         return plan
     }
 
@@ -753,8 +757,10 @@ public struct Planner {
         // A group rejected after this instruction was formed (a later reversal) drops it.
         if lines.contains(where: { batch.lines[Int($0)].status != .planned }) { return }
         var instruction = instruction
-        (instruction.digestHigh, instruction.digestLow) = InstructionID.make(
-            instruction, lines: lines, batch: batch, hasher: hasher, scratch: &scratch)
+        if identifies {
+            (instruction.digestHigh, instruction.digestLow) = InstructionID.make(
+                instruction, lines: lines, batch: batch, hasher: hasher, scratch: &scratch)
+        }
         instruction.attempt = 1
         instruction.linesStart = plan.instructionLines.count
         instruction.linesCount = lines.count
