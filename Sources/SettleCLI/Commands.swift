@@ -58,7 +58,7 @@ struct Commands {
         // a ledger that cannot say stops the run (75) rather than leave those lines out.
         let held: [HeldLine]
         do {
-            held = try history?.store.heldLines([.waiting, .returned]) ?? []
+            held = try history?.store.heldLines([.waiting, .returned, .unresolved]) ?? []
         } catch {
             throw CommandFailure(.tryAgain, "reading the lines the ledger holds failed: \(error)")
         }

@@ -85,10 +85,12 @@ enum HeldInputs {
         }
         let waiting = held.filter { $0.state == .waiting && !present.contains($0.lineID) }.count
         let returned = held.filter { $0.state == .returned && !present.contains($0.lineID) }.count
+        let unresolved = held.filter { $0.state == .unresolved && !present.contains($0.lineID) }.count
         log(
             .info, event: "held_lines",
-            "\(waiting) line(s) waiting in the ledger and \(returned) of payouts that came back are part of this run",
-            fields: [.lines(waiting + returned)])
+            "\(waiting) line(s) waiting in the ledger, \(returned) of payouts that came back and \(unresolved) sent "
+                + "with no known outcome are part of this run",
+            fields: [.lines(waiting + returned + unresolved)])
         return files
     }
 

@@ -9,6 +9,10 @@ public struct HeldLine: Sendable, Equatable {
         case following
         /// Its payout failed, came back or was canceled: the next run reports it failed.
         case returned
+        /// Sent by a run that did not learn the outcome (`unknown`): the next run brings it
+        /// back, resolves it at Stripe and reports it (settled, failed), so what moved is in
+        /// some run's results and summary whatever that run's own export holds.
+        case unresolved
         /// Dropped on purpose by `settle cancel`.
         case cancelled
         /// It left the queue: settled, rejected, or fed again by an export.
@@ -156,7 +160,8 @@ extension LedgerStore {
     /// in `from` states change. Returns how many changed.
     @discardableResult
     public func endHolding(
-        _ lineIDs: [String], to state: HeldLine.State, run: String, from: [HeldLine.State] = [.waiting, .returned]
+        _ lineIDs: [String], to state: HeldLine.State, run: String,
+        from: [HeldLine.State] = [.waiting, .returned, .unresolved]
     ) throws(LedgerError) -> Int {
         guard !lineIDs.isEmpty else { return 0 }
         var changed = 0

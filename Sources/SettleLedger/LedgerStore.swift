@@ -8,8 +8,8 @@ import Glibc
 /// ``openReadOnly(path:)``. WAL journal, `synchronous=FULL`: a committed write survives
 /// a crash or power loss. Use one store from one thread.
 public final class LedgerStore {
-    /// The schema this build reads and writes (version 1 ledgers are migrated on open).
-    public static let schemaVersion = 2
+    /// The schema this build reads and writes (older ledgers are migrated on open).
+    public static let schemaVersion = 3
 
     /// The ledger file.
     public let path: String
@@ -123,7 +123,8 @@ public final class LedgerStore {
             throw .notALedger(path: path, message: "\(error)")
         }
         guard found > 0 else { throw .notALedger(path: path, message: "it has no settle schema") }
-        guard found == 1 || found == schemaVersion else {
+        // An older ledger reads the same (what it lacks, nothing of it is in it).
+        guard found <= schemaVersion else {
             throw .schemaMismatch(found: found, expected: schemaVersion)
         }
         return store
@@ -283,6 +284,7 @@ public final class LedgerStore {
     /// Brings a schema from `version` to the current one, in the caller's transaction.
     private func migrate(from version: Int) throws(LedgerError) {
         if version < 2 { try db.execute(Self.schemaVersion2) }
+        if version < 3 { try db.execute(Self.schemaVersion3) }
         try db.run(
             """
             INSERT INTO settle_meta(key, value) VALUES ('schema_version', ?)
@@ -293,6 +295,37 @@ public final class LedgerStore {
                 "INSERT INTO settle_meta(key, value) VALUES ('ledger_id', ?)", [.text(UUID().uuidString.lowercased())])
         }
     }
+
+    /// Version 3: a held line may be `unresolved` (sent by a run that did not learn its
+    /// outcome; the next run brings it back and reports it). SQLite cannot change a CHECK:
+    /// the table is made again, every row kept.
+    static let schemaVersion3 = """
+        CREATE TABLE held_lines_v3 (
+            line_id      TEXT PRIMARY KEY,
+            state        TEXT NOT NULL
+                         CHECK (state IN ('waiting', 'following', 'returned', 'unresolved', 'cancelled', 'released')),
+            payee        TEXT NOT NULL,
+            amount_minor INTEGER NOT NULL,
+            currency     TEXT NOT NULL,
+            reason_code  TEXT NOT NULL,
+            reason       TEXT NOT NULL,
+            source       TEXT NOT NULL,
+            header       TEXT NOT NULL,
+            record       BLOB NOT NULL,
+            instruction_id TEXT,
+            since_run    TEXT NOT NULL,
+            since_at     INTEGER NOT NULL,
+            ended_run    TEXT,
+            ended_at     INTEGER
+        );
+        INSERT INTO held_lines_v3 (line_id, state, payee, amount_minor, currency, reason_code, reason, source,
+            header, record, instruction_id, since_run, since_at, ended_run, ended_at)
+        SELECT line_id, state, payee, amount_minor, currency, reason_code, reason, source,
+            header, record, instruction_id, since_run, since_at, ended_run, ended_at FROM held_lines;
+        DROP TABLE held_lines;
+        ALTER TABLE held_lines_v3 RENAME TO held_lines;
+        CREATE INDEX held_lines_by_state ON held_lines(state);
+        """
 
     /// Version 2: Stripe's time of each answer, the runs, the lines that wait, the charges
     /// counted, and the payouts followed to their end.

@@ -35,7 +35,7 @@ extension PlanFolder {
             self.run = run
             header = String(decoding: CorrectionFile.inputHeader(layout), as: UTF8.self)
             do throws(LedgerError) {
-                heldNow = try ledger.heldLineIDs([.waiting, .returned])
+                heldNow = try ledger.heldLineIDs([.waiting, .returned, .unresolved])
             } catch {
                 heldNow = []
                 failure = SettleError(.ledgerFailed, "the ledger could not tell which lines wait: \(error)")
@@ -73,8 +73,12 @@ extension PlanFolder {
                 hold.append(try held(.waiting))
             case .settled? where text(.kind) == LineKind.payout.name:
                 hold.append(try held(.following, instruction: text(.instructionID)))
-            case .planned?, .unknown?:
-                break  // still on its way: neither waiting nor released
+            case .unknown?:
+                // Sent, the outcome not known: the next run brings it back and reports it.
+                hold.append(
+                    try held(.unresolved, instruction: text(.instructionID).isEmpty ? nil : text(.instructionID)))
+            case .planned?:
+                break  // not sent (a plan not applied yet): neither held nor released
             default:
                 if heldNow.contains(id) { release.append(id) }
             }

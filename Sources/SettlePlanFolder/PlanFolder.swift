@@ -197,8 +197,11 @@ public struct PlanFolder {
                         if let line = try? ledger.line(lineID) {
                             switch line.status {
                             case .settled where report.resolved.contains(line.instructionID):
-                                // Sent by an earlier run that stopped; this run confirmed or re-sent it.
+                                // Sent by an earlier run that stopped; this run confirmed or re-sent it:
+                                // it counts as moved by this run (the earlier one could not say), under
+                                // its instruction, so the days' summaries add up to what Stripe made.
                                 set(&row, .settled, stripeID: line.stripeID ?? "")
+                                row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                             case .settled:
                                 set(
                                     &row, .alreadySettled, stripeID: line.stripeID ?? "",

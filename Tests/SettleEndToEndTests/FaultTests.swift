@@ -72,6 +72,46 @@ import Testing
         #expect(keys.allSatisfy { $0.hasSuffix("-a1") }, "\(keys)")
     }
 
+    /// A transfer whose answer never came (a 500 on every try) is `unknown`. The next run,
+    /// whatever its own export holds (here: nothing), brings the line back, resolves it at
+    /// Stripe and reports it: settled in its results.csv, under its first `file:line`, and in
+    /// its summary's transferred sum, so that the days add up to what Stripe made. The run
+    /// after that is quiet. Before, no run's results or summary had that transfer.
+    @Test func anUnknownLineIsReportedByTheRunThatResolvesIt() throws {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 1, in: setup.folder)
+        try Self.rules(
+            #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "any", "action": "status", "status": 500}]}"#,
+            setup.sandbox)
+        let first = try setup.run([input], out: "first")
+        #expect(first.status == 75, "\(first.stderr)")
+        #expect(setup.results("first").filter { $0[0] == "T1" }.map { $0[8] } == ["unknown"])
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }.isEmpty)
+
+        try Self.rules(#"{"rules": []}"#, setup.sandbox)
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try "line_id,order_id,amount,currency,destination\n".write(to: empty, atomically: true, encoding: .utf8)
+        let second = try setup.run([empty], out: "second")
+        #expect(second.status == 0, "\(second.stderr)")
+        let rows = setup.results("second")
+        #expect(rows.map { [$0[0], $0[8], $0[13]] } == [["T1", "settled", "\(input.path):2"]], "\(rows)")
+        #expect(rows.first?[9].hasPrefix("ins_") == true)
+        #expect(rows.first?[10].hasPrefix("tr_") == true)
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("second/summary.csv"))
+            .split(separator: "\n").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+        #expect(
+            summary.contains { $0.count == 7 && $0[2] == "usd" && $0[3] == "transferred" && $0[6] == "1101" },
+            "\(summary)")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(1), payouts: 250)
+
+        let third = try setup.run([empty], out: "third")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(setup.results("third").isEmpty)
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(1), payouts: 250)
+    }
+
     /// A 200 with a body that is not Stripe's JSON, or a redirect, on the payout-method check
     /// is no verdict: nothing is rejected and nothing is sent (75); once Stripe answers, the
     /// lines go. Before the fix the lines were rejected `payout_method_unusable`.

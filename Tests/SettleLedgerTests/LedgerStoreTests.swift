@@ -78,7 +78,42 @@ struct LedgerStoreTests {
         store.close()
         let output = try sqlite(
             folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'; PRAGMA journal_mode;")
-        #expect(output == "2\nwal\n")
+        #expect(output == "3\nwal\n")
+    }
+
+    /// A version 2 ledger (whose held lines could not be `unresolved`) is migrated on open:
+    /// every held row kept, the schema version 3, and an unresolved line can be held. A plan
+    /// (read-only, no migration) still reads a version 2 ledger.
+    @Test func aVersion2LedgerIsMigratedKeepingItsHeldLines() throws {
+        let folder = try TemporaryFolder()
+        let store = try openTestLedger(path: folder.ledgerPath)
+        let waiting = HeldLine(
+            lineID: "W1", state: .waiting, payee: "acct_w", amountMinor: 500, currency: "usd", reasonCode: "scheduled",
+            reason: "later", source: "orders.csv:2", header: "line_id,amount", record: Array("W1,5\n".utf8),
+            sinceRun: "run_1")
+        try store.hold([waiting])
+        store.close()
+        // Back to version 2: held_lines as version 2 made it, the version number 2.
+        _ = try sqlite(
+            folder.ledgerPath,
+            """
+            CREATE TABLE h2 (line_id TEXT PRIMARY KEY, state TEXT NOT NULL CHECK (state IN ('waiting', 'following', 'returned', 'cancelled', 'released')), payee TEXT NOT NULL, amount_minor INTEGER NOT NULL, currency TEXT NOT NULL, reason_code TEXT NOT NULL, reason TEXT NOT NULL, source TEXT NOT NULL, header TEXT NOT NULL, record BLOB NOT NULL, instruction_id TEXT, since_run TEXT NOT NULL, since_at INTEGER NOT NULL, ended_run TEXT, ended_at INTEGER);
+            INSERT INTO h2 SELECT * FROM held_lines; DROP TABLE held_lines; ALTER TABLE h2 RENAME TO held_lines;
+            UPDATE settle_meta SET value = '2' WHERE key = 'schema_version'; COMMIT
+            """)
+        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "2\n")
+        let reader = try #require(try LedgerStore.openReadOnly(path: folder.ledgerPath))
+        #expect(try reader.heldLines([.waiting]).map(\.lineID) == ["W1"])
+        reader.close()
+        let migrated = try LedgerStore.open(path: folder.ledgerPath)
+        #expect(try migrated.heldLines([.waiting]).map(\.record) == [Array("W1,5\n".utf8)])
+        var unresolved = waiting
+        unresolved.lineID = "U1"
+        unresolved.state = .unresolved
+        try migrated.hold([unresolved])
+        #expect(try migrated.heldLines([.unresolved]).map(\.lineID) == ["U1"])
+        migrated.close()
+        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "3\n")
     }
 
     @Test func inFlightIsCommittedAndVisibleToAnotherConnectionBeforeAnyOutcome() throws {
