@@ -101,6 +101,24 @@ struct Applier {
         }
     }
 
+    /// Asks Stripe for every payout the ledger holds as processing (SPEC: each run does so
+    /// first): posted ones are done, those that came back are held as `returned` for the
+    /// next plan's errors.csv. A payout Stripe cannot tell about now waits for the next run.
+    func followPayouts(configuration: ApplyConfiguration, ledger: LedgerStore, folder: String) throws(CommandFailure) {
+        do {
+            let followed = try PayoutFollow(configuration: configuration).run(ledger: ledger, runID: "follow")
+            guard followed.checked + followed.unavailable > 0 else { return }
+            log(
+                followed.cameBack.isEmpty ? .info : .warning, event: "payouts_followed",
+                "\(followed.checked) earlier payout(s) checked at Stripe: \(followed.posted) posted, "
+                    + "\(followed.cameBack.count) came back, \(followed.stillProcessing) still processing"
+                    + (followed.unavailable > 0 ? ", \(followed.unavailable) could not be checked (next run)" : ""),
+                fields: [Log.Field("checked", followed.checked), Log.Field("came_back", followed.cameBack.count)])
+        } catch {
+            throw Applier.failure(error, folder: folder)
+        }
+    }
+
     func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure)
         -> ExitCode
     {
@@ -116,6 +134,9 @@ struct Applier {
         } else {
             ledger = try LedgerHistory.openExclusive(path: options.ledger)
         }
+        // apply on its own follows the payouts too (run did before planning): those that came
+        // back are held as returned, and the next plan or run reports them failed.
+        if givenLedger == nil { try followPayouts(configuration: configuration, ledger: ledger, folder: folder) }
         let instructions = plan.instructions()
         let progressMode = options.progressMode
         let report: ApplyReport

@@ -123,19 +123,7 @@ struct Commands {
         let ledger = try LedgerHistory.openExclusive(path: options.ledger)
         // Payouts Stripe accepted earlier are followed first: those that came back are part
         // of this run's errors.csv.
-        do {
-            let followed = try PayoutFollow(configuration: configuration).run(ledger: ledger, runID: "follow")
-            if followed.checked + followed.unavailable > 0 {
-                log(
-                    followed.cameBack.isEmpty ? .info : .warning, event: "payouts_followed",
-                    "\(followed.checked) earlier payout(s) checked at Stripe: \(followed.posted) posted, "
-                        + "\(followed.cameBack.count) came back, \(followed.stillProcessing) still processing"
-                        + (followed.unavailable > 0 ? ", \(followed.unavailable) could not be checked (next run)" : ""),
-                    fields: [Log.Field("checked", followed.checked), Log.Field("came_back", followed.cameBack.count)])
-            }
-        } catch {
-            throw Applier.failure(error, folder: options.out ?? "")
-        }
+        try applier.followPayouts(configuration: configuration, ledger: ledger, folder: options.out ?? "")
         let (folder, written) = try planToFolder(mode: "run", ledger: ledger, lookUp: configuration)
         let planned = written.counts[.planned] ?? 0
         log(

@@ -33,6 +33,39 @@ import Testing
         return (outcome, rows)
     }
 
+    /// An operator who plans and applies by hand (never `run`) still learns of a payout that
+    /// came back: `apply` follows the ledger's processing payouts first, and the next plan
+    /// reports the line failed in its errors.csv. Before, only `run` followed them.
+    @Test func applyAloneFollowsThePayouts() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1", Self.header + "D2,1001,payout,15.00,usd,ORDER1001,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let payout = try #require(day1["D2"]?[10])
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(payout)/status",
+            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        // Day 2 by hand: plan an empty export, then apply it.
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try Self.header.write(to: empty, atomically: true, encoding: .utf8)
+        let plan = try SettleProcess.run(setup.arguments("plan", [empty.path], out: "day2"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let apply = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent("day2").path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(apply.status == 0, "\(apply.stderr)")
+        #expect(apply.stderr.contains("1 came back"), "\(apply.stderr)")
+        // Day 3's plan (offline) brings the line back failed, for finance to fix.
+        let third = try SettleProcess.run(setup.arguments("plan", [empty.path], out: "day3"))
+        #expect(third.status == 65, "\(third.stderr)")
+        let rows = setup.results("day3")
+        #expect(rows.map { [$0[0], $0[8], $0[11]] } == [["D2", "failed", "payout_method_closed"]], "\(rows)")
+    }
+
     @Test func threeDaysOnOneLedgerJoinUp() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
@@ -184,4 +217,5 @@ import Testing
         try ApplyCommandTests.expectPaidExactlyOnce(
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(2), payouts: 2 * 250)
     }
+
 }
