@@ -51,7 +51,8 @@ extension PlanFolder {
                 case .payout: [0, 0, amount, 0]
                 }
             if !instruction.isEmpty { try objects.add(instruction, first: currency, numbers: moves) }
-            if let slot = charge, slot < charges.count {
+            // Only moves in the charge's currency are its money (PlanCharges, at plan time, alike).
+            if let slot = charge, slot < charges.count, charges[slot].currency == currency {
                 try chargeLines.add("\(slot) \(instruction)", first: instruction, second: String(slot), numbers: moves)
             }
         }

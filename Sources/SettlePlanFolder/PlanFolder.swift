@@ -191,6 +191,14 @@ public struct PlanFolder {
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)
+                    } else if status == LineStatus.failed.name, !row[F.instructionID.rawValue].isEmpty,
+                        let result = report.lineResult(text(row[F.instructionID.rawValue]))
+                    {
+                        // A re-apply of this folder sent again what Stripe refused in an earlier
+                        // attempt (under the next attempt's key): its outcome now is this one.
+                        set(
+                            &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
+                            reason: result.reason)
                     } else if status == LineStatus.unknown.name {
                         // Sent by an earlier run: the engine resolved it first; the ledger has the answer.
                         let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()

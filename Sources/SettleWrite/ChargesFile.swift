@@ -272,7 +272,9 @@ public enum ChargesFile {
                 ? slotOfOrder[Int(line.orderID.raw)] : slotOfSymbol[Int(line.charge.raw)]
             guard found >= 0, !line.orderID.isNone || !line.charge.isNone else { continue }
             chargeOfLine[index] = found
-            guard line.status == .planned else { continue }
+            // A move in another currency than the charge's (a USD payout of an order paid in
+            // EUR) is not the charge's money: its row would mix currencies.
+            guard line.status == .planned, line.currency == charges.rows[Int(found)].currency else { continue }
             let owner = plan.instructionOfLine[index]
             let inTransfer = owner >= 0 && plan.instructions[Int(owner)].kind == .transfer
             charges.rows[Int(found)].add(kind: line.kind, amount: line.amount, inTransfer: inTransfer)

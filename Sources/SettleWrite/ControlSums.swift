@@ -261,6 +261,16 @@ public struct ControlSums: Sendable {
                 file.endRow()
             }
         }
+        // Lines whose amount or currency did not parse: an input row of their own (no amount),
+        // so that for this bucket too the input is the sum over statuses.
+        let withoutAmount = linesWithoutAmount.values.reduce(0, +)
+        if withoutAmount > 0 {
+            file.withBuffer { out in
+                out.append(contentsOf: prefix)
+                out.append(contentsOf: ",input,\(withoutAmount),,\n".utf8)
+            }
+            file.endRow()
+        }
         for status in LineStatus.allCases {
             if let count = linesWithoutAmount[status] {
                 file.withBuffer { out in

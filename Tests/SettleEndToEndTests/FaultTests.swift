@@ -112,6 +112,42 @@ import Testing
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(1), payouts: 250)
     }
 
+    /// Stripe refuses one transfer for good (balance_insufficient); a re-apply of the folder
+    /// sends it again under the next attempt's key and it settles. The folder's files then say
+    /// so: settled in results.csv, gone from errors.csv, in the summary's transferred sum, exit
+    /// 0. Before, the re-apply moved the money and its files still said failed (exit 65).
+    @Test func aReapplyReportsWhatItSentAgain() throws {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 2, in: setup.folder)
+        try Self.rules(
+            """
+            {"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "nth": 2,
+                        "action": "status", "status": 400, "code": "balance_insufficient"}]}
+            """, setup.sandbox)
+        let first = try setup.run([input], out: "first")
+        #expect(first.status == 65, "\(first.stderr)")
+        #expect(setup.results("first").filter { $0[8] == "failed" }.map { $0[11] } == ["balance_insufficient"])
+        try Self.rules(#"{"rules": []}"#, setup.sandbox)
+        let again = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent("first").path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(again.status == 0, "\(again.stderr)")
+        let rows = setup.results("first")
+        #expect(rows.count == 4)
+        #expect(rows.allSatisfy { $0[8] == "settled" }, "\(rows.map { $0[8] })")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("first/errors.csv"))
+        #expect(errors.split(separator: "\n").count == 1, "\(errors)")
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("first/summary.csv"))
+        #expect(ApplyCommandTests.transferTotal(2) == 2303)
+        #expect(summary.contains(",usd,transferred,2,23.03,2303\n"), "\(summary)")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(2), payouts: 2 * 250)
+        let keys = try setup.sandbox.effects().compactMap { $0["idempotency_key"] as? String }
+        #expect(keys.filter { $0.hasSuffix("-a2") }.count == 1, "\(keys)")
+    }
+
     /// A 200 with a body that is not Stripe's JSON, or a redirect, on the payout-method check
     /// is no verdict: nothing is rejected and nothing is sent (75); once Stripe answers, the
     /// lines go. Before the fix the lines were rejected `payout_method_unusable`.

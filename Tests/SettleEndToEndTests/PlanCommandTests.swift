@@ -173,6 +173,30 @@ import Testing
         #expect(try plan(#"{"q": "yes"}"#, "bad").status == 78)
     }
 
+    /// charges.csv keeps one currency a row: a USD payout of an order paid by a EUR charge is
+    /// not subtracted from that charge (before, its row read 90 − 2 − 10 − 5 "EUR").
+    @Test func aChargeRowCountsOnlyMovesInItsCurrency() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("xe.csv")
+        try """
+        line_id,order_id,kind,amount,currency,destination,source_transaction,charge_amount,charge_currency,charge_status,charge_fee,recipient,payout_method
+        XE-1,1,transfer,10.00,eur,acct_1A,ch_E,90.00,eur,succeeded,2.00,,
+        XE-2,1,payout,5.00,usd,,,,,,,acct_1Drv,pm_ap_1
+
+        """.write(to: input, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("out")
+        let outcome = try SettleProcess.run([
+            "plan", input.path, "--out", out.path, "--as-of", "2026-11-29", "--financial-account", "fa_1", "-q",
+        ])
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let rows = SettleProcess.read(out.appendingPathComponent("charges.csv")).split(separator: "\n")
+        #expect(rows.count == 2, "\(rows)")
+        #expect(
+            rows.last?.hasSuffix(
+                ",ch_E,eur,succeeded,90.00,2.00,0.00,10.00,0.00,0.00,78.00,\(rows.last?.split(separator: ",").first ?? "")"
+            ) == true, "\(rows)")
+    }
+
     @Test func configMapsHeaderNames() throws {
         let folder = SettleProcess.temporaryFolder()
         let input = folder.appendingPathComponent("seller.csv")
