@@ -202,9 +202,10 @@ extension LedgerStore {
     }
 
     /// The settled transfers settle made under the Stripe ids of `keys` (a JSON array), each
-    /// with what settle's reversals (settled, in flight or unknown) took back from it. Stripe
-    /// ids are not indexed: one scan of the settled instructions a batch, each probing the
-    /// batch's keys (`IN`, which SQLite makes an index of); each transfer found once.
+    /// with what settle's reversals (settled, in flight or unknown) took back from it; each
+    /// transfer found once. Through the Stripe-id index (version 3; `+status` keeps SQLite
+    /// from the status index, which nearly every transfer matches); a version 2 ledger read
+    /// by `plan` as it is has none, and SQLite scans its instructions once a batch.
     public func transfers(stripeIDs keys: UnsafeRawBufferPointer, found: (LedgerTransfer) -> Void) throws(LedgerError) {
         try db.query(
             """
@@ -213,7 +214,7 @@ extension LedgerStore {
                     WHERE r.kind = 'reversal' AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals'
                       AND r.status IN ('settled', 'in_flight', 'unknown'))
             FROM instructions AS t
-            WHERE t.kind = 'transfer' AND t.status = 'settled' AND t.stripe_id IN (SELECT value FROM json_each(?1))
+            WHERE t.kind = 'transfer' AND +t.status = 'settled' AND t.stripe_id IN (SELECT value FROM json_each(?1))
             """, json: keys
         ) { row in
             found(

@@ -298,7 +298,8 @@ public final class LedgerStore {
 
     /// Version 3: a held line may be `unresolved` (sent by a run that did not learn its
     /// outcome; the next run brings it back and reports it). SQLite cannot change a CHECK:
-    /// the table is made again, every row kept.
+    /// the table is made again, every row kept. Transfers are indexed by Stripe id (a
+    /// reversal line naming one, the charge of a transfer).
     static let schemaVersion3 = """
         CREATE TABLE held_lines_v3 (
             line_id      TEXT PRIMARY KEY,
@@ -325,6 +326,7 @@ public final class LedgerStore {
         DROP TABLE held_lines;
         ALTER TABLE held_lines_v3 RENAME TO held_lines;
         CREATE INDEX held_lines_by_state ON held_lines(state);
+        CREATE INDEX IF NOT EXISTS instructions_by_stripe_id ON instructions(stripe_id) WHERE kind = 'transfer';
         """
 
     /// Version 2: Stripe's time of each answer, the runs, the lines that wait, the charges
