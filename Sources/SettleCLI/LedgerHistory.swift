@@ -101,7 +101,7 @@ final class LedgerHistory: SettlementHistory {
     }
 
     func lines(_ ids: [UnsafeRawBufferPointer], found: (Int, HistoricLine) -> Void) {
-        lookUp({ keys in for id in ids { keys.string(bytes: LedgerHistory.cKey(id)) } }) { json throws(LedgerError) in
+        lookUp({ keys in LedgerHistory.write(ids, to: &keys) }) { json throws(LedgerError) in
             try store.lines(keys: json) { position, line in
                 let state: HistoricLine.State
                 switch line.status {
@@ -126,12 +126,22 @@ final class LedgerHistory: SettlementHistory {
         _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], firstRun: (Int, String) -> Void,
         transferredBefore: (Int, Int64) -> Void
     ) {
-        lookUp({ keys in for (charge, _) in charges { keys.string(bytes: LedgerHistory.cKey(charge)) } }) {
-            json throws(LedgerError) in try store.chargeFirstRuns(keys: json, found: firstRun)
+        lookUp({ keys in LedgerHistory.write(charges.map(\.charge), to: &keys) }) { json throws(LedgerError) in
+            try store.chargeFirstRuns(keys: json, found: firstRun)
         }
         lookUp({ keys in LedgerHistory.writePairs(charges, to: &keys) }) { json throws(LedgerError) in
             try store.transferredBefore(keys: json, found: transferredBefore)
         }
+    }
+
+    /// Keys as JSON strings.
+    private static func write(_ ids: [UnsafeRawBufferPointer], to keys: inout JSON.Writer) {
+        for id in ids { keys.string(bytes: cKey(id)) }
+    }
+
+    /// A transfer settle made, with what is left of it to reverse.
+    private static func recorded(_ transfer: LedgerTransfer) -> RecordedTransfer {
+        RecordedTransfer(stripeID: transfer.stripeID, remaining: transfer.amountMinor - transfer.reversedMinor)
     }
 
     /// `[charge, currency]` pairs, the keys of the look-ups by charge.
@@ -148,11 +158,7 @@ final class LedgerHistory: SettlementHistory {
 
     func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer? {
         read(nil) { () throws(LedgerError) -> RecordedTransfer? in
-            guard let transfer = try store.transfer(group: group, destination: destination, currency: currency) else {
-                return nil
-            }
-            return RecordedTransfer(
-                stripeID: transfer.stripeID, remaining: transfer.amountMinor - transfer.reversedMinor)
+            try store.transfer(group: group, destination: destination, currency: currency).map(LedgerHistory.recorded)
         }
     }
 
@@ -162,12 +168,9 @@ final class LedgerHistory: SettlementHistory {
         for (position, id) in stripeIDs.enumerated() {
             positions[String(decoding: LedgerHistory.cKey(id), as: UTF8.self), default: []].append(position)
         }
-        lookUp({ keys in for id in stripeIDs { keys.string(bytes: LedgerHistory.cKey(id)) } }) {
-            json throws(LedgerError) in
+        lookUp({ keys in LedgerHistory.write(stripeIDs, to: &keys) }) { json throws(LedgerError) in
             try store.transfers(stripeIDs: json) { transfer in
-                let recorded = RecordedTransfer(
-                    stripeID: transfer.stripeID, remaining: transfer.amountMinor - transfer.reversedMinor)
-                for position in positions[transfer.stripeID] ?? [] { found(position, recorded) }
+                for position in positions[transfer.stripeID] ?? [] { found(position, LedgerHistory.recorded(transfer)) }
             }
         }
     }

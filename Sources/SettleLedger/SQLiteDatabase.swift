@@ -93,12 +93,7 @@ final class SQLiteDatabase {
         let statement = try prepared(sql)
         defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
         try bind(values, to: statement)
-        while true {
-            let rc = sqlite3_step(statement)
-            if rc == SQLITE_DONE { return }
-            guard rc == SQLITE_ROW else { throw Self.error(rc, message) }
-            try row(SQLiteRow(statement: statement))
-        }
+        try steps(statement, row: row)
     }
 
     /// ``query(_:_:row:)`` for a look-up run millions of times: literal SQL (its statement is
@@ -110,12 +105,7 @@ final class SQLiteDatabase {
         defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
         try bind(first, at: 1, to: statement)
         if let second { try bind(second, at: 2, to: statement) }
-        while true {
-            let rc = sqlite3_step(statement)
-            if rc == SQLITE_DONE { return }
-            guard rc == SQLITE_ROW else { throw Self.error(rc, message) }
-            try row(SQLiteRow(statement: statement))
-        }
+        try steps(statement, row: row)
     }
 
     /// ``query(_:_:row:)`` for a batch of look-ups in one statement: `json` (a JSON array of
@@ -133,6 +123,11 @@ final class SQLiteDatabase {
         // No destructor (SQLITE_STATIC): the bytes outlive the statement's use of them.
         let rc = sqlite3_bind_text(statement, 1, text, Int32(json.count), nil)
         guard rc == SQLITE_OK else { throw Self.error(rc, message) }
+        try steps(statement, row: row)
+    }
+
+    /// Steps a bound statement to its end, each row to `row` (every query's one loop).
+    private func steps(_ statement: OpaquePointer, row: (SQLiteRow) throws(LedgerError) -> Void) throws(LedgerError) {
         while true {
             let rc = sqlite3_step(statement)
             if rc == SQLITE_DONE { return }
