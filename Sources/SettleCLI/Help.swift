@@ -154,7 +154,7 @@ enum Help {
             name: "apply", synopsis: ["settle apply DIR [options]"],
             summary: "execute the plan in DIR against Stripe; update its files",
             description:
-                "Sends exactly the plan in DIR, exactly once: every instruction is recorded in the ledger before its request leaves, retries reuse its idempotency key, and outcomes not known yet are resolved by the next run. Refuses (65, nothing sent) a folder whose plan changed since plan wrote it. Rewrites results.csv, errors.csv, deferred.csv, summary.csv, report.html and manifest.json with the outcomes. The key comes from --api-key-file or STRIPE_API_KEY and is never printed.",
+                "Sends exactly the plan in DIR, exactly once: every instruction is recorded in the ledger before its request leaves, retries reuse its idempotency key, and outcomes not known yet are resolved by the next run. It first asks Stripe about the payouts the ledger holds as processing: those that came back are reported failed by the next plan or run. Refuses (65, nothing sent) a folder whose plan changed since plan wrote it. Rewrites results.csv, errors.csv, deferred.csv, summary.csv, report.html and manifest.json with the outcomes. The key comes from --api-key-file or STRIPE_API_KEY and is never printed.",
             options: ["--ledger"] + stripeOptions + logOptions,
             exits: [
                 (0, nil),
