@@ -84,13 +84,4 @@ extension LedgerStore {
             """, json: keys
         ) { row in found(Int(row.integer(0)), row.integer(1)) }
     }
-
-    /// The charge of a transfer settle made (for a reversal of it), or nil.
-    public func chargeOfTransfer(stripeID: String) throws(LedgerError) -> String? {
-        var charge: String?
-        try db.query(
-            "SELECT charge FROM instructions WHERE kind = 'transfer' AND stripe_id = ? LIMIT 1", [.text(stripeID)]
-        ) { row in charge = row.text(0) }
-        return charge.flatMap { $0.isEmpty ? nil : $0 }
-    }
 }

@@ -299,34 +299,44 @@ public final class LedgerStore {
     /// Version 3: a held line may be `unresolved` (sent by a run that did not learn its
     /// outcome; the next run brings it back and reports it). SQLite cannot change a CHECK:
     /// the table is made again, every row kept. Transfers are indexed by Stripe id (a
-    /// reversal line naming one, the charge of a transfer).
+    /// reversal line naming one).
     static let schemaVersion3 = """
-        CREATE TABLE held_lines_v3 (
-            line_id      TEXT PRIMARY KEY,
-            state        TEXT NOT NULL
-                         CHECK (state IN ('waiting', 'following', 'returned', 'unresolved', 'cancelled', 'released')),
-            payee        TEXT NOT NULL,
-            amount_minor INTEGER NOT NULL,
-            currency     TEXT NOT NULL,
-            reason_code  TEXT NOT NULL,
-            reason       TEXT NOT NULL,
-            source       TEXT NOT NULL,
-            header       TEXT NOT NULL,
-            record       BLOB NOT NULL,
-            instruction_id TEXT,
-            since_run    TEXT NOT NULL,
-            since_at     INTEGER NOT NULL,
-            ended_run    TEXT,
-            ended_at     INTEGER
-        );
-        INSERT INTO held_lines_v3 (line_id, state, payee, amount_minor, currency, reason_code, reason, source,
-            header, record, instruction_id, since_run, since_at, ended_run, ended_at)
-        SELECT line_id, state, payee, amount_minor, currency, reason_code, reason, source,
-            header, record, instruction_id, since_run, since_at, ended_run, ended_at FROM held_lines;
+        \(heldLinesTable("held_lines_v3"))
+        INSERT INTO held_lines_v3 (\(heldLinesColumns)) SELECT \(heldLinesColumns) FROM held_lines;
         DROP TABLE held_lines;
         ALTER TABLE held_lines_v3 RENAME TO held_lines;
         CREATE INDEX held_lines_by_state ON held_lines(state);
         CREATE INDEX IF NOT EXISTS instructions_by_stripe_id ON instructions(stripe_id) WHERE kind = 'transfer';
+        """
+
+    /// The `held_lines` table, its states those of ``HeldLine/State`` (a ledger made new has
+    /// them all from version 2 on; an older one gets them through version 3).
+    static func heldLinesTable(_ name: String) -> String {
+        let states = HeldLine.State.allCases.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        return """
+            CREATE TABLE \(name) (
+                line_id      TEXT PRIMARY KEY,
+                state        TEXT NOT NULL CHECK (state IN (\(states))),
+                payee        TEXT NOT NULL,
+                amount_minor INTEGER NOT NULL,
+                currency     TEXT NOT NULL,
+                reason_code  TEXT NOT NULL,
+                reason       TEXT NOT NULL,
+                source       TEXT NOT NULL,
+                header       TEXT NOT NULL,
+                record       BLOB NOT NULL,
+                instruction_id TEXT,
+                since_run    TEXT NOT NULL,
+                since_at     INTEGER NOT NULL,
+                ended_run    TEXT,
+                ended_at     INTEGER
+            );
+            """
+    }
+
+    static let heldLinesColumns = """
+        line_id, state, payee, amount_minor, currency, reason_code, reason, source, header, record, \
+        instruction_id, since_run, since_at, ended_run, ended_at
         """
 
     /// Version 2: Stripe's time of each answer, the runs, the lines that wait, the charges
@@ -351,23 +361,7 @@ public final class LedgerStore {
         -- (waiting: every later run brings them back as if in its input), lines of payouts
         -- Stripe has not posted yet (following), and those whose payout came back (returned:
         -- the run that learns it reports them failed, in its errors.csv).
-        CREATE TABLE held_lines (
-            line_id      TEXT PRIMARY KEY,
-            state        TEXT NOT NULL CHECK (state IN ('waiting', 'following', 'returned', 'cancelled', 'released')),
-            payee        TEXT NOT NULL,
-            amount_minor INTEGER NOT NULL,
-            currency     TEXT NOT NULL,
-            reason_code  TEXT NOT NULL,
-            reason       TEXT NOT NULL,
-            source       TEXT NOT NULL,
-            header       TEXT NOT NULL,
-            record       BLOB NOT NULL,
-            instruction_id TEXT,
-            since_run    TEXT NOT NULL,
-            since_at     INTEGER NOT NULL,
-            ended_run    TEXT,
-            ended_at     INTEGER
-        );
+        \(heldLinesTable("held_lines"))
         CREATE INDEX held_lines_by_state ON held_lines(state);
         -- Each charge counted once, in the run that first allocated from it.
         CREATE TABLE charges (
