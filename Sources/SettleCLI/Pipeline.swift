@@ -92,16 +92,16 @@ struct Pipeline {
             let spool = try Pipeline.spool(source, format: report.format, folder: spoolFolder, file: position)
             report.spool = spool.file
             if failure == nil {
-                let before = checker.batch.lines.count
+                let before = checker.lineCount
                 progress.phase(reading: name, bytes: source.fileSize)
                 switch report.format {
                 case .csv:
                     failure = csv.read(name: name, source: source, sink: checker) {
-                        progress.update(bytes: $0, lines: checker.batch.lines.count - before)
+                        progress.update(bytes: $0, lines: checker.lineCount - before)
                     }
                 case .xml:
                     failure = XMLInput.read(name: name, source: source, spool: spool.writer, sink: checker) {
-                        progress.update(bytes: source.bytesRead, lines: checker.batch.lines.count - before)
+                        progress.update(bytes: source.bytesRead, lines: checker.lineCount - before)
                     }
                 }
                 progress.finish()
@@ -110,7 +110,7 @@ struct Pipeline {
                 {
                     checker.discardFile(checker.batch.files.count - 1)
                 }
-                report.lines = checker.batch.lines.count - before
+                report.lines = checker.lineCount - before
             }
             source.finishReading()
             if let problem = spool.writer.finish() {

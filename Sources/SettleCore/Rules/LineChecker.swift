@@ -5,11 +5,20 @@ import Glibc
 /// It is the ``RecordSink`` the readers feed. Every record becomes exactly one line:
 /// a bad one is kept, rejected with its reason and its place.
 public final class LineChecker: RecordSink {
-    public let batch = Batch()
+    /// The checked lines. Reading one waits until the lines given so far are on it (their
+    /// ids are interned on the second core, see ``IdentityStage``).
+    public var batch: Batch {
+        settle()
+        return storage
+    }
+    private let storage = Batch()
+    private let identities: IdentityStage
+    /// Lines checked on this thread and not yet handed to ``identities``.
+    private var chunk = IdentityChunk()
+    /// Lines given so far (kept, of files not discarded), read without waiting for the stage.
+    public private(set) var lineCount = 0
     private let options: RuleOptions
     private let platformCountry: String
-    /// For each line_id symbol, 1 + the index of its first line (0: not seen).
-    private var firstLine: [Int32] = []
     private var fileStarts: [Int] = []
 
     static let maxIDBytes = 255
@@ -21,11 +30,13 @@ public final class LineChecker: RecordSink {
     public init(options: RuleOptions) {
         self.options = options
         self.platformCountry = options.platformCountry.uppercased()
+        self.identities = IdentityStage(batch: storage)
     }
 
     /// Reserves room for about this many lines, so the line table does not double (and copy)
     /// its way up: untouched pages of a large reservation cost no memory.
     public func reserve(lines: Int) {
+        let batch = self.batch
         let lines = max(0, min(lines, 200_000_000))
         batch.lines.reserveCapacity(batch.lines.count + lines)
         HugePages.advise(&batch.lines)
@@ -37,41 +48,56 @@ public final class LineChecker: RecordSink {
     /// line_id and the symbol table's hash index (rebuilt should anything intern later).
     /// No record may follow.
     public func finishReading() {
-        firstLine = []
+        settle()
+        identities.release()
         fileStarts = []
-        keyScratch = []
-        recent = Recent()
-        batch.symbols.dropIndex()
+        storage.symbols.dropIndex()
     }
 
     public func beginFile(name: String, layout: FileLayout) -> Int {
-        batch.files.append(Batch.InputFile(name: name, layout: layout))
-        fileStarts.append(batch.lines.count)
-        return batch.files.count - 1
+        storage.files.append(Batch.InputFile(name: name, layout: layout))
+        fileStarts.append(lineCount)
+        return storage.files.count - 1
     }
 
     public func endFile(_ file: Int, lines: Int) {
-        batch.files[file].lines = lines
+        settle()
+        storage.files[file].lines = lines
     }
 
     public func discardFile(_ file: Int) {
+        settle()
         let cut = fileStarts[file]
-        for index in cut..<batch.lines.count {
-            let id = Int(batch.lines[index].lineID.raw)
-            if id > 0, id < firstLine.count, Int(firstLine[id]) - 1 >= cut { firstLine[id] = 0 }
-        }
-        batch.lines.removeSubrange(cut...)
-        batch.files[file].discarded = true
-        batch.files[file].lines = 0
+        identities.forget(from: cut)
+        storage.lines.removeSubrange(cut...)
+        lineCount = cut
+        storage.files[file].discarded = true
+        storage.files[file].lines = 0
     }
 
-    /// Appends a line record; storage the table grew into gets the huge-page advice too.
-    @inline(__always)
-    private func append(_ line: OrderLine) {
-        let grows = batch.lines.count == batch.lines.capacity
-        batch.lines.append(line)
-        if grows { HugePages.advise(&batch.lines) }
+    /// Hands the lines checked so far to the identity stage, waits until it has added them
+    /// to the batch, and marks the later copies of a line_id.
+    private func settle() {
+        if chunk.count > 0 { handOn() }
+        identities.finish()
+        guard !identities.duplicates.isEmpty else { return }
+        // A later copy of a line_id stays outside its group, whatever else is wrong with it.
+        for (copy, first) in identities.duplicates {
+            let line = storage.lines[copy]
+            storage.set(
+                copy, .rejected, .duplicateLineID,
+                "line_id \(storage.text(line.lineID)) already appeared at "
+                    + "\(storage.source(of: storage.lines[first])); the first copy counts")
+        }
+        identities.duplicates.removeAll()
     }
+
+    private func handOn() {
+        identities.submit(chunk)
+        chunk = IdentityChunk()
+    }
+
+    deinit { identities.finish() }
 
     public func record(_ record: RecordView, file: Int) {
         var line = OrderLine()
@@ -79,30 +105,17 @@ public final class LineChecker: RecordSink {
         line.sourceLine = UInt32(record.line)
         line.spoolOffset = record.spoolOffset
         line.spoolLength = record.spoolLength
-        let layout = batch.files[file].layout
-        let failure = check(record, layout: layout, into: &line)
-        let index = batch.lines.count
-        // A later copy of a line_id stays outside its group, whatever else is wrong with it.
-        let id = Int(line.lineID.raw)
-        if id > 0 {
-            if id >= firstLine.count {
-                HugePages.append(0, count: max(id + 1 - firstLine.count, firstLine.count), to: &firstLine)
-            }
-            if firstLine[id] != 0 {
-                append(line)
-                let first = batch.lines[Int(firstLine[id]) - 1]
-                batch.set(
-                    index, .rejected, .duplicateLineID,
-                    "line_id \(batch.text(line.lineID)) already appeared at \(batch.source(of: first)); the first copy counts"
-                )
-                return
-            }
-            firstLine[id] = Int32(index + 1)
+        let layout = storage.files[file].layout
+        let fields = Fields(record: record, columnIndex: layout.indexOfColumn)
+        let encodingProblem = firstEncodingProblem(record, layout: layout)
+        if let failure = check(record, fields: fields, layout: layout, encodingProblem: encodingProblem, into: &line) {
+            line.status = .rejected
+            line.reason = failure.code
+            line.message = storage.addMessage(failure.message)
         }
-        append(line)
-        if let failure {
-            batch.set(index, .rejected, failure.code, failure.message)
-        }
+        chunk.add(line, utf8: encodingProblem == nil) { fields[$0] }
+        lineCount += 1
+        if chunk.count >= IdentityChunk.capacity { handOn() }
     }
 
     /// Is this line a later copy of another line's id? Such lines do not belong to a group.
@@ -124,11 +137,11 @@ public final class LineChecker: RecordSink {
     /// read before any rule, so that even a bad line shows its id and group in results.csv.
     /// Each step below reads some columns into `line` or checks them; a new rule goes in the
     /// step for its columns, or in a new step in this list.
-    private func check(_ record: RecordView, layout: FileLayout, into line: inout OrderLine) -> RecordDefect? {
-        let fields = Fields(record: record, columnIndex: layout.indexOfColumn)
-        let encodingProblem = firstEncodingProblem(record, layout: layout)
-        fieldsAreUTF8 = encodingProblem == nil
-        let kind = readIdentity(fields, into: &line)
+    private func check(
+        _ record: RecordView, fields: Fields, layout: FileLayout, encodingProblem: String?,
+        into line: inout OrderLine
+    ) -> RecordDefect? {
+        let kind = readKind(fields, into: &line)
 
         if let defect = record.defect { return defect }
         if let encodingProblem { return RecordDefect(code: .encodingInvalid, message: encodingProblem) }
@@ -161,20 +174,11 @@ public final class LineChecker: RecordSink {
         return nil
     }
 
-    /// Ids, kind, group and payee into `line`; returns the kind, nil when `kind` is not one.
-    /// An empty `kind` is a payout when the line has a payout method, else a transfer.
+    /// The kind into `line`; returns it, nil when `kind` is not one. An empty `kind` is a
+    /// payout when the line has a payout method, else a transfer. (The ids, group and payee
+    /// are interned by the ``IdentityStage``.)
     @inline(__always)
-    private func readIdentity(_ fields: Fields, into line: inout OrderLine) -> LineKind? {
-        // The ids most likely new or far apart in the table: their slots load together.
-        let symbols = batch.symbols
-        symbols.prefetch(fields[.lineID])
-        symbols.prefetch(fields[.destination])
-        symbols.prefetch(fields[.recipient])
-        prefetch(fields[.orderID], unless: recent.orderID)
-        prefetch(fields[.sourceTransaction], unless: recent.charge)
-        prefetch(fields[.paymentIntent], unless: recent.paymentIntent)
-        line.lineID = intern(fields[.lineID])
-        line.orderID = intern(fields[.orderID], recent: &recent.orderID)
+    private func readKind(_ fields: Fields, into line: inout OrderLine) -> LineKind? {
         let kindField = fields[.kind]
         let payoutMethod = fields[.payoutMethod]
         let kind: LineKind?
@@ -184,15 +188,6 @@ public final class LineChecker: RecordSink {
             kind = LineKind(name: kindField)
         }
         line.kind = kind ?? .transfer
-        line.group = groupKey(
-            transferGroup: fields[.transferGroup], paymentIntent: fields[.paymentIntent],
-            orderID: fields[.orderID])
-        line.payee = intern(line.kind == .payout ? fields[.recipient] : fields[.destination])
-        line.payoutMethod = intern(payoutMethod)
-        line.charge = intern(fields[.sourceTransaction], recent: &recent.charge)
-        line.transfer = intern(fields[.transfer])
-        line.paymentMethodType = intern(fields[.paymentMethodType])
-        line.paymentIntent = intern(fields[.paymentIntent], recent: &recent.paymentIntent)
         return kind
     }
 
@@ -368,8 +363,8 @@ public final class LineChecker: RecordSink {
         else { return nil }
         switch extras {
         case .success(let value):
-            line.extras = Int32(batch.extras.count)
-            batch.extras.append(value)
+            line.extras = Int32(storage.extras.count)
+            storage.extras.append(value)
             return nil
         case .failure(let defect):
             return defect
@@ -424,71 +419,6 @@ public final class LineChecker: RecordSink {
         }
         if extras.description == nil, extras.metadata.isEmpty { return nil }
         return .success(extras)
-    }
-
-    private func groupKey(
-        transferGroup: UnsafeRawBufferPointer, paymentIntent: UnsafeRawBufferPointer,
-        orderID: UnsafeRawBufferPointer
-    ) -> Symbol {
-        if !transferGroup.isEmpty { return intern(transferGroup, recent: &recent.group) }
-        if !paymentIntent.isEmpty { return prefixed("group_", paymentIntent) }
-        if !orderID.isEmpty { return prefixed("order:", orderID) }
-        return .none
-    }
-
-    private var keyScratch: [UInt8] = []
-
-    private func prefixed(_ prefix: StaticString, _ value: UnsafeRawBufferPointer) -> Symbol {
-        keyScratch.removeAll(keepingCapacity: true)
-        keyScratch.append(contentsOf: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
-        keyScratch.append(contentsOf: value)
-        return keyScratch.withUnsafeBytes { key in
-            if recent.group.isNone || !equal(batch.symbols.bytes(recent.group), key) {
-                recent.group = batch.symbols.intern(key)
-            }
-            return recent.group
-        }
-    }
-
-    /// The symbols the previous lines got for the columns an order's lines share: an export
-    /// written order by order repeats them line after line, and comparing with the last one
-    /// costs less than a look-up in a table of millions. Symbols are the same either way (the
-    /// table maps equal bytes to one symbol), so only the look-up is saved.
-    private struct Recent {
-        var orderID = Symbol.none
-        var group = Symbol.none
-        var charge = Symbol.none
-        var paymentIntent = Symbol.none
-    }
-    private var recent = Recent()
-
-    @inline(__always)
-    private func prefetch(_ bytes: UnsafeRawBufferPointer, unless recent: Symbol) {
-        if recent.isNone || !equal(batch.symbols.bytes(recent), bytes) { batch.symbols.prefetch(bytes) }
-    }
-
-    @inline(__always)
-    private func intern(_ bytes: UnsafeRawBufferPointer, recent: inout Symbol) -> Symbol {
-        if !recent.isNone, equal(batch.symbols.bytes(recent), bytes) { return recent }
-        recent = intern(bytes)
-        return recent
-    }
-
-    @inline(__always)
-    private func equal(_ known: UnsafeRawBufferPointer, _ bytes: UnsafeRawBufferPointer) -> Bool {
-        known.count == bytes.count
-            && (bytes.isEmpty || memcmp(known.baseAddress!, bytes.baseAddress!, bytes.count) == 0)
-    }
-
-    /// Whether every field of the record being checked is valid UTF-8 (then its ids need no
-    /// second look before they are interned).
-    private var fieldsAreUTF8 = false
-
-    @inline(__always)
-    private func intern(_ bytes: UnsafeRawBufferPointer) -> Symbol {
-        if fieldsAreUTF8 || UTF8Check.isValid(bytes) { return batch.symbols.intern(bytes) }
-        // Keep invalid text readable in results.csv (U+FFFD); the line is rejected anyway.
-        return batch.symbols.intern(String(decoding: bytes, as: UTF8.self))
     }
 
     private func text(_ bytes: UnsafeRawBufferPointer) -> String { String(decoding: bytes, as: UTF8.self) }
