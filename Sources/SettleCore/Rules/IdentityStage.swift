@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import Synchronization
 
 /// The second half of reading a line, on the second core: its ids interned and its line_id
 /// checked against the batch's earlier lines.
@@ -21,6 +22,9 @@ final class IdentityStage: @unchecked Sendable {
     /// the stage falls behind, so memory stays bounded.
     private let room = DispatchSemaphore(value: IdentityStage.inFlight)
     static let inFlight = 4
+    /// Chunks interned and emptied, for the reader to fill again: a new chunk's pages would
+    /// each be faulted in and zeroed (about 1 MB a chunk, 1,650 chunks at full size).
+    private let spares = Mutex<[IdentityChunk]>([])
 
     /// For each line_id symbol, 1 + the index of its first line (0: not seen).
     private(set) var firstLine: [Int32] = []
@@ -38,8 +42,15 @@ final class IdentityStage: @unchecked Sendable {
         room.wait()
         queue.async { [self] in
             intern(chunk)
+            chunk.removeAll()
+            spares.withLock { $0.append(chunk) }
             room.signal()
         }
+    }
+
+    /// An empty chunk to fill: one the stage is done with, else a new one.
+    func emptyChunk() -> IdentityChunk {
+        spares.withLock { $0.popLast() } ?? IdentityChunk()
     }
 
     /// Waits until every chunk handed on is interned; after it, the stage's state and the
@@ -182,8 +193,9 @@ final class IdentityStage: @unchecked Sendable {
 }
 
 /// Lines checked on the reader's thread, with the bytes of their id columns, on their way to
-/// the ``IdentityStage``.
-struct IdentityChunk: Sendable {
+/// the ``IdentityStage``. A class, handed over whole: the reader fills it, the stage interns
+/// and empties it, and the reader fills it again; one thread at a time owns it.
+final class IdentityChunk: @unchecked Sendable {
     /// The id columns a line's symbols come from.
     enum Field: Int, CaseIterable {
         case lineID, orderID, transferGroup, paymentIntent, destination, recipient, payoutMethod,
@@ -228,9 +240,16 @@ struct IdentityChunk: Sendable {
 
     var count: Int { lines.count }
 
+    func removeAll() {
+        lines.removeAll(keepingCapacity: true)
+        utf8.removeAll(keepingCapacity: true)
+        bytes.removeAll(keepingCapacity: true)
+        ends.removeAll(keepingCapacity: true)
+    }
+
     /// Adds a line and the bytes of its id columns (`value(column)`).
     @inline(__always)
-    mutating func add(_ line: OrderLine, utf8 valid: Bool, value: (Column) -> UnsafeRawBufferPointer) {
+    func add(_ line: OrderLine, utf8 valid: Bool, value: (Column) -> UnsafeRawBufferPointer) {
         for field in Field.allCases {
             bytes.append(contentsOf: value(field.column))
             ends.append(UInt32(truncatingIfNeeded: bytes.count))

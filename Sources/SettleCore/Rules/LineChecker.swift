@@ -14,7 +14,7 @@ public final class LineChecker: RecordSink {
     private let storage = Batch()
     private let identities: IdentityStage
     /// Lines checked on this thread and not yet handed to ``identities``.
-    private var chunk = IdentityChunk()
+    private var chunk: IdentityChunk
     /// Lines given so far (kept, of files not discarded), read without waiting for the stage.
     public private(set) var lineCount = 0
     private let options: RuleOptions
@@ -31,6 +31,7 @@ public final class LineChecker: RecordSink {
         self.options = options
         self.platformCountry = options.platformCountry.uppercased()
         self.identities = IdentityStage(batch: storage)
+        self.chunk = identities.emptyChunk()
     }
 
     /// Reserves room for about this many lines, so the line table does not double (and copy)
@@ -94,7 +95,7 @@ public final class LineChecker: RecordSink {
 
     private func handOn() {
         identities.submit(chunk)
-        chunk = IdentityChunk()
+        chunk = identities.emptyChunk()
     }
 
     deinit { identities.finish() }
