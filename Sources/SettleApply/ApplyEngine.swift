@@ -26,6 +26,11 @@ public final class ApplyEngine {
     private var limiter: RateLimiter
     private var counters = CallCounters()
 
+    /// The plan's lines that netted to zero, recorded as settled once the plan may be sent
+    /// (its facts checked), under ``runID``.
+    public var netted: [LedgerStore.NettedLine] = []
+    public var runID = ""
+
     // Per-run state.
     /// Every outcome of the run, on disk: memory holds the calls in flight, not the plan.
     private var outcomes: InstructionOutcomes
@@ -124,6 +129,13 @@ public final class ApplyEngine {
         }
         try resolveUnresolved()
         if keyRefused == nil, ledgerFailure == nil, checkFacts { try self.checkFacts(plan) }
+        if keyRefused == nil, ledgerFailure == nil {
+            do {
+                try ledger.recordNetted(netted, run: runID, at: configuration.now())
+            } catch {
+                fail(error)
+            }
+        }
         if keyRefused == nil, ledgerFailure == nil { try send(plan) }
         if let planFailure { throw planFailure }
 

@@ -138,10 +138,13 @@ struct Applier {
         // back are held as returned, and the next plan or run reports them failed.
         if givenLedger == nil { try followPayouts(configuration: configuration, ledger: ledger, folder: folder) }
         let instructions = plan.instructions()
+        let netted = try onPlanFolder { () throws(SettleError) in try NettedLines.read(folder: plan.folder) }
         let progressMode = options.progressMode
         let report: ApplyReport
         do {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
+            engine.netted = netted
+            engine.runID = plan.runID
             log(.info, "applying \(instructions.overview.count) instructions from \(folder)")
             report = try engine.run(instructions, checkFacts: !plan.madeOnline)
         } catch {

@@ -19,9 +19,10 @@ enum HeldInputs {
         var lines: [String: HeldLine]
     }
 
-    static func prepare(_ held: [HeldLine], batch: Batch, folder: String?, log: Log) throws(CommandFailure)
-        -> [File]
+    static func prepare(_ held: [HeldLine], checker: LineChecker, folder: String?, log: Log)
+        throws(CommandFailure) -> [File]
     {
+        let batch = checker.batch
         // Compared by symbol: no string is built per line of the batch.
         var wanted: [Symbol: HeldLine] = [:]
         for line in held where wanted[batch.symbols.intern(line.lineID)] == nil {
@@ -33,15 +34,18 @@ enum HeldInputs {
             guard let waiting = wanted[line.lineID] else { continue }
             guard line.status != .rejected || line.reason != .duplicateLineID else { continue }
             let id = waiting.lineID
-            present.insert(id)
             let payee = batch.text(batch.payee(of: line))
-            if payee != waiting.payee || line.amount != waiting.amountMinor || line.currency.code != waiting.currency {
-                batch.set(
-                    index, .rejected, .lineConflict,
-                    "line_id \(id) waits in the ledger (since \(waiting.sinceRun)) with other money content: "
-                        + "\(waiting.payee) \(waiting.amountMinor) \(waiting.currency); settle cancel it first to replace it"
-                )
+            guard payee != waiting.payee || line.amount != waiting.amountMinor || line.currency.code != waiting.currency
+            else {
+                // The newer export's copy replaces the held one.
+                present.insert(id)
+                continue
             }
+            // Other money content: the held copy still counts (it comes back as always, and
+            // keeps its place in the ledger); the export's copy is the one rejected.
+            batch.set(index, .rejected, .lineConflict, conflictReason(id, waiting))
+            batch.lines[index].outsideGroup = true
+            checker.yieldFirstCopy(ofLine: index)
         }
         // One file per original export and header, records in their original line order.
         var groups: [String: [HeldLine]] = [:]
@@ -92,6 +96,22 @@ enum HeldInputs {
                 + "with no known outcome are part of this run",
             fields: [.lines(waiting + returned + unresolved)])
         return files
+    }
+
+    /// Why an export's copy of a held line with other money content is not used.
+    static func conflictReason(_ id: String, _ held: HeldLine) -> String {
+        let content = "\(held.payee) \(held.amountMinor) \(held.currency)"
+        switch held.state {
+        case .unresolved:
+            return "line_id \(id) was sent by run \(held.sinceRun) with other money content (\(content)) and its "
+                + "outcome is being resolved; this copy is not used"
+        case .returned:
+            return "line_id \(id) was paid out by run \(held.sinceRun) with other money content (\(content)) and "
+                + "the payout came back: it is reported failed in this run; fix and feed back that line"
+        default:
+            return "line_id \(id) waits in the ledger (since \(held.sinceRun)) with other money content: "
+                + "\(content); settle cancel it first to replace it"
+        }
     }
 
     /// Lines of payouts that came back are `failed` in this run, with Stripe's reason, so

@@ -104,6 +104,8 @@ struct PlanOutputs {
                 sums: sums, counts: written.counts, reasons: PlanReport.reasonGroups(plan))
             let index = try LineIndex.write(path: path(LineIndex.name), plan: plan, chargeOfLine: charges.chargeOfLine)
             rowsWritten += index.rows
+            // The lines that netted to zero: the apply records them in the ledger (no call does).
+            let netted = try NettedLines.write(path: path(NettedLines.name), plan: plan)
             progress.update(done: rowsWritten)
             let second = try secondCore.wait()
             for file in [second.errors, second.deferred, second.instructions] { rowsWritten += file.rows }
@@ -114,6 +116,7 @@ struct PlanOutputs {
             written.files.append(("summary.csv", summary.sha256, summary.rows))
             written.files.append(("charges.csv", chargesFile.sha256, chargesFile.rows))
             written.files.append((LineIndex.name, index.sha256, index.rows))
+            written.files.append((NettedLines.name, netted.sha256, netted.rows))
             written.files.append(("report.html", page.sha256, page.rows))
             // The spool is sealed too: apply copies failed lines' strings from it.
             var spool: [(String, JSON)] = []

@@ -9,17 +9,27 @@ extension LedgerStore {
     /// Ends the read transaction of ``beginSnapshot()``.
     public func endSnapshot() throws(LedgerError) { try db.execute("COMMIT") }
 
-    /// The line as the ledger knows it, or nil if it was never claimed.
+    /// The line as the ledger knows it, or nil if it was never claimed. A line that netted to
+    /// zero is settled with no instruction (empty id) and no Stripe object.
     public func line(_ id: String) throws(LedgerError) -> LedgerLine? {
         var found: LedgerLine?
-        try db.query(
-            "SELECT line_id, content, instruction_id, kind, amount_minor, status, stripe_id FROM lines WHERE line_id = ?",
-            text: id
-        ) { row in
+        func read(_ row: SQLiteRow) {
             found = LedgerLine(
                 lineID: row.text(0) ?? "", content: row.text(1) ?? "", instructionID: row.text(2) ?? "",
                 kind: row.text(3) ?? "", amountMinor: row.integer(4),
                 status: LedgerStatus(rawValue: row.text(5) ?? "") ?? .unknown, stripeID: row.text(6))
+        }
+        if version >= 4 {
+            try db.query(
+                """
+                SELECT line_id, content, instruction_id, kind, amount_minor, status, stripe_id FROM lines WHERE line_id = ?1
+                UNION ALL
+                SELECT line_id, content, '', kind, amount_minor, 'settled', NULL FROM netted_lines WHERE line_id = ?1
+                """, text: id, row: read)
+        } else {
+            try db.query(
+                "SELECT line_id, content, instruction_id, kind, amount_minor, status, stripe_id FROM lines WHERE line_id = ?",
+                text: id, row: read)
         }
         return found
     }
@@ -163,18 +173,30 @@ extension LedgerStore {
 
     /// The lines of `keys` (a JSON array of line ids) that the ledger knows: `found(position, line)`.
     public func lines(keys: UnsafeRawBufferPointer, found: (Int, LedgerLine) -> Void) throws(LedgerError) {
-        try db.query(
-            """
-            SELECT k.key, l.line_id, l.content, l.instruction_id, l.kind, l.amount_minor, l.status, l.stripe_id
-            FROM json_each(?1) AS k CROSS JOIN lines AS l ON l.line_id = k.value
-            """, json: keys
-        ) { row in
+        func read(_ row: SQLiteRow) {
             found(
                 Int(row.integer(0)),
                 LedgerLine(
                     lineID: row.text(1) ?? "", content: row.text(2) ?? "", instructionID: row.text(3) ?? "",
                     kind: row.text(4) ?? "", amountMinor: row.integer(5),
                     status: LedgerStatus(rawValue: row.text(6) ?? "") ?? .unknown, stripeID: row.text(7)))
+        }
+        if version >= 4 {
+            // A line that netted to zero reads as settled, with no instruction and no Stripe id.
+            try db.query(
+                """
+                SELECT k.key, l.line_id, l.content, l.instruction_id, l.kind, l.amount_minor, l.status, l.stripe_id
+                FROM json_each(?1) AS k CROSS JOIN lines AS l ON l.line_id = k.value
+                UNION ALL
+                SELECT k.key, n.line_id, n.content, '', n.kind, n.amount_minor, 'settled', NULL
+                FROM json_each(?1) AS k CROSS JOIN netted_lines AS n ON n.line_id = k.value
+                """, json: keys, row: read)
+        } else {
+            try db.query(
+                """
+                SELECT k.key, l.line_id, l.content, l.instruction_id, l.kind, l.amount_minor, l.status, l.stripe_id
+                FROM json_each(?1) AS k CROSS JOIN lines AS l ON l.line_id = k.value
+                """, json: keys, row: read)
         }
     }
 

@@ -195,6 +195,44 @@ extension LedgerStore {
 }
 
 extension LedgerStore {
+    /// A line that netted to zero in a plan: a transfer and its reversal of one run cancelled
+    /// out, so nothing was sent and no instruction holds it.
+    public struct NettedLine: Sendable, Equatable {
+        public var lineID: String
+        public var content: String
+        public var kind: String
+        public var amountMinor: Int64
+        public var currency: String
+
+        public init(lineID: String, content: String, kind: String, amountMinor: Int64, currency: String) {
+            self.lineID = lineID
+            self.content = content
+            self.kind = kind
+            self.amountMinor = amountMinor
+            self.currency = currency
+        }
+    }
+
+    /// Records a plan's netted lines as settled (nothing sent), in one transaction, so a later
+    /// export of either line is `already_settled`. A line recorded before (a re-apply) stays.
+    public func recordNetted(_ lines: [NettedLine], run: String, at now: Date = Date()) throws(LedgerError) {
+        guard !lines.isEmpty else { return }
+        let time = now.ledgerMilliseconds
+        try db.transaction { () throws(LedgerError) in
+            for line in lines {
+                try db.run(
+                    """
+                    INSERT INTO netted_lines (line_id, content, kind, amount_minor, currency, run_id, recorded_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(line_id) DO NOTHING
+                    """,
+                    [
+                        .text(line.lineID), .text(line.content), .text(line.kind), .integer(line.amountMinor),
+                        .text(line.currency), .text(run), .integer(time),
+                    ])
+            }
+        }
+    }
+
     /// An object settle made, as Stripe lists it (`metadata[settle_instruction]`), for
     /// `settle ledger rebuild`.
     public struct RestoredObject: Sendable, Equatable {

@@ -9,7 +9,7 @@ import Glibc
 /// a crash or power loss. Use one store from one thread.
 public final class LedgerStore {
     /// The schema this build reads and writes (older ledgers are migrated on open).
-    public static let schemaVersion = 3
+    public static let schemaVersion = 4
 
     /// The ledger file.
     public let path: String
@@ -19,6 +19,8 @@ public final class LedgerStore {
     private var lockDescriptor: Int32
     /// Whether the `charges` table exists, once a read-only store has looked.
     var chargesTableKnown: Bool?
+    /// The schema version of the file (a read-only store of an older ledger keeps its own).
+    public internal(set) var version = LedgerStore.schemaVersion
 
     private init(path: String, db: SQLiteDatabase, writable: Bool, lockDescriptor: Int32) {
         self.path = path
@@ -127,6 +129,7 @@ public final class LedgerStore {
         guard found <= schemaVersion else {
             throw .schemaMismatch(found: found, expected: schemaVersion)
         }
+        store.version = found
         return store
     }
 
@@ -285,6 +288,7 @@ public final class LedgerStore {
     private func migrate(from version: Int) throws(LedgerError) {
         if version < 2 { try db.execute(Self.schemaVersion2) }
         if version < 3 { try db.execute(Self.schemaVersion3) }
+        if version < 4 { try db.execute(Self.schemaVersion4) }
         try db.run(
             """
             INSERT INTO settle_meta(key, value) VALUES ('schema_version', ?)
@@ -307,6 +311,21 @@ public final class LedgerStore {
         ALTER TABLE held_lines_v3 RENAME TO held_lines;
         CREATE INDEX held_lines_by_state ON held_lines(state);
         CREATE INDEX IF NOT EXISTS instructions_by_stripe_id ON instructions(stripe_id) WHERE kind = 'transfer';
+        """
+
+    /// Version 4: lines that netted to zero (a transfer and its reversal in one run: no call,
+    /// so no instruction holds them), recorded by the apply of their plan, so a later export
+    /// of either line is `already_settled` and never moves the money again.
+    static let schemaVersion4 = """
+        CREATE TABLE IF NOT EXISTS netted_lines (
+            line_id      TEXT PRIMARY KEY,
+            content      TEXT NOT NULL,
+            kind         TEXT NOT NULL,
+            amount_minor INTEGER NOT NULL,
+            currency     TEXT NOT NULL,
+            run_id       TEXT NOT NULL,
+            recorded_at  INTEGER NOT NULL
+        );
         """
 
     /// The `held_lines` table, its states those of ``HeldLine/State`` (a ledger made new has

@@ -80,7 +80,9 @@ extension PlanFolder {
             case .planned?:
                 break  // not sent (a plan not applied yet): neither held nor released
             default:
-                if heldNow.contains(id) { release.append(id) }
+                // An export's copy that conflicts with the held line leaves it held: the
+                // held copy has a row of its own in this run.
+                if heldNow.contains(id), text(.reasonCode) != ReasonCode.lineConflict.code { release.append(id) }
             }
             if hold.count + release.count >= Self.chunk { write() }
         }

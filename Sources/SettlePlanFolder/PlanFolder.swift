@@ -84,6 +84,8 @@ public struct PlanFolder {
     }
 
     /// Whether the plan was made with Stripe's facts looked up (`run`, `plan --online`).
+    /// The run id the plan was written under (re-applies of the folder keep it).
+    public var runID: String { manifest["run_id"]?.stringValue ?? "" }
     public var madeOnline: Bool { manifest["facts"]?["online"] == .bool(true) }
 
     /// The plan's instructions, each checked against its own content as it is read, before

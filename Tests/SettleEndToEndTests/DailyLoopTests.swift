@@ -66,6 +66,65 @@ import Testing
         #expect(rows.map { [$0[0], $0[8], $0[11]] } == [["D2", "failed", "payout_method_closed"]], "\(rows)")
     }
 
+    /// A transfer and its reversal of one run cancel out (`netted`): nothing is sent, and the
+    /// apply records both lines in the ledger. Before, no instruction held them, so the next
+    /// export of the transfer line alone (the refund line dropped) paid an order that was
+    /// cancelled. Now either line again is `already_settled`, with other content a conflict.
+    @Test func nettedLinesAreSettledForLaterRuns() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header + "N1,1009,transfer,18.00,usd,ORDER1009,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+                + "N2,1009,reversal,18.00,usd,ORDER1009,acct_rest,,,,,,,,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(day1["N1"]?[8] == "netted" && day1["N2"]?[8] == "netted", "\(day1)")
+        let (second, day2) = try day(
+            setup, "day2",
+            Self.header + "N1,1009,transfer,18.00,usd,ORDER1009,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-02")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(day2["N1"]?[8] == "already_settled", "\(day2)")
+        let (third, day3) = try day(
+            setup, "day3",
+            Self.header + "N1,1009,transfer,19.00,usd,ORDER1009,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+                + "N2,1009,reversal,18.00,usd,ORDER1009,acct_rest,,,,,,,,\n",
+            asOf: "2026-12-03")
+        #expect(third.status == 65, "\(third.stderr)")
+        #expect(day3["N1"]?[8] == "rejected" && day3["N1"]?[11] == "line_conflict", "\(day3)")
+        #expect(day3["N2"]?[8] == "already_settled", "\(day3)")
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }.isEmpty)
+    }
+
+    /// A line that waits in the ledger stays held when a later export carries its line_id
+    /// with other money content: that copy is rejected `line_conflict`, the held copy comes
+    /// back (deferred again), and it is paid on its day. Before, the conflicting copy
+    /// released the held one: it was never sent, reported or brought back.
+    @Test func aConflictingCopyNeverReleasesAWaitingLine() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let waiting = "W1,1010,transfer,10.00,usd,ORDER1010,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-03\n"
+        let (first, day1) = try day(setup, "day1", Self.header + waiting, asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(day1["W1"]?[8] == "deferred", "\(day1)")
+        _ = try day(
+            setup, "day2",
+            Self.header + "W1,1010,transfer,15.00,usd,ORDER1010,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-02")
+        let rows = setup.results("day2").map { [$0[0], $0[6], $0[8], $0[11], ($0[13] as NSString).lastPathComponent] }
+        #expect(
+            rows == [
+                ["W1", "1500", "rejected", "line_conflict", "day2.csv:2"],
+                ["W1", "1000", "deferred", "scheduled", "day1.csv:2"],
+            ], "\(rows)")
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(day3["W1"]?[8] == "settled" && day3["W1"]?[6] == "1000", "\(day3)")
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+        #expect(transfers.map { $0["amount"] as? Int } == [1000])
+    }
+
     @Test func threeDaysOnOneLedgerJoinUp() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)

@@ -22,7 +22,7 @@ public struct FactsRequest: Sendable, Equatable {
         let lines = batch.lines
         // Groups with a line the per-line rules rejected are lost whatever Stripe says.
         var sunk = Set<Symbol>()
-        for line in lines where line.status == .rejected && !LineChecker.isDuplicate(line) && !line.group.isNone {
+        for line in lines where line.status == .rejected && !LineChecker.staysOutsideGroup(line) && !line.group.isNone {
             sunk.insert(line.group)
         }
         func alive(_ line: OrderLine) -> Bool { line.status == .planned && !sunk.contains(line.group) }

@@ -49,6 +49,10 @@ public struct OrderLine: Sendable {
     public var reason: ReasonCode = .none
     public var chargeStatus: ChargeStatus = .unknown
     public var chargeCurrencyGiven: Bool = false
+    /// A copy of a line that does not count, so it stays outside its group and cannot sink
+    /// it: an export's copy of a line the ledger holds with other money content (rejected
+    /// `line_conflict`; the held copy is the line). Later copies of a line_id are the other case.
+    public var outsideGroup: Bool = false
 
     public init() {}
 

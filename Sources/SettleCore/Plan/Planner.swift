@@ -413,7 +413,7 @@ public struct Planner {
         batch.lines.withUnsafeBufferPointer { lines in
             for index in lines.indices {
                 let line = lines[index]
-                if LineChecker.isDuplicate(line) { continue }
+                if LineChecker.staysOutsideGroup(line) { continue }
                 var group: Int32
                 if line.group.isNone {
                     group = Int32(counts.count)

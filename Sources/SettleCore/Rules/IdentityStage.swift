@@ -66,6 +66,12 @@ final class IdentityStage: @unchecked Sendable {
         duplicates.removeAll { $0.copy >= cut }
     }
 
+    /// Whoever comes after the line at `index` with its line_id is the first copy. Only once idle.
+    func yieldFirstCopy(ofLine index: Int) {
+        let id = Int(batch.lines[index].lineID.raw)
+        if id > 0, id < firstLine.count, Int(firstLine[id]) - 1 == index { firstLine[id] = 0 }
+    }
+
     /// Lets go of what only reading needs. Only once idle.
     func release() {
         firstLine = []

@@ -76,6 +76,14 @@ public final class LineChecker: RecordSink {
         storage.files[file].lines = 0
     }
 
+    /// The line at `index` no longer counts as the first copy of its line_id: a copy read
+    /// after it is not a duplicate of it (a line the ledger holds, brought back after an
+    /// export whose copy of it conflicts, and is rejected, see HeldInputs).
+    public func yieldFirstCopy(ofLine index: Int) {
+        settle()
+        identities.yieldFirstCopy(ofLine: index)
+    }
+
     /// Hands the lines checked so far to the identity stage, waits until it has added them
     /// to the batch, and marks the later copies of a line_id.
     private func settle() {
@@ -119,8 +127,11 @@ public final class LineChecker: RecordSink {
         if chunk.count >= IdentityChunk.capacity { handOn() }
     }
 
-    /// Is this line a later copy of another line's id? Such lines do not belong to a group.
-    public static func isDuplicate(_ line: OrderLine) -> Bool { line.reason == .duplicateLineID }
+    /// Is this line a copy that does not count (a later copy of a line_id, or a conflicting
+    /// copy of a held line)? Such lines do not belong to a group.
+    public static func staysOutsideGroup(_ line: OrderLine) -> Bool {
+        line.outsideGroup || line.reason == .duplicateLineID
+    }
 
     // MARK: - The per-line rules
 
