@@ -127,6 +127,8 @@ public final class ApplyEngine {
                 "the plan has \(unfunded) payout(s) from a financial account, but none is configured (--financial-account)"
             )
         }
+        // Whatever this run records settled (its own sends, earlier ones it resolves) is its.
+        ledger.writingRun = runID.isEmpty ? nil : runID
         try resolveUnresolved()
         if keyRefused == nil, ledgerFailure == nil, checkFacts { try self.checkFacts(plan) }
         if keyRefused == nil, ledgerFailure == nil {
@@ -273,6 +275,9 @@ public final class ApplyEngine {
                 // Resolved by this run (its request had gone out before a crash):
                 // settled now; otherwise an earlier run settled it.
                 if case .settled(let id)? = resolved[instruction.id] { return .settled(stripeID: id) }
+                // Settled by an earlier apply of this same plan (it stopped before its report):
+                // this run made it, and this run's report counts it.
+                if !runID.isEmpty, row.settledBy == runID { return .settled(stripeID: row.stripeID ?? "") }
                 return .alreadySettled(stripeID: row.stripeID ?? "")
             case .inFlight, .unknown:
                 return .unknown(

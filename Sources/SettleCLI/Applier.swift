@@ -132,7 +132,7 @@ struct Applier {
         if let givenLedger {
             ledger = givenLedger
         } else {
-            ledger = try LedgerHistory.openExclusive(path: options.ledger)
+            ledger = try LedgerHistory.openToSettle(path: options.ledger)
         }
         // apply on its own follows the payouts too (run did before planning): those that came
         // back are held as returned, and the next plan or run reports them failed.

@@ -120,7 +120,7 @@ struct Commands {
         // and hold the ledger from plan to apply so no other process settles in between.
         let applier = Applier(options: options, log: log)
         let configuration = try applier.configuration(key: try applier.credentials())
-        let ledger = try LedgerHistory.openExclusive(path: options.ledger)
+        let ledger = try LedgerHistory.openToSettle(path: options.ledger)
         // Payouts Stripe accepted earlier are followed first: those that came back are part
         // of this run's errors.csv.
         try applier.followPayouts(configuration: configuration, ledger: ledger, folder: options.out ?? "")

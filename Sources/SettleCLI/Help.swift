@@ -259,11 +259,11 @@ enum Help {
             name: "ledger",
             synopsis: [
                 "settle ledger init [--ledger FILE]", "settle ledger backup FILE [--ledger FILE]",
-                "settle ledger rebuild --since DATE [--ledger FILE] [options]",
+                "settle ledger rebuild --since DATE [--ledger FILE] [PLAN_FOLDER...] [options]",
             ],
             summary: "create a ledger; copy it safely; rebuild it from Stripe",
             description:
-                "init creates an empty ledger (apply and run refuse a missing one). backup copies the ledger consistently while it may be in use (SQLite's backup, not cp). rebuild --since DATE reads Stripe's transfers and outbound payments made by settle since DATE (their metadata) and rebuilds the ledger from them, read-only on Stripe's side.",
+                "init creates an empty ledger (apply and run refuse a missing one). backup copies the ledger consistently while it may be in use (SQLite's backup, not cp). rebuild --since DATE reads Stripe's transfers and outbound payments made by settle since DATE (their metadata) and rebuilds the ledger from them, read-only on Stripe's side. Stripe's objects do not list their lines: give the plan folders that made them, whose instructions.jsonl do; an instruction whose lines no folder lists makes rebuild exit 78, and plan, run, validate and apply refuse the ledger until a rebuild knows them.",
             options: [
                 "--ledger", "--since", "--api-base", "--api-key-file", "--live", "--stripe-version", "--rate",
                 "--concurrency", "--config", "--log-format", "-q", "-v",
@@ -280,7 +280,7 @@ enum Help {
                 ),
                 (
                     "the ledger was lost: rebuild it from Stripe",
-                    "settle ledger rebuild --since 2026-11-01 --ledger /var/settle/ledger.sqlite --api-key-file /etc/settle/key --live"
+                    "settle ledger rebuild --since 2026-11-01 --ledger /var/settle/ledger.sqlite --api-key-file /etc/settle/key --live /var/settle/runs/*"
                 ),
             ]),
         Command(

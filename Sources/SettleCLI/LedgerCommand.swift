@@ -2,6 +2,7 @@ import Foundation
 import SettleApply
 import SettleCore
 import SettleLedger
+import SettlePlanFolder
 
 /// `settle ledger init | backup FILE | rebuild --since DATE`.
 struct LedgerCommand {
@@ -47,9 +48,13 @@ struct LedgerCommand {
             log(.info, "backed up \(path) to \(destination)")
             return .ok
         case "rebuild":
-            guard options.inputs.count == 1, let since = options.since else {
-                throw CommandFailure(.usage, "usage: settle ledger rebuild --since DATE [--ledger FILE]")
+            guard let since = options.since else {
+                throw CommandFailure(
+                    .usage, "usage: settle ledger rebuild --since DATE [--ledger FILE] [PLAN_FOLDER...]")
             }
+            // The plan folders that made what Stripe holds: their instructions.jsonl name
+            // each instruction's lines, which Stripe's objects do not carry.
+            let folders = Array(options.inputs.dropFirst())
             let applier = Applier(options: options, log: log)
             let configuration = try applier.configuration(key: try applier.credentials())
             let ledger: LedgerStore
@@ -59,20 +64,50 @@ struct LedgerCommand {
                 throw LedgerHistory.failure(error, path: path)
             }
             defer { ledger.close() }
+            let report: LedgerRebuild.Report
             do {
-                let report = try LedgerRebuild(configuration: configuration).run(
-                    ledger: ledger, since: Int64(since) * 86_400)
-                log(
-                    .info,
-                    "rebuilt \(path) from Stripe: \(report.transfers) transfers, \(report.reversals) reversals, "
-                        + "\(report.payouts) payouts made by settle (\(report.added) new to the ledger) in \(report.requests) requests"
-                )
-                return .ok
+                report = try LedgerRebuild(configuration: configuration).run(
+                    ledger: ledger, since: Int64(since) * 86_400
+                ) { wanted throws(ApplyError) in try LedgerCommand.lines(of: wanted, in: folders) }
             } catch {
                 throw Applier.failure(error, folder: path)
             }
+            log(
+                .info,
+                "rebuilt \(path) from Stripe: \(report.transfers) transfers, \(report.reversals) reversals, "
+                    + "\(report.payouts) payouts made by settle (\(report.added) new to the ledger) in \(report.requests) requests"
+            )
+            if !report.withoutLines.isEmpty {
+                throw CommandFailure(
+                    .configuration,
+                    "\(report.withoutLines.count) instruction(s) settled at Stripe have no lines in \(path) "
+                        + "(first: \(report.withoutLines[0])): Stripe does not say which lines they paid, so plan, run "
+                        + "and apply refuse this ledger until they are known. Run settle ledger rebuild again with the "
+                        + "plan folders that made them (settle ledger rebuild --since DATE FOLDER...)")
+            }
+            return .ok
         default:
-            throw CommandFailure(.usage, "usage: settle ledger init|backup FILE|rebuild --since DATE [--ledger FILE]")
+            throw CommandFailure(
+                .usage, "usage: settle ledger init|backup FILE|rebuild --since DATE [--ledger FILE] [PLAN_FOLDER...]")
         }
+    }
+
+    /// The lines of the `wanted` instructions, as the plan folders' instructions.jsonl list
+    /// them (each instruction's lines and content digests, checked against its id as read).
+    static func lines(of wanted: Set<String>, in folders: [String]) throws(ApplyError) -> [String: [LedgerLineClaim]] {
+        var found: [String: [LedgerLineClaim]] = [:]
+        for folder in folders {
+            let path = (folder as NSString).appendingPathComponent("instructions.jsonl")
+            guard let stream = InstructionStream(path: path) else {
+                throw .planInvalid(line: 0, message: "\(path) cannot be read")
+            }
+            while let instruction = try stream.next() {
+                guard wanted.contains(instruction.id), found[instruction.id] == nil else { continue }
+                found[instruction.id] = instruction.lines.map {
+                    LedgerLineClaim(lineID: $0.lineID, kind: $0.kind, amountMinor: $0.amountMinor, content: $0.content)
+                }
+            }
+        }
+        return found
     }
 }

@@ -14,11 +14,32 @@ final class LedgerHistory: SettlementHistory {
 
     /// The ledger for `plan`/`validate`: read-only, no lock; nil when there is no ledger yet.
     static func openForPlanning(path: String) throws(CommandFailure) -> LedgerHistory? {
+        let store: LedgerStore?
         do {
-            return try LedgerStore.openReadOnly(path: path).map(LedgerHistory.init(store:))
+            store = try LedgerStore.openReadOnly(path: path)
         } catch {
             throw failure(error, path: path)
         }
+        guard let store else { return nil }
+        try refuseIfLinesUnknown(store)
+        return LedgerHistory(store: store)
+    }
+
+    /// A ledger rebuilt from Stripe without the lines of some instructions cannot tell which
+    /// lines are paid: planning or applying on it could pay them again (78, nothing read or sent).
+    static func refuseIfLinesUnknown(_ store: LedgerStore) throws(CommandFailure) {
+        let missing: [String]
+        do {
+            missing = try store.instructionsWithoutLines()
+        } catch {
+            throw failure(error, path: store.path)
+        }
+        guard let first = missing.first else { return }
+        throw CommandFailure(
+            .configuration,
+            "the ledger \(store.path) was rebuilt from Stripe without the lines of \(missing.count) instruction(s) "
+                + "(first: \(first)), so it cannot tell which lines are paid; run settle ledger rebuild --since DATE "
+                + "again with the plan folders that made them")
     }
 
     /// The ledger for `apply`/`run`: it must exist and be whole (else 78, nothing sent); one
@@ -29,6 +50,13 @@ final class LedgerHistory: SettlementHistory {
         } catch {
             throw failure(error, path: path)
         }
+    }
+
+    /// ``openExclusive(path:)`` for `run` and `apply`, which move money on what it says.
+    static func openToSettle(path: String) throws(CommandFailure) -> LedgerStore {
+        let store = try openExclusive(path: path)
+        try refuseIfLinesUnknown(store)
+        return store
     }
 
     /// The exit status and message of a ledger that cannot be used (the one place).

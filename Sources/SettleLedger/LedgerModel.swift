@@ -106,6 +106,8 @@ public struct LedgerInstruction: Sendable, Equatable {
     public var errorCode: String?
     public var errorMessage: String?
     public var requestID: String?
+    /// The run that recorded it settled (nil: not settled, or by a build before this was kept).
+    public var settledBy: String? = nil
 
     public var id: String { dispatch.id }
     public var attempt: Int { dispatch.attempt }

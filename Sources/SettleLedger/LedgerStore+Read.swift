@@ -132,7 +132,7 @@ extension LedgerStore {
             """
             SELECT id, kind, group_key, payee, charge, currency, amount_minor, method, path, params,
                    stripe_context, status, attempt, idempotency_key, first_sent_at, last_sent_at,
-                   stripe_id, error_code, error_message, request_id
+                   stripe_id, error_code, error_message, request_id, run_id
             FROM instructions WHERE \(condition) ORDER BY first_sent_at, rowid
             """, values
         ) { row in
@@ -147,7 +147,8 @@ extension LedgerStore {
                     dispatch: dispatch, status: LedgerStatus(rawValue: row.text(11) ?? "") ?? .unknown,
                     firstSentAt: Date(ledgerMilliseconds: row.integer(14)),
                     lastSentAt: Date(ledgerMilliseconds: row.integer(15)), stripeID: row.text(16),
-                    errorCode: row.text(17), errorMessage: row.text(18), requestID: row.text(19)))
+                    errorCode: row.text(17), errorMessage: row.text(18), requestID: row.text(19),
+                    settledBy: row.text(20)))
         }
         for index in rows.indices {
             try db.query(

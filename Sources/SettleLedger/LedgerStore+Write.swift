@@ -116,15 +116,17 @@ extension LedgerStore {
             status = .unknown
             message = unknownMessage
         }
+        // The run that settles it is kept: its own re-apply reports the object as made by it.
         let changed = try db.run(
             """
-            UPDATE instructions SET status = ?, stripe_id = ?, error_code = ?, error_message = ?,
-                request_id = COALESCE(?, request_id)
-            WHERE id = ?
+            UPDATE instructions SET status = ?1, stripe_id = ?2, error_code = ?3, error_message = ?4,
+                request_id = COALESCE(?5, request_id),
+                run_id = CASE WHEN ?1 = 'settled' THEN COALESCE(?7, run_id) ELSE run_id END
+            WHERE id = ?6
             """,
             [
                 .text(status.rawValue), SQLiteValue(stripeID), SQLiteValue(code), SQLiteValue(message),
-                SQLiteValue(requestID), .text(id),
+                SQLiteValue(requestID), .text(id), SQLiteValue(writingRun),
             ])
         guard changed == 1 else { throw .unknownInstruction(id) }
         try db.run(
@@ -267,9 +269,17 @@ extension LedgerStore {
 
     /// Records objects found at Stripe as settled instructions, in one transaction. An
     /// instruction the ledger already holds is marked settled with Stripe's id (whatever it
-    /// said before: Stripe's list is the truth); a new one is added. Returns how many were new.
+    /// said before: Stripe's list is the truth); a new one is added, with its lines when
+    /// `lines` has them (from the plan folders that made it). Returns how many were new.
+    ///
+    /// Stripe's objects name their instruction, not its lines: a restored instruction whose
+    /// lines no plan folder gave is recorded in ``instructionsWithoutLines()``, and
+    /// `plan`, `run` and `apply` refuse the ledger until a rebuild gives them (a line it
+    /// settled would otherwise look new and be paid again).
     @discardableResult
-    public func restore(_ objects: [RestoredObject], at now: Date = Date()) throws(LedgerError) -> Int {
+    public func restore(
+        _ objects: [RestoredObject], lines: [String: [LedgerLineClaim]] = [:], at now: Date = Date()
+    ) throws(LedgerError) -> Int {
         let time = now.ledgerMilliseconds
         var added = 0
         try db.transaction { () throws(LedgerError) in
@@ -283,28 +293,67 @@ extension LedgerStore {
                     try db.run(
                         "UPDATE lines SET status = 'settled', stripe_id = ? WHERE instruction_id = ?",
                         [.text(object.stripeID), .text(object.instructionID)])
-                    continue
+                } else {
+                    added += 1
+                    try db.run(
+                        """
+                        INSERT INTO instructions (id, kind, group_key, payee, charge, currency, amount_minor, method, path,
+                            params, stripe_context, status, attempt, idempotency_key, first_sent_at, last_sent_at, stripe_id,
+                            error_message)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, 'POST', ?, '{}', NULL, 'settled', 1, ?, ?, ?, ?,
+                            'restored by settle ledger rebuild from Stripe')
+                        """,
+                        [
+                            .text(object.instructionID), .text(object.kind), .text(object.group), .text(object.payee),
+                            .text(object.charge), .text(object.currency), .integer(object.amountMinor),
+                            .text(object.path), .text(object.idempotencyKey), .integer(time), .integer(time),
+                            .text(object.stripeID),
+                        ])
                 }
-                added += 1
-                try db.run(
-                    """
-                    INSERT INTO instructions (id, kind, group_key, payee, charge, currency, amount_minor, method, path,
-                        params, stripe_context, status, attempt, idempotency_key, first_sent_at, last_sent_at, stripe_id,
-                        error_message)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, 'POST', ?, '{}', NULL, 'settled', 1, ?, ?, ?, ?,
-                        'restored by settle ledger rebuild from Stripe')
-                    """,
-                    [
-                        .text(object.instructionID), .text(object.kind), .text(object.group), .text(object.payee),
-                        .text(object.charge), .text(object.currency), .integer(object.amountMinor), .text(object.path),
-                        .text(object.idempotencyKey), .integer(time), .integer(time),
-                        .text(object.stripeID),
-                    ])
+                // Stripe's object settles its lines, whichever instruction held them before.
+                for claim in lines[object.instructionID] ?? [] {
+                    try db.run(
+                        """
+                        INSERT INTO lines (line_id, content, instruction_id, kind, amount_minor, status, stripe_id)
+                        VALUES (?, ?, ?, ?, ?, 'settled', ?)
+                        ON CONFLICT(line_id) DO UPDATE SET content = excluded.content,
+                            instruction_id = excluded.instruction_id, kind = excluded.kind,
+                            amount_minor = excluded.amount_minor, status = 'settled', stripe_id = excluded.stripe_id
+                        """,
+                        [
+                            .text(claim.lineID), .text(claim.content), .text(object.instructionID), .text(claim.kind),
+                            .integer(claim.amountMinor), .text(object.stripeID),
+                        ])
+                }
             }
+            var missing: [String] = []
+            try db.query(
+                """
+                SELECT i.id FROM instructions AS i
+                WHERE i.status = 'settled' AND NOT EXISTS (SELECT 1 FROM lines AS l WHERE l.instruction_id = i.id)
+                ORDER BY i.id
+                """
+            ) { row in missing.append(row.text(0) ?? "") }
+            try db.run(
+                """
+                INSERT INTO settle_meta(key, value) VALUES ('instructions_without_lines', ?)
+                ON CONFLICT(key) DO UPDATE SET value = excluded.value
+                """, [.text(missing.joined(separator: "\n"))])
             try bumpSequence()
         }
         try writeMark()
         return added
+    }
+
+    /// The settled instructions a rebuild found at Stripe whose lines it could not learn (no
+    /// plan folder given listed them); empty for a ledger never rebuilt.
+    public func instructionsWithoutLines() throws(LedgerError) -> [String] {
+        var value: String?
+        try db.query("SELECT value FROM settle_meta WHERE key = 'instructions_without_lines'") { row in
+            value = row.text(0)
+        }
+        // Instruction ids (`ins_` and hex digits), one a line.
+        return (value ?? "").split(separator: "\n").map(String.init)
     }
 
     /// `settle ledger rebuild` on a lost ledger: a new one where the old one was (the mark

@@ -19,6 +19,9 @@ public final class LedgerStore {
     private var lockDescriptor: Int32
     /// Whether the `charges` table exists, once a read-only store has looked.
     var chargesTableKnown: Bool?
+    /// The run writing outcomes (apply sets its plan's run id): kept as the `run_id` of each
+    /// instruction it records settled.
+    public var writingRun: String?
     /// The schema version of the file (a read-only store of an older ledger keeps its own).
     public internal(set) var version = LedgerStore.schemaVersion
 

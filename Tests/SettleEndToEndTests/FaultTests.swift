@@ -172,7 +172,8 @@ import Testing
 
     /// A lost ledger is never re-created silently: apply/run refuse it (78); a ledger behind
     /// its mark (a lost WAL, an old backup) is refused; `ledger rebuild` recovers it from
-    /// Stripe and the next run pays nothing twice.
+    /// Stripe and the plan folders that made what Stripe holds, and the next run pays
+    /// nothing twice. Rebuilt from Stripe alone, it is refused until the lines are known.
     @Test func aLostLedgerIsRefusedAndRebuiltFromStripe() throws {
         let setup = try Setup()
         let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
@@ -204,9 +205,21 @@ import Testing
         try FileManager.default.removeItem(atPath: setup.ledger)
         #expect(try setup.sandbox.effects().count == made)
 
+        // Stripe's objects name their instruction, not its lines: rebuilt from Stripe alone,
+        // the ledger cannot tell which lines are paid, and is refused (a line of an
+        // aggregated payout fed again on its own was paid twice).
+        let rebuild = [
+            "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+        ]
+        let alone = try SettleProcess.run(rebuild, environment: ["STRIPE_API_KEY": testKey])
+        #expect(alone.status == 78, "\(alone.stderr)")
+        #expect(alone.stderr.contains("have no lines"), "\(alone.stderr)")
+        let refused = try setup.run([input], out: "refused")
+        #expect(refused.status == 78, "\(refused.stderr)")
+        #expect(try setup.sandbox.effects().count == made)
+        // With the plan folder that made them, every line is known again.
         let rebuilt = try SettleProcess.run(
-            ["ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base", setup.sandbox.base],
-            environment: ["STRIPE_API_KEY": testKey])
+            rebuild + [setup.folder.appendingPathComponent("first").path], environment: ["STRIPE_API_KEY": testKey])
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
         let again = try setup.run([input], out: "again")
         #expect(again.status == 0, "\(again.stderr)")

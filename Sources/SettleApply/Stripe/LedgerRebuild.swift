@@ -18,10 +18,19 @@ public struct LedgerRebuild {
         public var payouts = 0
         public var added = 0
         public var requests = 0
+        /// Instructions settled at Stripe whose lines no plan folder gave: the ledger is
+        /// refused for planning and applying until a rebuild gives them.
+        public var withoutLines: [String] = []
     }
 
-    /// - Parameter since: Unix seconds; objects created before are not listed.
-    public func run(ledger: LedgerStore, since: Int64) throws(ApplyError) -> Report {
+    /// - Parameters:
+    ///   - since: Unix seconds; objects created before are not listed.
+    ///   - linesOf: the lines of the instructions found, from the plan folders that made them
+    ///     (Stripe's objects carry the instruction's id, not its lines).
+    public func run(
+        ledger: LedgerStore, since: Int64,
+        linesOf: (Set<String>) throws(ApplyError) -> [String: [LedgerLineClaim]] = { _ in [:] }
+    ) throws(ApplyError) -> Report {
         let api = try StripeAPI(configuration: configuration)
         let client = try HTTPClient.forStripe(configuration)
         var report = Report()
@@ -115,8 +124,10 @@ public struct LedgerRebuild {
             }
             next = page["next_page_url"]?.stringValue.flatMap { api.path(of: $0) }
         }
+        let lines = try linesOf(Set(objects.map(\.instructionID)))
         do {
-            report.added = try ledger.restore(objects)
+            report.added = try ledger.restore(objects, lines: lines)
+            report.withoutLines = try ledger.instructionsWithoutLines()
         } catch {
             throw .ledger(error)
         }
