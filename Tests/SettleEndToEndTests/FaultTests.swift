@@ -416,6 +416,41 @@ import Testing
     }
 }
 
+extension CrashPointTests {
+    /// One plan applied three times, the first two killed after some answers were recorded:
+    /// the folder's last report counts every object the plan made, whichever of its applies
+    /// recorded it. Before, what an earlier apply of the same plan had settled came back
+    /// `already_settled`, and no run's summary counted that money (audit r4).
+    @Test func reApplyingAPlanKilledTwiceReportsAllItMoved() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 6, in: setup.folder)
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let apply = [
+            "apply", setup.folder.appendingPathComponent("plan").path, "--ledger", setup.ledger, "--api-base",
+            setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off", "--concurrency", "1",
+        ]
+        for point in ["answer_received:4", "answer_received:1"] {
+            let killed = try SettleProcess.run(
+                apply, environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": point])
+            #expect(![0, 65, 75].contains(killed.status), "not killed at \(point): \(killed.status)")
+        }
+        let last = try SettleProcess.run(apply, environment: ["STRIPE_API_KEY": testKey])
+        #expect(last.status == 0, "\(last.stderr)")
+        let rows = setup.results("plan")
+        #expect(rows.allSatisfy { $0[8] == "settled" }, "\(rows.map { $0[8] })")
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("plan/summary.csv"))
+            .split(separator: "\n").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+        func moved(_ measure: String) -> Int? {
+            summary.first { $0.count > 6 && $0[3] == measure }.flatMap { Int($0[6]) }
+        }
+        #expect(moved("transferred") == Int(ApplyCommandTests.transferTotal(6)))
+        #expect(moved("paid_out") == 6 * 250)
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(6), payouts: 6 * 250)
+    }
+}
+
 /// A ledger that fails in the middle of apply: the run stops sending, the files and the
 /// exit status agree (75), and the next run pays nothing twice. Before the fix the files
 /// said `planned` and the manifest 65 while the process exited 75.
