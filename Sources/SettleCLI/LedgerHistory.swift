@@ -152,13 +152,16 @@ final class LedgerHistory: SettlementHistory {
     /// charge and what earlier runs transferred on it.
     func charges(
         _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], firstRun: (Int, String) -> Void,
-        transferredBefore: (Int, Int64) -> Void
+        transferredBefore: (Int, Int64) -> Void, paidOutBefore: (Int, Int64) -> Void
     ) {
         lookUp({ keys in LedgerHistory.write(charges.map(\.charge), to: &keys) }) { json throws(LedgerError) in
             try store.chargeFirstRuns(keys: json, found: firstRun)
         }
         lookUp({ keys in LedgerHistory.writePairs(charges, to: &keys) }) { json throws(LedgerError) in
             try store.transferredBefore(keys: json, found: transferredBefore)
+        }
+        lookUp({ keys in LedgerHistory.writePairs(charges, to: &keys) }) { json throws(LedgerError) in
+            try store.paidOutBefore(keys: json, found: paidOutBefore)
         }
     }
 

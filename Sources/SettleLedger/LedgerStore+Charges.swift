@@ -84,4 +84,48 @@ extension LedgerStore {
             """, json: keys
         ) { row in found(Int(row.integer(0)), row.integer(1)) }
     }
+
+    /// Records what a run paid out for the orders of each charge; an apply of the same run
+    /// again replaces its figures (never adds them twice).
+    public func recordChargePayouts(_ rows: [(charge: String, currency: String, amount: Int64)], run: String)
+        throws(LedgerError)
+    {
+        guard version >= 4, !rows.isEmpty else { return }
+        try db.transaction { () throws(LedgerError) in
+            for row in rows {
+                _ = try db.run(
+                    """
+                    INSERT INTO charge_payouts(charge, currency, run_id, paid_out_minor) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(charge, currency, run_id) DO UPDATE SET paid_out_minor = excluded.paid_out_minor
+                    """, [.text(row.charge), .text(row.currency), .text(run), .integer(row.amount)])
+            }
+        }
+    }
+
+    /// What runs other than `run` paid out for the orders of a charge, in minor units.
+    public func paidOutBefore(charge: String, currency: String, excluding run: String) throws(LedgerError) -> Int64 {
+        guard version >= 4 else { return 0 }
+        var total: Int64 = 0
+        try db.query(
+            """
+            SELECT COALESCE(SUM(paid_out_minor), 0) FROM charge_payouts
+            WHERE charge = ? AND currency = ? AND run_id <> ?
+            """, [.text(charge), .text(currency), .text(run)]
+        ) { row in total = row.integer(0) }
+        return total
+    }
+
+    /// ``paidOutBefore(charge:currency:excluding:)`` of the charges of `keys` (a JSON array of
+    /// `[charge, currency]` pairs), by any run (a plan's run is new): `found(position, amount)`.
+    public func paidOutBefore(keys: UnsafeRawBufferPointer, found: (Int, Int64) -> Void) throws(LedgerError) {
+        guard version >= 4 else { return }
+        try db.query(
+            """
+            SELECT k.key, SUM(p.paid_out_minor)
+            FROM json_each(?1) AS k CROSS JOIN charge_payouts AS p
+              ON p.charge = k.value ->> 0 AND p.currency = k.value ->> 1
+            GROUP BY k.key
+            """, json: keys
+        ) { row in found(Int(row.integer(0)), row.integer(1)) }
+    }
 }

@@ -318,7 +318,8 @@ public final class LedgerStore {
 
     /// Version 4: lines that netted to zero (a transfer and its reversal in one run: no call,
     /// so no instruction holds them), recorded by the apply of their plan, so a later export
-    /// of either line is `already_settled` and never moves the money again.
+    /// of either line is `already_settled` and never moves the money again; and each run's
+    /// payouts per charge (charges.csv's retained so far).
     static let schemaVersion4 = """
         CREATE TABLE IF NOT EXISTS netted_lines (
             line_id      TEXT PRIMARY KEY,
@@ -328,6 +329,15 @@ public final class LedgerStore {
             currency     TEXT NOT NULL,
             run_id       TEXT NOT NULL,
             recorded_at  INTEGER NOT NULL
+        );
+        -- What each run paid out for the orders of each charge (its settled payout lines),
+        -- so a later run's charges.csv retains what is left after earlier payouts too.
+        CREATE TABLE IF NOT EXISTS charge_payouts (
+            charge         TEXT NOT NULL,
+            currency       TEXT NOT NULL,
+            run_id         TEXT NOT NULL,
+            paid_out_minor INTEGER NOT NULL,
+            PRIMARY KEY (charge, currency, run_id)
         );
         """
 

@@ -91,11 +91,17 @@ extension PlanFolder {
             var failure: LedgerError?
             var counted: [(charge: String, currency: String, run: String, gross: Int64, fee: Int64, status: String)] =
                 []
+            var paidOut: [(charge: String, currency: String, amount: Int64)] = []
             for slot in charges.indices {
                 do {
                     charges[slot].firstRun = try ledger.chargeFirstRun(charges[slot].charge)
+                    charges[slot].paidOutBefore = try ledger.paidOutBefore(
+                        charge: charges[slot].charge, currency: charges[slot].currency, excluding: runID)
                 } catch {
                     if failure == nil { failure = error }
+                }
+                if charges[slot].paidOut > 0 {
+                    paidOut.append((charges[slot].charge, charges[slot].currency, charges[slot].paidOut))
                 }
                 guard charges[slot].counting(runID: runID) == .thisRun else { continue }
                 let row = charges[slot]
@@ -104,6 +110,8 @@ extension PlanFolder {
             }
             do {
                 try ledger.recordCharges(counted)
+                // This run's payouts per charge, for the retained so far of later runs.
+                try ledger.recordChargePayouts(paidOut, run: runID)
             } catch {
                 if failure == nil { failure = error }
             }

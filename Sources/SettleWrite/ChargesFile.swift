@@ -30,6 +30,9 @@ public struct ChargeRow: Sendable, Equatable {
     public var reversed: Int64 = 0
     /// This run's payouts of the charge's orders.
     public var paidOut: Int64 = 0
+    /// Earlier runs' payouts of the charge's orders (the ledger's `charge_payouts`): not a
+    /// column, but part of what is retained so far.
+    public var paidOutBefore: Int64 = 0
     /// The run that counted the charge's gross (the ledger's, or this run), nil when none.
     public var firstRun: String?
     /// Whether some line of the charge moves in this run (planned in a plan, settled after apply).
@@ -48,7 +51,8 @@ public struct ChargeRow: Sendable, Equatable {
     public var retained: Int64 {
         ChargeRow.retained(
             inYet: status != ChargeStatus.failed.name && status != ChargeStatus.pending.name, gross: gross, fee: fee,
-            transferredBefore: transferredBefore, transferred: transferred, paidOut: paidOut, reversed: reversed)
+            transferredBefore: transferredBefore, transferred: transferred, paidOut: paidOutBefore + paidOut,
+            reversed: reversed)
     }
 
     /// ``retained`` from its parts; `inYet` false for a pending or failed charge.
@@ -103,6 +107,7 @@ public struct PlanCharges: RandomAccessCollection {
         var gross: Int64
         var fee: Int64
         var transferredBefore: Int64 = 0
+        var paidOutBefore: Int64 = 0
         var transferred: Int64 = 0
         var reversed: Int64 = 0
         var paidOut: Int64 = 0
@@ -124,7 +129,8 @@ public struct PlanCharges: RandomAccessCollection {
         var retained: Int64 {
             ChargeRow.retained(
                 inYet: status != .failed && status != .pending, gross: gross, fee: fee,
-                transferredBefore: transferredBefore, transferred: transferred, paidOut: paidOut, reversed: reversed)
+                transferredBefore: transferredBefore, transferred: transferred, paidOut: paidOutBefore + paidOut,
+                reversed: reversed)
         }
 
         init(_ total: ChargeTotal) {
@@ -185,6 +191,7 @@ public struct PlanCharges: RandomAccessCollection {
             charge: batch.text(compact.charge), currency: compact.currency.code, status: compact.status.name,
             gross: compact.gross, fee: compact.fee)
         row.transferredBefore = compact.transferredBefore
+        row.paidOutBefore = compact.paidOutBefore
         row.transferred = compact.transferred
         row.reversed = compact.reversed
         row.paidOut = compact.paidOut
@@ -201,7 +208,7 @@ public enum ChargesFile {
         "paid_out", "retained", "counted_in",
     ]
 
-    /// Fills each row's `transferredBefore` and `firstRun` from the ledger, a batch at a time.
+    /// Fills each row's `transferredBefore`, `paidOutBefore` and `firstRun` from the ledger, a batch at a time.
     private static func read(_ history: ChargeHistory, into charges: inout PlanCharges) {
         let batch = charges.batch
         var runIndex: [String: Int32] = [:]
@@ -214,8 +221,11 @@ public enum ChargesFile {
             for row in charges.rows[start..<end] { keys.append((batch.symbols.bytes(row.charge), row.currency)) }
             var firstRuns: [(Int, String)] = []
             var before: [(Int, Int64)] = []
-            history(keys, { firstRuns.append(($0, $1)) }, { before.append(($0, $1)) })
+            var paidBefore: [(Int, Int64)] = []
+            history(
+                keys, { firstRuns.append(($0, $1)) }, { before.append(($0, $1)) }, { paidBefore.append(($0, $1)) })
             for (position, amount) in before { charges.rows[start + position].transferredBefore = amount }
+            for (position, amount) in paidBefore { charges.rows[start + position].paidOutBefore = amount }
             for (position, first) in firstRuns {
                 if let known = runIndex[first] {
                     charges.rows[start + position].firstRun = known
@@ -231,10 +241,11 @@ public enum ChargesFile {
 
     /// What the ledger says of a batch of charges (each a charge id's bytes and its currency;
     /// at most ``Planner/lookUpBatch``): `firstRun(position, run)` for each charge a run
-    /// counted, `transferredBefore(position, amount)` for each with earlier settled transfers.
+    /// counted, `transferredBefore(position, amount)` for each with earlier settled transfers,
+    /// `paidOutBefore(position, amount)` for each whose orders earlier runs paid out.
     public typealias ChargeHistory = (
         _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], _ firstRun: (Int, String) -> Void,
-        _ transferredBefore: (Int, Int64) -> Void
+        _ transferredBefore: (Int, Int64) -> Void, _ paidOutBefore: (Int, Int64) -> Void
     ) -> Void
 
     /// The charges of a plan and the charge each line draws on: a line naming the charge in

@@ -87,6 +87,10 @@ import Testing
                     )
                 ])
             }
+            if Bool.random(using: &generator) {
+                try store.recordChargePayouts(
+                    [(charge: charge, currency: currency, amount: Int64(number % 500) + 1)], run: "run_\(number % 5)")
+            }
         }
         try store.beginSnapshot()
         let history = LedgerHistory(store: store)
@@ -122,10 +126,13 @@ import Testing
                 var transferred: [Int: Int64] = [:]
                 var firstRun: [Int: String] = [:]
                 var before: [Int: Int64] = [:]
+                var paidBefore: [Int: Int64] = [:]
                 withViews(keys) { views in
                     let pairs = views.map { (charge: $0, currency: currency) }
                     history.transferred(pairs) { transferred[$0] = $1 }
-                    history.charges(pairs, firstRun: { firstRun[$0] = $1 }, transferredBefore: { before[$0] = $1 })
+                    history.charges(
+                        pairs, firstRun: { firstRun[$0] = $1 }, transferredBefore: { before[$0] = $1 },
+                        paidOutBefore: { paidBefore[$0] = $1 })
                 }
                 for (position, key) in keys.enumerated() {
                     let charge = String(decoding: key, as: UTF8.self)
@@ -136,6 +143,11 @@ import Testing
                     #expect(
                         before[position, default: 0]
                             == (try store.transferredBefore(charge: charge, currency: currency.code)), "charge \(key)")
+                    // A plan's run is new: every run's payouts count.
+                    #expect(
+                        paidBefore[position, default: 0]
+                            == (try store.paidOutBefore(charge: charge, currency: currency.code, excluding: "")),
+                        "charge \(key)")
                 }
             }
         }

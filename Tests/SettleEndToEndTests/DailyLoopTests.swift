@@ -125,6 +125,27 @@ import Testing
         #expect(transfers.map { $0["amount"] as? Int } == [1000])
     }
 
+    /// charges.csv's retained so far counts the payouts of earlier runs for the charge's
+    /// orders: the same export again (nothing moves) keeps 7.00 retained, not 27.00 (audit r7).
+    @Test func retainedSoFarRemembersEarlierPayouts() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let order =
+            Self.header + "P1,1020,transfer,60.00,usd,ORDER1020,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            + "P2,1020,payout,15.00,usd,ORDER1020,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+        let (first, _) = try day(setup, "day1", order, asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let (second, day2) = try day(setup, "day2", order, asOf: "2026-12-02")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(day2["P2"]?[8] == "already_settled")
+        for (name, paid) in [("day1", "15.00"), ("day2", "0.00")] {
+            let rows = SettleProcess.read(setup.folder.appendingPathComponent("\(name)/charges.csv"))
+                .split(separator: "\n").dropFirst().map { $0.split(separator: ",").map(String.init) }
+            #expect(rows.count == 1 && rows[0][1] == "ch_card1", "\(rows)")
+            #expect(rows.first.map { [$0[9], $0[10]] } == [paid, "25.00"], "\(name) \(rows)")
+        }
+    }
+
     @Test func threeDaysOnOneLedgerJoinUp() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
@@ -221,17 +242,24 @@ import Testing
         #expect(moved("transferred") == total("transfer"))
         #expect(moved("paid_out") == total("outbound_payment"))
         #expect(moved("reversed") == total("reversal"))
+        // Retained so far: earlier days' payouts for the charge's orders count too.
+        var paidOutEarlier: [String: Int] = [:]
         for day in ["day1", "day2", "day3"] {
+            var paidToday: [String: Int] = [:]
             for row in csv("\(day)/charges.csv") {
                 func amount(_ column: String) -> Int {
                     Int((row[column] ?? "").replacingOccurrences(of: ".", with: "")) ?? 0
                 }
+                let charge = row["charge"] ?? ""
+                paidToday[charge, default: 0] += amount("paid_out")
                 guard row["status"] == "succeeded" else { continue }
                 #expect(
                     amount("retained")
                         == amount("gross") - amount("fee") - amount("transferred_before") - amount("transferred")
-                        - amount("paid_out") + amount("reversed"), "\(day) \(row)")
+                        - amount("paid_out") - paidOutEarlier[charge, default: 0] + amount("reversed"),
+                    "\(day) \(row)")
             }
+            for (charge, amount) in paidToday { paidOutEarlier[charge, default: 0] += amount }
         }
         let card1 = csv("day1/charges.csv").first { $0["charge"] == "ch_card1" }
         #expect(card1?["gross"] == "100.00", "\(String(describing: card1))")
