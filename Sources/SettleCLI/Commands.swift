@@ -34,7 +34,7 @@ struct Commands {
             throw CommandFailure(.usage, "\(options.command) needs at least one INPUT")
         }
         guard let folder = options.out else { throw CommandFailure(.usage, "\(options.command) needs --out DIR") }
-        try onPlanFolder { () throws(SettleError) in try OutputFolder.prepare(folder) }
+        // The ledger is checked before the folder is touched: a refused ledger writes nothing.
         let history: LedgerHistory?
         if let ledger {
             history = LedgerHistory(store: ledger)
@@ -47,6 +47,7 @@ struct Commands {
                         + "apply needs one (settle ledger init)")
             }
         }
+        try onPlanFolder { () throws(SettleError) in try OutputFolder.prepare(folder) }
         let lookup = FactsStep(configuration: lookUp, log: log, folder: folder)
         let factsStep: ((Batch) throws(CommandFailure) -> StripeFacts)? =
             lookUp == nil ? nil : { (batch: Batch) throws(CommandFailure) -> StripeFacts in try lookup.facts(batch) }

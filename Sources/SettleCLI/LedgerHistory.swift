@@ -172,7 +172,9 @@ final class LedgerHistory: SettlementHistory {
 
     /// A transfer settle made, with what is left of it to reverse.
     private static func recorded(_ transfer: LedgerTransfer) -> RecordedTransfer {
-        RecordedTransfer(stripeID: transfer.stripeID, remaining: transfer.amountMinor - transfer.reversedMinor)
+        RecordedTransfer(
+            stripeID: transfer.stripeID, remaining: transfer.amountMinor - transfer.reversedMinor,
+            charge: transfer.charge)
     }
 
     /// `[charge, currency]` pairs, the keys of the look-ups by charge.
@@ -184,6 +186,14 @@ final class LedgerHistory: SettlementHistory {
             keys.string(bytes: cKey(charge))
             keys.string(currency.code)
             keys.closeArray()
+        }
+    }
+
+    func countedCharge(_ charge: String) -> CountedCharge? {
+        read(nil) { () throws(LedgerError) -> CountedCharge? in
+            try store.countedCharge(charge).map {
+                CountedCharge(currency: $0.currency, gross: $0.gross, fee: $0.fee, status: $0.status)
+            }
         }
     }
 

@@ -162,11 +162,14 @@ public struct LedgerTransfer: Sendable, Equatable {
     public var amountMinor: Int64
     /// Reversals of it that are settled, in flight or unknown.
     public var reversedMinor: Int64
+    /// Its funding charge (`source_transaction`), empty when it had none.
+    public var charge: String
 
-    public init(stripeID: String, amountMinor: Int64, reversedMinor: Int64) {
+    public init(stripeID: String, amountMinor: Int64, reversedMinor: Int64, charge: String = "") {
         self.stripeID = stripeID
         self.amountMinor = amountMinor
         self.reversedMinor = reversedMinor
+        self.charge = charge
     }
 }
 

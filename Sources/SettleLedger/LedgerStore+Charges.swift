@@ -22,6 +22,18 @@ extension LedgerStore {
         return run
     }
 
+    /// The charge as the run that counted it recorded it (currency, gross, fee, status).
+    public func countedCharge(_ charge: String) throws(LedgerError) -> (
+        currency: String, gross: Int64, fee: Int64, status: String
+    )? {
+        guard try hasChargesTable() else { return nil }
+        var found: (String, Int64, Int64, String)?
+        try db.query("SELECT currency, gross_minor, fee_minor, status FROM charges WHERE charge = ?", [.text(charge)]) {
+            row in found = (row.text(0) ?? "", row.integer(1), row.integer(2), row.text(3) ?? "")
+        }
+        return found
+    }
+
     /// Records the charges a run counted; a charge already recorded keeps its first run.
     public func recordCharges(
         _ rows: [(charge: String, currency: String, run: String, gross: Int64, fee: Int64, status: String)]

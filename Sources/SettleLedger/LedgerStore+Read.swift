@@ -55,7 +55,7 @@ extension LedgerStore {
         var found: LedgerTransfer?
         try db.query(
             """
-            SELECT t.stripe_id, t.amount_minor,
+            SELECT t.stripe_id, t.amount_minor, t.charge,
                    (SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
                     WHERE r.kind = 'reversal' AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals'
                       AND r.status IN ('settled', 'in_flight', 'unknown')) AS reversed
@@ -66,7 +66,8 @@ extension LedgerStore {
             """, [.text(group), .text(destination), .text(currency)]
         ) { row in
             found = LedgerTransfer(
-                stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(2))
+                stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(3),
+                charge: row.text(2) ?? "")
         }
         return found
     }
@@ -232,7 +233,7 @@ extension LedgerStore {
     public func transfers(stripeIDs keys: UnsafeRawBufferPointer, found: (LedgerTransfer) -> Void) throws(LedgerError) {
         try db.query(
             """
-            SELECT t.stripe_id, t.amount_minor,
+            SELECT t.stripe_id, t.amount_minor, t.charge,
                    (SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
                     WHERE r.kind = 'reversal' AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals'
                       AND r.status IN ('settled', 'in_flight', 'unknown'))
@@ -241,7 +242,9 @@ extension LedgerStore {
             """, json: keys
         ) { row in
             found(
-                LedgerTransfer(stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(2)))
+                LedgerTransfer(
+                    stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(3),
+                    charge: row.text(2) ?? ""))
         }
     }
 }

@@ -278,9 +278,10 @@ public enum ChargesFile {
         var chargeOfLine = HugePages.array(repeating: Int32(-1), count: batch.lines.count)
         for index in batch.lines.indices {
             let line = batch.lines[index]
-            let found =
+            var found =
                 line.charge.isNone
                 ? slotOfOrder[Int(line.orderID.raw)] : slotOfSymbol[Int(line.charge.raw)]
+            if found < 0, let charge = plan.ledgerChargeOfLine[Int32(index)] { found = slotOfSymbol[Int(charge.raw)] }
             guard found >= 0, !line.orderID.isNone || !line.charge.isNone else { continue }
             chargeOfLine[index] = found
             // A move in another currency than the charge's (a USD payout of an order paid in

@@ -146,6 +146,33 @@ import Testing
         }
     }
 
+    /// A refund a day after its order moved touches the charge of the ledger's transfer:
+    /// charges.csv has its row, with the reversal and what is retained. Before,
+    /// a run of reversals only had no charges.csv row at all (audit r5).
+    @Test func aLaterReversalShowsOnItsCharge() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header + "Q1,1030,transfer,30.00,usd,ORDER1030,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(day1["Q1"]?[8] == "settled", "\(day1)")
+        let (second, day2) = try day(
+            setup, "day2",
+            Self.header + "Q2,1030,reversal,5.00,usd,ORDER1030,acct_rest,,,,,,,,\n"
+                + "Q3,1030,reversal,4.00,usd,ORDER1030,acct_rest,,,,,,,,\n",
+            asOf: "2026-12-02")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(day2["Q2"]?[8] == "settled" && day2["Q3"]?[8] == "settled", "\(day2)")
+        let rows = SettleProcess.read(setup.folder.appendingPathComponent("day2/charges.csv"))
+            .split(separator: "\n").dropFirst().map { $0.split(separator: ",").map(String.init) }
+        // charge, gross, fee, transferred_before, transferred, reversed, paid_out, retained
+        #expect(
+            rows.map { [$0[1], $0[4], $0[5], $0[6], $0[7], $0[8], $0[9], $0[10]] }
+                == [["ch_card1", "100.00", "0.00", "30.00", "0.00", "9.00", "0.00", "79.00"]], "\(rows)")
+    }
+
     @Test func threeDaysOnOneLedgerJoinUp() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)

@@ -216,6 +216,10 @@ import Testing
         #expect(alone.stderr.contains("have no lines"), "\(alone.stderr)")
         let refused = try setup.run([input], out: "refused")
         #expect(refused.status == 78, "\(refused.stderr)")
+        // plan too, and it writes nothing (the ledger is checked before the folder is made).
+        let planned = try SettleProcess.run(setup.arguments("plan", [input.path], out: "refusedplan"))
+        #expect(planned.status == 78, "\(planned.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: setup.folder.appendingPathComponent("refusedplan").path))
         #expect(try setup.sandbox.effects().count == made)
         // With the plan folder that made them, every line is known again.
         let rebuilt = try SettleProcess.run(

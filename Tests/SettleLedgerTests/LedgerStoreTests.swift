@@ -245,7 +245,7 @@ struct LedgerStoreTests {
         try store.recordOutcome(instruction: "ins_r2", .failed(code: "balance_insufficient", message: "no"))
         #expect(
             try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd")
-                == LedgerTransfer(stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500))
+                == LedgerTransfer(stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500, charge: "ch_1"))
         #expect(try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "eur") == nil)
         #expect(try store.transfer(group: "OTHER", destination: "acct_rest", currency: "usd") == nil)
         #expect(try store.transferredAmount(charge: "ch_1", currency: "usd") == 7000)

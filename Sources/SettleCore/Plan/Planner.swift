@@ -182,6 +182,7 @@ public struct Planner {
             transfers.instructions.removeAll(keepingCapacity: true)
             transfers.lines.removeAll(keepingCapacity: true)
         }
+        if let history { addLedgerCharges(scratch.reversalCharges, batch: batch, plan: plan, history: history) }
         // What only the groups needed goes before the plan's own tables are made.
         (order, starts, scratch) = ([], [], GroupScratch())
         charges = ChargeTable(symbols: 0, lines: 0)
@@ -512,6 +513,9 @@ public struct Planner {
         var reversalMembers: [(slot: Int32, line: Int32)] = []
         var pendingReversals: [Int32] = []
         var payouts: [Int32] = []
+        /// Kept across groups: reversal lines naming no charge whose transfer the ledger
+        /// records with one (charges.csv shows the reversal on that charge).
+        var reversalCharges: [(line: Int32, charge: String)] = []
         /// This group's reversals by the Stripe id of the ledger's transfer they take from.
         var reversing: [String: Int64] = [:]
         /// Kept across groups: the transfers settle made that reversal lines name (by symbol),
@@ -567,10 +571,11 @@ public struct Planner {
                 if !line.transfer.isNone {
                     // Never more than is left of a transfer settle made (the ledger knows it);
                     // Stripe alone knows what is left of any other.
-                    if let recorded = scratch.namedTransfers[line.transfer],
-                        !takeFrom(recorded, line.amount, culprit: index, batch, group, &scratch)
-                    {
-                        return
+                    if let recorded = scratch.namedTransfers[line.transfer] {
+                        guard takeFrom(recorded, line.amount, culprit: index, batch, group, &scratch) else { return }
+                        if line.charge.isNone, !recorded.charge.isEmpty {
+                            scratch.reversalCharges.append((index, recorded.charge))
+                        }
                     }
                     var instruction = PlanRow(
                         kind: .reversal, group: line.group, payee: line.payee,
@@ -626,6 +631,7 @@ public struct Planner {
             }
             scratch.reversalMembers.append((Int32(slot), index))
             guard takeFrom(recorded, line.amount, culprit: index, batch, group, &scratch) else { return }
+            if line.charge.isNone, !recorded.charge.isEmpty { scratch.reversalCharges.append((index, recorded.charge)) }
         }
         // The group is formed: what it reverses is no longer left for the groups after it.
         for (stripeID, amount) in scratch.reversing { scratch.reversedInRun[stripeID, default: 0] += amount }
@@ -649,6 +655,29 @@ public struct Planner {
                 lines: scratch.reversalMembers.lazy.filter { $0.slot == Int32(slot) }.map(\.line))
         }
         payoutLines.append(contentsOf: scratch.payouts)
+    }
+
+    /// The charges of the ledger's transfers that planned reversal lines naming no charge take
+    /// from: each line's charge for charges.csv, and a charge row from the ledger's record of
+    /// it when this run's lines do not state it (a refund a day after its order moved).
+    private func addLedgerCharges(
+        _ found: [(line: Int32, charge: String)], batch: Batch, plan: SettlementPlan, history: any SettlementHistory
+    ) {
+        guard !found.isEmpty else { return }
+        var known = Set(plan.charges.map(\.charge))
+        for (line, charge) in found where batch.lines[Int(line)].status == .planned {
+            let symbol = batch.symbols.intern(charge)
+            plan.ledgerChargeOfLine[line] = symbol
+            guard !known.contains(symbol) else { continue }
+            known.insert(symbol)
+            guard let counted = history.countedCharge(charge), let currency = Currency(counted.currency) else {
+                continue
+            }
+            plan.charges.append(
+                ChargeTotal(
+                    currency: currency, amount: counted.gross, fee: counted.fee, charge: symbol,
+                    status: ChargeStatus.allCases.first { $0.name == counted.status } ?? .unknown))
+        }
     }
 
     /// Counts a reversal line against what is left of a transfer settle made: the ledger's

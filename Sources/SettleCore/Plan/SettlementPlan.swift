@@ -9,8 +9,11 @@ public final class SettlementPlan: @unchecked Sendable {
     public var instructionOfLine: [Int32]
     /// Stripe ids the ledger recorded for `already_settled` lines.
     public var knownStripeIDs: [Int: String] = [:]
-    /// The charges the batch names, once each, for the finance summary.
+    /// The charges the batch names, once each, for the finance summary (and those of the
+    /// ledger's transfers that reversal lines naming no charge take from).
     public var charges: [ChargeTotal] = []
+    /// Reversal lines naming no charge whose transfer the ledger records with one: that charge.
+    public var ledgerChargeOfLine: [Int32: Symbol] = [:]
     /// What Stripe said before the plan (``StripeFacts/empty`` offline), for the record.
     public var facts: StripeFacts = .empty
 

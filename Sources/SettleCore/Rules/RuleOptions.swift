@@ -39,6 +39,12 @@ public protocol SettlementHistory: AnyObject {
     /// Attempts already made for each instruction (the next key uses attempts + 1):
     /// `found(position in the slice, attempts)` for the instructions sent before.
     func attempts(_ instructions: ArraySlice<PlanRow>, found: (Int, Int) -> Void)
+    /// The charge as the run that counted it recorded it, nil when no run did.
+    func countedCharge(_ charge: String) -> CountedCharge?
+}
+
+extension SettlementHistory {
+    public func countedCharge(_ charge: String) -> CountedCharge? { nil }
 }
 
 /// A line as the ledger recorded it.
@@ -58,9 +64,26 @@ public struct HistoricLine: Sendable {
 public struct RecordedTransfer: Sendable {
     public var stripeID: String
     public var remaining: Int64
-    public init(stripeID: String, remaining: Int64) {
+    /// Its funding charge, empty when it had none (charges.csv shows the reversal on it).
+    public var charge: String
+    public init(stripeID: String, remaining: Int64, charge: String = "") {
         self.stripeID = stripeID
         self.remaining = remaining
+        self.charge = charge
+    }
+}
+
+/// A charge as the ledger counted it (gross, fee and status, in its currency).
+public struct CountedCharge: Sendable {
+    public var currency: String
+    public var gross: Int64
+    public var fee: Int64
+    public var status: String
+    public init(currency: String, gross: Int64, fee: Int64, status: String) {
+        self.currency = currency
+        self.gross = gross
+        self.fee = fee
+        self.status = status
     }
 }
 
