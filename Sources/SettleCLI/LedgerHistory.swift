@@ -189,11 +189,14 @@ final class LedgerHistory: SettlementHistory {
         }
     }
 
-    func countedCharge(_ charge: String) -> CountedCharge? {
-        read(nil) { () throws(LedgerError) -> CountedCharge? in
-            try store.countedCharge(charge).map {
-                CountedCharge(currency: $0.currency, gross: $0.gross, fee: $0.fee, status: $0.status)
+    func countedCharge(_ charge: String) -> ChargeTotal? {
+        read(nil) { () throws(LedgerError) -> ChargeTotal? in
+            guard let counted = try store.countedCharge(charge), let currency = Currency(counted.currency) else {
+                return nil
             }
+            return ChargeTotal(
+                currency: currency, amount: counted.gross, fee: counted.fee,
+                status: ChargeStatus.allCases.first { $0.name == counted.status } ?? .unknown)
         }
     }
 

@@ -670,13 +670,9 @@ public struct Planner {
             plan.ledgerChargeOfLine[line] = symbol
             guard !known.contains(symbol) else { continue }
             known.insert(symbol)
-            guard let counted = history.countedCharge(charge), let currency = Currency(counted.currency) else {
-                continue
-            }
-            plan.charges.append(
-                ChargeTotal(
-                    currency: currency, amount: counted.gross, fee: counted.fee, charge: symbol,
-                    status: ChargeStatus.allCases.first { $0.name == counted.status } ?? .unknown))
+            guard var counted = history.countedCharge(charge) else { continue }
+            counted.charge = symbol
+            plan.charges.append(counted)
         }
     }
 

@@ -1,5 +1,3 @@
-import Glibc
-
 /// Turns input records into checked ``OrderLine``s: the line rules of docs/RULES.md.
 ///
 /// It is the ``RecordSink`` the readers feed. Every record becomes exactly one line:

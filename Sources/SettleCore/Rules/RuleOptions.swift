@@ -39,12 +39,13 @@ public protocol SettlementHistory: AnyObject {
     /// Attempts already made for each instruction (the next key uses attempts + 1):
     /// `found(position in the slice, attempts)` for the instructions sent before.
     func attempts(_ instructions: ArraySlice<PlanRow>, found: (Int, Int) -> Void)
-    /// The charge as the run that counted it recorded it, nil when no run did.
-    func countedCharge(_ charge: String) -> CountedCharge?
+    /// The charge as the run that counted it recorded it (its `charge` symbol left for the
+    /// caller to set), nil when no run did.
+    func countedCharge(_ charge: String) -> ChargeTotal?
 }
 
 extension SettlementHistory {
-    public func countedCharge(_ charge: String) -> CountedCharge? { nil }
+    public func countedCharge(_ charge: String) -> ChargeTotal? { nil }
 }
 
 /// A line as the ledger recorded it.
@@ -70,20 +71,6 @@ public struct RecordedTransfer: Sendable {
         self.stripeID = stripeID
         self.remaining = remaining
         self.charge = charge
-    }
-}
-
-/// A charge as the ledger counted it (gross, fee and status, in its currency).
-public struct CountedCharge: Sendable {
-    public var currency: String
-    public var gross: Int64
-    public var fee: Int64
-    public var status: String
-    public init(currency: String, gross: Int64, fee: Int64, status: String) {
-        self.currency = currency
-        self.gross = gross
-        self.fee = fee
-        self.status = status
     }
 }
 
