@@ -228,12 +228,21 @@ public enum ReportPage {
         var html = "<table class=\"currency\" data-currency-table=\"\(escape(code))\">"
         html += "<caption>\(escape(code.uppercased()))</caption><tbody>\n"
         func heading(_ text: String) { html += "<tr class=\"heading\"><th colspan=\"3\">\(escape(text))</th></tr>\n" }
-        func row(_ label: String, _ measure: String, _ amount: Int64, lines: Int? = nil, strong: Bool = false) {
+        // A row without a measure repeats one shown above (a status under Waiting): it is not
+        // marked again, so each measure of summary.csv is on the page once.
+        func row(_ label: String, _ measure: String?, _ amount: Int64, lines: Int? = nil, strong: Bool = false) {
             html += "<tr\(strong ? " class=\"total\"" : "")><td>\(escape(label))</td>"
             html += "<td class=\"num count\">"
-            if let lines { html += "<span data-measure-lines=\"\(escape(measure))\">\(grouped(Int64(lines)))</span>" }
-            html += "</td><td class=\"num\" data-currency=\"\(escape(code))\" data-measure=\"\(escape(measure))\" "
-            html += "data-minor=\"\(amount)\">\(escape(money(amount, code: code, currency: currency)))</td></tr>\n"
+            if let lines {
+                let marked = measure.map { " data-measure-lines=\"\(escape($0))\"" } ?? ""
+                html += "<span\(marked)>\(grouped(Int64(lines)))</span>"
+            }
+            html += "</td><td class=\"num\""
+            if let measure {
+                html +=
+                    " data-currency=\"\(escape(code))\" data-measure=\"\(escape(measure))\" data-minor=\"\(amount)\""
+            }
+            html += ">\(escape(money(amount, code: code, currency: currency)))</td></tr>\n"
         }
         heading("Money in")
         row("Charges, gross", "charges_gross", sums.chargesGross, lines: sums.charges)
@@ -263,9 +272,12 @@ public enum ReportPage {
         if let unknown { row("Outcome not known yet", "status:unknown", unknown.amount, lines: unknown.lines) }
         heading("Lines by status")
         row("Input", "input", sums.amount, lines: sums.lines, strong: true)
-        for status in LineStatus.allCases where status != .deferred && status != .unknown {
+        // Every status the currency's lines have, so the rows add up to the input; deferred
+        // and unknown are marked once, under Waiting.
+        for status in LineStatus.allCases {
             if let entry = sums.byStatus[status] {
-                row(status.name, "status:" + status.name, entry.amount, lines: entry.lines)
+                let waiting = status == .deferred || status == .unknown
+                row(status.name, waiting ? nil : "status:" + status.name, entry.amount, lines: entry.lines)
             }
         }
         html += "</tbody></table>\n"

@@ -239,6 +239,30 @@ import Testing
             shown.filter { expected[$0.key] == nil }.allSatisfy {
                 $0.key.hasSuffix(",status:deferred") && $0.value == "0"
             })
+        // Each currency's lines by status are every status:… row of summary.csv, deferred
+        // included, so they add up to its input (deferred also stands under Waiting).
+        var statusRows: [String: [String]] = [:]
+        for row in SettleProcess.read(out.appendingPathComponent("summary.csv")).split(separator: "\n").dropFirst() {
+            let fields = row.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            guard !fields[2].isEmpty, fields[3].hasPrefix("status:") else { continue }
+            statusRows[fields[2], default: []].append("\(fields[3].dropFirst(7)) \(fields[4]) \(fields[5])")
+        }
+        #expect(statusRows["usd"]?.contains("deferred 2 50.00") == true)
+        let statusRow = try Regex(
+            #"<tr><td>([a-z_]+)</td><td class="num count"><span[^>]*>([0-9,]+)</span></td><td class="num"[^>]*>([0-9.,]+) [A-Z]{3}</td></tr>"#
+        )
+        for (code, rows) in statusRows {
+            let table = try #require(
+                dom.firstRange(of: "data-currency-table=\"\(code)\"").map { String(dom[$0.upperBound...]) })
+            let part = table[try #require(table.firstRange(of: "Lines by status")).upperBound...]
+            let end = try #require(part.firstRange(of: "</table>"))
+            // The page groups digits (4,200 JPY); summary.csv does not.
+            let shownRows = part[..<end.lowerBound].matches(of: statusRow).map {
+                "\($0.output[1].substring!) \($0.output[2].substring!) \($0.output[3].substring!)"
+                    .replacingOccurrences(of: ",", with: "")
+            }
+            #expect(shownRows == rows, "\(code)")
+        }
         // Lines by status and the run's facts.
         #expect(dom.contains(#"data-status="all" data-count="36""#))
         #expect(dom.contains(#"data-status="rejected" data-count="16""#))
