@@ -211,6 +211,14 @@ struct StatusCommand {
                         text: "\(held.state.rawValue) by \(ended)"))
             }
         }
+        if let netted = history.netted {
+            events.append(
+                Event(
+                    at: netted.at, rank: 2,
+                    pairs: [("event", .string("netted")), ("run", .string(netted.run))],
+                    text: "netted by \(netted.run): it cancelled out with other lines of its order, nothing was sent"
+                ))
+        }
         if let instruction = history.instruction {
             var text =
                 "instruction \(instruction.id): \(instruction.dispatch.kind) to \(instruction.dispatch.payee), "
@@ -264,6 +272,7 @@ struct StatusCommand {
         if let line = history.line, let instruction = history.instruction {
             return (line.amountMinor, instruction.dispatch.currency)
         }
+        if let line = history.line, let netted = history.netted { return (line.amountMinor, netted.currency) }
         return history.held.map { ($0.amountMinor, $0.currency) }
     }
 

@@ -66,6 +66,13 @@ public struct LedgerStatusLines: Sendable, Equatable {
 }
 
 /// Everything the ledger knows about one line, for `settle status --line`.
+/// A line that netted to zero: the run whose apply recorded it, when, and its currency.
+public struct LedgerNetting: Sendable, Equatable {
+    public var run: String
+    public var at: Date
+    public var currency: String
+}
+
 public struct LedgerLineHistory: Sendable, Equatable {
     /// The line's row in `lines` (nil if it was never sent).
     public var line: LedgerLine?
@@ -79,11 +86,15 @@ public struct LedgerLineHistory: Sendable, Equatable {
     public var heldEndedAt: Date?
     /// The runs the line was part of (the instruction's, and those that held it or ended it).
     public var runs: [LedgerRun]
+    /// When the line netted to zero with others of its run (nothing sent): the run that
+    /// recorded it, when, and its currency. Nil for a line that did not net.
+    public var netted: LedgerNetting? = nil
 
     /// Where the line stands now: `settled`, `in_flight`, `unknown`, `failed`, `not_sent`
     /// (released: its request never left, it goes again), or the state it is held in
     /// (`waiting`, `following`, `returned`, `cancelled`, `released`).
     public var status: String {
+        if netted != nil { return "netted" }
         if let line, line.status != .failed { return line.status.rawValue }
         if let held, [.waiting, .returned, .cancelled].contains(held.state) { return held.state.rawValue }
         if line != nil { return instruction?.errorCode == LedgerOutcome.notSentCode ? "not_sent" : "failed" }
@@ -216,10 +227,21 @@ extension LedgerStore {
                 if let ended = held.endedRun { runIDs.append(ended) }
             }
         }
+        // A line read from netted_lines has no instruction (``line(_:)``).
+        var netted: LedgerNetting?
+        if version >= 4, let found, found.instructionID.isEmpty {
+            try db.query("SELECT run_id, recorded_at, currency FROM netted_lines WHERE line_id = ?", [.text(id)]) {
+                row in
+                netted = LedgerNetting(
+                    run: row.text(0) ?? "", at: Date(ledgerMilliseconds: row.integer(1)), currency: row.text(2) ?? "")
+            }
+            if let netted { runIDs.append(netted.run) }
+        }
         guard found != nil || held != nil else { return nil }
         let runs = try runIDs.isEmpty ? [] : self.runs().filter { runIDs.contains($0.id) }
         return LedgerLineHistory(
-            line: found, instruction: instruction, calls: calls, held: held, heldEndedAt: heldEndedAt, runs: runs)
+            line: found, instruction: instruction, calls: calls, held: held, heldEndedAt: heldEndedAt, runs: runs,
+            netted: netted)
     }
 
     /// The runs, or none for a ledger from before runs were recorded (schema version 1).

@@ -95,6 +95,16 @@ import Testing
         #expect(day3["N1"]?[8] == "rejected" && day3["N1"]?[11] == "line_conflict", "\(day3)")
         #expect(day3["N2"]?[8] == "already_settled", "\(day3)")
         #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }.isEmpty)
+        // `status --line` says netted, by day 1's run, not settled with no instruction.
+        let manifest = SettleProcess.read(setup.folder.appendingPathComponent("day1/manifest.json"))
+        let run = try #require(manifest.firstMatch(of: try Regex(#""run_id": *"(run_[^"]+)""#))?.output[1].substring)
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger, "--line", "N1", "--json"])
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.stdout.contains(#""status":"netted""#), "\(status.stdout)")
+        #expect(status.stdout.contains(#""amount_minor":1800,"amount":"18.00","currency":"usd""#), "\(status.stdout)")
+        #expect(status.stdout.contains(#""event":"netted","run":"\#(run)""#), "\(status.stdout)")
+        let text = try SettleProcess.run(["status", "--ledger", setup.ledger, "--line", "N2"])
+        #expect(text.stdout.contains(": netted\n") && text.stdout.contains("netted by \(run)"), "\(text.stdout)")
     }
 
     /// A line that waits in the ledger stays held when a later export carries its line_id
