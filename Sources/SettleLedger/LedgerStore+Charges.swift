@@ -114,7 +114,30 @@ extension LedgerStore {
         }
     }
 
-    /// What runs other than `run` paid out for the orders of a charge, in minor units.
+    /// Each payout object's share of each charge, as a run's apply settled it (`rows`:
+    /// instruction, charge, currency, amount). The Stripe id is the instruction's now, so a
+    /// payout paid again after it came back is a row of its own; an apply of the same run
+    /// again replaces the amounts.
+    public func recordPayoutCharges(
+        _ rows: [(instruction: String, charge: String, currency: String, amount: Int64)], run: String
+    ) throws(LedgerError) {
+        guard version >= 5, !rows.isEmpty else { return }
+        try db.transaction { () throws(LedgerError) in
+            for row in rows {
+                _ = try db.run(
+                    """
+                    INSERT INTO payout_charges(instruction_id, stripe_id, run_id, charge, currency, amount_minor)
+                    SELECT id, stripe_id, ?2, ?3, ?4, ?5 FROM instructions
+                    WHERE id = ?1 AND kind = 'payout' AND stripe_id IS NOT NULL
+                    ON CONFLICT(stripe_id, charge, currency) DO UPDATE SET amount_minor = excluded.amount_minor
+                    """,
+                    [.text(row.instruction), .text(run), .text(row.charge), .text(row.currency), .integer(row.amount)])
+            }
+        }
+    }
+
+    /// What runs other than `run` paid out for the orders of a charge and kept, in minor
+    /// units: their payouts, less those that came back.
     public func paidOutBefore(charge: String, currency: String, excluding run: String) throws(LedgerError) -> Int64 {
         guard version >= 4 else { return 0 }
         var total: Int64 = 0
@@ -124,13 +147,22 @@ extension LedgerStore {
             WHERE charge = ? AND currency = ? AND run_id <> ?
             """, [.text(charge), .text(currency), .text(run)]
         ) { row in total = row.integer(0) }
+        guard version >= 5 else { return total }
+        try db.query(
+            """
+            SELECT COALESCE(SUM(amount_minor), 0) FROM payout_charges
+            WHERE charge = ? AND currency = ? AND run_id <> ? AND came_back = 1
+            """, [.text(charge), .text(currency), .text(run)]
+        ) { row in total -= row.integer(0) }
         return total
     }
 
     /// ``paidOutBefore(charge:currency:excluding:)`` of the charges of `keys` (a JSON array of
-    /// `[charge, currency]` pairs), by any run (a plan's run is new): `found(position, amount)`.
+    /// `[charge, currency]` pairs), by any run (a plan's run is new): `found(position, amount)`,
+    /// once for each charge with payouts.
     public func paidOutBefore(keys: UnsafeRawBufferPointer, found: (Int, Int64) -> Void) throws(LedgerError) {
         guard version >= 4 else { return }
+        var kept: [Int: Int64] = [:]
         try db.query(
             """
             SELECT k.key, SUM(p.paid_out_minor)
@@ -138,6 +170,17 @@ extension LedgerStore {
               ON p.charge = k.value ->> 0 AND p.currency = k.value ->> 1
             GROUP BY k.key
             """, json: keys
-        ) { row in found(Int(row.integer(0)), row.integer(1)) }
+        ) { row in kept[Int(row.integer(0)), default: 0] += row.integer(1) }
+        if version >= 5 {
+            try db.query(
+                """
+                SELECT k.key, SUM(p.amount_minor)
+                FROM json_each(?1) AS k CROSS JOIN payout_charges AS p
+                  ON p.charge = k.value ->> 0 AND p.currency = k.value ->> 1 AND p.came_back = 1
+                GROUP BY k.key
+                """, json: keys
+            ) { row in kept[Int(row.integer(0)), default: 0] -= row.integer(1) }
+        }
+        for (position, amount) in kept.sorted(by: { $0.key < $1.key }) { found(position, amount) }
     }
 }

@@ -219,6 +219,14 @@ extension LedgerStore {
         try db.transaction { () throws(LedgerError) in
             try db.run("UPDATE instructions SET payout_status = ? WHERE id = ?", [.text(status), .text(id)])
             guard ["failed", "returned", "canceled"].contains(status) else { return }
+            // Its money is back: later runs' retained so far no longer counts it as paid out.
+            if version >= 5 {
+                try db.run(
+                    """
+                    UPDATE payout_charges SET came_back = 1
+                    WHERE instruction_id = ?1 AND stripe_id = (SELECT stripe_id FROM instructions WHERE id = ?1)
+                    """, [.text(id)])
+            }
             let code = reason ?? "payout_\(status)"
             let message = "the payout was \(status) at Stripe after it was accepted (\(code))"
             try db.run(

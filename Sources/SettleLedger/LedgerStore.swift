@@ -9,7 +9,7 @@ import Glibc
 /// a crash or power loss. Use one store from one thread.
 public final class LedgerStore {
     /// The schema this build reads and writes (older ledgers are migrated on open).
-    public static let schemaVersion = 4
+    public static let schemaVersion = 5
 
     /// The ledger file.
     public let path: String
@@ -292,6 +292,7 @@ public final class LedgerStore {
         if version < 2 { try db.execute(Self.schemaVersion2) }
         if version < 3 { try db.execute(Self.schemaVersion3) }
         if version < 4 { try db.execute(Self.schemaVersion4) }
+        if version < 5 { try db.execute(Self.schemaVersion5) }
         try db.run(
             """
             INSERT INTO settle_meta(key, value) VALUES ('schema_version', ?)
@@ -339,6 +340,24 @@ public final class LedgerStore {
             paid_out_minor INTEGER NOT NULL,
             PRIMARY KEY (charge, currency, run_id)
         );
+        """
+
+    /// Version 5: each payout's share of each charge, by its Stripe object, and whether that
+    /// payout came back (failed, returned or canceled after it was accepted). A payout that
+    /// came back no longer counts in a later run's retained so far; a payout paid again is
+    /// another object, counted once.
+    static let schemaVersion5 = """
+        CREATE TABLE IF NOT EXISTS payout_charges (
+            instruction_id TEXT NOT NULL,
+            stripe_id      TEXT NOT NULL,
+            run_id         TEXT NOT NULL,
+            charge         TEXT NOT NULL,
+            currency       TEXT NOT NULL,
+            amount_minor   INTEGER NOT NULL,
+            came_back      INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (stripe_id, charge, currency)
+        );
+        CREATE INDEX IF NOT EXISTS payout_charges_came_back ON payout_charges(charge, currency) WHERE came_back = 1;
         """
 
     /// The `held_lines` table, its states those of ``HeldLine/State`` (a ledger made new has

@@ -79,11 +79,17 @@ extension PlanFolder {
             }
             var charges = self.charges
             let objects = self.objects
+            // Each payout's share of each charge, by its Stripe object (a later run learns of
+            // one that came back).
+            var payoutShares: [(instruction: String, charge: String, currency: String, amount: Int64)] = []
             try chargeLines.forEach { (entry) throws(LedgerError) in
                 guard let slot = Int(entry.second) else { return }
                 let inTransfer = entry.first.isEmpty ? false : (try objects.get(entry.first)?.numbers[0] ?? 0) > 0
                 for (kind, amount) in zip([LineKind.transfer, .reversal, .payout], entry.numbers) where amount > 0 {
                     charges[slot].add(kind: kind, amount: amount, inTransfer: inTransfer)
+                }
+                if entry.numbers[2] > 0, !entry.first.isEmpty {
+                    payoutShares.append((entry.first, charges[slot].charge, charges[slot].currency, entry.numbers[2]))
                 }
             }
             objects.close()
@@ -112,6 +118,7 @@ extension PlanFolder {
                 try ledger.recordCharges(counted)
                 // This run's payouts per charge, for the retained so far of later runs.
                 try ledger.recordChargePayouts(paidOut, run: runID)
+                try ledger.recordPayoutCharges(payoutShares, run: runID)
             } catch {
                 if failure == nil { failure = error }
             }

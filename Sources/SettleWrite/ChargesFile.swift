@@ -275,6 +275,15 @@ public enum ChargesFile {
                 slotOfOrder[Int(line.orderID.raw)] = slot
             }
         }
+        // An order whose lines name no charge takes the one of the ledger's transfer that its
+        // reversal lines take from (a refund, and a payout paid again, days after it moved).
+        for index in plan.ledgerChargeOfLine.keys.sorted() {
+            let line = batch.lines[Int(index)]
+            let slot = slotOfSymbol[Int(plan.ledgerChargeOfLine[index]!.raw)]
+            if slot >= 0, !line.orderID.isNone, slotOfOrder[Int(line.orderID.raw)] < 0 {
+                slotOfOrder[Int(line.orderID.raw)] = slot
+            }
+        }
         var chargeOfLine = HugePages.array(repeating: Int32(-1), count: batch.lines.count)
         for index in batch.lines.indices {
             let line = batch.lines[index]

@@ -156,6 +156,41 @@ import Testing
         }
     }
 
+    /// A payout that came back is no longer paid out of its charge: day 3 pays it again and
+    /// retains what is left after that payout once. Before, the payout that came back stayed
+    /// in retained so far, so day 3 counted it twice (10.00 retained instead of 25.00).
+    @Test func aPayoutThatCameBackLeavesRetainedSoFar() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let order =
+            Self.header + "P1,1040,transfer,60.00,usd,ORDER1040,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            + "P2,1040,payout,15.00,usd,ORDER1040,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+        let (first, day1) = try day(setup, "day1", order, asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let payout = try #require(day1["P2"]?[10])
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(payout)/status",
+            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["P2"]?[8] == "failed" && day2["P2"]?[11] == "payout_method_closed", "\(day2)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+        let fixed = setup.folder.appendingPathComponent("fixed.csv")
+        try errors.replacingOccurrences(of: "pm_ap_1", with: "pm_ap_2").write(
+            to: fixed, atomically: true, encoding: .utf8)
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03", extra: [fixed])
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(day3["P2"]?[8] == "settled", "\(day3)")
+        // charge, paid_out, retained
+        func row(_ name: String) -> [[String]] {
+            SettleProcess.read(setup.folder.appendingPathComponent("\(name)/charges.csv"))
+                .split(separator: "\n").dropFirst().map { $0.split(separator: ",").map(String.init) }
+                .map { [$0[1], $0[9], $0[10]] }
+        }
+        #expect(row("day1") == [["ch_card1", "15.00", "25.00"]])
+        #expect(row("day3") == [["ch_card1", "15.00", "25.00"]], "\(row("day3"))")
+    }
+
     /// A refund a day after its order moved touches the charge of the ledger's transfer:
     /// charges.csv has its row, with the reversal and what is retained. Before,
     /// a run of reversals only had no charges.csv row at all (audit r5).
@@ -279,9 +314,12 @@ import Testing
         #expect(moved("transferred") == total("transfer"))
         #expect(moved("paid_out") == total("outbound_payment"))
         #expect(moved("reversed") == total("reversal"))
-        // Retained so far: earlier days' payouts for the charge's orders count too.
+        // Retained so far: earlier days' payouts for the charge's orders count too, except
+        // the one that came back (day 1's D2, learned on day 2).
         var paidOutEarlier: [String: Int] = [:]
+        let cameBack = ["day2": ["ch_card1": 1500]]
         for day in ["day1", "day2", "day3"] {
+            for (charge, amount) in cameBack[day] ?? [:] { paidOutEarlier[charge, default: 0] -= amount }
             var paidToday: [String: Int] = [:]
             for row in csv("\(day)/charges.csv") {
                 func amount(_ column: String) -> Int {
@@ -305,6 +343,11 @@ import Testing
         #expect(card1?["transferred"] == "60.00")
         #expect(card1?["paid_out"] == "15.00")
         #expect(card1?["retained"] == "25.00")
+        // Day 3: the order's payout paid again is its charge's (the ledger's transfer names it),
+        // once: 100.00 − 60.00 transferred + 20.00 reversed − 15.00 paid out.
+        let card1Day3 = csv("day3/charges.csv").first { $0["charge"] == "ch_card1" }
+        #expect(
+            card1Day3?["paid_out"] == "15.00" && card1Day3?["retained"] == "45.00", "\(String(describing: card1Day3))")
         // Nothing waits any more.
         let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
         #expect(status.status == 0, "\(status.stdout)")

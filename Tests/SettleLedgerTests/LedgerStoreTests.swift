@@ -78,7 +78,7 @@ struct LedgerStoreTests {
         store.close()
         let output = try sqlite(
             folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'; PRAGMA journal_mode;")
-        #expect(output == "4\nwal\n")
+        #expect(output == "5\nwal\n")
     }
 
     /// A version 2 ledger (whose held lines could not be `unresolved`) is migrated on open:
@@ -113,12 +113,13 @@ struct LedgerStoreTests {
         try migrated.hold([unresolved])
         #expect(try migrated.heldLines([.unresolved]).map(\.lineID) == ["U1"])
         migrated.close()
-        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "4\n")
+        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "5\n")
         #expect(
             try sqlite(folder.ledgerPath, "SELECT name FROM sqlite_master WHERE name = 'instructions_by_stripe_id'")
                 == "instructions_by_stripe_id\n")
-        // Version 4: the netted lines' table, empty.
+        // Version 4: the netted lines' table, empty; version 5: the payouts' shares of charges.
         #expect(try sqlite(folder.ledgerPath, "SELECT COUNT(*) FROM netted_lines") == "0\n")
+        #expect(try sqlite(folder.ledgerPath, "SELECT COUNT(*) FROM payout_charges") == "0\n")
     }
 
     @Test func inFlightIsCommittedAndVisibleToAnotherConnectionBeforeAnyOutcome() throws {
