@@ -37,6 +37,9 @@ public final class SHA256: @unchecked Sendable {
         }
     }
 
+    /// Writes the 32 bytes of the digest at `out`, without allocating; ends this hashing.
+    public func finish(into out: UnsafeMutablePointer<UInt8>) { SHA256_Final(out, context) }
+
     /// The digest so far as 64 lowercase hex digits; hashing may go on afterwards.
     public func hexDigest() -> String {
         var copy = context.pointee

@@ -150,7 +150,7 @@ public enum InstructionID {
     /// for a reversal), currency, amount and the sorted line ids, one per line.
     static func make(
         _ instruction: PlanRow, lines: ArraySlice<Int32>, batch: Batch, hasher: SHA256,
-        scratch: inout [UInt8]
+        scratch: inout [UInt8], ids: inout [Symbol]
     ) -> (UInt64, UInt32) {
         scratch.removeAll(keepingCapacity: true)
         let newline: UInt8 = 0x0A
@@ -170,7 +170,8 @@ public enum InstructionID {
         scratch.append(newline)
         MinorUnits.appendDecimal(instruction.amount, to: &scratch)
         scratch.append(newline)
-        var ids = lines.map { batch.lines[Int($0)].lineID }
+        ids.removeAll(keepingCapacity: true)
+        for line in lines { ids.append(batch.lines[Int(line)].lineID) }
         if ids.count > 1 {
             ids.sort { left, right in
                 batch.symbols.withBytes(left) { a in
@@ -184,12 +185,14 @@ public enum InstructionID {
         }
         hasher.reset()
         scratch.withUnsafeBytes { hasher.update($0) }
-        let digest = hasher.digest()
-        var high: UInt64 = 0
-        for index in 0..<8 { high = high << 8 | UInt64(digest[index]) }
-        var low: UInt32 = 0
-        for index in 8..<12 { low = low << 8 | UInt32(digest[index]) }
-        return (high, low)
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { digest in
+            hasher.finish(into: digest.baseAddress!)
+            var high: UInt64 = 0
+            for index in 0..<8 { high = high << 8 | UInt64(digest[index]) }
+            var low: UInt32 = 0
+            for index in 8..<12 { low = low << 8 | UInt32(digest[index]) }
+            return (high, low)
+        }
     }
 }
 

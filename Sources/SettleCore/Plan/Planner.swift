@@ -1,3 +1,4 @@
+import Dispatch
 import SettleDigest
 
 /// Applies the group rules of docs/RULES.md and forms the instructions.
@@ -167,8 +168,6 @@ public struct Planner {
         plan.instructionLines.reserveCapacity(plannable)
         HugePages.advise(&plan.instructions)
         HugePages.advise(&plan.instructionLines)
-        let hasher = SHA256()
-        var keyBytes: [UInt8] = []
         for group in 0..<(starts.count - 1) {
             let members = order[Int(starts[group])..<Int(starts[group + 1])]
             applyGroupRules(batch, group: members, charges: charges)
@@ -177,7 +176,7 @@ public struct Planner {
                 reversals: &reversals, payoutLines: &payoutLines)
             for instruction in transfers.instructions {
                 let lines = transfers.lines[instruction.linesStart..<instruction.linesStart + instruction.linesCount]
-                append(instruction, lines, to: plan, hasher: hasher, scratch: &keyBytes)
+                append(instruction, lines, to: plan)
             }
             transfers.instructions.removeAll(keepingCapacity: true)
             transfers.lines.removeAll(keepingCapacity: true)
@@ -194,11 +193,34 @@ public struct Planner {
             if kind == 0 { swap(&formed, &reversals) } else { swap(&formed, &payouts) }
             for instruction in formed.instructions {
                 let lines = formed.lines[instruction.linesStart..<instruction.linesStart + instruction.linesCount]
-                append(instruction, lines, to: plan, hasher: hasher, scratch: &keyBytes)
+                append(instruction, lines, to: plan)
             }
         }
+        if identifies { Planner.identify(plan) }
         if let history, identifies { applyAttempts(plan, history: history) }
         return plan
+    }
+
+    /// Each instruction's id (``InstructionID``), on both cores: an id depends on its own
+    /// instruction and lines only, and nothing changes the batch or the plan meanwhile.
+    static func identify(_ plan: SettlementPlan) {
+        let batch = plan.batch
+        let count = plan.instructions.count
+        let parts = count < 4096 ? 1 : 2
+        plan.instructions.withUnsafeMutableBufferPointer { rows in
+            nonisolated(unsafe) let rows = rows
+            DispatchQueue.concurrentPerform(iterations: parts) { part in
+                let hasher = SHA256()
+                var scratch: [UInt8] = []
+                var ids: [Symbol] = []
+                for slot in (count * part / parts)..<(count * (part + 1) / parts) {
+                    let row = rows[slot]
+                    let lines = plan.instructionLines[row.linesStart..<row.linesStart + row.linesCount]
+                    (rows[slot].digestHigh, rows[slot].digestLow) = InstructionID.make(
+                        row, lines: lines, batch: batch, hasher: hasher, scratch: &scratch, ids: &ids)
+                }
+            }
+        }
     }
 
     // MARK: - Ledger
@@ -774,18 +796,12 @@ public struct Planner {
         return formed
     }
 
-    private func append(
-        _ instruction: PlanRow, _ lines: ArraySlice<Int32>, to plan: SettlementPlan,
-        hasher: SHA256, scratch: inout [UInt8]
-    ) {
+    /// Appends a formed instruction to the plan (its id comes later, ``identify(_:)``).
+    private func append(_ instruction: PlanRow, _ lines: ArraySlice<Int32>, to plan: SettlementPlan) {
         let batch = plan.batch
         // A group rejected after this instruction was formed (a later reversal) drops it.
         if lines.contains(where: { batch.lines[Int($0)].status != .planned }) { return }
         var instruction = instruction
-        if identifies {
-            (instruction.digestHigh, instruction.digestLow) = InstructionID.make(
-                instruction, lines: lines, batch: batch, hasher: hasher, scratch: &scratch)
-        }
         instruction.attempt = 1
         instruction.linesStart = plan.instructionLines.count
         instruction.linesCount = lines.count
