@@ -72,7 +72,7 @@ struct StatusCommand {
     {
         var text = "settle status: ledger \(path)\n"
         text += "  lines settled: \(summary.linesSettled)\n"
-        text += "  lines unknown (sent, outcome not known yet): \(summary.linesPending)\n"
+        text += "  lines unknown (may have reached Stripe, outcome not known yet): \(summary.linesPending)\n"
         text += "  lines failed: \(lines.failed.count)\n"
         text += "  lines waiting (deferred): \(lines.waiting.count)\n"
         for status in [LedgerStatus.settled, .inFlight, .unknown, .failed] {
@@ -92,7 +92,7 @@ struct StatusCommand {
             text += "  \(run.id): " + parts.joined(separator: ", ") + "\n"
         }
         for (title, list) in [
-            ("unknown (sent, outcome not known yet)", lines.unknown), ("failed", lines.failed),
+            ("unknown (may have reached Stripe, outcome not known yet)", lines.unknown), ("failed", lines.failed),
             ("waiting (deferred)", lines.waiting),
         ] {
             text += "\(title): \(list.count)\n"

@@ -123,7 +123,7 @@ extension LedgerStore {
                     currency: row.text(4) ?? "", reasonCode: row.text(5),
                     reason: row.text(6)
                         ?? (state == .inFlight
-                            ? "sent, no answer recorded (the next run resolves it)"
+                            ? "may have reached Stripe, no answer recorded (the next run asks Stripe and resolves it)"
                             : "sent, outcome not known yet"),
                     since: Date(ledgerMilliseconds: row.integer(7)), instructionID: row.text(8)))
         }

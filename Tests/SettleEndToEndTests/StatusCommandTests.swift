@@ -82,7 +82,7 @@ import Testing
             outcome.stdout == """
                 settle status: ledger \(path)
                   lines settled: 2
-                  lines unknown (sent, outcome not known yet): 0
+                  lines unknown (may have reached Stripe, outcome not known yet): 0
                   lines failed: 1
                   lines waiting (deferred): 2
                   instructions settled: 2
@@ -91,7 +91,7 @@ import Testing
                   instructions failed: 2
                 runs: 1
                   run_1: run, as of 2025-11-29, started 2025-11-29T07:06:40Z, ended 2025-11-29T07:07:30Z, exit 65, settled 2, failed 1, deferred 2
-                unknown (sent, outcome not known yet): 0
+                unknown (may have reached Stripe, outcome not known yet): 0
                 failed: 1
                   bad-1 44.00 usd (4400 minor units) to acct_bad, since 2025-11-29T07:06:45Z, instruction T_BAD: account_invalid: the destination account is closed
                 waiting (deferred): 2

@@ -97,7 +97,9 @@ struct StatusReadTests {
             lines.unknown[0]
                 == LedgerStatusLine(
                     lineID: "fly-1", state: .inFlight, payee: "acct_f", amountMinor: 990, currency: "usd",
-                    reasonCode: nil, reason: "sent, no answer recorded (the next run resolves it)", since: at(2),
+                    reasonCode: nil,
+                    reason: "may have reached Stripe, no answer recorded (the next run asks Stripe and resolves it)",
+                    since: at(2),
                     instructionID: "T_FLY"))
         #expect(
             lines.unknown[1]
