@@ -117,11 +117,7 @@ struct Pipeline {
                 throw CommandFailure(.outputUnwritable, "cannot write \(spool.writer.path): \(problem)")
             }
             // Keep file indices aligned with inputs: a file rejected before its header still gets a slot.
-            while checker.batch.files.count <= position {
-                var placeholder = Batch.InputFile(name: name, layout: FileLayout())
-                placeholder.discarded = true
-                checker.batch.files.append(placeholder)
-            }
+            while checker.batch.files.count <= position { checker.skipFile(name: name) }
             report.bytes = source.bytesRead
             report.sha256 = source.sha256()
             report.spoolSHA256 = spool.writer.sha256() ?? report.sha256

@@ -1,4 +1,5 @@
 import Foundation
+import SettleTestSupport
 import Testing
 
 /// `settle plan` and `settle validate` end to end: the real binary on real files.
@@ -109,6 +110,68 @@ import Testing
         let manifest = SettleProcess.read(out.appendingPathComponent("manifest.json"))
         #expect(manifest.contains("\"reason_code\": \"gzip_truncated\""))
         #expect(manifest.contains("\"exit_status\": 65"))
+    }
+
+    /// Files rejected before their header and files rejected mid-read, in any order among good
+    /// ones (seeded): every good line is planned, no rejected file gives a row, exit 65.
+    /// Before, a file rejected at open followed by one rejected after its first line crashed
+    /// the run (its slot was added beside the checker's file table; audit 5, finding 1).
+    @Test func filesRejectedWholeInAnyOrder() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let header = "line_id,order_id,amount,currency,destination\n"
+        let xmlHead = #"<?xml version="1.0"?>"#
+        let bad: [(String, String, String)] = [
+            ("empty.csv", "", "empty_file"),
+            ("noheader.csv", "line_id,order_id,amount\nE1,1,1.00\n", "header_missing_column"),
+            ("unclosed.csv", header + "U1,1,1.00,usd,acct_a\nU2,2,\"1.00,usd,acct_a\n", "csv_unclosed_quote"),
+            (
+                "doctype.xml",
+                xmlHead + "<!DOCTYPE orderExport><orderExport xmlns=\"urn:settle:order-export:1\"></orderExport>\n",
+                "xml_doctype_forbidden"
+            ),
+            (
+                "cut.xml",
+                xmlHead
+                    + #"<orderExport xmlns="urn:settle:order-export:1"><order id="9"><line id="X1" destination="acct_a" amount="1.00" currency="usd"/></order>"#,
+                "xml_malformed"
+            ),
+        ]
+        for (name, text, _) in bad {
+            try text.write(to: folder.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        let truncated = SettleProcess.root.appendingPathComponent("Tests/SettleReadTests/Fixtures/csv/truncated.csv.gz")
+        let pool = bad.map { (folder.appendingPathComponent($0.0).path, $0.2) } + [(truncated.path, "gzip_truncated")]
+        var random = SplitMix64(seed: 0x5EED_0005)
+        for round in 0..<14 {
+            var inputs: [String] = []
+            var expectedIDs: [String] = []
+            var codes: [String] = []
+            for position in 0..<(2 + random.below(4)) {
+                if random.chance(35) {
+                    let good = folder.appendingPathComponent("good-\(round)-\(position).csv")
+                    let id = "G\(round)-\(position)"
+                    try (header + "\(id),\(round)\(position),1.00,usd,acct_a\n").write(
+                        to: good, atomically: true, encoding: .utf8)
+                    inputs.append(good.path)
+                    expectedIDs.append(id)
+                } else {
+                    let (path, code) = pool[random.below(pool.count)]
+                    inputs.append(path)
+                    codes.append(code)
+                }
+            }
+            let out = folder.appendingPathComponent("out-\(round)")
+            let outcome = try SettleProcess.run(["plan"] + inputs + ["--out", out.path, "--as-of", "2026-11-29", "-q"])
+            #expect(outcome.status == (codes.isEmpty ? 0 : 65), "\(inputs) \(outcome.stderr)")
+            #expect(SettleProcess.results(out).map { $0[0] } == expectedIDs, "\(inputs)")
+            #expect(SettleProcess.results(out).allSatisfy { $0[8] == "planned" }, "\(inputs)")
+            let manifest = SettleProcess.read(out.appendingPathComponent("manifest.json"))
+            for code in Set(codes) {
+                #expect(
+                    manifest.components(separatedBy: "\"reason_code\": \"\(code)\"").count - 1
+                        == codes.filter { $0 == code }.count, "\(code) in \(inputs)")
+            }
+        }
     }
 
     @Test func standardInputIsAnInput() throws {

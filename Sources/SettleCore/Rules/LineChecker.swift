@@ -59,6 +59,16 @@ public final class LineChecker: RecordSink {
         return storage.files.count - 1
     }
 
+    /// A slot for a file rejected before its header (empty, not a gzip, a header that does
+    /// not parse), so that file indices stay those of the inputs: it has no lines, and a later
+    /// file's lines start where they would have.
+    public func skipFile(name: String) {
+        var placeholder = Batch.InputFile(name: name, layout: FileLayout())
+        placeholder.discarded = true
+        storage.files.append(placeholder)
+        fileStarts.append(lineCount)
+    }
+
     public func endFile(_ file: Int, lines: Int) {
         settle()
         storage.files[file].lines = lines
