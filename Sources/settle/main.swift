@@ -9,5 +9,18 @@ if settle_forbid_core_dumps() != 0 {
     exit(70)
 }
 
+// A trap (a bug) exits 70, the internal-error status, not with a signal. SWIFT_BACKTRACE set
+// (a developer asking for Swift's crash backtrace) leaves the runtime's handler in place.
+if getenv("SWIFT_BACKTRACE") == nil, settle_exit_70_on_traps() != 0 {
+    let message = "settle: cannot install the crash handler: \(String(cString: strerror(errno)))\n"
+    _ = message.withCString { write(2, $0, strlen($0)) }
+    exit(70)
+}
+
+// The exit-70 test's trap (SETTLE_CRASH_AT, as the exactly-once tests' crash points).
+if let point = getenv("SETTLE_CRASH_AT"), String(cString: point) == "trap" {
+    preconditionFailure("SETTLE_CRASH_AT=trap")
+}
+
 // The executable is thin: everything lives in SettleCLI so tests can reach it.
 Settle.main()

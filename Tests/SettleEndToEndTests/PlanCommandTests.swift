@@ -312,3 +312,16 @@ import Testing
         }
     }
 }
+
+/// A bug that traps ends the process with 70 (internal error), not with a signal status cron
+/// cannot tell from a kill (audit 5: 132 after a crash).
+@Suite struct InternalErrorTests {
+    @Test func aTrapExitsSeventy() throws {
+        let out = SettleProcess.temporaryFolder()
+        let outcome = try SettleProcess.run(
+            ["plan", PlanCommandTests.sample, "--out", out.path, "--as-of", "2026-11-29", "-q"],
+            environment: ["SETTLE_CRASH_AT": "trap"])
+        #expect(outcome.status == 70, "\(outcome.stderr)")
+        #expect(outcome.stderr.contains("settle: internal error"), "\(outcome.stderr)")
+    }
+}
