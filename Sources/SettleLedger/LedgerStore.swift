@@ -122,9 +122,11 @@ public final class LedgerStore {
         let db = try SQLiteDatabase(path: path, readOnly: true)
         let store = LedgerStore(path: path, db: db, writable: false, lockDescriptor: -1)
         let found: Int
-        do {
+        do throws(LedgerError) {
             found = try store.storedSchemaVersion()
         } catch {
+            // A file SQLite finds corrupt is a damaged ledger (78), not someone else's file.
+            if case .damaged = error { throw error }
             throw .notALedger(path: path, message: "\(error)")
         }
         guard found > 0 else { throw .notALedger(path: path, message: "it has no settle schema") }

@@ -60,18 +60,18 @@ final class SQLiteDatabase {
         } while step == SQLITE_OK || step == SQLITE_BUSY || step == SQLITE_LOCKED
         let finished = sqlite3_backup_finish(backup)
         guard step == SQLITE_DONE, finished == SQLITE_OK else {
-            throw Self.error(finished == SQLITE_OK ? step : finished, String(cString: sqlite3_errmsg(target)))
+            throw error(finished == SQLITE_OK ? step : finished, String(cString: sqlite3_errmsg(target)))
         }
     }
 
     /// Runs SQL with no parameters and no rows (schema, pragmas, transaction control).
     func execute(_ sql: String) throws(LedgerError) {
-        var error: UnsafeMutablePointer<CChar>?
-        let rc = sqlite3_exec(handle, sql, nil, nil, &error)
+        var failure: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &failure)
         if rc != SQLITE_OK {
-            let message = error.map { String(cString: $0) } ?? "error \(rc)"
-            sqlite3_free(error)
-            throw Self.error(rc, message)
+            let message = failure.map { String(cString: $0) } ?? "error \(rc)"
+            sqlite3_free(failure)
+            throw error(rc, message)
         }
     }
 
@@ -82,7 +82,7 @@ final class SQLiteDatabase {
         defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
         try bind(values, to: statement)
         let rc = sqlite3_step(statement)
-        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw Self.error(rc, message) }
+        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw error(rc, message) }
         return Int(sqlite3_changes(handle))
     }
 
@@ -116,13 +116,13 @@ final class SQLiteDatabase {
     ) throws(LedgerError) {
         let statement = try prepared(literal: sql)
         defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
-        guard json.count < Int(Int32.max) else { throw Self.error(SQLITE_TOOBIG, "a batch of keys too large") }
+        guard json.count < Int(Int32.max) else { throw error(SQLITE_TOOBIG, "a batch of keys too large") }
         guard let text = json.baseAddress?.assumingMemoryBound(to: CChar.self) else {
-            throw Self.error(SQLITE_MISUSE, "an empty batch of keys")
+            throw error(SQLITE_MISUSE, "an empty batch of keys")
         }
         // No destructor (SQLITE_STATIC): the bytes outlive the statement's use of them.
         let rc = sqlite3_bind_text(statement, 1, text, Int32(json.count), nil)
-        guard rc == SQLITE_OK else { throw Self.error(rc, message) }
+        guard rc == SQLITE_OK else { throw error(rc, message) }
         try steps(statement, row: row)
     }
 
@@ -131,7 +131,7 @@ final class SQLiteDatabase {
         while true {
             let rc = sqlite3_step(statement)
             if rc == SQLITE_DONE { return }
-            guard rc == SQLITE_ROW else { throw Self.error(rc, message) }
+            guard rc == SQLITE_ROW else { throw error(rc, message) }
             try row(SQLiteRow(statement: statement))
         }
     }
@@ -146,14 +146,14 @@ final class SQLiteDatabase {
                     handle, text.baseAddress, Int32(text.count), UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
             }
         }
-        guard rc == SQLITE_OK, let statement else { throw Self.error(rc, message) }
+        guard rc == SQLITE_OK, let statement else { throw error(rc, message) }
         literalStatements[key] = statement
         return statement
     }
 
     private func bind(_ text: String, at index: Int32, to statement: OpaquePointer) throws(LedgerError) {
         let rc = sqlite3_bind_text(statement, index, text, -1, settle_sqlite_transient())
-        guard rc == SQLITE_OK else { throw Self.error(rc, message) }
+        guard rc == SQLITE_OK else { throw error(rc, message) }
     }
 
     /// Runs `body` in one `BEGIN IMMEDIATE … COMMIT` transaction; rolls back if it throws.
@@ -177,7 +177,7 @@ final class SQLiteDatabase {
         if let statement = statements[sql] { return statement }
         var statement: OpaquePointer?
         let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
-        guard rc == SQLITE_OK, let statement else { throw Self.error(rc, message) }
+        guard rc == SQLITE_OK, let statement else { throw error(rc, message) }
         statements[sql] = statement
         return statement
     }
@@ -195,13 +195,19 @@ final class SQLiteDatabase {
                     sqlite3_bind_blob(statement, index, raw.baseAddress, Int32(raw.count), settle_sqlite_transient())
                 }
             }
-            guard rc == SQLITE_OK else { throw Self.error(rc, message) }
+            guard rc == SQLITE_OK else { throw error(rc, message) }
         }
     }
 
-    static func error(_ code: Int32, _ message: String) -> LedgerError {
+    /// The ledger error of a SQLite result code: busy or locked is passing (75); a file
+    /// SQLite finds corrupt or not a database is damaged (78: restore or rebuild it, never
+    /// "run again later"); anything else is SQLite's own error.
+    func error(_ code: Int32, _ message: String) -> LedgerError {
         let primary = code & 0xFF
         if primary == SQLITE_BUSY || primary == SQLITE_LOCKED { return .busy(message) }
+        if primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB {
+            return .damaged(path: path, message: "SQLite error \(code): \(message)")
+        }
         return .sqlite(code: Int(code), message: message)
     }
 }

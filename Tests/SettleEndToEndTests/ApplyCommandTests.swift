@@ -365,3 +365,29 @@ import Testing
         try Self.expectPaidExactlyOnce(setup.sandbox, transfers: Self.transferTotal(6), payouts: 6 * 250)
     }
 }
+
+/// A ledger SQLite finds corrupt is damaged: every command refuses it with 78 (restore it or
+/// rebuild it), never 75 "run again later", which cron would retry forever (audit 5 #2).
+@Suite struct DamagedLedgerTests {
+    @Test func aCorruptLedgerIsRefusedWith78() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let day1 = try ApplyCommandTests.export(orders: 20, in: setup.folder)
+        #expect(try setup.run([day1], out: "day1").status == 0)
+        let day2 = try ApplyCommandTests.export(orders: 3, in: setup.folder)
+        let plan = try SettleProcess.run(setup.arguments("plan", [day2.path], out: "p2"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: setup.ledger)[.size] as? Int)
+        #expect(truncate(setup.ledger, off_t(size / 2)) == 0)
+        let before = try setup.sandbox.effects().count
+        let apply = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent("p2").path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(apply.status == 78, "\(apply.stderr)")
+        #expect(apply.stderr.contains("is damaged"), "\(apply.stderr)")
+        #expect(try setup.run([day2], out: "r2").status == 78)
+        #expect(try SettleProcess.run(setup.arguments("plan", [day2.path], out: "p3")).status == 78)
+        #expect(try setup.sandbox.effects().count == before)
+    }
+}
