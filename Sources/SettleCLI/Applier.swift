@@ -141,6 +141,8 @@ struct Applier {
         let netted = try onPlanFolder { () throws(SettleError) in try NettedLines.read(folder: plan.folder) }
         let progressMode = options.progressMode
         let report: ApplyReport
+        // From here the folder is this run's record, even if the process is killed.
+        try onPlanFolder { () throws(SettleError) in try OutputFolder.markApplying(folder, runID: plan.runID) }
         do {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
             engine.netted = netted

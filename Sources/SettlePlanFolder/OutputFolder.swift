@@ -63,14 +63,33 @@ public enum OutputFolder {
         guard access(path, W_OK) == 0 else { throw SettleError(.folderUnwritable, "cannot write in --out \(path)") }
     }
 
-    /// A folder whose plan was applied holds a run's record: planning into it again would
-    /// overwrite it (exit 73; re-applying the same plan is allowed).
+    /// The mark an apply leaves in the folder before its first request (`.settle/applying`,
+    /// the run id): a run killed mid-apply has no rewritten manifest yet, and its folder is
+    /// still that run's record.
+    public static let applyingMark = "applying"
+
+    /// Marks the folder as applied from now on (written and synced before anything is sent).
+    public static func markApplying(_ path: String, runID: String) throws(SettleError) {
+        let spool = (path as NSString).appendingPathComponent(spoolFolder)
+        do throws(WriteFailure) {
+            let file = try OutputFile(path: (spool as NSString).appendingPathComponent(applyingMark))
+            file.append(runID + "\n")
+            file.endRow()
+            _ = try file.commit()
+        } catch {
+            throw SettleError(.folderUnwritable, "cannot write \(error.path): \(error.message); nothing was sent")
+        }
+    }
+
+    /// A folder whose plan was applied, or began to be, holds a run's record: planning into
+    /// it again would overwrite it (exit 73; re-applying the same plan is allowed).
     private static func refuseApplied(_ path: String) throws(SettleError) {
         let manifest = (path as NSString).appendingPathComponent("manifest.json")
-        guard let data = FileManager.default.contents(atPath: manifest),
-            let json = try? JSON.parse(data), json["apply"] != nil
-        else { return }
-        let run = json["run_id"]?.stringValue.map { " (run \($0))" } ?? ""
+        let mark = ((path as NSString).appendingPathComponent(spoolFolder) as NSString).appendingPathComponent(
+            applyingMark)
+        let json = FileManager.default.contents(atPath: manifest).flatMap { try? JSON.parse($0) }
+        guard json?["apply"] != nil || FileManager.default.fileExists(atPath: mark) else { return }
+        let run = json?["run_id"]?.stringValue.map { " (run \($0))" } ?? ""
         throw SettleError(
             .folderRefused,
             "--out \(path) holds a run that was applied\(run): its files are that run's record. "

@@ -504,3 +504,33 @@ extension CrashPointTests {
         }
     }
 }
+
+extension CrashPointTests {
+    /// A run killed after it moved money left its folder as that run's record: the same
+    /// `run --out` again is refused (73) and nothing of the folder is replaced; `apply` of
+    /// the folder finishes it. Before, the second run planned over it, under a new run id
+    /// (audit 5 #6).
+    @Test func aFolderKilledMidApplyIsNeverPlannedInto() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 6, in: setup.folder)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day", extra: ["--concurrency", "1"]),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "answer_received:3"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        let folder = setup.folder.appendingPathComponent("day")
+        let manifest = SettleProcess.read(folder.appendingPathComponent("manifest.json"))
+        let again = try setup.run([input], out: "day")
+        #expect(again.status == 73, "\(again.stderr)")
+        #expect(again.stderr.contains("holds a run that was applied"), "\(again.stderr)")
+        #expect(SettleProcess.read(folder.appendingPathComponent("manifest.json")) == manifest)
+        let apply = try SettleProcess.run(
+            [
+                "apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+                "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(apply.status == 0, "\(apply.stderr)")
+        #expect(setup.results("day").allSatisfy { $0[8] == "settled" }, "\(setup.results("day"))")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(6), payouts: 6 * 250)
+    }
+}
