@@ -48,6 +48,36 @@ struct Options {
     /// Command-line only: they describe one invocation, not a configuration.
     static let commandLineOnly: Set<String> = ["config", "line", "json", "since"]
 
+    /// The options given on the command line (not from a config file), by name.
+    var given: Set<String> = []
+
+    /// Options a command has no use for: given, they are refused (64), never ignored.
+    static let refused: [String: Set<String>] = {
+        let planTime: Set<String> = ["as-of", "platform-country", "payouts", "format", "online", "out"]
+        let statusOnly: Set<String> = ["json", "line"]
+        let sending: Set<String> = [
+            "api-base", "api-key-file", "live", "stripe-version", "rate", "concurrency", "financial-account",
+        ]
+        return [
+            "plan": statusOnly.union(["since"]),
+            "validate": statusOnly.union(["since", "out"]),
+            "run": statusOnly.union(["since"]),
+            "apply": statusOnly.union(["since"]).union(planTime),
+            "status": planTime.union(sending).union(["since", "metrics-file"]),
+            "cancel": planTime.union(sending).union(statusOnly).union(["since"]),
+        ]
+    }()
+
+    /// Refuses an option the command does not take, and arguments `status` does not take.
+    func refuseUnusedOptions() throws(CommandFailure) {
+        if let refused = Options.refused[command], let name = given.sorted().first(where: refused.contains) {
+            throw CommandFailure(.usage, "settle \(command) takes no --\(name); see settle help \(command)")
+        }
+        if command == "status", let stray = inputs.first {
+            throw CommandFailure(.usage, "settle status takes no argument '\(stray)'; see settle help status")
+        }
+    }
+
     /// Parses arguments after the command word.
     static func parse(_ arguments: [String]) throws(CommandFailure) -> Options {
         var options = Options()
@@ -99,6 +129,7 @@ struct Options {
         for (name, value) in explicit where name != "config" {
             try options.set(name, value, source: "--\(name)", usage: .usage)
         }
+        options.given = flags.union(explicit.keys)
         if flags.contains("live") { options.live = true }
         if flags.contains("online") { options.online = true }
         if flags.contains("json") { options.json = true }

@@ -30,6 +30,7 @@ public enum Settle {
             let options = try Options.parse(arguments)
             parsed = options
             log = Log(format: options.logFormat, verbosity: options.verbosity)
+            try options.refuseUnusedOptions()
             switch options.command {
             case "plan": code = try Commands(options: options, log: log).plan()
             case "validate": code = try Commands(options: options, log: log).validate()

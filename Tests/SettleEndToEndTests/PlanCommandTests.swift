@@ -188,6 +188,20 @@ import Testing
         #expect(try SettleProcess.run(["plan", Self.sample, "--out", folder.path, "--bogus"]).status == 64)
         #expect(try SettleProcess.run(["plan", Self.sample]).status == 64)
         #expect(try SettleProcess.run(["frobnicate"]).status == 64)
+        // An option the command has no use for, or a stray argument to status, is refused
+        // (64), never ignored (audit 5 #9).
+        let ledger = folder.appendingPathComponent("none.sqlite").path
+        for arguments in [
+            ["status", "--ledger", ledger, "stray-argument"], ["status", "--ledger", ledger, "--out", "somewhere"],
+            ["apply", folder.path, "--as-of", "2031-01-01"], ["apply", folder.path, "--payouts", "per-line"],
+            ["plan", Self.sample, "--out", folder.appendingPathComponent("j").path, "--json"],
+            ["plan", Self.sample, "--out", folder.appendingPathComponent("l").path, "--line", "x"],
+        ] {
+            let refused = try SettleProcess.run(arguments)
+            #expect(refused.status == 64, "\(arguments): \(refused.stderr)")
+            #expect(refused.stderr.contains("takes no"), "\(arguments): \(refused.stderr)")
+        }
+        #expect(try SettleProcess.run(["status", "--ledger", ledger]).status == 0)
         #expect(
             try SettleProcess.run(["plan", "/nonexistent.csv", "--out", folder.appendingPathComponent("o").path]).status
                 == 66)
