@@ -108,6 +108,13 @@ final class SpoolRecords: OriginalRecords {
         }
     }
 
+    func bytes(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [UInt8] {
+        if let slot = cached[file]?[offset], slot.length == length {
+            return arena.withUnsafeBytes { [UInt8]($0[slot.start..<slot.start + Int(length)]) }
+        }
+        return try read(try reader(file), file: file, offset: offset, length: length)
+    }
+
     private func read(_ reader: SpoolReader, file: Int, offset: UInt64, length: UInt32) throws(WriteFailure)
         -> [UInt8]
     {

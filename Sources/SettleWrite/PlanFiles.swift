@@ -5,6 +5,8 @@ public protocol OriginalRecords {
     /// The fields of the record at `offset..<offset+length` in file `file`'s spool; throws
     /// when the spool cannot give the record whole (a row must never lose its input columns).
     func fields(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [[UInt8]]
+    /// The record's bytes as read (a malformed record's row keeps every one of them).
+    func bytes(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [UInt8]
 }
 
 /// The columns of `errors.csv` and `deferred.csv`: every input column of every file (known
@@ -38,8 +40,14 @@ public struct CorrectionLayout: Sendable {
     public func inputValues(of row: CorrectionRow, records: any OriginalRecords) throws(WriteFailure) -> [[UInt8]] {
         var values = [[UInt8]](repeating: [], count: names.count)
         guard row.spoolLength > 0 else { return values }
-        let fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
         let map = row.file < mapping.count ? mapping[row.file] : []
+        var fields: [[UInt8]]
+        if row.reasonCode == ReasonCode.malformedRecord.code {
+            fields = try CorrectionLayout.losslessFields(
+                records.bytes(file: row.file, offset: row.spoolOffset, length: row.spoolLength), columns: map.count)
+        } else {
+            fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
+        }
         let strip = row.file < guardedInputs.count ? guardedInputs[row.file] : nil
         for (position, value) in fields.enumerated() where position < map.count && map[position] >= 0 {
             if let strip, position < strip.count, strip[position] {
@@ -49,6 +57,20 @@ public struct CorrectionLayout: Sendable {
             }
         }
         return values
+    }
+
+    /// A malformed record's fields with nothing dropped: text after a closing quote stays in
+    /// its cell as read, and fields past the header's columns stay, as read, in the last
+    /// column's cell. Fed back unchanged it is rejected again, never read as other money.
+    static func losslessFields(_ record: [UInt8], columns: Int) -> [[UInt8]] {
+        let fields = record.withUnsafeBytes { CSVScanner.losslessFields(of: $0) }
+        guard columns > 0, fields.count > columns else { return fields.map(\.value) }
+        var end = record.count
+        if end > 0, record[end - 1] == 0x0A { end -= 1 }
+        if end > 0, record[end - 1] == 0x0D { end -= 1 }
+        var kept = fields.prefix(columns - 1).map(\.value)
+        kept.append([UInt8](record[fields[columns - 1].start..<end]))
+        return kept
     }
 
     public init(files: [Batch.InputFile]) {

@@ -174,6 +174,45 @@ import Testing
         }
     }
 
+    /// A malformed record's row in errors.csv keeps every byte it was read with (the text
+    /// after a stray quote, fields past the header), and fed back unchanged it is rejected
+    /// again. Before, `"1.00"5` came back as 1.00 and was planned (audit 5 #3). An export's
+    /// own `source` and `reason` columns are kept as extras, not taken for settle's (#10).
+    @Test func correctionsKeepWhatTheExportSaid() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("in.csv")
+        try """
+        line_id,order_id,amount,currency,destination,source,reason
+        S1,O1,"1.00"5,usd,acct_r1,shop,a
+        S2,O2,2.00,usd,acct_r1,shop,b,acct_r2
+        S3,O3,1.001,usd,acct_r1,app,xmas
+
+        """.write(to: input, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("out")
+        #expect(
+            try SettleProcess.run(["plan", input.path, "--out", out.path, "--as-of", "2026-11-29", "-q"]).status == 65)
+        let errors = SettleProcess.read(out.appendingPathComponent("errors.csv"))
+        #expect(
+            errors.split(separator: "\n").map(String.init) == [
+                "line_id,order_id,amount,currency,destination,source,reason,reason_code,reason,source",
+                #"S1,O1,""\#"1.00""5",usd,acct_r1,shop,a,malformed_record,text after a closing quote,"#
+                    + "\(input.path):2",
+                #"S2,O2,2.00,usd,acct_r1,shop,"b,acct_r2",malformed_record,"the record has 8 fields, the header 7","#
+                    + "\(input.path):3",
+                "S3,O3,1.001,usd,acct_r1,app,xmas,amount_invalid,amount '1.001' has more decimals than USD allows,"
+                    + "\(input.path):4",
+            ], "\(errors)")
+        let again = folder.appendingPathComponent("again")
+        let fed = try SettleProcess.run([
+            "plan", out.appendingPathComponent("errors.csv").path, "--out", again.path, "--as-of", "2026-11-29", "-q",
+        ])
+        #expect(fed.status == 65)
+        #expect(
+            SettleProcess.results(again).map { "\($0[0]) \($0[8]) \($0[11])" } == [
+                "S1 rejected amount_invalid", "S2 planned ", "S3 rejected amount_invalid",
+            ])
+    }
+
     @Test func standardInputIsAnInput() throws {
         let out = SettleProcess.temporaryFolder()
         let csv = "line_id,order_id,amount,currency,destination\n1,1,1.00,usd,acct_a\n"

@@ -91,6 +91,10 @@ struct FixedRecords: SpoolRecordSource {
     func fields(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [[UInt8]] {
         [Array("record \(file):\(offset)".utf8)]
     }
+
+    func bytes(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [UInt8] {
+        Array("record \(file):\(offset)\n".utf8)
+    }
 }
 
 extension SettleError {

@@ -108,8 +108,31 @@ import Testing
                 #expect(CSVScanner.fields(bare + [0x0D, 0x0A]) == fields)
                 #expect(CSVScanner.fields(bare + [0x0D]) == fields)
                 #expect(CSVScanner.fields(bare) == fields)
+                // A well-formed record splits the same when read without losing bytes.
+                for ending: [UInt8] in [[0x0A], [0x0D, 0x0A], [0x0D], []] {
+                    let lossless = (bare + ending).withUnsafeBytes { CSVScanner.losslessFields(of: $0) }
+                    #expect(lossless.map(\.value) == fields)
+                }
             }
         }
+    }
+
+    /// A malformed record keeps every byte: a stray quote's field as read, an unclosed
+    /// quote's rest of the record, each field's start (audit 5 #3).
+    @Test func aMalformedRecordLosesNoByte() {
+        func split(_ text: String) -> [String] {
+            Array(text.utf8).withUnsafeBytes { CSVScanner.losslessFields(of: $0) }.map {
+                String(decoding: $0.value, as: UTF8.self)
+            }
+        }
+        #expect(split("S1,\"1.00\"5,usd\n") == ["S1", "\"1.00\"5", "usd"])
+        #expect(split("a,\"x\"\"y\"z,b\r\n") == ["a", "\"x\"\"y\"z", "b"])
+        #expect(split("a,b\"c,d") == ["a", "b\"c", "d"])
+        #expect(split("a,\"open, to the end\n") == ["a", "\"open, to the end"])
+        #expect(split("a,\"q,\"\"x\"\"\",") == ["a", "q,\"x\"", ""])
+        #expect(split("") == [""])
+        let starts = Array("ab,\"c\"d,,e".utf8).withUnsafeBytes { CSVScanner.losslessFields(of: $0) }.map(\.start)
+        #expect(starts == [0, 3, 8, 9])
     }
 
     @Test func aWholeFileSplitsIntoTheSameRecordsAndFields() {

@@ -80,7 +80,10 @@ public final class FileLayout: @unchecked Sendable {
         }
         var seen = Set<Column>()
         var metadataSeen = Set<String>()
-        for name in header {
+        // settle's own trailing columns (a file it wrote, fed back) are its annotations; a
+        // `source` or `reason` column anywhere else is the export's own, kept as an extra.
+        let annotated = header.suffix(3).map(Column.normalize) == ["reason_code", "reason", "source"]
+        for (position, name) in header.enumerated() {
             let key = Column.normalize(name)
             let role: Role
             if let column = aliasToColumn[key] ?? Column(headerName: name) {
@@ -98,7 +101,7 @@ public final class FileLayout: @unchecked Sendable {
                         message: "column \(name) appears twice in the header")
                 }
                 role = .metadata(key: metadataKey)
-            } else if annotationColumns.contains(key) {
+            } else if annotated, position >= header.count - 3, annotationColumns.contains(key) {
                 role = .annotation
             } else {
                 role = .extra

@@ -327,6 +327,54 @@ extension CSVScanner {
         }
     }
 
+    /// The fields of a record that is malformed (text after a closing quote, a quote in an
+    /// unquoted field, an unclosed quote), without losing a byte: a well-formed quoted field
+    /// is unescaped as usual, any other field is its bytes as read, quotes included. With
+    /// each field, where its bytes start in the record. The record's line end is not a field.
+    public static func losslessFields(of record: UnsafeRawBufferPointer) -> [(value: [UInt8], start: Int)] {
+        var end = record.count
+        if end > 0, record[end - 1] == 0x0A { end -= 1 }
+        if end > 0, record[end - 1] == 0x0D { end -= 1 }
+        var fields: [(value: [UInt8], start: Int)] = []
+        var index = 0
+        while true {
+            let start = index
+            var value: [UInt8] = []
+            // Where a quoted field's closing quote ends, nil for an unquoted or unclosed one.
+            var closed: Int? = nil
+            if index < end, record[index] == 0x22 {
+                var probe = index + 1
+                while probe < end {
+                    if record[probe] == 0x22 {
+                        if probe + 1 < end, record[probe + 1] == 0x22 {
+                            value.append(0x22)
+                            probe += 2
+                            continue
+                        }
+                        closed = probe + 1
+                        break
+                    }
+                    value.append(record[probe])
+                    probe += 1
+                }
+                if closed == nil { index = end }  // never closed: the rest is this field
+            }
+            if let after = closed, after == end || record[after] == 0x2C {
+                index = after
+            } else {
+                // As read, up to the next comma: a field with a stray quote keeps it.
+                var stop = closed ?? index
+                while stop < end, record[stop] != 0x2C { stop += 1 }
+                value = [UInt8](record[start..<stop])
+                index = stop
+            }
+            fields.append((value, start))
+            guard index < end else { break }
+            index += 1  // the comma
+        }
+        return fields
+    }
+
     /// The fields of the record scanned last, copied out (cells as written).
     public func copiedFields() -> [[UInt8]] {
         (0..<fieldCount).map { [UInt8](field($0)) }
