@@ -71,6 +71,27 @@ extension LedgerStore {
         return net
     }
 
+    /// What runs other than `run` transferred on a charge and did not reverse, as an apply
+    /// reports it when it ends: the transfers another run settled meanwhile count (a plan
+    /// applied a day late), this run's own transfers and reversals do not.
+    public func transferredBefore(charge: String, currency: String, excluding run: String) throws(LedgerError)
+        -> Int64
+    {
+        var net: Int64 = 0
+        try db.query(
+            """
+            SELECT COALESCE(SUM(t.amount_minor), 0)
+                 - COALESCE(SUM((SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
+                                 WHERE r.kind = 'reversal' AND r.status = 'settled' AND r.run_id IS NOT ?3
+                                   AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals')), 0)
+            FROM instructions t
+            WHERE t.kind = 'transfer' AND t.status = 'settled' AND t.charge = ?1 AND t.currency = ?2
+              AND t.run_id IS NOT ?3
+            """, [.text(charge), .text(currency), .text(run)]
+        ) { row in net = row.integer(0) }
+        return net
+    }
+
     /// ``chargeFirstRun(_:)`` of the charges of `keys` (a JSON array of charge ids) that a
     /// run counted: `found(position, run)`. One statement for the batch (see ``lines(keys:found:)``).
     public func chargeFirstRuns(keys: UnsafeRawBufferPointer, found: (Int, String) -> Void) throws(LedgerError) {

@@ -103,6 +103,9 @@ extension PlanFolder {
                     charges[slot].firstRun = try ledger.chargeFirstRun(charges[slot].charge)
                     charges[slot].paidOutBefore = try ledger.paidOutBefore(
                         charge: charges[slot].charge, currency: charges[slot].currency, excluding: runID)
+                    // As the ledger stands now, not as it stood at plan time.
+                    charges[slot].transferredBefore = try ledger.transferredBefore(
+                        charge: charges[slot].charge, currency: charges[slot].currency, excluding: runID)
                 } catch {
                     if failure == nil { failure = error }
                 }

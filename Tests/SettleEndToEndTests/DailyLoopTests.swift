@@ -191,6 +191,34 @@ import Testing
         #expect(row("day3") == [["ch_card1", "15.00", "25.00"]], "\(row("day3"))")
     }
 
+    /// A plan applied after another run moved money of the same charge reports what moved
+    /// before it as the ledger stands at its apply. Before, it kept the plan-time figure (0.00),
+    /// and retained so far left out the other run's transfer (audit 5 #4).
+    @Test func aPlanAppliedLateSeesTransfersMadeMeanwhile() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let early = setup.folder.appendingPathComponent("early.csv")
+        try (Self.header + "L1,1050,transfer,10.00,usd,ORDER1050,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n")
+            .write(to: early, atomically: true, encoding: .utf8)
+        let plan = try SettleProcess.run(setup.arguments("plan", [early.path], out: "o1"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let (second, _) = try day(
+            setup, "o2",
+            Self.header + "L2,1051,transfer,20.00,usd,ORDER1051,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+            asOf: "2026-11-29")
+        #expect(second.status == 0, "\(second.stderr)")
+        let apply = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent("o1").path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(apply.status == 0, "\(apply.stderr)")
+        let rows = SettleProcess.read(setup.folder.appendingPathComponent("o1/charges.csv"))
+            .split(separator: "\n").dropFirst().map { $0.split(separator: ",").map(String.init) }
+        // charge, transferred_before, transferred, retained
+        #expect(rows.map { [$0[1], $0[6], $0[7], $0[10]] } == [["ch_card1", "20.00", "10.00", "70.00"]], "\(rows)")
+    }
+
     /// A refund a day after its order moved touches the charge of the ledger's transfer:
     /// charges.csv has its row, with the reversal and what is retained. Before,
     /// a run of reversals only had no charges.csv row at all (audit r5).
