@@ -104,6 +104,7 @@ final class CallScheduler: RequestSource {
         inFlight[nextTag] = call
         counters.requests += 1
         if call.tries > 1 { counters.retries += 1 }
+        ProcessTally.add(requests: 1, retries: call.tries > 1 ? 1 : 0)
         return .request(call.request)
     }
 
@@ -169,6 +170,7 @@ final class CallScheduler: RequestSource {
         case .error(let error):
             if error.status == 429 {
                 counters.rateLimited += 1
+                ProcessTally.add(rateLimited: 1)
                 // Only a global-rate 429 (or one that does not say) is about the request rate;
                 // concurrency and lock time-outs back off this one request.
                 let reason = error.rateLimitReason ?? "global-rate"

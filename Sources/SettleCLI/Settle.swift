@@ -53,6 +53,10 @@ public enum Settle {
         }
         // Metrics last, with the exit status, also when the command stopped early.
         if let options = parsed, let path = options.metricsFile {
+            // Every request the process sent: look-ups and payouts followed too, not only the apply's.
+            let sent = ProcessTally.snapshot
+            options.record.recordRequests(
+                requests: sent.requests, retries: sent.retries, rateLimited: sent.rateLimited)
             options.record.writeMetrics(path: path, exit: code, log: log)
         }
         return code

@@ -391,3 +391,21 @@ import Testing
         #expect(try setup.sandbox.effects().count == before)
     }
 }
+
+/// The metrics file counts every request the process sent: the facts looked up before the
+/// plan and the payouts followed, not only the apply's (audit 5 #8: 2 of 4).
+@Suite struct RequestMetricsTests {
+    @Test func theMetricsCountEveryRequestSent() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
+        let metrics = setup.folder.appendingPathComponent("settle.prom").path
+        let before = try setup.sandbox.requestCount()
+        let outcome = try setup.run([input], out: "day", extra: ["--metrics-file", metrics])
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let sent = try setup.sandbox.requestCount() - before
+        let parsed = try OperatorCommandTests.parseMetrics(metrics)
+        // 4 transfers, 3 payouts (one per recipient) and the 3 payout methods looked up first.
+        #expect(parsed["settle_requests_total"] == 10, "\(parsed)")
+        #expect(parsed["settle_requests_total"].map { Int($0) } == sent, "sandbox saw \(sent)")
+    }
+}
