@@ -143,6 +143,12 @@ struct Applier {
         let report: ApplyReport
         // From here the folder is this run's record, even if the process is killed.
         try onPlanFolder { () throws(SettleError) in try OutputFolder.markApplying(folder, runID: plan.runID) }
+        // The run is in the ledger before anything is sent (not ended): a killed run is listed too.
+        do {
+            try ledger.recordRun(plan.applyRecord(mode: mode, startedAt: started))
+        } catch {
+            log(.warning, event: "run_not_recorded", "the ledger did not record this run's start: \(error)")
+        }
         do {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
             engine.netted = netted

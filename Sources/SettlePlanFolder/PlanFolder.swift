@@ -86,6 +86,19 @@ public struct PlanFolder {
     /// Whether the plan was made with Stripe's facts looked up (`run`, `plan --online`).
     /// The run id the plan was written under (re-applies of the folder keep it).
     public var runID: String { manifest["run_id"]?.stringValue ?? "" }
+
+    /// Which apply of this plan the next one is: 1, or one more than the manifest's last.
+    var nextAttempt: Int { Int(manifest["apply"]?["attempt"]?.intValue ?? (manifest["apply"] == nil ? 0 : 1)) + 1 }
+
+    /// The ledger's record of the next apply of this folder (`settle status` lists it): the
+    /// plan's run id, `.a<N>` for a re-apply, which continues the run. Not ended yet.
+    public func applyRecord(mode: String, startedAt: Date) -> LedgerRun {
+        let attempt = nextAttempt
+        return LedgerRun(
+            id: attempt > 1 ? "\(runID).a\(attempt)" : runID, command: mode,
+            asOf: manifest["as_of"]?.stringValue ?? "", folder: folder, startedAt: startedAt,
+            continues: attempt > 1 ? runID : nil)
+    }
     public var madeOnline: Bool { manifest["facts"]?["online"] == .bool(true) }
 
     /// The plan's instructions, each checked against its own content as it is read, before
@@ -295,7 +308,7 @@ public struct PlanFolder {
         // the run is over).
         if held?.failure != nil { exit = exit.combined(with: .tryAgain) }
         // A re-apply keeps the earlier attempt's outcome files beside the new ones.
-        let attempt = Int(manifest["apply"]?["attempt"]?.intValue ?? (manifest["apply"] == nil ? 0 : 1)) + 1
+        let attempt = nextAttempt
         if attempt > 1 {
             for name in OutputFolder.outcomeFiles where FileManager.default.fileExists(atPath: path(name)) {
                 let kept = path("\(name).\(attempt - 1)")
@@ -371,12 +384,11 @@ public struct PlanFolder {
         let countsText = JSON.object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }).encoded()
         var rewritten = Rewritten(exit: exit, counts: counts, sums: sums)
         do {
-            try ledger.recordRun(
-                LedgerRun(
-                    id: attempt > 1 ? "\(run).a\(attempt)" : run, command: report.mode,
-                    asOf: manifest["as_of"]?.stringValue ?? "", folder: folder, startedAt: report.startedAt,
-                    endedAt: Date(),
-                    exitStatus: Int(exit.rawValue), counts: countsText, continues: attempt > 1 ? run : nil))
+            var record = applyRecord(mode: report.mode, startedAt: report.startedAt)
+            record.endedAt = Date()
+            record.exitStatus = Int(exit.rawValue)
+            record.counts = countsText
+            try ledger.recordRun(record)
         } catch {
             // The outcomes are in the ledger and the folder: only `settle status` misses the run.
             rewritten.runRecordProblem = "\(error)"

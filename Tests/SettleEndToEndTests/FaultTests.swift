@@ -519,6 +519,11 @@ extension CrashPointTests {
         #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
         let folder = setup.folder.appendingPathComponent("day")
         let manifest = SettleProcess.read(folder.appendingPathComponent("manifest.json"))
+        // The killed run is in the ledger's runs, not ended.
+        let run = try #require(manifest.firstMatch(of: try Regex(#""run_id": *"(run_[^"]+)""#))?.output[1].substring)
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(status.stdout.contains("\(run): run, as of 2026-11-29"), "\(status.stdout)")
+        #expect(status.stdout.contains("not ended, no exit status"), "\(status.stdout)")
         let again = try setup.run([input], out: "day")
         #expect(again.status == 73, "\(again.stderr)")
         #expect(again.stderr.contains("holds a run that was applied"), "\(again.stderr)")
@@ -532,5 +537,9 @@ extension CrashPointTests {
         #expect(setup.results("day").allSatisfy { $0[8] == "settled" }, "\(setup.results("day"))")
         try ApplyCommandTests.expectPaidExactlyOnce(
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(6), payouts: 6 * 250)
+        // Its record now has ended, with the apply's exit status (one row, not two).
+        let ended = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(ended.stdout.contains("runs: 1\n"), "\(ended.stdout)")
+        #expect(ended.stdout.contains("exit 0"), "\(ended.stdout)")
     }
 }
