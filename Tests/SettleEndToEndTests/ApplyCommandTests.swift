@@ -59,6 +59,15 @@ import Testing
         }
 
         func results(_ out: String) -> [[String]] { SettleProcess.results(folder.appendingPathComponent(out)) }
+
+        /// `settle apply` of the plan folder `out` against the sandbox, on this setup's ledger.
+        func apply(_ out: String, extra: [String] = []) throws -> SettleProcess.Outcome {
+            try SettleProcess.run(
+                [
+                    "apply", folder.appendingPathComponent(out).path, "--ledger", ledger, "--api-base", sandbox.base,
+                    "--financial-account", "fa_e2e", "--progress", "off",
+                ] + extra, environment: ["STRIPE_API_KEY": testKey])
+        }
     }
 
     /// Every line paid once: one effect per instruction, and the money at the sandbox equals
@@ -379,11 +388,7 @@ import Testing
         let size = try #require(try FileManager.default.attributesOfItem(atPath: setup.ledger)[.size] as? Int)
         #expect(truncate(setup.ledger, off_t(size / 2)) == 0)
         let before = try setup.sandbox.effects().count
-        let apply = try SettleProcess.run(
-            [
-                "apply", setup.folder.appendingPathComponent("p2").path, "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
-            ], environment: ["STRIPE_API_KEY": testKey])
+        let apply = try setup.apply("p2")
         #expect(apply.status == 78, "\(apply.stderr)")
         #expect(apply.stderr.contains("is damaged"), "\(apply.stderr)")
         #expect(try setup.run([day2], out: "r2").status == 78)

@@ -52,11 +52,7 @@ import Testing
         try Self.header.write(to: empty, atomically: true, encoding: .utf8)
         let plan = try SettleProcess.run(setup.arguments("plan", [empty.path], out: "day2"))
         #expect(plan.status == 0, "\(plan.stderr)")
-        let apply = try SettleProcess.run(
-            [
-                "apply", setup.folder.appendingPathComponent("day2").path, "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
-            ], environment: ["STRIPE_API_KEY": testKey])
+        let apply = try setup.apply("day2")
         #expect(apply.status == 0, "\(apply.stderr)")
         #expect(apply.stderr.contains("1 came back"), "\(apply.stderr)")
         // Day 3's plan (offline) brings the line back failed, for finance to fix.
@@ -207,11 +203,7 @@ import Testing
             Self.header + "L2,1051,transfer,20.00,usd,ORDER1051,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
             asOf: "2026-11-29")
         #expect(second.status == 0, "\(second.stderr)")
-        let apply = try SettleProcess.run(
-            [
-                "apply", setup.folder.appendingPathComponent("o1").path, "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
-            ], environment: ["STRIPE_API_KEY": testKey])
+        let apply = try setup.apply("o1")
         #expect(apply.status == 0, "\(apply.stderr)")
         let rows = SettleProcess.read(setup.folder.appendingPathComponent("o1/charges.csv"))
             .split(separator: "\n").dropFirst().map { $0.split(separator: ",").map(String.init) }

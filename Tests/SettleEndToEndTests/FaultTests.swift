@@ -128,11 +128,7 @@ import Testing
         #expect(first.status == 65, "\(first.stderr)")
         #expect(setup.results("first").filter { $0[8] == "failed" }.map { $0[11] } == ["balance_insufficient"])
         try Self.rules(#"{"rules": []}"#, setup.sandbox)
-        let again = try SettleProcess.run(
-            [
-                "apply", setup.folder.appendingPathComponent("first").path, "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
-            ], environment: ["STRIPE_API_KEY": testKey])
+        let again = try setup.apply("first")
         #expect(again.status == 0, "\(again.stderr)")
         let rows = setup.results("first")
         #expect(rows.count == 4)
@@ -528,11 +524,7 @@ extension CrashPointTests {
         #expect(again.status == 73, "\(again.stderr)")
         #expect(again.stderr.contains("holds a run that was applied"), "\(again.stderr)")
         #expect(SettleProcess.read(folder.appendingPathComponent("manifest.json")) == manifest)
-        let apply = try SettleProcess.run(
-            [
-                "apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
-                "--financial-account", "fa_e2e", "--progress", "off",
-            ], environment: ["STRIPE_API_KEY": testKey])
+        let apply = try setup.apply("day")
         #expect(apply.status == 0, "\(apply.stderr)")
         #expect(setup.results("day").allSatisfy { $0[8] == "settled" }, "\(setup.results("day"))")
         try ApplyCommandTests.expectPaidExactlyOnce(
