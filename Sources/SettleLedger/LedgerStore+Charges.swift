@@ -57,18 +57,8 @@ extension LedgerStore {
     /// What earlier runs moved on a charge, as Stripe holds it: its settled transfers less
     /// settle's settled reversals of them, in minor units of `currency`.
     public func transferredBefore(charge: String, currency: String) throws(LedgerError) -> Int64 {
-        var net: Int64 = 0
-        try db.query(
-            """
-            SELECT COALESCE(SUM(t.amount_minor), 0)
-                 - COALESCE(SUM((SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
-                                 WHERE r.kind = 'reversal' AND r.status = 'settled'
-                                   AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals')), 0)
-            FROM instructions t
-            WHERE t.kind = 'transfer' AND t.status = 'settled' AND t.charge = ? AND t.currency = ?
-            """, text: charge, currency
-        ) { row in net = row.integer(0) }
-        return net
+        // No run has an empty id: every run's transfers count.
+        try transferredBefore(charge: charge, currency: currency, excluding: "")
     }
 
     /// What runs other than `run` transferred on a charge and did not reverse, as an apply

@@ -41,7 +41,7 @@ public struct CorrectionLayout: Sendable {
         var values = [[UInt8]](repeating: [], count: names.count)
         guard row.spoolLength > 0 else { return values }
         let map = row.file < mapping.count ? mapping[row.file] : []
-        var fields: [[UInt8]]
+        let fields: [[UInt8]]
         if row.reasonCode == ReasonCode.malformedRecord.code {
             fields = try CorrectionLayout.losslessFields(
                 records.bytes(file: row.file, offset: row.spoolOffset, length: row.spoolLength), columns: map.count)
@@ -65,9 +65,7 @@ public struct CorrectionLayout: Sendable {
     static func losslessFields(_ record: [UInt8], columns: Int) -> [[UInt8]] {
         let fields = record.withUnsafeBytes { CSVScanner.losslessFields(of: $0) }
         guard columns > 0, fields.count > columns else { return fields.map(\.value) }
-        var end = record.count
-        if end > 0, record[end - 1] == 0x0A { end -= 1 }
-        if end > 0, record[end - 1] == 0x0D { end -= 1 }
+        let end = record.withUnsafeBytes { CSVScanner.contentEnd(of: $0) }
         var kept = fields.prefix(columns - 1).map(\.value)
         kept.append([UInt8](record[fields[columns - 1].start..<end]))
         return kept

@@ -332,9 +332,7 @@ extension CSVScanner {
     /// is unescaped as usual, any other field is its bytes as read, quotes included. With
     /// each field, where its bytes start in the record. The record's line end is not a field.
     public static func losslessFields(of record: UnsafeRawBufferPointer) -> [(value: [UInt8], start: Int)] {
-        var end = record.count
-        if end > 0, record[end - 1] == 0x0A { end -= 1 }
-        if end > 0, record[end - 1] == 0x0D { end -= 1 }
+        let end = contentEnd(of: record)
         var fields: [(value: [UInt8], start: Int)] = []
         var index = 0
         while true {
@@ -373,6 +371,14 @@ extension CSVScanner {
             index += 1  // the comma
         }
         return fields
+    }
+
+    /// Where a record's text ends: before its LF, CRLF or lone CR, if it has one.
+    public static func contentEnd(of record: UnsafeRawBufferPointer) -> Int {
+        var end = record.count
+        if end > 0, record[end - 1] == 0x0A { end -= 1 }
+        if end > 0, record[end - 1] == 0x0D { end -= 1 }
+        return end
     }
 
     /// The fields of the record scanned last, copied out (cells as written).
