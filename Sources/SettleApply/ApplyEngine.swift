@@ -38,6 +38,8 @@ public final class ApplyEngine {
     private var ledgerFailure: LedgerError?
     /// Set when Stripe refuses the key itself (HTTP 401): the run stops sending.
     private var keyRefused: String?
+    /// SIGTERM or SIGINT during the run: it stops sending (``Interruption``).
+    private var interruption: Interruption?
     private var stopSending: (() -> Void)?
     /// The plan could not be read again while sending (it changed on disk): the run stops.
     private var planFailure: ApplyError?
@@ -129,6 +131,9 @@ public final class ApplyEngine {
         }
         // Whatever this run records settled (its own sends, earlier ones it resolves) is its.
         ledger.writingRun = runID.isEmpty ? nil : runID
+        let interruption = Interruption()
+        self.interruption = interruption
+        defer { interruption.end() }
         try resolveUnresolved()
         if keyRefused == nil, ledgerFailure == nil, checkFacts { try self.checkFacts(plan) }
         if keyRefused == nil, ledgerFailure == nil {
@@ -138,7 +143,7 @@ public final class ApplyEngine {
                 fail(error)
             }
         }
-        if keyRefused == nil, ledgerFailure == nil { try send(plan) }
+        if keyRefused == nil, ledgerFailure == nil, interruption.caughtSignal == nil { try send(plan) }
         if let planFailure { throw planFailure }
 
         if stopReason != nil || outcomes.count < plan.overview.count {
@@ -157,6 +162,7 @@ public final class ApplyEngine {
         report.notStripeAnswers = counters.notStripe
         report.keyRefused = keyRefused
         report.ledgerFailure = ledgerFailure.map { "\($0)" }
+        report.interrupted = interruption.caughtSignal.map { "signal \($0)" }
         return report
     }
 
@@ -164,6 +170,9 @@ public final class ApplyEngine {
     private var stopReason: String? {
         if keyRefused != nil { return "not sent: the run stopped when Stripe refused the API key" }
         if let ledgerFailure { return "not sent: the run stopped when the ledger failed (\(ledgerFailure))" }
+        if let signal = interruption?.caughtSignal {
+            return "not sent: the run was interrupted (signal \(signal)); apply the folder again to send the rest"
+        }
         return nil
     }
 
@@ -194,7 +203,10 @@ public final class ApplyEngine {
         stopSending = { [unowned scheduler] in scheduler.stopped = true }
         defer { stopSending = nil }
         for row in rows { enqueueLookup(row, scheduler: scheduler, after: nil) }
-        scheduler.tick = { [unowned self] now in self.flushIfDue(now) }
+        scheduler.tick = { [unowned self, unowned scheduler] now in
+            if self.interruption?.caughtSignal != nil { scheduler.stopped = true }
+            self.flushIfDue(now)
+        }
         client.run(source: scheduler)
         scheduler.finishStopped()
         flush()
@@ -354,7 +366,10 @@ public final class ApplyEngine {
             done += 1
             configuration.progress(ApplyProgress(phase: "send", done: done, total: total))
         }
-        scheduler.tick = { [unowned self] now in self.flushIfDue(now) }
+        scheduler.tick = { [unowned self, unowned scheduler] now in
+            if self.interruption?.caughtSignal != nil { scheduler.stopped = true }
+            self.flushIfDue(now)
+        }
         scheduler.refill = { [unowned self, unowned scheduler] in
             var calls: [Call] = []
             while calls.isEmpty, !exhausted, self.ledgerFailure == nil, self.planFailure == nil, !scheduler.stopped {
@@ -489,7 +504,8 @@ public final class ApplyEngine {
         case .unknown(let message): result = .unknown(message: message)
         case .keyRefused(let message, let reached):
             result = reached ? .unknown(message: message) : .notSent(reason: "not sent: \(message)")
-        case .notSent(let message): result = .notSent(reason: "not sent: \(message)")
+        // Why the run stopped, when it did (the key refused, the ledger failed, a signal).
+        case .notSent(let message): result = .notSent(reason: stopReason ?? "not sent: \(message)")
         }
         guard record(dispatch, result, outcome: outcome, label: label) else {
             return .unknown(message: "Stripe answered, but the ledger could not record it; the next run looks it up")

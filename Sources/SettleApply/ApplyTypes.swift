@@ -200,6 +200,8 @@ public struct ApplyReport: Sendable {
     public var keyRefused: String? = nil
     /// Set when the ledger failed during the run: it stopped (exit 75).
     public var ledgerFailure: String? = nil
+    /// The signal that stopped the run's sending (SIGTERM, SIGINT), or nil (exit 75).
+    public var interrupted: String? = nil
     /// Answers that were not Stripe's (redirects, HTML, unreadable bodies): all retried.
     public var notStripeAnswers = 0
 }

@@ -169,6 +169,12 @@ struct Applier {
         if let refused = report.keyRefused {
             log(.error, "\(refused); the run stopped, nothing more was sent (exit 78)")
         }
+        if let signal = report.interrupted {
+            log(
+                .warning,
+                "interrupted (\(signal)): the calls in flight were answered and recorded, the rest not sent; "
+                    + "apply \(folder) again to send them (exit 75)")
+        }
         if let failure = report.ledgerFailure {
             log(.error, "the ledger failed during the run (\(failure)); it stopped, run again later (exit 75)")
         }

@@ -25,6 +25,7 @@ extension PlanFolder {
         run.notStripeAnswers = report.notStripeAnswers
         run.keyRefused = report.keyRefused
         run.ledgerFailure = report.ledgerFailure
+        run.interrupted = report.interrupted
         let manifest = self.manifest
         let rewritten = try onPlanFolder { () throws(SettleError) in
             try rewrite(

@@ -24,6 +24,8 @@ public struct AppliedRun: Sendable {
     public var keyRefused: String?
     /// The ledger failed during the run (exit 75).
     public var ledgerFailure: String?
+    /// A signal stopped the run's sending (exit 75).
+    public var interrupted: String?
     /// `apply` or `run`.
     public var mode: String
     public var apiBase: String

@@ -292,7 +292,9 @@ public struct PlanFolder {
                 == true,
             applied: true)
         // The files say what the process exits with, on every path.
-        if report.ledgerFailure != nil || chargesFailure != nil { exit = exit.combined(with: .tryAgain) }
+        if report.ledgerFailure != nil || report.interrupted != nil || chargesFailure != nil {
+            exit = exit.combined(with: .tryAgain)
+        }
         if report.keyRefused != nil { exit = .configuration }
         var outputs: [(String, JSON)] = []
         if case .object(let pairs)? = manifest["outputs"] { outputs = pairs }

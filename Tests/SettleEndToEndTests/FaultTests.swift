@@ -535,3 +535,43 @@ extension CrashPointTests {
         #expect(ended.stdout.contains("exit 0"), "\(ended.stdout)")
     }
 }
+
+/// SIGTERM while an apply sends stops it cleanly: the calls in flight are answered and
+/// recorded, the rest are not sent, the outcome files say so, exit 75; applying the folder
+/// again sends the rest, once. Before, the process died at once (143) and the folder still
+/// said `planned` for lines already paid (audit 5).
+@Suite struct InterruptionTests {
+    @Test func sigtermStopsSendingAndTheFolderTellsTheTruth() throws {
+        let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "150"])
+        let input = try ApplyCommandTests.export(orders: 12, in: setup.folder)
+        let before = try setup.sandbox.requestCount()
+        let process = try SettleProcess.start(
+            setup.arguments("run", [input.path], out: "day", extra: ["--concurrency", "1"]),
+            environment: ["STRIPE_API_KEY": testKey])
+        // The 3 payout methods looked up, then a few transfers.
+        var waited = 0
+        while try setup.sandbox.requestCount() - before < 6, waited < 600 {
+            usleep(50_000)
+            waited += 1
+        }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 75, "exit \(process.terminationStatus)")
+        let rows = setup.results("day")
+        let settled = rows.filter { $0[8] == "settled" }.count
+        let notSent = rows.filter { $0[8] == "planned" && $0[12].contains("interrupted") }.count
+        #expect(settled > 0 && notSent > 0, "\(rows.map { $0[8] })")
+        #expect(settled + notSent == rows.count, "\(rows.map { "\($0[0]) \($0[8]) \($0[12])" })")
+        // Every settled line is an object at Stripe, and no other object exists.
+        let effects = try setup.sandbox.effects().filter {
+            ["transfer", "outbound_payment"].contains($0["type"] as? String)
+        }
+        #expect(
+            Set(rows.filter { $0[8] == "settled" }.map { $0[10] }) == Set(effects.compactMap { $0["id"] as? String }))
+        let again = try setup.apply("day")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(setup.results("day").allSatisfy { $0[8] == "settled" })
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(12), payouts: 12 * 250)
+    }
+}
