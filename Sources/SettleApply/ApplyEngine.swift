@@ -176,6 +176,15 @@ public final class ApplyEngine {
         return nil
     }
 
+    /// What a scheduler does between calls: stop sending once a signal asked the run to
+    /// stop, and record the answers that are due.
+    private func tick(for scheduler: CallScheduler) -> (ContinuousClock.Instant) -> Void {
+        { [unowned self, unowned scheduler] now in
+            if self.interruption?.caughtSignal != nil { scheduler.stopped = true }
+            self.flushIfDue(now)
+        }
+    }
+
     // MARK: - Parameters
 
     /// The parameters an instruction is sent with: a v2 payout gets the configured
@@ -203,10 +212,7 @@ public final class ApplyEngine {
         stopSending = { [unowned scheduler] in scheduler.stopped = true }
         defer { stopSending = nil }
         for row in rows { enqueueLookup(row, scheduler: scheduler, after: nil) }
-        scheduler.tick = { [unowned self, unowned scheduler] now in
-            if self.interruption?.caughtSignal != nil { scheduler.stopped = true }
-            self.flushIfDue(now)
-        }
+        scheduler.tick = tick(for: scheduler)
         client.run(source: scheduler)
         scheduler.finishStopped()
         flush()
@@ -366,10 +372,7 @@ public final class ApplyEngine {
             done += 1
             configuration.progress(ApplyProgress(phase: "send", done: done, total: total))
         }
-        scheduler.tick = { [unowned self, unowned scheduler] now in
-            if self.interruption?.caughtSignal != nil { scheduler.stopped = true }
-            self.flushIfDue(now)
-        }
+        scheduler.tick = tick(for: scheduler)
         scheduler.refill = { [unowned self, unowned scheduler] in
             var calls: [Call] = []
             while calls.isEmpty, !exhausted, self.ledgerFailure == nil, self.planFailure == nil, !scheduler.stopped {

@@ -10,7 +10,7 @@ import Glibc
 final class Interruption: @unchecked Sendable {
     private let lock = NSLock()
     private var caught: Int32 = 0
-    private var sources: [DispatchSourceSignal] = []
+    private var sources: [any DispatchSourceSignal] = []
     private static let numbers = [SIGTERM, SIGINT]
 
     init() {

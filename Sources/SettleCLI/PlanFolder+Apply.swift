@@ -38,8 +38,6 @@ extension PlanFolder {
                 "the ledger did not record this run (settle status will not list it): \(problem)")
         }
         options.record.recordLines(counts: rewritten.counts, sums: rewritten.sums)
-        options.record.recordRequests(
-            requests: report.requests, retries: report.retries, rateLimited: report.rateLimited)
         return rewritten.exit
     }
 }

@@ -7,7 +7,8 @@ import SettleWrite
 /// so monitoring sees a failed run as well as a good one.
 ///
 /// Callers: the plan writer records the lines (`recordLines`); the apply side records its
-/// outcome lines again after rewriting the folder and its HTTP counts (`recordRequests`).
+/// outcome lines again after rewriting the folder; `Settle.run` records the HTTP counts of
+/// the whole process (`recordRequests`, from `ProcessTally`) just before writing the file.
 final class RunRecord: @unchecked Sendable {
     let started = Date()
     private let lock = NSLock()
@@ -25,7 +26,7 @@ final class RunRecord: @unchecked Sendable {
         self.sums = sums
     }
 
-    /// The apply engine's HTTP counts (`ApplyReport.requests`, `.retries`, `.rateLimited`).
+    /// The process's HTTP counts (`ProcessTally`: look-ups, payouts followed and the apply).
     func recordRequests(requests: Int, retries: Int, rateLimited: Int) {
         lock.lock()
         defer { lock.unlock() }

@@ -98,21 +98,23 @@ final class SpoolRecords: OriginalRecords {
     }
 
     func fields(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [[UInt8]] {
-        if let slot = cached[file]?[offset], slot.length == length {
-            return arena.withUnsafeBytes {
-                scanner.fields(of: UnsafeRawBufferPointer(rebasing: $0[slot.start..<slot.start + Int(length)]))
-            }
-        }
-        return try read(try reader(file), file: file, offset: offset, length: length).withUnsafeBytes {
-            scanner.fields(of: $0)
-        }
+        try withRecord(file: file, offset: offset, length: length) { scanner.fields(of: $0) }
     }
 
     func bytes(file: Int, offset: UInt64, length: UInt32) throws(WriteFailure) -> [UInt8] {
+        try withRecord(file: file, offset: offset, length: length) { [UInt8]($0) }
+    }
+
+    /// The record's bytes, from the prefetched arena (no copy) or read from the spool.
+    private func withRecord<R>(file: Int, offset: UInt64, length: UInt32, _ body: (UnsafeRawBufferPointer) -> R)
+        throws(WriteFailure) -> R
+    {
         if let slot = cached[file]?[offset], slot.length == length {
-            return arena.withUnsafeBytes { [UInt8]($0[slot.start..<slot.start + Int(length)]) }
+            return arena.withUnsafeBytes {
+                body(UnsafeRawBufferPointer(rebasing: $0[slot.start..<slot.start + Int(length)]))
+            }
         }
-        return try read(try reader(file), file: file, offset: offset, length: length)
+        return try read(try reader(file), file: file, offset: offset, length: length).withUnsafeBytes(body)
     }
 
     private func read(_ reader: SpoolReader, file: Int, offset: UInt64, length: UInt32) throws(WriteFailure)

@@ -277,9 +277,9 @@ public enum ChargesFile {
         }
         // An order whose lines name no charge takes the one of the ledger's transfer that its
         // reversal lines take from (a refund, and a payout paid again, days after it moved).
-        for index in plan.ledgerChargeOfLine.keys.sorted() {
+        for (index, charge) in plan.ledgerChargeOfLine.sorted(by: { $0.key < $1.key }) {
             let line = batch.lines[Int(index)]
-            let slot = slotOfSymbol[Int(plan.ledgerChargeOfLine[index]!.raw)]
+            let slot = slotOfSymbol[Int(charge.raw)]
             if slot >= 0, !line.orderID.isNone, slotOfOrder[Int(line.orderID.raw)] < 0 {
                 slotOfOrder[Int(line.orderID.raw)] = slot
             }
