@@ -10,8 +10,8 @@ public import SettleLedger
 /// and only when Stripe's list proves it absent re-sends the stored request under the same
 /// idempotency key (so no clock, local or Stripe's, decides anything); (2) skips what the
 /// ledger already settled; (3) for a plan made offline, checks the payout methods and
-/// charges it depends on, and refuses the whole plan when one is refused; (4) sends the
-/// rest, recording each batch as in flight in the ledger before the requests leave and
+/// charges it depends on: the orders that depend on a refused one (or a pending charge) are
+/// not sent, whole (``PreflightCascade``); (4) sends the rest, recording each batch as in flight in the ledger before the requests leave and
 /// each outcome as it arrives.
 ///
 /// Once a request may have reached Stripe, only Stripe's answer about that object settles
@@ -30,6 +30,10 @@ public final class ApplyEngine {
     /// (its facts checked), under ``runID``.
     public var netted: [LedgerStore.NettedLine] = []
     public var runID = ""
+    /// For a plan made offline: the orders of each aggregated payout's lines, by instruction
+    /// id (an aggregated payout names no group), asked only when Stripe refuses a fact the
+    /// plan depends on. Without it such a payout stands alone.
+    public var payoutOrders: (() throws(ApplyError) -> [String: [String]])?
 
     // Per-run state.
     /// Every outcome of the run, on disk: memory holds the calls in flight, not the plan.
@@ -43,6 +47,10 @@ public final class ApplyEngine {
     private var stopSending: (() -> Void)?
     /// The plan could not be read again while sending (it changed on disk): the run stops.
     private var planFailure: ApplyError?
+    /// What Stripe refused of a plan made offline, with the orders that may not move.
+    private var cascade: PreflightCascade?
+    private var obstacles = Obstacles()
+    private var payoutOrdersSeen: [String: [String]] = [:]
     /// Ids marked in flight by this run whose answer is not in yet (the plan's duplicates).
     private var sending: Set<String> = []
     /// Answers waiting to be committed together (``flush()``): bounded by the calls in flight.
@@ -100,8 +108,8 @@ public final class ApplyEngine {
     /// - Parameter checkFacts: look up the payout methods and charges the plan depends on
     ///   before sending (a plan made offline); a plan made online carries Stripe's facts.
     /// - Throws: ``ApplyError/configuration(_:)`` before anything is sent when a payout
-    ///   has no financial account; ``ApplyError/factsRefused(_:)`` /
-    ///   ``ApplyError/factsUnavailable(_:)`` before anything of the plan is sent.
+    ///   has no financial account; ``ApplyError/factsUnavailable(_:)`` before anything of
+    ///   the plan is sent.
     ///   A ledger failure during the run does not throw: the report carries it, with every
     ///   outcome the ledger could not record reported `unknown`.
     public func run(_ plan: [Instruction], checkFacts: Bool = true) throws(ApplyError) -> ApplyReport {
@@ -120,6 +128,9 @@ public final class ApplyEngine {
         ledgerFailure = nil
         keyRefused = nil
         planFailure = nil
+        cascade = nil
+        obstacles = Obstacles()
+        payoutOrdersSeen = [:]
         sending = []
         counters = CallCounters()
 
@@ -324,9 +335,38 @@ public final class ApplyEngine {
 
     // MARK: - 3. Stripe's facts, for a plan made offline
 
-    /// Looks up every payout method and charge the plan's candidates depend on. A refusal
-    /// refuses the whole plan (its instructions were formed without knowing it, so sending
-    /// the rest could move a group in part); an answer that is not Stripe's stops it too.
+    /// What Stripe refused, or still holds back, of the facts a plan made offline depends on.
+    private struct Obstacles {
+        /// By `recipient/method`.
+        var methods: [String: PreflightCascade.Obstacle] = [:]
+        var charges: [String: PreflightCascade.Obstacle] = [:]
+
+        var isEmpty: Bool { methods.isEmpty && charges.isEmpty }
+
+        static func methodKey(_ instruction: Instruction) -> String? {
+            instruction.preflight.payoutMethod.map { (instruction.preflight.recipient ?? instruction.payee) + "/" + $0 }
+        }
+
+        /// What Stripe said of this instruction's own facts (a refused method first).
+        func of(_ instruction: Instruction) -> PreflightCascade.Obstacle? {
+            if let key = Self.methodKey(instruction), let found = methods[key] { return found }
+            if let charge = instruction.preflight.charge, let found = charges[charge] { return found }
+            return nil
+        }
+    }
+
+    /// The orders an instruction's lines belong to.
+    private static func orders(of instruction: Instruction, _ payoutOrders: [String: [String]]) -> [String] {
+        if !instruction.group.isEmpty { return [instruction.group] }
+        if let found = payoutOrders[instruction.id], !found.isEmpty { return found }
+        return ["\u{1}" + instruction.id]
+    }
+
+    /// Looks up every payout method and charge the plan's candidates depend on. An answer
+    /// that is not Stripe's stops the run (nothing sent). When Stripe refuses one (or a
+    /// charge is still pending), the orders that depend on it, and every order that shares
+    /// an instruction with them, are not sent (``PreflightCascade``): their instructions were
+    /// formed without knowing it, and sending the rest of them would move an order in part.
     private func checkFacts(_ plan: any InstructionSource) throws(ApplyError) {
         var methods: [(recipient: String, method: String)] = []
         var charges: [String] = []
@@ -349,8 +389,45 @@ public final class ApplyEngine {
         let facts = try lookup.run(payoutMethods: methods, charges: charges)
         let unavailable = facts.unavailable
         if !unavailable.isEmpty { throw .factsUnavailable(unavailable) }
-        let refused = facts.refused
-        if !refused.isEmpty { throw .factsRefused(refused) }
+        for fact in facts.payoutMethods {
+            guard case .refused(let why) = fact.verdict else { continue }
+            obstacles.methods[fact.recipient + "/" + fact.method] = .refused(
+                code: ReasonCode.payoutMethodUnusable.code,
+                message: "payout method \(fact.method) of \(fact.recipient): \(why) (checked at apply: planned offline)"
+            )
+        }
+        for fact in facts.charges {
+            switch fact.verdict {
+            case .refused(let why):
+                obstacles.charges[fact.charge] = .refused(
+                    code: ReasonCode.chargeFailed.code, message: "\(why) (checked at apply: planned offline)")
+            case .pending:
+                obstacles.charges[fact.charge] = .pending(
+                    message: "charge \(fact.charge) is still pending at Stripe (checked at apply); its order waits")
+            default: break
+            }
+        }
+        guard !obstacles.isEmpty else { return }
+        log(
+            .warning,
+            "this plan was made offline and Stripe " + facts.refused.joined(separator: "; ")
+                + ": the orders that depend on it are not sent, whole; the rest goes")
+        let payoutOrders = try self.payoutOrders?() ?? [:]
+        var cascade = PreflightCascade()
+        try plan.rewind()
+        while let instruction = try plan.next() {
+            guard try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil else { continue }
+            cascade.add(groups: Self.orders(of: instruction, payoutOrders), obstacle: obstacles.of(instruction))
+        }
+        cascade.seal()
+        self.cascade = cascade
+        self.payoutOrdersSeen = payoutOrders
+    }
+
+    /// The outcome of an instruction that may not be sent because of what Stripe refused of
+    /// a plan made offline; nil when it may go.
+    private func stopped(_ instruction: Instruction) -> InstructionOutcome? {
+        cascade?.outcome(groups: Self.orders(of: instruction, payoutOrdersSeen), obstacle: obstacles.of(instruction))
     }
 
     // MARK: - 4. Send
@@ -387,7 +464,9 @@ public final class ApplyEngine {
                         }
                         guard !self.isDuplicate(instruction.id), !batch.contains(where: { $0.id == instruction.id })
                         else { continue }
-                        if let outcome = try self.ledgerDo({ () throws(LedgerError) in try self.decided(instruction) })
+                        if let outcome =
+                            try self.ledgerDo({ () throws(LedgerError) in try self.decided(instruction) })
+                            ?? self.stopped(instruction)
                         {
                             self.setOutcome(outcome, for: instruction.id)
                             progress()

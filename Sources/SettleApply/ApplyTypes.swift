@@ -210,7 +210,8 @@ public struct ApplyReport: Sendable {
 public enum ApplyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Bad configuration (exit 78): an insecure API base, no financial account for payouts…
     case configuration(String)
-    /// `instructions.jsonl` cannot be read or decoded, or changed while read (the 1-based line).
+    /// `instructions.jsonl` cannot be read or decoded, or changed while read (the 1-based
+    /// line; 0 for another file of the plan, named in the message).
     case planInvalid(line: Int, message: String)
     /// The ledger failed; with `busy`, another process holds it (exit 75).
     case ledger(LedgerError)
@@ -218,20 +219,17 @@ public enum ApplyError: Error, Sendable, Equatable, CustomStringConvertible {
     case transport(String)
     /// Stripe refused the API key (exit 78); nothing of the plan was sent.
     case keyRefused(String)
-    /// A payout method or charge the plan depends on was refused at Stripe (exit 65): the
-    /// plan, made offline, would move a group in part; nothing of it was sent.
-    case factsRefused([String])
     /// A look-up the plan depends on could not complete (exit 75); nothing of it was sent.
     case factsUnavailable([String])
 
     public var description: String {
         switch self {
         case .configuration(let message): return "configuration: \(message)"
-        case .planInvalid(let line, let message): return "instructions.jsonl line \(line): \(message)"
+        case .planInvalid(let line, let message):
+            return line == 0 ? message : "instructions.jsonl line \(line): \(message)"
         case .ledger(let error): return error.description
         case .transport(let message): return "HTTP: \(message)"
         case .keyRefused(let message): return message
-        case .factsRefused(let list): return "refused at Stripe: " + list.joined(separator: "; ")
         case .factsUnavailable(let list): return "could not be looked up: " + list.joined(separator: "; ")
         }
     }

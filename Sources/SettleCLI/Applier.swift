@@ -87,12 +87,6 @@ struct Applier {
         case .transport(let message): return CommandFailure(.tryAgain, "HTTP: \(message)")
         case .keyRefused(let message):
             return CommandFailure(.configuration, "\(message); nothing of the plan was sent")
-        case .factsRefused:
-            return CommandFailure(
-                .linesRejected,
-                "\(folder) was planned offline and Stripe \(error); nothing of it was sent, so no order moves in part. "
-                    + "Plan again with --online (or use settle run), so these lines are rejected or deferred before instructions are formed"
-            )
         case .factsUnavailable:
             return CommandFailure(
                 .tryAgain,
@@ -153,6 +147,13 @@ struct Applier {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
             engine.netted = netted
             engine.runID = plan.runID
+            engine.payoutOrders = { () throws(ApplyError) in
+                do {
+                    return try plan.payoutOrders()
+                } catch {
+                    throw .planInvalid(line: 0, message: "\(error)")
+                }
+            }
             log(.info, "applying \(instructions.overview.count) instructions from \(folder)")
             report = try engine.run(instructions, checkFacts: !plan.madeOnline)
         } catch {

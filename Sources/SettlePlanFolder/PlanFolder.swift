@@ -108,6 +108,32 @@ public struct PlanFolder {
     /// hand under a recomputed seal stops the run at that instruction, unsent (exit 65).
     public func instructions() -> InstructionStream { instructionStream }
 
+    /// The orders (groups) of each aggregated payout's lines, by instruction id, from
+    /// results.csv: an aggregated payout names no group of its own. What an apply needs to
+    /// keep orders whole when Stripe refuses a fact of a plan made offline.
+    public func payoutOrders() throws(SettleError) -> [String: [String]] {
+        typealias F = ResultsFile.Field
+        guard let reader = ResultsReader(path: path("results.csv")) else {
+            throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv")
+        }
+        func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self).trimmingFormulaGuard() }
+        var orders: [String: [String]] = [:]
+        do {
+            _ = try reader.next()  // the header
+            while let row = try reader.next() {
+                guard row.count == ResultsFile.header.count, text(row[F.kind.rawValue]) == "payout",
+                    !row[F.instructionID.rawValue].isEmpty
+                else { continue }
+                let group = text(row[F.group.rawValue])
+                let instruction = text(row[F.instructionID.rawValue])
+                if orders[instruction]?.last != group { orders[instruction, default: []].append(group) }
+            }
+        } catch {
+            throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
+        }
+        return orders
+    }
+
     /// The SHA-256 of bytes, in hex: how the manifest seals a file.
     public static func sha256(_ data: Data) -> String {
         let hasher = SHA256()

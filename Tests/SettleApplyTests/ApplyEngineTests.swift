@@ -115,60 +115,64 @@ struct ApplyEngineTests {
         #expect(!logs.lines.contains { $0.contains(testKey) })
     }
 
-    @Test func aRefusedPayoutMethodRefusesTheWholeOfflinePlan() throws {
+    /// An offline plan whose facts Stripe refuses sends the rest: an order that depends on a
+    /// refused payout method or a failed charge moves nothing, nor does any order that shares
+    /// an aggregated payout with it; an order on a pending charge waits (deferred).
+    @Test func refusedFactsOfAnOfflinePlanStopTheirOrdersWholeAndTheRestGoes() throws {
         let sandbox = try Sandbox()
         try sandbox.seed()
-        let plan = [
-            transferInstruction("ins_t_first"),
-            payoutInstruction("ins_bad", method: "pm_ap_archived"), payoutInstruction("ins_good"),
-            payoutInstruction("ins_nosuch", method: "pm_missing"),
-        ]
-        do {
-            _ = try runEngine(sandbox, plan)
-            Issue.record("the plan was applied")
-        } catch {
-            guard case .factsRefused(let refused) = error as? ApplyError else {
-                Issue.record("\(error)")
-                return
-            }
-            #expect(refused.count == 2)
-            #expect(refused.contains { $0.contains("pm_ap_archived") && $0.contains("archived") })
-            #expect(refused.contains { $0.contains("pm_missing") })
+        func payout(_ id: String, method: String = "pm_ap_1", group: String) -> Instruction {
+            var instruction = payoutInstruction(id, method: method)
+            instruction.group = group
+            return instruction
         }
-        // Nothing of the plan moved, not even the transfer listed before the payouts.
-        #expect(try sandbox.effectCounts() == [:])
+        let plan = [
+            // G1: its payout method is archived; G1's transfer stays, and so do G6's lines,
+            // which share an aggregated payout with G1.
+            transferInstruction("ins_t1", amount: 100, group: "G1"),
+            payout("ins_p_bad", method: "pm_ap_archived", group: "G1"),
+            payoutInstruction("ins_agg_g1_g6"),
+            transferInstruction("ins_t6", amount: 100, group: "G6"),
+            // G2 and G3 share an aggregated payout with usable facts: they go.
+            transferInstruction("ins_t2", amount: 100, group: "G2"),
+            payoutInstruction("ins_agg_g2_g3"),
+            transferInstruction("ins_t3", amount: 100, group: "G3"),
+            // G4 on a failed charge, G5 on a pending one, G7 on its own.
+            transferInstruction("ins_t4", amount: 100, charge: "ch_failed", group: "G4", preflightCharge: true),
+            payout("ins_p4", group: "G4"),
+            transferInstruction("ins_t5", amount: 100, charge: "ch_pending", group: "G5", preflightCharge: true),
+            payout("ins_p5", group: "G5"),
+            transferInstruction("ins_t7", amount: 100, group: "G7", preflightCharge: true),
+        ]
+        let report = try runEngine(
+            sandbox, plan, payoutOrders: ["ins_agg_g1_g6": ["G1", "G6"], "ins_agg_g2_g3": ["G2", "G3", "G2"]])
+        func code(_ id: String) -> String {
+            switch report.outcomes[id] {
+            case .rejected(let code, _)?: return code
+            case .settled?: return "settled"
+            case let other: return String(describing: other)
+            }
+        }
+        #expect(code("ins_p_bad") == "payout_method_unusable")
+        #expect(code("ins_t1") == "group_rejected")
+        #expect(code("ins_agg_g1_g6") == "group_rejected")
+        #expect(code("ins_t6") == "group_rejected")
+        #expect(code("ins_t4") == "charge_failed")
+        #expect(code("ins_p4") == "group_rejected")
+        #expect(code("ins_t5") == "charge_pending")
+        #expect(code("ins_p5") == "charge_pending")
+        for id in ["ins_t2", "ins_agg_g2_g3", "ins_t3", "ins_t7"] { #expect(code(id) == "settled", "\(id)") }
+        #expect(report.outcomes["ins_t5"]?.lineResult.status == .deferred)
+        #expect(report.outcomes["ins_p_bad"]?.lineResult.status == .rejected)
+        guard case .rejected(_, let message)? = report.outcomes["ins_p_bad"] else { return }
+        #expect(message.contains("pm_ap_archived") && message.contains("archived"), "\(message)")
+        #expect(
+            try sandbox.effectCounts() == ["ins_t2": 1, "ins_agg_g2_g3": 1, "ins_t3": 1, "ins_t7": 1])
+        // Nothing stopped was recorded as sent: a later run may send those lines again.
         let ledger = try #require(try LedgerStore.openReadOnly(path: sandbox.ledgerPath))
-        #expect(try ledger.instruction("ins_t_first") == nil)
-        #expect(try ledger.line("ins_bad-L1") == nil)
-    }
-
-    @Test func pendingOrFailedChargesRefuseTheWholeOfflinePlan() throws {
-        let sandbox = try Sandbox()
-        try sandbox.seed()
-        let plan = [
-            transferInstruction("ins_pending", amount: 100, charge: "ch_pending", group: "G1", preflightCharge: true),
-            transferInstruction("ins_failedch", amount: 100, charge: "ch_failed", group: "G2", preflightCharge: true),
-            transferInstruction("ins_ok", amount: 100, charge: "ch_1", preflightCharge: true),
-        ]
-        do {
-            _ = try runEngine(sandbox, plan)
-            Issue.record("the plan was applied")
-        } catch {
-            guard case .factsRefused(let refused) = error as? ApplyError else {
-                Issue.record("\(error)")
-                return
-            }
-            #expect(
-                refused.sorted() == ["charge ch_failed: charge ch_failed failed", "charge ch_pending is still pending"])
+        for id in ["ins_t1", "ins_p_bad", "ins_agg_g1_g6", "ins_t4", "ins_t5"] {
+            #expect(try ledger.instruction(id) == nil, "\(id)")
         }
-        #expect(try sandbox.effectCounts() == [:])
-        // With only the succeeded charge, the plan goes.
-        let report = try runEngine(sandbox, [plan[2]])
-        guard case .settled = report.outcomes["ins_ok"] else {
-            Issue.record("ins_ok: \(String(describing: report.outcomes["ins_ok"]))")
-            return
-        }
-        #expect(try sandbox.effectCounts() == ["ins_ok": 1])
     }
 
     @Test func definiteRefusalFailsReleasesLinesAndTheNextRunUsesANewAttempt() throws {

@@ -62,11 +62,13 @@ func configuration(
         logger: { level, message in logs?.append("\(level): \(message)") }, now: now)
 }
 
-func runEngine(_ sandbox: Sandbox, _ plan: [Instruction], configuration config: ApplyConfiguration? = nil) throws
-    -> ApplyReport
-{
+func runEngine(
+    _ sandbox: Sandbox, _ plan: [Instruction], configuration config: ApplyConfiguration? = nil,
+    payoutOrders: [String: [String]]? = nil
+) throws -> ApplyReport {
     let ledger = try openTestLedger(path: sandbox.ledgerPath)
     defer { ledger.close() }
     let engine = try ApplyEngine(configuration: config ?? configuration(sandbox), ledger: ledger)
+    if let payoutOrders { engine.payoutOrders = { () throws(ApplyError) in payoutOrders } }
     return try engine.run(plan)
 }

@@ -235,6 +235,8 @@ import Testing
 @Suite struct GroupAtomicityTests {
     typealias Setup = ApplyCommandTests.Setup
 
+    static let header =
+        "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method\n"
     static let order =
         "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method\n"
         + "M1,900,transfer,40.00,usd,ORDER900,acct_r1,ch_e900,100.00,usd,succeeded,,\n"
@@ -267,36 +269,116 @@ import Testing
         #expect(manifest.contains("pm_ap_arch"))
     }
 
-    /// `apply` of a plan made offline checks the same facts first and refuses the whole plan
-    /// (65, nothing sent) rather than move an order in part.
-    @Test func applyOfAnOfflinePlanRefusesItWhenAPayoutMethodIsUnusable() throws {
+    /// `apply` of a plan made offline checks the same facts first and gives the lines what
+    /// `run` gives them: the order with the unusable payout method moves nothing (its lines
+    /// in errors.csv), the other order goes. Before, the whole plan was refused with an
+    /// empty errors.csv.
+    @Test func applyOfAnOfflinePlanStopsTheOrderOfAnUnusablePayoutMethodWhole() throws {
         let setup = try Setup()
         let input = setup.folder.appendingPathComponent("orders.csv")
         try Self.order.write(to: input, atomically: true, encoding: .utf8)
         let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
         #expect(plan.status == 0, "\(plan.stderr)")
-        let applied = try SettleProcess.run(
-            [
-                "apply", setup.folder.appendingPathComponent("plan").path, "--ledger", setup.ledger,
-                "--api-base", setup.sandbox.base, "--financial-account", "fa_e2e",
-            ],
-            environment: ["STRIPE_API_KEY": testKey])
+        let applied = try setup.apply("plan")
         #expect(applied.status == 65, "\(applied.stderr)")
         #expect(applied.stderr.contains("pm_ap_arch"))
-        #expect(try setup.sandbox.effects().isEmpty)
-        // plan --online makes the plan that can go.
-        let online = try SettleProcess.run(
-            setup.arguments("plan", [input.path], out: "online", extra: ["--online"]),
-            environment: ["STRIPE_API_KEY": testKey])
-        #expect(online.status == 65, "\(online.stderr)")
-        let again = try SettleProcess.run(
-            [
-                "apply", setup.folder.appendingPathComponent("online").path, "--ledger", setup.ledger,
-                "--api-base", setup.sandbox.base, "--financial-account", "fa_e2e",
-            ],
-            environment: ["STRIPE_API_KEY": testKey])
-        #expect(again.status == 65, "\(again.stderr)")
-        #expect(try setup.sandbox.effects().count == 2)
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("plan").map { ($0[0], $0) })
+        #expect(rows["M2"]?[8] == "rejected")
+        #expect(rows["M2"]?[11] == "payout_method_unusable")
+        #expect(rows["M1"]?[8] == "rejected")
+        #expect(rows["M1"]?[11] == "group_rejected")
+        #expect(rows["N1"]?[8] == "settled")
+        #expect(rows["N2"]?[8] == "settled")
+        let effects = try setup.sandbox.effects()
+        #expect(effects.count == 2)
+        #expect(!effects.contains { $0["destination"] as? String == "acct_r1" })
+        #expect(!effects.contains { $0["recipient"] as? String == "acct_c9" })
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("plan/errors.csv"))
+        #expect(
+            errors.contains("M1,900,transfer,40.00,usd,ORDER900,acct_r1,ch_e900,100.00,usd,succeeded,,,group_rejected,")
+        )
+        #expect(errors.contains("M2,900,payout,5.00,usd,ORDER900,,,,,,acct_c9,pm_ap_arch,payout_method_unusable,"))
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("plan/summary.csv"))
+        #expect(summary.contains(",usd,status:rejected,2,45.00,4500\n"), "\(summary)")
+        #expect(summary.contains(",usd,transferred,1,30.00,3000\n"), "\(summary)")
+    }
+
+    /// An aggregated payout ties the orders it pays: when a charge of one of them has failed
+    /// at Stripe (an offline plan could not know), every order that shares the payout stays
+    /// too, or the payout would pay for an order whose transfer never moved. Fed back, the
+    /// orders that were only tied to it go; the one on the failed charge is rejected again.
+    @Test func applyOfAnOfflinePlanStopsEveryOrderThatSharesAPayoutWithAFailedCharge() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_bad", "amount": 10000, "currency": "usd", "status": "failed"}]}"#)
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try
+            (Self.header
+            + "F1,910,transfer,40.00,usd,ORDER910,acct_r1,ch_bad,,,,,\n"
+            + "F2,910,payout,5.00,usd,ORDER910,,,,,,acct_c0,pm_ap_c0\n"
+            + "H1,911,transfer,30.00,usd,ORDER911,acct_r2,ch_e911,100.00,usd,succeeded,,\n"
+            + "H2,911,payout,2.00,usd,ORDER911,,,,,,acct_c0,pm_ap_c0\n"
+            + "K1,912,transfer,20.00,usd,ORDER912,acct_r3,ch_e912,100.00,usd,succeeded,,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let applied = try setup.apply("plan")
+        #expect(applied.status == 65, "\(applied.stderr)")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("plan").map { ($0[0], $0) })
+        #expect(
+            rows.mapValues { $0[8] + " " + $0[11] } == [
+                "F1": "rejected charge_failed", "F2": "rejected group_rejected", "H1": "rejected group_rejected",
+                "H2": "rejected group_rejected", "K1": "settled ",
+            ])
+        #expect(try setup.sandbox.effects().compactMap { $0["destination"] as? String } == ["acct_r3"])
+        let fed = try setup.run([setup.folder.appendingPathComponent("plan/errors.csv")], out: "again")
+        #expect(fed.status == 65, "\(fed.stderr)")
+        let again = Dictionary(uniqueKeysWithValues: setup.results("again").map { ($0[0], $0) })
+        #expect(
+            again.mapValues { $0[8] + " " + $0[11] } == [
+                "F1": "rejected charge_failed", "F2": "rejected group_rejected", "H1": "settled ", "H2": "settled ",
+            ])
+        let effects = try setup.sandbox.effects()
+        #expect(effects.count == 3)
+        #expect(effects.contains { $0["recipient"] as? String == "acct_c0" && $0["amount"] as? Int == 200 })
+    }
+
+    /// A charge still pending at Stripe when an offline plan is applied: its order waits in
+    /// the ledger (deferred `charge_pending`) and the next run, once the charge succeeded,
+    /// settles it with nothing fed by hand.
+    @Test func applyOfAnOfflinePlanDefersTheOrderOfAPendingCharge() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_slow", "amount": 10000, "currency": "usd", "status": "pending"}]}"#)
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try
+            (Self.header
+            + "P1,920,transfer,40.00,usd,ORDER920,acct_r1,ch_slow,,,,,\n"
+            + "P2,920,payout,5.00,usd,ORDER920,,,,,,acct_c0,pm_ap_c0\n"
+            + "Q1,921,transfer,20.00,usd,ORDER921,acct_r3,ch_e921,100.00,usd,succeeded,,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let applied = try setup.apply("plan")
+        #expect(applied.status == 0, "\(applied.stderr)")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("plan").map { ($0[0], $0) })
+        #expect(
+            rows.mapValues { $0[8] + " " + $0[11] } == [
+                "P1": "deferred charge_pending", "P2": "deferred charge_pending", "Q1": "settled ",
+            ])
+        let deferred = SettleProcess.read(setup.folder.appendingPathComponent("plan/deferred.csv"))
+        #expect(deferred.contains("P1,920,transfer,40.00,usd,ORDER920,acct_r1,ch_slow,,,,,,charge_pending,"))
+        #expect(try setup.sandbox.effects().count == 1)
+        // The charge succeeds; the next run brings the order back from the ledger.
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_slow", "amount": 10000, "currency": "usd", "status": "succeeded"}]}"#)
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try String(Self.header).write(to: empty, atomically: true, encoding: .utf8)
+        let next = try setup.run([empty], out: "next")
+        #expect(next.status == 0, "\(next.stderr)")
+        let later = Dictionary(uniqueKeysWithValues: setup.results("next").map { ($0[0], $0) })
+        #expect(later.mapValues { $0[8] } == ["P1": "settled", "P2": "settled"])
+        #expect(try setup.sandbox.effects().count == 3)
     }
 
     /// An instruction edited by hand, with the seals recomputed, is still refused: apply
