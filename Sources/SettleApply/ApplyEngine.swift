@@ -51,6 +51,12 @@ public final class ApplyEngine {
     private var cascade: PreflightCascade?
     private var obstacles = Obstacles()
     private var payoutOrdersSeen: [String: [String]] = [:]
+    /// Per order, this run's transfers and reversals of it that Stripe refused, by
+    /// instruction id with the refusal: its payouts are not sent (an order moves whole or
+    /// not at all; a payout never pays for an order whose money did not move, e.g. a charge
+    /// that failed at Stripe though the export said it succeeded).
+    private var unmoved: [String: [String: String]] = [:]
+    private var payoutOrdersRead = false
     /// Ids marked in flight by this run whose answer is not in yet (the plan's duplicates).
     private var sending: Set<String> = []
     /// Answers waiting to be committed together (``flush()``): bounded by the calls in flight.
@@ -131,6 +137,8 @@ public final class ApplyEngine {
         cascade = nil
         obstacles = Obstacles()
         payoutOrdersSeen = [:]
+        unmoved = [:]
+        payoutOrdersRead = false
         sending = []
         counters = CallCounters()
 
@@ -422,12 +430,46 @@ public final class ApplyEngine {
         cascade.seal()
         self.cascade = cascade
         self.payoutOrdersSeen = payoutOrders
+        payoutOrdersRead = true
     }
 
     /// The outcome of an instruction that may not be sent because of what Stripe refused of
     /// a plan made offline; nil when it may go.
     private func stopped(_ instruction: Instruction) -> InstructionOutcome? {
         cascade?.outcome(groups: Self.orders(of: instruction, payoutOrdersSeen), obstacle: obstacles.of(instruction))
+    }
+
+    /// Notes whether Stripe refused a transfer or reversal of an order (``unmoved``).
+    private func noteMoved(_ dispatch: LedgerDispatch, _ result: InstructionOutcome) {
+        guard dispatch.kind != Instruction.Kind.payout.name, !dispatch.group.isEmpty else { return }
+        switch result {
+        case .failed(let code, let message), .rejected(let code, let message):
+            unmoved[dispatch.group, default: [:]][dispatch.id] = "\(code): \(message)"
+        default:
+            unmoved[dispatch.group]?[dispatch.id] = nil
+            if unmoved[dispatch.group]?.isEmpty == true { unmoved[dispatch.group] = nil }
+        }
+    }
+
+    /// The outcome of a payout that may not go because Stripe refused a transfer or reversal
+    /// of one of its orders in this run: rejected `group_rejected`; nil when it may go. A
+    /// transfer whose outcome is not known does not hold its payouts back (it most likely
+    /// reached Stripe, and held-back payout lines would wait in no ledger).
+    private func withheld(_ payout: Instruction) throws(ApplyError) -> InstructionOutcome? {
+        guard payout.kind == .payout, !unmoved.isEmpty else { return nil }
+        if payout.group.isEmpty, !payoutOrdersRead {
+            payoutOrdersSeen = try payoutOrders?() ?? [:]
+            payoutOrdersRead = true
+        }
+        for order in Self.orders(of: payout, payoutOrdersSeen) {
+            guard let (id, refusal) = unmoved[order]?.min(by: { $0.key < $1.key }) else { continue }
+            return .rejected(
+                code: ReasonCode.groupRejected.code,
+                message:
+                    "not sent: instruction \(id) of its order \(order) failed at Stripe (\(refusal)); "
+                    + "an order moves whole or not at all")
+        }
+        return nil
     }
 
     // MARK: - 4. Send
@@ -443,6 +485,8 @@ public final class ApplyEngine {
         defer { stopSending = nil }
         let batchSize = max(8, min(64, configuration.concurrency))
         var exhausted = false
+        var lookahead: Instruction?
+        var payoutsMayGo = false
         var done = 0
         let total = plan.overview.count
         let progress: () -> Void = { [configuration] in
@@ -456,18 +500,32 @@ public final class ApplyEngine {
                 // This run's answers first, so that the ledger reads below see them.
                 self.flush()
                 var batch: [Instruction] = []
+                var barrier = false
                 do throws(ApplyError) {
                     while batch.count < batchSize {
-                        guard let instruction = try plan.next() else {
+                        var read = lookahead.take()
+                        if read == nil { read = try plan.next() }
+                        guard let instruction = read else {
                             exhausted = true
                             break
                         }
+                        // Payouts come after every transfer and reversal (the plan's order);
+                        // the first one waits until they are all answered, so that a payout
+                        // never pays for an order whose money did not move.
+                        if instruction.kind == .payout, !payoutsMayGo {
+                            guard self.sending.isEmpty, batch.isEmpty else {
+                                lookahead = instruction
+                                barrier = true
+                                break
+                            }
+                            payoutsMayGo = true
+                        }
                         guard !self.isDuplicate(instruction.id), !batch.contains(where: { $0.id == instruction.id })
                         else { continue }
-                        if let outcome =
-                            try self.ledgerDo({ () throws(LedgerError) in try self.decided(instruction) })
-                            ?? self.stopped(instruction)
-                        {
+                        var outcome = try self.ledgerDo({ () throws(LedgerError) in try self.decided(instruction) })
+                        if outcome == nil { outcome = self.stopped(instruction) }
+                        if outcome == nil { outcome = try self.withheld(instruction) }
+                        if let outcome {
                             self.setOutcome(outcome, for: instruction.id)
                             progress()
                         } else {
@@ -493,7 +551,11 @@ public final class ApplyEngine {
                     dispatches.append(
                         self.dispatch(instruction, params: params[instruction.id]!, attempt: attempts + 1))
                 }
-                guard !dispatches.isEmpty else { continue }
+                guard !dispatches.isEmpty else {
+                    // At the barrier: the answers of the calls in flight come first.
+                    if barrier { return [] }
+                    continue
+                }
                 // In flight first, in one transaction; one by one if the batch is refused.
                 var marked: [LedgerDispatch] = []
                 do {
@@ -507,8 +569,10 @@ public final class ApplyEngine {
                         } catch {
                             switch error {
                             case .lineClaimed, .instructionNotSendable:
-                                self.setOutcome(
-                                    .rejected(code: "line_conflict", message: error.description), for: dispatch.id)
+                                let conflict = InstructionOutcome.rejected(
+                                    code: "line_conflict", message: error.description)
+                                self.setOutcome(conflict, for: dispatch.id)
+                                self.noteMoved(dispatch, conflict)
                                 progress()
                             default:
                                 // Nothing of this batch left: the marked ones are released
@@ -590,9 +654,13 @@ public final class ApplyEngine {
         case .notSent(let message): result = .notSent(reason: stopReason ?? "not sent: \(message)")
         }
         guard record(dispatch, result, outcome: outcome, label: label) else {
-            return .unknown(message: "Stripe answered, but the ledger could not record it; the next run looks it up")
+            let unrecorded = InstructionOutcome.unknown(
+                message: "Stripe answered, but the ledger could not record it; the next run looks it up")
+            noteMoved(dispatch, unrecorded)
+            return unrecorded
         }
         if case .settled = result, dispatch.kind == "payout" { notePayoutStatus(dispatch, outcome) }
+        noteMoved(dispatch, result)
         return result
     }
 

@@ -232,11 +232,15 @@ public struct PlanFolder {
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)
-                    } else if status == LineStatus.failed.name, !row[F.instructionID.rawValue].isEmpty,
+                    } else if status == LineStatus.failed.name || status == LineStatus.rejected.name
+                        || status == LineStatus.deferred.name, !row[F.instructionID.rawValue].isEmpty,
                         let result = report.lineResult(text(row[F.instructionID.rawValue]))
                     {
                         // A re-apply of this folder sent again what Stripe refused in an earlier
-                        // attempt (under the next attempt's key): its outcome now is this one.
+                        // attempt (under the next attempt's key), or what an earlier attempt
+                        // did not send (its order's payout after a refused transfer, its order
+                        // on a fact Stripe refused or held back): its outcome now is this one.
+                        // (The plan's own rejected and deferred lines have no instruction.)
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)

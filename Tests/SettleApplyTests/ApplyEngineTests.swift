@@ -175,6 +175,43 @@ struct ApplyEngineTests {
         }
     }
 
+    /// A transfer Stripe refuses (here its charge failed, though the export said it
+    /// succeeded, so nothing looked it up) keeps its order's payouts from going, the
+    /// aggregated one that also pays another order included: payouts wait until every
+    /// transfer is answered, and never pay for an order whose money did not move.
+    @Test func aPayoutIsNotSentForAnOrderWhoseTransferStripeRefused() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        func payout(_ id: String, group: String) -> Instruction {
+            var instruction = payoutInstruction(id)
+            instruction.group = group
+            return instruction
+        }
+        let plan = [
+            transferInstruction("ins_t1", amount: 100, charge: "ch_failed", group: "G1"),
+            transferInstruction("ins_t2", amount: 100, group: "G2"),
+            transferInstruction("ins_t3", amount: 100, group: "G3"),
+            payout("ins_p1", group: "G1"),
+            payoutInstruction("ins_agg_g1_g2"),
+            payout("ins_p3", group: "G3"),
+        ]
+        let report = try runEngine(sandbox, plan, payoutOrders: ["ins_agg_g1_g2": ["G2", "G1"]])
+        guard case .failed(let code, _)? = report.outcomes["ins_t1"] else {
+            Issue.record("ins_t1: \(String(describing: report.outcomes["ins_t1"]))")
+            return
+        }
+        #expect(code == "charge_failed")
+        for id in ["ins_p1", "ins_agg_g1_g2"] {
+            guard case .rejected(let code, let message)? = report.outcomes[id] else {
+                Issue.record("\(id): \(String(describing: report.outcomes[id]))")
+                continue
+            }
+            #expect(code == "group_rejected")
+            #expect(message.contains("ins_t1") && message.contains("charge_failed"), "\(message)")
+        }
+        #expect(try sandbox.effectCounts() == ["ins_t2": 1, "ins_t3": 1, "ins_p3": 1])
+    }
+
     @Test func definiteRefusalFailsReleasesLinesAndTheNextRunUsesANewAttempt() throws {
         let sandbox = try Sandbox()
         try sandbox.seed()

@@ -381,6 +381,38 @@ import Testing
         #expect(try setup.sandbox.effects().count == 3)
     }
 
+    /// The export says a card charge succeeded, so nothing looks it up, but it failed at
+    /// Stripe: its transfer is refused, and its order's payout is not sent (before, the
+    /// courier was paid for an order whose money never moved). With per-recipient payouts
+    /// the courier's payout of another order shares the instruction and waits in errors.csv
+    /// too; with per-line payouts that one goes.
+    @Test(arguments: ["per-recipient", "per-line"])
+    func aPayoutIsNotSentWhenItsOrdersChargeFailedAtStripe(payouts: String) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_lie", "amount": 10000, "currency": "usd", "status": "failed"}]}"#)
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try
+            (Self.header
+            + "L1,930,transfer,40.00,usd,ORDER930,acct_r1,ch_lie,100.00,usd,succeeded,,\n"
+            + "L2,930,payout,5.00,usd,ORDER930,,,,,,acct_c0,pm_ap_c0\n"
+            + "O1,931,transfer,30.00,usd,ORDER931,acct_r2,ch_e931,100.00,usd,succeeded,,\n"
+            + "O2,931,payout,2.00,usd,ORDER931,,,,,,acct_c0,pm_ap_c0\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let outcome = try setup.run([input], out: "out", extra: ["--payouts", payouts])
+        #expect(outcome.status == 65, "\(outcome.stderr)")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("out").map { ($0[0], $0) })
+        let tied = payouts == "per-recipient" ? "rejected group_rejected" : "settled "
+        #expect(
+            rows.mapValues { $0[8] + " " + $0[11] } == [
+                "L1": "failed charge_failed", "L2": "rejected group_rejected", "O1": "settled ", "O2": tied,
+            ])
+        let paid = try setup.sandbox.effects().compactMap { $0["recipient"] as? String }
+        #expect(paid == (payouts == "per-recipient" ? [] : ["acct_c0"]))
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("out/errors.csv"))
+        #expect(errors.contains("L2,930,payout,5.00,usd,ORDER930,,,,,,acct_c0,pm_ap_c0,group_rejected,"))
+    }
+
     /// An instruction edited by hand, with the seals recomputed, is still refused: apply
     /// re-derives every id from its content before the first request.
     @Test func applyRefusesAnInstructionWhoseContentDoesNotMatchItsId() throws {
