@@ -228,7 +228,13 @@ extension LedgerStore {
                     """, [.text(id)])
             }
             let code = reason ?? "payout_\(status)"
-            let message = "the payout was \(status) at Stripe after it was accepted (\(code))"
+            var payout = ""
+            try db.query("SELECT stripe_id FROM instructions WHERE id = ?", [.text(id)]) { row in
+                payout = row.text(0) ?? ""
+            }
+            // The payout's id, so finance can find it at Stripe from errors.csv alone.
+            let message =
+                "the payout \(payout.isEmpty ? "" : payout + " ")was \(status) at Stripe after it was accepted (\(code))"
             try db.run(
                 "UPDATE instructions SET status = 'failed', error_code = ?, error_message = ? WHERE id = ?",
                 [.text(code), .text(message), .text(id)])

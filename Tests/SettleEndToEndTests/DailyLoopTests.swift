@@ -60,6 +60,8 @@ import Testing
         #expect(third.status == 65, "\(third.stderr)")
         let rows = setup.results("day3")
         #expect(rows.map { [$0[0], $0[8], $0[11]] } == [["D2", "failed", "payout_method_closed"]], "\(rows)")
+        // The reason names the payout that came back, so errors.csv alone leads to it at Stripe.
+        #expect(rows.first?[12].contains("the payout \(payout) was returned") == true, "\(rows)")
     }
 
     /// A transfer and its reversal of one run cancel out (`netted`): nothing is sent, and the
