@@ -120,7 +120,8 @@ struct StatusReadTests {
                 == LedgerStatusLine(
                     lineID: "back-1", state: .returned, payee: "acct_back-1", amountMinor: 2100, currency: "eur",
                     reasonCode: "account_closed",
-                    reason: "the payout obp_back was returned at Stripe after it was accepted (account_closed)", since: at(12),
+                    reason: "the payout obp_back was returned at Stripe after it was accepted (account_closed)",
+                    since: at(12),
                     sinceRun: "run_1", instructionID: "P_BACK", stripeID: "obp_back"))
 
         // Oldest first; not the cancelled one.
