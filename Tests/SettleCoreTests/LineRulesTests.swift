@@ -42,6 +42,22 @@ import Testing
         #expect(plan.instructions.isEmpty)
     }
 
+    /// A NUL in a line id would cut it short in the ledger (its C strings): "A\0B" and "A"
+    /// would be one line there. Control characters in the ids no prefix rule checks are
+    /// `id_invalid`; the line without one goes.
+    @Test func controlCharactersInFreeIdsAreRejected() {
+        let plan = TestExport()
+            .transfer("A", order: "1", amount: "10.00")
+            .transfer("A\u{0}B", order: "2", amount: "10.00")
+            .transfer("C", order: "3\u{1}", amount: "10.00")
+            .transfer("D", order: "4", amount: "10.00", extra: ["transfer_group": "G\t4"])
+            .payout("E", order: "5", amount: "5.00", extra: ["payout_method": "pm_\u{7f}"])
+            .plan()
+        #expect(plan.outcome("A") == (.planned, ""))
+        for id in ["A\u{0}B", "C", "D", "E"] { #expect(plan.outcome(id) == (.rejected, "id_invalid"), "\(id)") }
+        #expect(plan.batch.reasonText(of: plan.batch.lines[1]).contains("line_id holds a control character (byte 0x0)"))
+    }
+
     @Test func rejectedLineCarriesItsSource() {
         let plan = TestExport()
             .transfer("1", order: "1", amount: "10.00")

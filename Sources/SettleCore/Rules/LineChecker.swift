@@ -21,6 +21,8 @@ public final class LineChecker: RecordSink {
 
     static let maxIDBytes = 255
     static let lengthChecked = Column.allCases.filter { $0 != .description }
+    /// Ids whose form no prefix rule checks.
+    static let freeIDs: [Column] = [.lineID, .orderID, .transferGroup, .payoutMethod]
     static let maxDescriptionBytes = 1000
     static let maxMetadataKeyBytes = 40
     static let maxMetadataValueBytes = 500
@@ -293,7 +295,22 @@ public final class LineChecker: RecordSink {
         }
         return prefixProblem(.destination, "acct_") ?? prefixProblem(.recipient, "acct_")
             ?? prefixProblem(.sourceTransaction, "ch_", "py_") ?? prefixProblem(.paymentIntent, "pi_")
-            ?? prefixProblem(.transfer, "tr_")
+            ?? prefixProblem(.transfer, "tr_") ?? controlProblem(fields)
+    }
+
+    /// The ids without a prefix hold no control character: a NUL would end the id in the
+    /// ledger's C strings (two lines, one id), a line end would split it in a log line.
+    @inline(__always)
+    private func controlProblem(_ fields: Fields) -> RecordDefect? {
+        for column in LineChecker.freeIDs {
+            let value = fields[column]
+            guard let byte = value.first(where: { $0 < 0x20 || $0 == 0x7f }) else { continue }
+            return RecordDefect(
+                code: .idInvalid,
+                message:
+                    "\(column.csvName) holds a control character (byte 0x\(String(byte, radix: 16, uppercase: true)))")
+        }
+        return nil
     }
 
     /// Destination country (two letters, kept upper-case in 16 bits) and transfer date into `line`.
