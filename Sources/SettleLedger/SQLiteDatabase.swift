@@ -151,8 +151,19 @@ final class SQLiteDatabase {
         return statement
     }
 
+    /// Binds every byte of `text` (its length given: an inner NUL does not end it).
+    private static func bindText(_ text: String, at index: Int32, to statement: OpaquePointer) -> Int32 {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard let start = bytes.baseAddress else { return sqlite3_bind_text(statement, index, "", 0, nil) }
+            return start.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                sqlite3_bind_text(statement, index, $0, Int32(bytes.count), settle_sqlite_transient())
+            }
+        }
+    }
+
     private func bind(_ text: String, at index: Int32, to statement: OpaquePointer) throws(LedgerError) {
-        let rc = sqlite3_bind_text(statement, index, text, -1, settle_sqlite_transient())
+        let rc = Self.bindText(text, at: index, to: statement)
         guard rc == SQLITE_OK else { throw error(rc, message) }
     }
 
@@ -189,7 +200,7 @@ final class SQLiteDatabase {
             switch value {
             case .null: rc = sqlite3_bind_null(statement, index)
             case .integer(let number): rc = sqlite3_bind_int64(statement, index, number)
-            case .text(let text): rc = sqlite3_bind_text(statement, index, text, -1, settle_sqlite_transient())
+            case .text(let text): rc = Self.bindText(text, at: index, to: statement)
             case .blob(let bytes):
                 rc = bytes.withUnsafeBytes { raw in
                     sqlite3_bind_blob(statement, index, raw.baseAddress, Int32(raw.count), settle_sqlite_transient())
@@ -231,7 +242,9 @@ struct SQLiteRow {
         guard sqlite3_column_type(statement, column) != SQLITE_NULL,
             let bytes = sqlite3_column_text(statement, column)
         else { return nil }
-        return String(cString: bytes)
+        // Every byte, an inner NUL included.
+        let count = Int(sqlite3_column_bytes(statement, column))
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
     }
 
     func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }

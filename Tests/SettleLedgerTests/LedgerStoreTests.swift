@@ -64,6 +64,20 @@ struct LedgerStoreTests {
         #expect(probe.terminationStatus == 1)
     }
 
+    /// Text goes in and out of SQLite with its length: an inner NUL does not end an id, so
+    /// "A\0B" and "A" stay two lines (before, both were "A" in the ledger).
+    @Test func anInnerNULDoesNotEndAnID() throws {
+        let folder = try TemporaryFolder()
+        let store = try openTestLedger(path: folder.ledgerPath)
+        defer { store.close() }
+        try store.markInFlight([transfer("T\u{0}1", lines: ["A\u{0}B"])], at: Date())
+        try store.recordOutcome(instruction: "T\u{0}1", .settled(stripeID: "tr_1"))
+        #expect(try store.line("A") == nil)
+        #expect(try store.line("A\u{0}B")?.instructionID == "T\u{0}1")
+        #expect(try store.instruction("T") == nil)
+        #expect(try store.lines(ofInstruction: "T\u{0}1") == ["A\u{0}B"])
+    }
+
     @Test func openReadOnlyReturnsNilWithoutAFile() throws {
         let folder = try TemporaryFolder()
         #expect(try LedgerStore.openReadOnly(path: folder.ledgerPath) == nil)
