@@ -418,8 +418,9 @@ public final class ApplyEngine {
         guard !obstacles.isEmpty else { return }
         log(
             .warning,
-            "this plan was made offline and Stripe " + facts.refused.joined(separator: "; ")
-                + ": the orders that depend on it are not sent, whole; the rest goes")
+            "this plan was made offline, and Stripe says: " + facts.refused.joined(separator: "; ")
+                + ". The orders that depend on these are not sent (each order whole, with every order an "
+                + "aggregated payout ties to it); the rest of the plan goes")
         let payoutOrders = try self.payoutOrders?() ?? [:]
         var cascade = PreflightCascade()
         try plan.rewind()
