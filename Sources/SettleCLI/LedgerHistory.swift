@@ -102,11 +102,16 @@ final class LedgerHistory: SettlementHistory {
     /// The keys of one batch look-up as the JSON array the ledger's statement reads (reused).
     private var keys = JSON.Writer()
 
-    /// A key as SQLite compares the one-key look-ups' keys and stored them: bound as C
-    /// strings, so up to the first NUL byte.
-    private static func cKey(_ bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
-        guard let base = bytes.baseAddress, let nul = memchr(base, 0, bytes.count) else { return bytes }
-        return UnsafeRawBufferPointer(start: base, count: UnsafeRawPointer(nul) - base)
+    /// Writes one key of a batch. SQLite's JSON functions end a string at `\u0000`, so a key
+    /// with a NUL byte is written `null`, which matches nothing: no such key is in a ledger
+    /// (the line rules reject control characters in ids, Stripe's ids have none, and builds
+    /// before text was bound with its length cut such keys at the NUL).
+    private static func key(_ bytes: UnsafeRawBufferPointer, to keys: inout JSON.Writer) {
+        if let base = bytes.baseAddress, memchr(base, 0, bytes.count) != nil {
+            keys.null()
+        } else {
+            keys.string(bytes: bytes)
+        }
     }
 
     /// Writes the JSON array of a batch's keys, then asks the ledger with it.
@@ -167,7 +172,7 @@ final class LedgerHistory: SettlementHistory {
 
     /// Keys as JSON strings.
     private static func write(_ ids: [UnsafeRawBufferPointer], to keys: inout JSON.Writer) {
-        for id in ids { keys.string(bytes: cKey(id)) }
+        for id in ids { key(id, to: &keys) }
     }
 
     /// A transfer settle made, with what is left of it to reverse.
@@ -183,7 +188,7 @@ final class LedgerHistory: SettlementHistory {
     ) {
         for (charge, currency) in charges {
             keys.openArray()
-            keys.string(bytes: cKey(charge))
+            key(charge, to: &keys)
             keys.string(currency.code)
             keys.closeArray()
         }
@@ -210,7 +215,7 @@ final class LedgerHistory: SettlementHistory {
         // Few lines name a transfer: the answers are matched to the keys by text.
         var positions: [String: [Int]] = [:]
         for (position, id) in stripeIDs.enumerated() {
-            positions[String(decoding: LedgerHistory.cKey(id), as: UTF8.self), default: []].append(position)
+            positions[String(decoding: id, as: UTF8.self), default: []].append(position)
         }
         lookUp({ keys in LedgerHistory.write(stripeIDs, to: &keys) }) { json throws(LedgerError) in
             try store.transfers(stripeIDs: json) { transfer in

@@ -55,10 +55,12 @@ import Testing
         for number in 0..<120 {
             let row = Self.row(UInt64.random(in: 0...UInt64.max, using: &generator), UInt32(number))
             rows.append(row)
+            // No key with a NUL in the ledger: the line rules reject them (id_invalid), and
+            // SQLite's JSON ends a string there. They are still asked below.
             let lines = (0..<Int.random(in: 1...3, using: &generator)).map { _ in Self.key(&generator) }
-                .filter { lineIDs.insert($0).inserted }
+                .filter { !$0.contains("\u{0}") && lineIDs.insert($0).inserted }
             guard !lines.isEmpty else { continue }
-            let charge = Self.key(&generator)
+            let charge = Self.key(&generator).replacingOccurrences(of: "\u{0}", with: "0")
             charges.append(charge)
             let currency = Bool.random(using: &generator) ? "usd" : "eur"
             let amount = Int64.random(in: 1...9_999, using: &generator)
@@ -69,7 +71,7 @@ import Testing
                         attempt: Int.random(in: 1...4, using: &generator))
                 ])
             } catch {
-                continue  // two keys that are one C string ("a" and "a\0b"): the ledger keeps the first
+                continue
             }
             switch Int.random(in: 0..<4, using: &generator) {
             case 0:
@@ -171,9 +173,10 @@ import Testing
         withViews(askTransfers.map { Array($0.utf8) }) { views in history.recordedTransfers(views) { recorded[$0] = $1 }
         }
         for (position, id) in askTransfers.enumerated() {
-            let expected = settledTransfers[String(id.prefix { $0 != "\u{0}" })]
+            // A key with a NUL is no id ("tr_1\0" is not tr_1).
+            let expected = settledTransfers[id]
             #expect(recorded[position]?.remaining == expected, "transfer \(id)")
-            #expect(recorded[position].map(\.stripeID) == expected.map { _ in String(id.prefix { $0 != "\u{0}" }) })
+            #expect(recorded[position].map(\.stripeID) == expected.map { _ in id })
         }
         #expect(settledTransfers.count > 10)
         #expect(history.failure == nil)
