@@ -725,6 +725,32 @@ public final class ApplyEngine {
 
     private func recordCall(_ dispatch: LedgerDispatch, outcome: HTTPOutcome, label: String) {
         enqueue(.call(ledgerCall(dispatch, outcome: outcome, label: label)))
+        guard label.hasSuffix("retry") else { return }
+        // A try that will be retried under the same key, with fields of its own for a log
+        // pipeline (`--log-format json`): which call, what came back.
+        var fields: [(key: String, value: ApplyEvent.Value)] = [
+            ("instruction", .string(dispatch.id)), ("kind", .string(dispatch.kind)),
+            ("attempt", .int(Int64(dispatch.attempt))), ("idempotency_key", .string(dispatch.idempotencyKey)),
+            ("phase", .string(label)),
+        ]
+        let what: String
+        switch outcome {
+        case .response(let response):
+            fields.append(("http_status", .int(Int64(response.status))))
+            if let id = response.header("request-id") { fields.append(("request_id", .string(id))) }
+            if let reason = response.header("stripe-rate-limited-reason") {
+                fields.append(("rate_limited_reason", .string(reason)))
+            }
+            what = "HTTP \(response.status)"
+        case .transportError(let kind, let message):
+            fields.append(("transport_error", .string(kind.rawValue)))
+            what = "\(kind.rawValue): \(message)"
+        }
+        emit(
+            ApplyEvent(
+                level: .debug, name: "request_retried",
+                message: "\(dispatch.id) (\(dispatch.idempotencyKey)): \(what); retried with the same key",
+                fields: fields))
     }
 
     // MARK: - Answers, committed together

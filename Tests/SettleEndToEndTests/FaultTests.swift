@@ -613,6 +613,30 @@ extension CrashPointTests {
             #expect(["transfer", "payout"].contains(event["kind"] as? String ?? ""))
         }
     }
+
+    /// A try that is retried is an event too, with which call and what came back.
+    @Test func aRetriedTryIsAnEventWithItsFields() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 1, in: setup.folder)
+        try FaultTests.rules(
+            #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "status", "status": 503}]}"#,
+            setup.sandbox)
+        let outcome = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "out", extra: ["--log-format", "json", "-v"]),
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let retried = outcome.stderr.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }.filter { $0["event"] as? String == "request_retried" }
+        #expect(retried.count == 1, "\(outcome.stderr)")
+        let event = try #require(retried.first)
+        #expect((event["instruction"] as? String)?.hasPrefix("ins_") == true)
+        #expect(event["http_status"] as? Int == 503)
+        #expect(event["kind"] as? String == "transfer")
+        #expect(event["phase"] as? String == "retry")
+        #expect((event["idempotency_key"] as? String)?.hasSuffix("-a1") == true)
+        #expect((event["request_id"] as? String)?.hasPrefix("req_") == true)
+    }
 }
 
 extension CrashPointTests {
