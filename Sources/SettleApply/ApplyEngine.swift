@@ -33,7 +33,7 @@ public final class ApplyEngine {
     /// For a plan made offline: the orders of each aggregated payout's lines, by instruction
     /// id (an aggregated payout names no group), asked only when Stripe refuses a fact the
     /// plan depends on. Without it such a payout stands alone.
-    public var payoutOrders: (() throws(ApplyError) -> [String: [String]])?
+    public var payoutOrders: (() throws(ApplyError) -> [String: [String: String]])?
 
     // Per-run state.
     /// Every outcome of the run, on disk: memory holds the calls in flight, not the plan.
@@ -50,12 +50,18 @@ public final class ApplyEngine {
     /// What Stripe refused of a plan made offline, with the orders that may not move.
     private var cascade: PreflightCascade?
     private var obstacles = Obstacles()
-    private var payoutOrdersSeen: [String: [String]] = [:]
+    /// Per aggregated payout, the order of each of its lines (``payoutOrders``, read once).
+    private var payoutOrdersSeen: [String: [String: String]] = [:]
     /// Per order, this run's transfers and reversals of it that Stripe refused, by
     /// instruction id with the refusal: its payouts are not sent (an order moves whole or
     /// not at all; a payout never pays for an order whose money did not move, e.g. a charge
     /// that failed at Stripe though the export said it succeeded).
     private var unmoved: [String: [String: String]] = [:]
+    /// Per order, this run's transfers and reversals of it whose outcome is not known: its
+    /// payouts wait for the next run, which resolves them first.
+    private var unsettled: [String: [String: String]] = [:]
+    /// Per order, its transfers and reversals in flight (sent, not answered yet).
+    private var flights: [String: Int] = [:]
     private var payoutOrdersRead = false
     /// Ids marked in flight by this run whose answer is not in yet (the plan's duplicates).
     private var sending: Set<String> = []
@@ -138,6 +144,8 @@ public final class ApplyEngine {
         obstacles = Obstacles()
         payoutOrdersSeen = [:]
         unmoved = [:]
+        unsettled = [:]
+        flights = [:]
         payoutOrdersRead = false
         sending = []
         counters = CallCounters()
@@ -325,15 +333,26 @@ public final class ApplyEngine {
                 break
             }
         }
+        // Lines another instruction holds. When others settled every line with the same
+        // content (a later run paid what this plan lists), they are already settled; any other
+        // case is a conflict: sending would pay some of them twice.
+        var elsewhere: [(line: Instruction.Line, held: LedgerLine)] = []
         for line in instruction.lines {
             if let held = try ledger.line(line.lineID), held.instructionID != instruction.id, held.status != .failed {
-                return .rejected(
-                    code: "line_conflict",
-                    message:
-                        "line \(line.lineID) is already \(held.status.rawValue) in instruction \(held.instructionID)")
+                elsewhere.append((line, held))
             }
         }
-        return nil
+        guard let first = elsewhere.first else { return nil }
+        if elsewhere.count == instruction.lines.count,
+            elsewhere.allSatisfy({ $0.held.status == .settled && $0.held.content == $0.line.content })
+        {
+            return .alreadySettled(stripeID: first.held.stripeID ?? "")
+        }
+        return .rejected(
+            code: "line_conflict",
+            message:
+                "line \(first.line.lineID) is already \(first.held.status.rawValue) in instruction \(first.held.instructionID)"
+        )
     }
 
     /// Whether this run already has the instruction (a plan that lists it twice sends it once).
@@ -364,10 +383,16 @@ public final class ApplyEngine {
     }
 
     /// The orders an instruction's lines belong to.
-    private static func orders(of instruction: Instruction, _ payoutOrders: [String: [String]]) -> [String] {
+    private static func orders(of instruction: Instruction, _ payoutOrders: [String: [String: String]]) -> [String] {
         if !instruction.group.isEmpty { return [instruction.group] }
-        if let found = payoutOrders[instruction.id], !found.isEmpty { return found }
+        if let found = payoutOrders[instruction.id], !found.isEmpty { return Array(Set(found.values)).sorted() }
         return ["\u{1}" + instruction.id]
+    }
+
+    private func readPayoutOrders() throws(ApplyError) {
+        guard !payoutOrdersRead else { return }
+        payoutOrdersSeen = try payoutOrders?() ?? [:]
+        payoutOrdersRead = true
     }
 
     /// Looks up every payout method and charge the plan's candidates depend on. An answer
@@ -421,56 +446,105 @@ public final class ApplyEngine {
             "this plan was made offline, and Stripe says: " + facts.refused.joined(separator: "; ")
                 + ". The orders that depend on these are not sent (each order whole, with every order an "
                 + "aggregated payout ties to it); the rest of the plan goes")
-        let payoutOrders = try self.payoutOrders?() ?? [:]
+        try readPayoutOrders()
         var cascade = PreflightCascade()
         try plan.rewind()
         while let instruction = try plan.next() {
             guard try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil else { continue }
-            cascade.add(groups: Self.orders(of: instruction, payoutOrders), obstacle: obstacles.of(instruction))
+            cascade.add(groups: Self.orders(of: instruction, payoutOrdersSeen), obstacle: obstacles.of(instruction))
         }
         cascade.seal()
         self.cascade = cascade
-        self.payoutOrdersSeen = payoutOrders
-        payoutOrdersRead = true
     }
 
-    /// The outcome of an instruction that may not be sent because of what Stripe refused of
-    /// a plan made offline; nil when it may go.
-    private func stopped(_ instruction: Instruction) -> InstructionOutcome? {
-        cascade?.outcome(groups: Self.orders(of: instruction, payoutOrdersSeen), obstacle: obstacles.of(instruction))
-    }
-
-    /// Notes whether Stripe refused a transfer or reversal of an order (``unmoved``).
+    /// Notes what Stripe said of a transfer or reversal of an order (``unmoved``,
+    /// ``unsettled``).
     private func noteMoved(_ dispatch: LedgerDispatch, _ result: InstructionOutcome) {
         guard dispatch.kind != Instruction.Kind.payout.name, !dispatch.group.isEmpty else { return }
+        let order = dispatch.group
+        func drop(_ table: inout [String: [String: String]]) {
+            table[order]?[dispatch.id] = nil
+            if table[order]?.isEmpty == true { table[order] = nil }
+        }
         switch result {
         case .failed(let code, let message), .rejected(let code, let message):
-            unmoved[dispatch.group, default: [:]][dispatch.id] = "\(code): \(message)"
+            unmoved[order, default: [:]][dispatch.id] = "\(code): \(message)"
+            drop(&unsettled)
+        case .unknown(let message):
+            unsettled[order, default: [:]][dispatch.id] = message
+            drop(&unmoved)
         default:
-            unmoved[dispatch.group]?[dispatch.id] = nil
-            if unmoved[dispatch.group]?.isEmpty == true { unmoved[dispatch.group] = nil }
+            drop(&unmoved)
+            drop(&unsettled)
         }
     }
 
-    /// The outcome of a payout that may not go because Stripe refused a transfer or reversal
-    /// of one of its orders in this run: rejected `group_rejected`; nil when it may go. A
-    /// transfer whose outcome is not known does not hold its payouts back (it most likely
-    /// reached Stripe, and held-back payout lines would wait in no ledger).
-    private func withheld(_ payout: Instruction) throws(ApplyError) -> InstructionOutcome? {
-        guard payout.kind == .payout, !unmoved.isEmpty else { return nil }
-        if payout.group.isEmpty, !payoutOrdersRead {
-            payoutOrdersSeen = try payoutOrders?() ?? [:]
-            payoutOrdersRead = true
+    /// Why an order may not move now, or nil: what Stripe said of a plan made offline
+    /// (``PreflightCascade``), a transfer or reversal of it Stripe refused in this run, and for
+    /// its payouts also one whose outcome is not known yet.
+    private func orderStop(_ order: String, payout: Bool) -> PreflightCascade.OrderVerdict? {
+        if let verdict = cascade?.verdict(ofOrder: order) { return verdict }
+        if let (id, refusal) = unmoved[order]?.min(by: { $0.key < $1.key }) {
+            return .refused(message: "instruction \(id) of order \(order) failed at Stripe: \(refusal)")
         }
-        for order in Self.orders(of: payout, payoutOrdersSeen) {
-            guard let (id, refusal) = unmoved[order]?.min(by: { $0.key < $1.key }) else { continue }
-            return .rejected(
-                code: ReasonCode.groupRejected.code,
-                message:
-                    "not sent: instruction \(id) of its order \(order) failed at Stripe (\(refusal)); "
-                    + "an order moves whole or not at all")
+        if payout, let (id, why) = unsettled[order]?.min(by: { $0.key < $1.key }) {
+            return .unsettled(message: "instruction \(id) of order \(order) has no known outcome yet (\(why))")
         }
         return nil
+    }
+
+    /// What settle holds back of an instruction before sending it.
+    private enum Hold {
+        /// Its lines share this outcome.
+        case whole(InstructionOutcome)
+        /// An aggregated payout some of whose orders may not move: nothing of it is sent,
+        /// and each line gets its order's outcome (the others wait for the next run).
+        case lines([(line: String, outcome: InstructionOutcome)])
+    }
+
+    /// Whether an instruction is held back, and how; nil when it may be sent. An order moves
+    /// whole or not at all, and a payout never pays for an order whose money did not move.
+    private func hold(_ instruction: Instruction) throws(ApplyError) -> Hold? {
+        guard cascade != nil || !unmoved.isEmpty || !unsettled.isEmpty else { return nil }
+        let own = obstacles.of(instruction)
+        let isPayout = instruction.kind == .payout
+        if instruction.group.isEmpty, isPayout { try readPayoutOrders() }
+        guard instruction.group.isEmpty, isPayout, let orderOfLine = payoutOrdersSeen[instruction.id] else {
+            let order = Self.orders(of: instruction, payoutOrdersSeen)[0]
+            return orderStop(order, payout: isPayout).map { .whole(PreflightCascade.outcome($0, own: own)) }
+        }
+        // An aggregated payout: Stripe refused its payout method, or some of its orders stop.
+        if case .refused(_, let message)? = own {
+            return .whole(PreflightCascade.outcome(.refused(message: message), own: own))
+        }
+        var stops: [String: PreflightCascade.OrderVerdict] = [:]
+        for order in Set(orderOfLine.values) {
+            if let verdict = orderStop(order, payout: true) { stops[order] = verdict }
+        }
+        guard let (firstOrder, firstStop) = stops.min(by: { $0.key < $1.key }) else { return nil }
+        let why: String
+        switch firstStop {
+        case .refused(let message), .pending(let message), .tied(let message), .unsettled(let message): why = message
+        }
+        let tie = PreflightCascade.OrderVerdict.tied(message: "order \(firstOrder): \(why)")
+        return .lines(
+            instruction.lines.map { line in
+                let verdict = orderOfLine[line.lineID].flatMap { stops[$0] } ?? tie
+                return (line.lineID, PreflightCascade.outcome(verdict, own: own))
+            })
+    }
+
+    /// Records what ``hold(_:)`` decided.
+    private func setHeld(_ held: Hold, for instruction: Instruction) {
+        switch held {
+        case .whole(let outcome): setOutcome(outcome, for: instruction.id)
+        case .lines(let lines):
+            do {
+                try outcomes.set(lines: lines, of: instruction.id)
+            } catch {
+                fail(error)
+            }
+        }
     }
 
     // MARK: - 4. Send
@@ -488,6 +562,9 @@ public final class ApplyEngine {
         var exhausted = false
         var lookahead: Instruction?
         var payoutsMayGo = false
+        // Transfers and reversals of an order with one in flight wait here for its answer:
+        // once Stripe refuses one, the rest of the order is not sent (``hold(_:)``).
+        var parked: [Instruction] = []
         var done = 0
         let total = plan.overview.count
         let progress: () -> Void = { [configuration] in
@@ -497,24 +574,34 @@ public final class ApplyEngine {
         scheduler.tick = tick(for: scheduler)
         scheduler.refill = { [unowned self, unowned scheduler] in
             var calls: [Call] = []
-            while calls.isEmpty, !exhausted, self.ledgerFailure == nil, self.planFailure == nil, !scheduler.stopped {
+            while calls.isEmpty, !exhausted || lookahead != nil || !parked.isEmpty, self.ledgerFailure == nil,
+                self.planFailure == nil, !scheduler.stopped
+            {
                 // This run's answers first, so that the ledger reads below see them.
                 self.flush()
                 var batch: [Instruction] = []
+                var batchOrders: Set<String> = []
+                // Nothing more can go until answers come in (a parked order, the payout barrier).
                 var barrier = false
                 do throws(ApplyError) {
                     while batch.count < batchSize {
-                        var read = lookahead.take()
-                        if read == nil { read = try plan.next() }
+                        let free = parked.firstIndex {
+                            self.flights[$0.group, default: 0] == 0 && !batchOrders.contains($0.group)
+                        }
+                        var read = free.map { parked.remove(at: $0) } ?? lookahead.take()
+                        if read == nil, !exhausted {
+                            read = try plan.next()
+                            if read == nil { exhausted = true }
+                        }
                         guard let instruction = read else {
-                            exhausted = true
+                            barrier = !parked.isEmpty
                             break
                         }
                         // Payouts come after every transfer and reversal (the plan's order);
                         // the first one waits until they are all answered, so that a payout
                         // never pays for an order whose money did not move.
                         if instruction.kind == .payout, !payoutsMayGo {
-                            guard self.sending.isEmpty, batch.isEmpty else {
+                            guard self.sending.isEmpty, batch.isEmpty, parked.isEmpty else {
                                 lookahead = instruction
                                 barrier = true
                                 break
@@ -523,14 +610,26 @@ public final class ApplyEngine {
                         }
                         guard !self.isDuplicate(instruction.id), !batch.contains(where: { $0.id == instruction.id })
                         else { continue }
-                        var outcome = try self.ledgerDo({ () throws(LedgerError) in try self.decided(instruction) })
-                        if outcome == nil { outcome = self.stopped(instruction) }
-                        if outcome == nil { outcome = try self.withheld(instruction) }
-                        if let outcome {
+                        // One transfer or reversal of an order at a time: the next waits for
+                        // Stripe's answer to the one before.
+                        if instruction.kind != .payout, !instruction.group.isEmpty,
+                            self.flights[instruction.group, default: 0] > 0 || batchOrders.contains(instruction.group)
+                        {
+                            parked.append(instruction)
+                            continue
+                        }
+                        let known = try self.ledgerDo({ () throws(LedgerError) in try self.decided(instruction) })
+                        if known == nil, let held = try self.hold(instruction) {
+                            self.setHeld(held, for: instruction)
+                            progress()
+                        } else if let outcome = known {
                             self.setOutcome(outcome, for: instruction.id)
                             progress()
                         } else {
                             batch.append(instruction)
+                            if instruction.kind != .payout, !instruction.group.isEmpty {
+                                batchOrders.insert(instruction.group)
+                            }
                         }
                     }
                 } catch {
@@ -592,6 +691,9 @@ public final class ApplyEngine {
                 if !marked.isEmpty { CrashPoint.reach("in_flight_written") }
                 for dispatch in marked {
                     self.sending.insert(dispatch.id)
+                    if dispatch.kind != Instruction.Kind.payout.name, !dispatch.group.isEmpty {
+                        self.flights[dispatch.group, default: 0] += 1
+                    }
                     calls.append(
                         self.sendCall(dispatch, params: params[dispatch.id] ?? .object([]), progress: progress))
                 }
@@ -630,6 +732,10 @@ public final class ApplyEngine {
                 self.conclude(dispatch, CreateVerdict(outcome, ending), outcome: outcome, label: "send"),
                 for: dispatch.id)
             self.sending.remove(dispatch.id)
+            if dispatch.kind != Instruction.Kind.payout.name, !dispatch.group.isEmpty {
+                self.flights[dispatch.group, default: 0] -= 1
+                if self.flights[dispatch.group] == 0 { self.flights[dispatch.group] = nil }
+            }
             progress()
         }
         call.onRetry = { [unowned self] outcome in self.recordCall(dispatch, outcome: outcome, label: "retry") }

@@ -115,7 +115,8 @@ public enum InstructionOutcome: Sendable, Equatable {
     case failed(code: String, message: String)
     /// Sent (or possibly sent), outcome not known: the next run resolves it.
     case unknown(message: String)
-    /// Refused before sending anything (pre-flight): nothing moved.
+    /// Not sent, by settle's own decision (pre-flight facts, an order that may not move):
+    /// nothing moved. `charge_pending` and `scheduled` wait (deferred, held by the ledger).
     case rejected(code: String, message: String)
     /// The ledger had already settled it; nothing sent.
     case alreadySettled(stripeID: String)
@@ -128,8 +129,37 @@ public enum InstructionOutcome: Sendable, Equatable {
 /// ``Spill`` (not in memory: a plan may hold millions of instructions).
 public final class InstructionOutcomes: @unchecked Sendable {
     private let spill: Spill
+    /// Per line, for the instructions whose lines do not share one outcome (an aggregated
+    /// payout some of whose orders may not move): opened when first needed.
+    private var lineSpill: Spill?
+    /// The instructions with an outcome per line (few: aggregated payouts held back).
+    public private(set) var splitInstructions: Set<String> = []
 
     public init() throws(LedgerError) { spill = try Spill() }
+
+    private static func lineKey(_ line: String, _ instruction: String) -> String { instruction + "\u{1}" + line }
+
+    /// Gives each line of an instruction its own outcome (none of them sent); the
+    /// instruction's own outcome is the first line's, for the counts.
+    public func set(lines: [(line: String, outcome: InstructionOutcome)], of instruction: String) throws(LedgerError) {
+        if lineSpill == nil { lineSpill = try Spill() }
+        for (line, outcome) in lines {
+            let (tag, first, second) = Self.encoded(outcome)
+            try lineSpill?.put(Self.lineKey(line, instruction), first: first, second: second, numbers: [tag])
+        }
+        splitInstructions.insert(instruction)
+        if let first = lines.first { try set(first.outcome, for: instruction) }
+    }
+
+    /// A line's own outcome, for an instruction in ``splitInstructions``; nil otherwise.
+    public subscript(line line: String, of instruction: String) -> InstructionOutcome? {
+        guard splitInstructions.contains(instruction), let lineSpill else { return nil }
+        do {
+            return try lineSpill.get(Self.lineKey(line, instruction)).map(Self.decoded)
+        } catch {
+            return .unknown(message: "its outcome could not be read back (\(error)); the ledger has it: run again")
+        }
+    }
 
     /// How many instructions have an outcome.
     public var count: Int { spill.count }
@@ -144,7 +174,10 @@ public final class InstructionOutcomes: @unchecked Sendable {
         } catch {
             return .unknown(message: "its outcome could not be read back (\(error)); the ledger has it: run again")
         }
-        guard let entry = found else { return nil }
+        return found.map(Self.decoded)
+    }
+
+    private static func decoded(_ entry: Spill.Entry) -> InstructionOutcome {
         switch entry.numbers[0] {
         case 0: return .settled(stripeID: entry.first)
         case 1: return .failed(code: entry.first, message: entry.second)
@@ -155,18 +188,21 @@ public final class InstructionOutcomes: @unchecked Sendable {
         }
     }
 
+    private static func encoded(_ outcome: InstructionOutcome) -> (Int64, String, String) {
+        switch outcome {
+        case .settled(let stripeID): (0, stripeID, "")
+        case .failed(let code, let message): (1, code, message)
+        case .unknown(let message): (2, "", message)
+        case .rejected(let code, let message): (3, code, message)
+        case .alreadySettled(let stripeID): (4, stripeID, "")
+        case .notSent(let reason): (5, "", reason)
+        }
+    }
+
     public func contains(_ id: String) throws(LedgerError) -> Bool { try spill.contains(id) }
 
     public func set(_ outcome: InstructionOutcome, for id: String) throws(LedgerError) {
-        let (tag, first, second): (Int64, String, String)
-        switch outcome {
-        case .settled(let stripeID): (tag, first, second) = (0, stripeID, "")
-        case .failed(let code, let message): (tag, first, second) = (1, code, message)
-        case .unknown(let message): (tag, first, second) = (2, "", message)
-        case .rejected(let code, let message): (tag, first, second) = (3, code, message)
-        case .alreadySettled(let stripeID): (tag, first, second) = (4, stripeID, "")
-        case .notSent(let reason): (tag, first, second) = (5, "", reason)
-        }
+        let (tag, first, second) = Self.encoded(outcome)
         try spill.put(id, first: first, second: second, numbers: [tag])
     }
 

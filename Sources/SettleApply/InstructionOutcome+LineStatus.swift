@@ -15,7 +15,8 @@ extension InstructionOutcome {
         case .unknown(let message):
             return LineResult(status: .unknown, stripeID: "", reasonCode: "", reason: message)
         case .rejected(let code, let message):
-            let status: LineStatus = code == ReasonCode.chargePending.code ? .deferred : .rejected
+            let waits = code == ReasonCode.chargePending.code || code == ReasonCode.scheduled.code
+            let status: LineStatus = waits ? .deferred : .rejected
             return LineResult(status: status, stripeID: "", reasonCode: code, reason: message)
         case .notSent(let reason):
             return LineResult(status: .planned, stripeID: "", reasonCode: "", reason: reason)

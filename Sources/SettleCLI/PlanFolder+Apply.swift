@@ -17,6 +17,8 @@ extension PlanFolder {
             unreached: InstructionOutcome.notSent(reason: "apply did not reach this instruction; run again").lineResult,
             mode: mode, apiBase: options.apiBase, appliedAt: Log.timestamp(), startedAt: startedAt)
         run.resolved = Set(report.resolved.keys)
+        run.splitInstructions = outcomes.splitInstructions
+        run.lineResultOfLine = { outcomes[line: $0, of: $1]?.lineResult }
         run.requests = report.requests
         run.retries = report.retries
         run.rateLimited = report.rateLimited

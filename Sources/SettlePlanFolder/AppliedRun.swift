@@ -12,6 +12,10 @@ public struct AppliedRun: Sendable {
     public var lineResult: @Sendable (String) -> LineResult?
     /// What the lines of an instruction the apply did not reach become.
     public var unreached: LineResult
+    /// The instructions whose lines each have their own result (``lineResultOfLine``).
+    public var splitInstructions: Set<String> = []
+    /// A line's own result (line id, instruction id), for ``splitInstructions``.
+    public var lineResultOfLine: @Sendable (String, String) -> LineResult? = { _, _ in nil }
     /// Instructions an earlier run left open that this run confirmed or sent again.
     public var resolved: Set<String> = []
     public var requests = 0

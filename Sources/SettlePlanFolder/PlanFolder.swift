@@ -108,25 +108,24 @@ public struct PlanFolder {
     /// hand under a recomputed seal stops the run at that instruction, unsent (exit 65).
     public func instructions() -> InstructionStream { instructionStream }
 
-    /// The orders (groups) of each aggregated payout's lines, by instruction id, from
-    /// results.csv: an aggregated payout names no group of its own. What an apply needs to
-    /// keep orders whole when Stripe refuses a fact of a plan made offline.
-    public func payoutOrders() throws(SettleError) -> [String: [String]] {
+    /// The order (group) of each line of each aggregated payout, by instruction id then line
+    /// id, from results.csv: an aggregated payout names no group of its own. What an apply
+    /// needs to keep orders whole when some of a payout's orders may not move.
+    public func payoutOrders() throws(SettleError) -> [String: [String: String]] {
         typealias F = ResultsFile.Field
         guard let reader = ResultsReader(path: path("results.csv")) else {
             throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv")
         }
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self).trimmingFormulaGuard() }
-        var orders: [String: [String]] = [:]
+        var orders: [String: [String: String]] = [:]
         do {
             _ = try reader.next()  // the header
             while let row = try reader.next() {
                 guard row.count == ResultsFile.header.count, text(row[F.kind.rawValue]) == "payout",
                     !row[F.instructionID.rawValue].isEmpty
                 else { continue }
-                let group = text(row[F.group.rawValue])
-                let instruction = text(row[F.instructionID.rawValue])
-                if orders[instruction]?.last != group { orders[instruction, default: []].append(group) }
+                orders[text(row[F.instructionID.rawValue]), default: [:]][text(row[F.lineID.rawValue])] = text(
+                    row[F.group.rawValue])
             }
         } catch {
             throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
@@ -222,20 +221,33 @@ public struct PlanFolder {
                     let status = text(row[F.status.rawValue])
                     if status == LineStatus.planned.name {
                         let instruction = text(row[F.instructionID.rawValue])
-                        let result: LineResult
+                        var result: LineResult
                         if let last = lastInstruction, last.id == instruction {
                             result = last.result
                         } else {
                             result = report.lineResult(instruction) ?? report.unreached
                             lastInstruction = (instruction, result)
                         }
+                        if !report.splitInstructions.isEmpty, report.splitInstructions.contains(instruction),
+                            let own = report.lineResultOfLine(
+                                text(row[F.lineID.rawValue]).trimmingFormulaGuard(), instruction)
+                        {
+                            result = own
+                        }
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)
                     } else if status == LineStatus.failed.name || status == LineStatus.rejected.name
                         || status == LineStatus.deferred.name, !row[F.instructionID.rawValue].isEmpty,
-                        let result = report.lineResult(text(row[F.instructionID.rawValue]))
+                        var result = report.lineResult(text(row[F.instructionID.rawValue]))
                     {
+                        let instruction = text(row[F.instructionID.rawValue])
+                        if report.splitInstructions.contains(instruction),
+                            let own = report.lineResultOfLine(
+                                text(row[F.lineID.rawValue]).trimmingFormulaGuard(), instruction)
+                        {
+                            result = own
+                        }
                         // A re-apply of this folder sent again what Stripe refused in an earlier
                         // attempt (under the next attempt's key), or what an earlier attempt
                         // did not send (its order's payout after a refused transfer, its order

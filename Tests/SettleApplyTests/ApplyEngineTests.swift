@@ -115,100 +115,118 @@ struct ApplyEngineTests {
         #expect(!logs.lines.contains { $0.contains(testKey) })
     }
 
-    /// An offline plan whose facts Stripe refuses sends the rest: an order that depends on a
-    /// refused payout method or a failed charge moves nothing, nor does any order that shares
-    /// an aggregated payout with it; an order on a pending charge waits (deferred).
+    /// An aggregated payout of `lines` (line id, order), 500 a line, to acct_drv.
+    static func aggregated(_ id: String, _ lines: [(String, String)], method: String = "pm_ap_1") -> Instruction {
+        var instruction = payoutInstruction(id, amount: Int64(500 * lines.count), method: method)
+        instruction.lines = lines.map { .init(lineID: $0.0, kind: "payout", amountMinor: 500, content: "c\($0.0)") }
+        return instruction
+    }
+
+    static func payout(_ id: String, method: String = "pm_ap_1", group: String) -> Instruction {
+        var instruction = payoutInstruction(id, method: method)
+        instruction.group = group
+        return instruction
+    }
+
+    static func orders(of plan: [Instruction]) -> [String: [String: String]] {
+        var orders: [String: [String: String]] = [:]
+        for instruction in plan where instruction.kind == .payout && instruction.group.isEmpty {
+            for line in instruction.lines {
+                orders[instruction.id, default: [:]][line.lineID] = String(line.lineID.split(separator: "@")[1])
+            }
+        }
+        return orders
+    }
+
+    static func code(_ outcome: InstructionOutcome?) -> String {
+        switch outcome {
+        case .rejected(let code, _)?: return code
+        case .settled?: return "settled"
+        case .failed(let code, _)?: return "failed " + code
+        case let other: return String(describing: other)
+        }
+    }
+
+    /// An offline plan whose facts Stripe refuses sends the rest: an order on a refused
+    /// payout method or a failed charge moves nothing, an order on a pending charge waits,
+    /// and an order an aggregated payout ties to one of those waits too (deferred, whole:
+    /// the next run plans it without them); the aggregated payout is not sent, each line
+    /// with its order's outcome.
     @Test func refusedFactsOfAnOfflinePlanStopTheirOrdersWholeAndTheRestGoes() throws {
         let sandbox = try Sandbox()
         try sandbox.seed()
-        func payout(_ id: String, method: String = "pm_ap_1", group: String) -> Instruction {
-            var instruction = payoutInstruction(id, method: method)
-            instruction.group = group
-            return instruction
-        }
         let plan = [
-            // G1: its payout method is archived; G1's transfer stays, and so do G6's lines,
-            // which share an aggregated payout with G1.
+            // G1: its payout method is archived. G6 shares an aggregated payout with G1.
             transferInstruction("ins_t1", amount: 100, group: "G1"),
-            payout("ins_p_bad", method: "pm_ap_archived", group: "G1"),
-            payoutInstruction("ins_agg_g1_g6"),
+            Self.payout("ins_p_bad", method: "pm_ap_archived", group: "G1"),
+            Self.aggregated("ins_agg_g1_g6", [("a@G1", "G1"), ("b@G6", "G6")]),
             transferInstruction("ins_t6", amount: 100, group: "G6"),
             // G2 and G3 share an aggregated payout with usable facts: they go.
             transferInstruction("ins_t2", amount: 100, group: "G2"),
-            payoutInstruction("ins_agg_g2_g3"),
+            Self.aggregated("ins_agg_g2_g3", [("c@G2", "G2"), ("d@G3", "G3"), ("e@G2", "G2")]),
             transferInstruction("ins_t3", amount: 100, group: "G3"),
-            // G4 on a failed charge, G5 on a pending one, G7 on its own.
+            // G4 on a failed charge, G5 on a pending one, G7 on its own; G5 and G8 share a payout.
             transferInstruction("ins_t4", amount: 100, charge: "ch_failed", group: "G4", preflightCharge: true),
-            payout("ins_p4", group: "G4"),
+            Self.payout("ins_p4", group: "G4"),
             transferInstruction("ins_t5", amount: 100, charge: "ch_pending", group: "G5", preflightCharge: true),
-            payout("ins_p5", group: "G5"),
+            Self.aggregated("ins_agg_g5_g8", [("f@G5", "G5"), ("g@G8", "G8")]),
+            transferInstruction("ins_t8", amount: 100, group: "G8"),
             transferInstruction("ins_t7", amount: 100, group: "G7", preflightCharge: true),
         ]
-        let report = try runEngine(
-            sandbox, plan, payoutOrders: ["ins_agg_g1_g6": ["G1", "G6"], "ins_agg_g2_g3": ["G2", "G3", "G2"]])
-        func code(_ id: String) -> String {
-            switch report.outcomes[id] {
-            case .rejected(let code, _)?: return code
-            case .settled?: return "settled"
-            case let other: return String(describing: other)
-            }
-        }
+        let report = try runEngine(sandbox, plan, payoutOrders: Self.orders(of: plan))
+        let code = { (id: String) in Self.code(report.outcomes[id]) }
+        let line = { (line: String, id: String) in Self.code(report.outcomes[line: line, of: id]) }
         #expect(code("ins_p_bad") == "payout_method_unusable")
         #expect(code("ins_t1") == "group_rejected")
-        #expect(code("ins_agg_g1_g6") == "group_rejected")
-        #expect(code("ins_t6") == "group_rejected")
+        #expect(line("a@G1", "ins_agg_g1_g6") == "group_rejected")
+        #expect(line("b@G6", "ins_agg_g1_g6") == "scheduled")
+        #expect(code("ins_t6") == "scheduled")
         #expect(code("ins_t4") == "charge_failed")
         #expect(code("ins_p4") == "group_rejected")
         #expect(code("ins_t5") == "charge_pending")
-        #expect(code("ins_p5") == "charge_pending")
+        #expect(line("f@G5", "ins_agg_g5_g8") == "charge_pending")
+        #expect(line("g@G8", "ins_agg_g5_g8") == "scheduled")
+        #expect(code("ins_t8") == "scheduled")
         for id in ["ins_t2", "ins_agg_g2_g3", "ins_t3", "ins_t7"] { #expect(code(id) == "settled", "\(id)") }
-        #expect(report.outcomes["ins_t5"]?.lineResult.status == .deferred)
+        #expect(report.outcomes.splitInstructions == ["ins_agg_g1_g6", "ins_agg_g5_g8"])
+        #expect(report.outcomes["ins_t6"]?.lineResult.status == .deferred)
         #expect(report.outcomes["ins_p_bad"]?.lineResult.status == .rejected)
         guard case .rejected(_, let message)? = report.outcomes["ins_p_bad"] else { return }
         #expect(message.contains("pm_ap_archived") && message.contains("archived"), "\(message)")
-        #expect(
-            try sandbox.effectCounts() == ["ins_t2": 1, "ins_agg_g2_g3": 1, "ins_t3": 1, "ins_t7": 1])
+        #expect(try sandbox.effectCounts() == ["ins_t2": 1, "ins_agg_g2_g3": 1, "ins_t3": 1, "ins_t7": 1])
         // Nothing stopped was recorded as sent: a later run may send those lines again.
         let ledger = try #require(try LedgerStore.openReadOnly(path: sandbox.ledgerPath))
-        for id in ["ins_t1", "ins_p_bad", "ins_agg_g1_g6", "ins_t4", "ins_t5"] {
+        for id in ["ins_t1", "ins_p_bad", "ins_agg_g1_g6", "ins_t4", "ins_t5", "ins_t6", "ins_agg_g5_g8"] {
             #expect(try ledger.instruction(id) == nil, "\(id)")
         }
     }
 
     /// A transfer Stripe refuses (here its charge failed, though the export said it
-    /// succeeded, so nothing looked it up) keeps its order's payouts from going, the
-    /// aggregated one that also pays another order included: payouts wait until every
-    /// transfer is answered, and never pay for an order whose money did not move.
-    @Test func aPayoutIsNotSentForAnOrderWhoseTransferStripeRefused() throws {
+    /// succeeded, so nothing looked it up) stops the rest of its order: its other transfer,
+    /// sent only after the answer (one transfer of an order at a time), and its payouts. The
+    /// aggregated payout that also pays another order is not sent: that order's line waits
+    /// for the next run. Payouts wait until every transfer is answered.
+    @Test func anOrderWhoseTransferStripeRefusedMovesNoFurther() throws {
         let sandbox = try Sandbox()
         try sandbox.seed()
-        func payout(_ id: String, group: String) -> Instruction {
-            var instruction = payoutInstruction(id)
-            instruction.group = group
-            return instruction
-        }
         let plan = [
             transferInstruction("ins_t1", amount: 100, charge: "ch_failed", group: "G1"),
+            transferInstruction("ins_t1b", amount: 100, destination: "acct_other", group: "G1"),
             transferInstruction("ins_t2", amount: 100, group: "G2"),
             transferInstruction("ins_t3", amount: 100, group: "G3"),
-            payout("ins_p1", group: "G1"),
-            payoutInstruction("ins_agg_g1_g2"),
-            payout("ins_p3", group: "G3"),
+            Self.payout("ins_p1", group: "G1"),
+            Self.aggregated("ins_agg_g1_g2", [("a@G2", "G2"), ("b@G1", "G1")]),
+            Self.payout("ins_p3", group: "G3"),
         ]
-        let report = try runEngine(sandbox, plan, payoutOrders: ["ins_agg_g1_g2": ["G2", "G1"]])
-        guard case .failed(let code, _)? = report.outcomes["ins_t1"] else {
-            Issue.record("ins_t1: \(String(describing: report.outcomes["ins_t1"]))")
-            return
-        }
-        #expect(code == "charge_failed")
-        for id in ["ins_p1", "ins_agg_g1_g2"] {
-            guard case .rejected(let code, let message)? = report.outcomes[id] else {
-                Issue.record("\(id): \(String(describing: report.outcomes[id]))")
-                continue
-            }
-            #expect(code == "group_rejected")
-            #expect(message.contains("ins_t1") && message.contains("charge_failed"), "\(message)")
-        }
+        let report = try runEngine(sandbox, plan, payoutOrders: Self.orders(of: plan))
+        let code = { (id: String) in Self.code(report.outcomes[id]) }
+        #expect(code("ins_t1") == "failed charge_failed")
+        #expect(code("ins_t1b") == "group_rejected")
+        #expect(code("ins_p1") == "group_rejected")
+        #expect(Self.code(report.outcomes[line: "b@G1", of: "ins_agg_g1_g2"]) == "group_rejected")
+        #expect(Self.code(report.outcomes[line: "a@G2", of: "ins_agg_g1_g2"]) == "scheduled")
+        guard case .rejected(_, let message)? = report.outcomes["ins_p1"] else { return }
+        #expect(message.contains("ins_t1") && message.contains("charge_failed"), "\(message)")
         #expect(try sandbox.effectCounts() == ["ins_t2": 1, "ins_t3": 1, "ins_p3": 1])
     }
 

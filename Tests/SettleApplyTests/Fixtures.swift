@@ -64,7 +64,7 @@ func configuration(
 
 func runEngine(
     _ sandbox: Sandbox, _ plan: [Instruction], configuration config: ApplyConfiguration? = nil,
-    payoutOrders: [String: [String]]? = nil
+    payoutOrders: [String: [String: String]]? = nil
 ) throws -> ApplyReport {
     let ledger = try openTestLedger(path: sandbox.ledgerPath)
     defer { ledger.close() }

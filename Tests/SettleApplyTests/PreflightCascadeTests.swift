@@ -31,21 +31,22 @@ import Testing
         return test
     }
 
-    /// The oracle: each instruction's component, found breadth-first over orders and
-    /// instructions, and the component's verdict (a refusal beats a pending charge).
-    static func expected(_ test: Case) -> [String?] {
+    /// The oracle: each order's component, found breadth-first over orders and
+    /// instructions; an order's verdict from its own facts (a refusal beats a pending
+    /// charge), else `tied` when anything in its component stopped.
+    static func expected(_ test: Case) -> [String: String] {
         var byGroup: [String: [Int]] = [:]
         for (index, instruction) in test.instructions.enumerated() {
             for group in instruction.groups { byGroup[group, default: []].append(index) }
         }
-        var component = [Int](repeating: -1, count: test.instructions.count)
+        var component: [String: Int] = [:]
         var next = 0
-        for start in test.instructions.indices where component[start] < 0 {
+        for start in byGroup.keys.sorted() where component[start] == nil {
             var queue = [start]
             component[start] = next
-            while let index = queue.popLast() {
-                for group in test.instructions[index].groups {
-                    for other in byGroup[group]! where component[other] < 0 {
+            while let group = queue.popLast() {
+                for index in byGroup[group]! {
+                    for other in test.instructions[index].groups where component[other] == nil {
                         component[other] = next
                         queue.append(other)
                     }
@@ -53,49 +54,73 @@ import Testing
             }
             next += 1
         }
-        var refused = Set<Int>()
-        var pending = Set<Int>()
-        for (index, instruction) in test.instructions.enumerated() {
-            switch instruction.obstacle {
-            case .refused?: refused.insert(component[index])
-            case .pending?: pending.insert(component[index])
-            case nil: break
+        var own: [String: String] = [:]
+        for instruction in test.instructions {
+            for group in instruction.groups {
+                switch instruction.obstacle {
+                case .refused?: own[group] = "refused"
+                case .pending?: if own[group] == nil { own[group] = "pending" }
+                case nil: break
+                }
             }
         }
-        return test.instructions.enumerated().map { index, instruction in
-            if refused.contains(component[index]) {
-                if case .refused(let code, _)? = instruction.obstacle { return code }
-                return "group_rejected"
+        let stopped = Set(own.keys.map { component[$0]! })
+        var verdicts: [String: String] = [:]
+        for group in byGroup.keys {
+            if let mine = own[group] {
+                verdicts[group] = mine
+            } else if stopped.contains(component[group]!) {
+                verdicts[group] = "tied"
             }
-            return pending.contains(component[index]) ? "charge_pending" : nil
+        }
+        return verdicts
+    }
+
+    static func name(_ verdict: PreflightCascade.OrderVerdict) -> String {
+        switch verdict {
+        case .refused: "refused"
+        case .pending: "pending"
+        case .tied: "tied"
+        case .unsettled: "unsettled"
         }
     }
 
     @Test(arguments: 0..<200)
-    func stopsExactlyTheComponentsOfRefusedAndPendingFacts(seed: UInt64) {
+    func stopsExactlyTheOrdersOfRefusedAndPendingFactsAndThoseTiedToThem(seed: UInt64) {
         var random = SplitMix64(seed: seed &+ 0xCA5C)
         let test = Self.randomCase(&random)
         var cascade = PreflightCascade()
         for instruction in test.instructions { cascade.add(groups: instruction.groups, obstacle: instruction.obstacle) }
         cascade.seal()
         #expect(cascade.isEmpty == !test.instructions.contains { $0.obstacle != nil })
-        let outcomes = test.instructions.map { cascade.outcome(groups: $0.groups, obstacle: $0.obstacle) }
-        let codes: [String?] = outcomes.map { outcome in
-            guard let outcome else { return nil }
-            guard case .rejected(let code, _) = outcome else { return "not rejected: \(outcome)" }
-            return code
+        let groups = Set(test.instructions.flatMap(\.groups))
+        var verdicts: [String: String] = [:]
+        for group in groups {
+            if let verdict = cascade.verdict(ofOrder: group) { verdicts[group] = Self.name(verdict) }
         }
-        #expect(codes == Self.expected(test), "seed \(seed)")
-        // Whole or not at all: an order none of whose instructions is stopped, or all.
-        var stoppedByGroup: [String: Set<Bool>] = [:]
-        for (index, instruction) in test.instructions.enumerated() {
-            for group in instruction.groups { stoppedByGroup[group, default: []].insert(outcomes[index] != nil) }
-        }
-        #expect(stoppedByGroup.values.allSatisfy { $0.count == 1 }, "seed \(seed)")
-        // charge_pending is a wait (deferred, back next run); the other codes reject.
-        for outcome in outcomes.compactMap({ $0 }) {
-            guard case .rejected(let code, _) = outcome else { continue }
-            #expect(outcome.lineResult.status == (code == "charge_pending" ? .deferred : .rejected))
+        #expect(verdicts == Self.expected(test), "seed \(seed)")
+        // What each line gets: a refusal of its own instruction its code, a refused order
+        // group_rejected, a pending one charge_pending, a tied one scheduled; the last two wait.
+        for instruction in test.instructions {
+            for group in instruction.groups {
+                guard let verdict = cascade.verdict(ofOrder: group) else { continue }
+                let outcome = PreflightCascade.outcome(verdict, own: instruction.obstacle)
+                guard case .rejected(let code, _) = outcome else {
+                    Issue.record("seed \(seed): \(outcome)")
+                    continue
+                }
+                let expected: String
+                switch (verdict, instruction.obstacle) {
+                case (.refused, .refused(let own, _)?): expected = own
+                case (.refused, _): expected = "group_rejected"
+                case (.pending, _): expected = "charge_pending"
+                default: expected = "scheduled"
+                }
+                #expect(code == expected, "seed \(seed)")
+                #expect(
+                    outcome.lineResult.status
+                        == (expected == "charge_pending" || expected == "scheduled" ? .deferred : .rejected))
+            }
         }
     }
 }

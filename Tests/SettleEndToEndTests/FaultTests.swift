@@ -86,7 +86,10 @@ import Testing
         let first = try setup.run([input], out: "first")
         #expect(first.status == 75, "\(first.stderr)")
         #expect(setup.results("first").filter { $0[0] == "T1" }.map { $0[8] } == ["unknown"])
-        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }.isEmpty)
+        // Its order's payout waits for that answer (in the ledger): never paid for an order
+        // whose transfer may have failed.
+        #expect(setup.results("first").filter { $0[0] == "P1" }.map { $0[8] + " " + $0[11] } == ["deferred scheduled"])
+        #expect(try setup.sandbox.effects().isEmpty)
 
         try Self.rules(#"{"rules": []}"#, setup.sandbox)
         let empty = setup.folder.appendingPathComponent("empty.csv")
@@ -94,7 +97,10 @@ import Testing
         let second = try setup.run([empty], out: "second")
         #expect(second.status == 0, "\(second.stderr)")
         let rows = setup.results("second")
-        #expect(rows.map { [$0[0], $0[8], $0[13]] } == [["T1", "settled", "\(input.path):2"]], "\(rows)")
+        #expect(
+            rows.map { [$0[0], $0[8], $0[13]] } == [
+                ["T1", "settled", "\(input.path):2"], ["P1", "settled", "\(input.path):3"],
+            ], "\(rows)")
         #expect(rows.first?[9].hasPrefix("ins_") == true)
         #expect(rows.first?[10].hasPrefix("tr_") == true)
         let summary = SettleProcess.read(setup.folder.appendingPathComponent("second/summary.csv"))
@@ -304,10 +310,11 @@ import Testing
     }
 
     /// An aggregated payout ties the orders it pays: when a charge of one of them has failed
-    /// at Stripe (an offline plan could not know), every order that shares the payout stays
-    /// too, or the payout would pay for an order whose transfer never moved. Fed back, the
-    /// orders that were only tied to it go; the one on the failed charge is rejected again.
-    @Test func applyOfAnOfflinePlanStopsEveryOrderThatSharesAPayoutWithAFailedCharge() throws {
+    /// at Stripe (an offline plan could not know), the payout is not sent (it would pay for
+    /// an order whose transfer never moved), and the order it only ties waits in the ledger,
+    /// whole (deferred `scheduled`). The next run brings it back and pays it without the
+    /// order on the failed charge, which is rejected again when fed back.
+    @Test func applyOfAnOfflinePlanDefersEveryOrderThatSharesAPayoutWithAFailedCharge() throws {
         let setup = try Setup()
         try setup.sandbox.seed(
             #"{"charges": [{"id": "ch_bad", "amount": 10000, "currency": "usd", "status": "failed"}]}"#)
@@ -327,9 +334,12 @@ import Testing
         let rows = Dictionary(uniqueKeysWithValues: setup.results("plan").map { ($0[0], $0) })
         #expect(
             rows.mapValues { $0[8] + " " + $0[11] } == [
-                "F1": "rejected charge_failed", "F2": "rejected group_rejected", "H1": "rejected group_rejected",
-                "H2": "rejected group_rejected", "K1": "settled ",
+                "F1": "rejected charge_failed", "F2": "rejected group_rejected", "H1": "deferred scheduled",
+                "H2": "deferred scheduled", "K1": "settled ",
             ])
+        let deferred = SettleProcess.read(setup.folder.appendingPathComponent("plan/deferred.csv"))
+        #expect(deferred.contains("H1,911,transfer,30.00,usd,ORDER911"), "\(deferred)")
+        #expect(deferred.contains("H2,911,payout,2.00,usd,ORDER911"), "\(deferred)")
         #expect(try setup.sandbox.effects().compactMap { $0["destination"] as? String } == ["acct_r3"])
         let fed = try setup.run([setup.folder.appendingPathComponent("plan/errors.csv")], out: "again")
         #expect(fed.status == 65, "\(fed.stderr)")
@@ -384,8 +394,8 @@ import Testing
     /// The export says a card charge succeeded, so nothing looks it up, but it failed at
     /// Stripe: its transfer is refused, and its order's payout is not sent (before, the
     /// courier was paid for an order whose money never moved). With per-recipient payouts
-    /// the courier's payout of another order shares the instruction and waits in errors.csv
-    /// too; with per-line payouts that one goes.
+    /// the courier's payout of another order shares the instruction: that line waits in the
+    /// ledger and the next run pays it; with per-line payouts it goes at once.
     @Test(arguments: ["per-recipient", "per-line"])
     func aPayoutIsNotSentWhenItsOrdersChargeFailedAtStripe(payouts: String) throws {
         let setup = try Setup()
@@ -402,7 +412,7 @@ import Testing
         let outcome = try setup.run([input], out: "out", extra: ["--payouts", payouts])
         #expect(outcome.status == 65, "\(outcome.stderr)")
         let rows = Dictionary(uniqueKeysWithValues: setup.results("out").map { ($0[0], $0) })
-        let tied = payouts == "per-recipient" ? "rejected group_rejected" : "settled "
+        let tied = payouts == "per-recipient" ? "deferred scheduled" : "settled "
         #expect(
             rows.mapValues { $0[8] + " " + $0[11] } == [
                 "L1": "failed charge_failed", "L2": "rejected group_rejected", "O1": "settled ", "O2": tied,
@@ -411,6 +421,14 @@ import Testing
         #expect(paid == (payouts == "per-recipient" ? [] : ["acct_c0"]))
         let errors = SettleProcess.read(setup.folder.appendingPathComponent("out/errors.csv"))
         #expect(errors.contains("L2,930,payout,5.00,usd,ORDER930,,,,,,acct_c0,pm_ap_c0,group_rejected,"))
+        // The next run pays the line that waited (per-recipient), once, without order 930.
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try Self.header.write(to: empty, atomically: true, encoding: .utf8)
+        let next = try setup.run([empty], out: "next", extra: ["--payouts", payouts])
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(setup.results("next").map { $0[0] + " " + $0[8] } == (payouts == "per-recipient" ? ["O2 settled"] : []))
+        let courier = try setup.sandbox.effects().filter { $0["recipient"] as? String == "acct_c0" }
+        #expect(courier.compactMap { $0["amount"] as? Int } == [200])
     }
 
     /// An instruction edited by hand, with the seals recomputed, is still refused: apply
