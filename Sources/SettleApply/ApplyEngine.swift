@@ -330,7 +330,14 @@ public final class ApplyEngine {
                         "an earlier send (\(row.idempotencyKey)) is not resolved yet: \(row.errorMessage ?? "no answer")"
                 )
             case .failed:
-                break
+                // A payout Stripe accepted that came back (failed, returned or canceled after):
+                // this plan does not send it again (the method may be the reason); its lines
+                // are failed, in errors.csv, for finance to fix and feed back.
+                if instruction.kind == .payout, let made = row.stripeID, !made.isEmpty {
+                    return .failed(
+                        code: row.errorCode ?? ReasonCode.payoutFailed.code,
+                        message: row.errorMessage ?? "the payout \(made) came back at Stripe")
+                }
             }
         }
         // Lines another instruction holds. When others settled every line with the same

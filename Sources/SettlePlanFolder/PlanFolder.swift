@@ -238,8 +238,10 @@ public struct PlanFolder {
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)
                     } else if status == LineStatus.failed.name || status == LineStatus.rejected.name
-                        || status == LineStatus.deferred.name, !row[F.instructionID.rawValue].isEmpty,
-                        var result = report.lineResult(text(row[F.instructionID.rawValue]))
+                        || status == LineStatus.deferred.name || status == LineStatus.settled.name,
+                        !row[F.instructionID.rawValue].isEmpty,
+                        var result = report.lineResult(text(row[F.instructionID.rawValue])),
+                        status != LineStatus.settled.name || result.status == .failed
                     {
                         let instruction = text(row[F.instructionID.rawValue])
                         if report.splitInstructions.contains(instruction),
@@ -251,7 +253,8 @@ public struct PlanFolder {
                         // A re-apply of this folder sent again what Stripe refused in an earlier
                         // attempt (under the next attempt's key), or what an earlier attempt
                         // did not send (its order's payout after a refused transfer, its order
-                        // on a fact Stripe refused or held back): its outcome now is this one.
+                        // on a fact Stripe refused or held back), or a payout it made that came
+                        // back since (settled before, failed now): its outcome now is this one.
                         // (The plan's own rejected and deferred lines have no instruction.)
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,

@@ -64,6 +64,37 @@ import Testing
         #expect(rows.first?[12].contains("the payout \(payout) was returned") == true, "\(rows)")
     }
 
+    /// A payout that came back is never sent again by a re-apply of its folder (the payout
+    /// method may be why): the folder's files then say failed, with Stripe's reason, in
+    /// errors.csv for finance, and the next run does not report it a second time. Before,
+    /// the re-apply quietly paid a second payout under the next attempt's key, and
+    /// results.csv still named the first (audit 6 F10).
+    @Test func aReapplyNeverSendsAgainAPayoutThatCameBack() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1", Self.header + "R1,1101,payout,15.00,usd,ORDER1101,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let payout = try #require(day1["R1"]?[10])
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(payout)/status",
+            json: #"{"status": "failed", "reason": "payout_method_declined"}"#)
+        let again = try setup.apply("day1")
+        #expect(again.status == 65, "\(again.stderr)")
+        let rows = setup.results("day1")
+        #expect(rows.map { [$0[0], $0[8], $0[11]] } == [["R1", "failed", "payout_method_declined"]], "\(rows)")
+        #expect(rows.first?[12].contains(payout) == true, "\(rows)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day1/errors.csv"))
+        #expect(errors.contains("R1,1101,payout,15.00,usd,ORDER1101"), "\(errors)")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.count == 1, "\(payouts)")
+        // Reported once: the next run has nothing of it.
+        let (next, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(day2.isEmpty, "\(day2)")
+    }
+
     /// A transfer and its reversal of one run cancel out (`netted`): nothing is sent, and the
     /// apply records both lines in the ledger. Before, no instruction held them, so the next
     /// export of the transfer line alone (the refund line dropped) paid an order that was
