@@ -330,10 +330,14 @@ public final class ApplyEngine {
                         "an earlier send (\(row.idempotencyKey)) is not resolved yet: \(row.errorMessage ?? "no answer")"
                 )
             case .failed:
-                // A payout Stripe accepted that came back (failed, returned or canceled after):
-                // this plan does not send it again (the method may be the reason); its lines
-                // are failed, in errors.csv, for finance to fix and feed back.
-                if instruction.kind == .payout, let made = row.stripeID, !made.isEmpty {
+                // A payout this run made that came back since (failed, returned or canceled
+                // after Stripe accepted it): a re-apply of its folder does not send it again
+                // (the method may be the reason); its lines are failed, in errors.csv, for
+                // finance to fix and feed back. A later plan of those lines sends it again,
+                // under the next attempt's key.
+                if instruction.kind == .payout, let made = row.stripeID, !made.isEmpty, !runID.isEmpty,
+                    row.settledBy == runID
+                {
                     return .failed(
                         code: row.errorCode ?? ReasonCode.payoutFailed.code,
                         message: row.errorMessage ?? "the payout \(made) came back at Stripe")
