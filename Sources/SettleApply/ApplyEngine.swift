@@ -11,7 +11,7 @@ public import SettleLedger
 /// idempotency key (so no clock, local or Stripe's, decides anything); (2) skips what the
 /// ledger already settled; (3) for a plan made offline, checks the payout methods and
 /// charges it depends on: the orders that depend on a refused one (or a pending charge) are
-/// not sent, whole (``PreflightCascade``); (4) sends the rest, recording each batch as in flight in the ledger before the requests leave and
+/// not sent, whole (``OrderStops``); (4) sends the rest, recording each batch as in flight in the ledger before the requests leave and
 /// each outcome as it arrives.
 ///
 /// Once a request may have reached Stripe, only Stripe's answer about that object settles
@@ -48,7 +48,7 @@ public final class ApplyEngine {
     /// The plan could not be read again while sending (it changed on disk): the run stops.
     private var planFailure: ApplyError?
     /// What Stripe refused of a plan made offline, with the orders that may not move.
-    private var cascade: PreflightCascade?
+    private var cascade: OrderStops?
     private var obstacles = Obstacles()
     /// Per aggregated payout, the order of each of its lines (``payoutOrders``, read once).
     private var payoutOrdersSeen: [String: [String: String]] = [:]
@@ -63,6 +63,11 @@ public final class ApplyEngine {
     /// Per order, its transfers and reversals in flight (sent, not answered yet).
     private var flights: [String: Int] = [:]
     private var payoutOrdersRead = false
+    /// Lines of an aggregated payout that another instruction settled (``decided(_:)``),
+    /// by payout then line: the rest of the payout may still go (``hold(_:)``).
+    private var settledElsewhere: [String: [String: (InstructionOutcome, instruction: String?)]] = [:]
+    /// Payouts of some of an aggregated payout's lines this run formed (``PayoutSplit``).
+    private var derivedCount = 0
     /// Ids marked in flight by this run whose answer is not in yet (the plan's duplicates).
     private var sending: Set<String> = []
     /// Answers waiting to be committed together (``flush()``): bounded by the calls in flight.
@@ -146,6 +151,8 @@ public final class ApplyEngine {
         unmoved = [:]
         unsettled = [:]
         flights = [:]
+        settledElsewhere = [:]
+        derivedCount = 0
         payoutOrdersRead = false
         sending = []
         counters = CallCounters()
@@ -173,7 +180,7 @@ public final class ApplyEngine {
         if keyRefused == nil, ledgerFailure == nil, interruption.caughtSignal == nil { try send(plan) }
         if let planFailure { throw planFailure }
 
-        if stopReason != nil || outcomes.count < plan.overview.count {
+        if stopReason != nil || outcomes.count - derivedCount < plan.overview.count {
             try plan.rewind()
             while let instruction = try plan.next() {
                 if (try? outcomes.contains(instruction.id)) != true {
@@ -354,9 +361,23 @@ public final class ApplyEngine {
             }
         }
         guard let first = elsewhere.first else { return nil }
-        if elsewhere.count == instruction.lines.count,
-            elsewhere.allSatisfy({ $0.held.status == .settled && $0.held.content == $0.line.content })
-        {
+        let settledAsListed = elsewhere.allSatisfy { $0.held.status == .settled && $0.held.content == $0.line.content }
+        if settledAsListed, instruction.kind == .payout, instruction.group.isEmpty {
+            // An aggregated payout: the lines settled elsewhere are reported so, and the
+            // others may still go as a payout of their own (``hold(_:)``).
+            var done: [String: (InstructionOutcome, instruction: String?)] = [:]
+            for (line, held) in elsewhere {
+                let stripeID = held.stripeID ?? ""
+                let maker = try ledger.instruction(held.instructionID)
+                let ours = !runID.isEmpty && maker?.settledBy == runID
+                done[line.lineID] = (
+                    ours ? .settled(stripeID: stripeID) : .alreadySettled(stripeID: stripeID), held.instructionID
+                )
+            }
+            settledElsewhere[instruction.id] = done
+            return nil
+        }
+        if elsewhere.count == instruction.lines.count, settledAsListed {
             return .alreadySettled(stripeID: first.held.stripeID ?? "")
         }
         return .rejected(
@@ -376,8 +397,8 @@ public final class ApplyEngine {
     /// What Stripe refused, or still holds back, of the facts a plan made offline depends on.
     private struct Obstacles {
         /// By `recipient/method`.
-        var methods: [String: PreflightCascade.Obstacle] = [:]
-        var charges: [String: PreflightCascade.Obstacle] = [:]
+        var methods: [String: OrderStops.Obstacle] = [:]
+        var charges: [String: OrderStops.Obstacle] = [:]
 
         var isEmpty: Bool { methods.isEmpty && charges.isEmpty }
 
@@ -386,7 +407,7 @@ public final class ApplyEngine {
         }
 
         /// What Stripe said of this instruction's own facts (a refused method first).
-        func of(_ instruction: Instruction) -> PreflightCascade.Obstacle? {
+        func of(_ instruction: Instruction) -> OrderStops.Obstacle? {
             if let key = Self.methodKey(instruction), let found = methods[key] { return found }
             if let charge = instruction.preflight.charge, let found = charges[charge] { return found }
             return nil
@@ -455,16 +476,19 @@ public final class ApplyEngine {
         log(
             .warning,
             "this plan was made offline, and Stripe says: " + facts.refused.joined(separator: "; ")
-                + ". The orders that depend on these are not sent (each order whole, with every order an "
-                + "aggregated payout ties to it); the rest of the plan goes")
+                + ". The orders that depend on these are not sent (each order whole); the rest of the plan "
+                + "goes, aggregated payouts without those orders' lines")
         try readPayoutOrders()
-        var cascade = PreflightCascade()
+        var cascade = OrderStops()
         try plan.rewind()
         while let instruction = try plan.next() {
-            guard try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil else { continue }
-            cascade.add(groups: Self.orders(of: instruction, payoutOrdersSeen), obstacle: obstacles.of(instruction))
+            guard let obstacle = obstacles.of(instruction),
+                try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil
+            else { continue }
+            for order in Self.orders(of: instruction, payoutOrdersSeen) {
+                cascade.add(order: order, obstacle: obstacle)
+            }
         }
-        cascade.seal()
         self.cascade = cascade
     }
 
@@ -491,9 +515,9 @@ public final class ApplyEngine {
     }
 
     /// Why an order may not move now, or nil: what Stripe said of a plan made offline
-    /// (``PreflightCascade``), a transfer or reversal of it Stripe refused in this run, and for
+    /// (``OrderStops``), a transfer or reversal of it Stripe refused in this run, and for
     /// its payouts also one whose outcome is not known yet.
-    private func orderStop(_ order: String, payout: Bool) -> PreflightCascade.OrderVerdict? {
+    private func orderStop(_ order: String, payout: Bool) -> OrderStops.OrderVerdict? {
         if let verdict = cascade?.verdict(ofOrder: order) { return verdict }
         if let (id, refusal) = unmoved[order]?.min(by: { $0.key < $1.key }) {
             return .refused(message: "instruction \(id) of order \(order) failed at Stripe: \(refusal)")
@@ -508,53 +532,67 @@ public final class ApplyEngine {
     private enum Hold {
         /// Its lines share this outcome.
         case whole(InstructionOutcome)
-        /// An aggregated payout some of whose orders may not move: nothing of it is sent,
-        /// and each line gets its order's outcome (the others wait for the next run).
-        case lines([(line: String, outcome: InstructionOutcome)])
+        /// An aggregated payout some of whose lines may not go now: each line's entry, and
+        /// the payout of the lines that go (``PayoutSplit``), if any.
+        case lines([(line: String, entry: PayoutSplit.Entry)], derived: Instruction?)
     }
 
     /// Whether an instruction is held back, and how; nil when it may be sent. An order moves
     /// whole or not at all, and a payout never pays for an order whose money did not move.
     private func hold(_ instruction: Instruction) throws(ApplyError) -> Hold? {
-        guard cascade != nil || !unmoved.isEmpty || !unsettled.isEmpty else { return nil }
+        let done = settledElsewhere.removeValue(forKey: instruction.id) ?? [:]
+        guard cascade != nil || !unmoved.isEmpty || !unsettled.isEmpty || !done.isEmpty else { return nil }
         let own = obstacles.of(instruction)
         let isPayout = instruction.kind == .payout
         if instruction.group.isEmpty, isPayout { try readPayoutOrders() }
         guard instruction.group.isEmpty, isPayout, let orderOfLine = payoutOrdersSeen[instruction.id] else {
             let order = Self.orders(of: instruction, payoutOrdersSeen)[0]
-            return orderStop(order, payout: isPayout).map { .whole(PreflightCascade.outcome($0, own: own)) }
+            return orderStop(order, payout: isPayout).map { .whole(OrderStops.outcome($0, own: own)) }
         }
-        // An aggregated payout: Stripe refused its payout method, or some of its orders stop.
-        if case .refused(_, let message)? = own {
-            return .whole(PreflightCascade.outcome(.refused(message: message), own: own))
+        // An aggregated payout: a line goes unless another instruction settled it, Stripe
+        // refused its payout method, or its order may not move.
+        var verdicts: [String: OrderStops.OrderVerdict?] = [:]
+        func verdict(_ order: String) -> OrderStops.OrderVerdict? {
+            if let known = verdicts[order] { return known }
+            let found = orderStop(order, payout: true)
+            verdicts[order] = found
+            return found
         }
-        var stops: [String: PreflightCascade.OrderVerdict] = [:]
-        for order in Set(orderOfLine.values) {
-            if let verdict = orderStop(order, payout: true) { stops[order] = verdict }
-        }
-        guard let (firstOrder, firstStop) = stops.min(by: { $0.key < $1.key }) else { return nil }
-        let why: String
-        switch firstStop {
-        case .refused(let message), .pending(let message), .tied(let message), .unsettled(let message): why = message
-        }
-        let tie = PreflightCascade.OrderVerdict.tied(message: "order \(firstOrder): \(why)")
-        return .lines(
-            instruction.lines.map { line in
-                let verdict = orderOfLine[line.lineID].flatMap { stops[$0] } ?? tie
-                return (line.lineID, PreflightCascade.outcome(verdict, own: own))
-            })
+        let methodRefused: OrderStops.OrderVerdict? =
+            if case .refused(_, let message)? = own { .refused(message: message) } else { nil }
+        guard
+            let (entries, free) = PayoutSplit.split(
+                instruction.lines,
+                stop: { line in
+                    if let settled = done[line.lineID] { return settled }
+                    guard let stop = methodRefused ?? orderOfLine[line.lineID].flatMap(verdict) else { return nil }
+                    return (OrderStops.outcome(stop, own: own), nil)
+                })
+        else { return nil }
+        return .lines(entries, derived: free.isEmpty ? nil : PayoutSplit.derived(from: instruction, lines: free))
     }
 
-    /// Records what ``hold(_:)`` decided.
-    private func setHeld(_ held: Hold, for instruction: Instruction) {
+    /// Records what ``hold(_:)`` decided; returns the payout of the lines that may go, to send.
+    private func setHeld(_ held: Hold, for instruction: Instruction) -> Instruction? {
         switch held {
-        case .whole(let outcome): setOutcome(outcome, for: instruction.id)
-        case .lines(let lines):
+        case .whole(let outcome):
+            setOutcome(outcome, for: instruction.id)
+            return nil
+        case .lines(let entries, let derived):
             do {
-                try outcomes.set(lines: lines, of: instruction.id)
+                try outcomes.set(lines: entries, of: instruction.id, sentAs: derived?.id)
             } catch {
                 fail(error)
+                return nil
             }
+            if let derived {
+                derivedCount += 1
+                log(
+                    .info,
+                    "\(instruction.id): \(derived.lines.count) of its \(instruction.lines.count) lines go as payout "
+                        + "\(derived.id) (\(derived.amountMinor) \(derived.currency)); the others may not go now")
+            }
+            return derived
         }
     }
 
@@ -631,7 +669,24 @@ public final class ApplyEngine {
                         }
                         let known = try self.ledgerDo({ () throws(LedgerError) in try self.decided(instruction) })
                         if known == nil, let held = try self.hold(instruction) {
-                            self.setHeld(held, for: instruction)
+                            if let derived = self.setHeld(held, for: instruction) {
+                                // The payout of the lines that may go, in this batch.
+                                let knownDerived = try self.ledgerDo({ () throws(LedgerError) in
+                                    try self.decided(derived)
+                                })
+                                if let outcome = knownDerived {
+                                    self.setOutcome(outcome, for: derived.id)
+                                } else if self.settledElsewhere.removeValue(forKey: derived.id) != nil {
+                                    self.setOutcome(
+                                        .rejected(
+                                            code: ReasonCode.lineConflict.code,
+                                            message: "a line of it was settled by another instruction meanwhile"),
+                                        for: derived.id)
+                                } else if !self.isDuplicate(derived.id), !batch.contains(where: { $0.id == derived.id })
+                                {
+                                    batch.append(derived)
+                                }
+                            }
                             progress()
                         } else if let outcome = known {
                             self.setOutcome(outcome, for: instruction.id)

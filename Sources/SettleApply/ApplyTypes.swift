@@ -139,25 +139,48 @@ public final class InstructionOutcomes: @unchecked Sendable {
 
     private static func lineKey(_ line: String, _ instruction: String) -> String { instruction + "\u{1}" + line }
 
-    /// Gives each line of an instruction its own outcome (none of them sent); the
-    /// instruction's own outcome is the first line's, for the counts.
-    public func set(lines: [(line: String, outcome: InstructionOutcome)], of instruction: String) throws(LedgerError) {
+    /// Gives each line of an instruction its entry (``PayoutSplit``): its own outcome (and
+    /// the instruction that settled it, if another), or sent as `sentAs`.
+    public func set(
+        lines: [(line: String, entry: PayoutSplit.Entry)], of instruction: String, sentAs derived: String?
+    ) throws(LedgerError) {
         if lineSpill == nil { lineSpill = try Spill() }
-        for (line, outcome) in lines {
-            let (tag, first, second) = Self.encoded(outcome)
-            try lineSpill?.put(Self.lineKey(line, instruction), first: first, second: second, numbers: [tag])
+        for (line, entry) in lines {
+            switch entry {
+            case .outcome(let outcome, let other):
+                let (tag, first, second) = Self.encoded(outcome)
+                try lineSpill?.put(Self.lineKey(line, instruction), first: first, second: second, numbers: [tag])
+                if let other {
+                    try lineSpill?.put(Self.lineKey(line, instruction) + "\u{2}", first: other, second: "", numbers: [])
+                }
+            case .sent:
+                try lineSpill?.put(
+                    Self.lineKey(line, instruction), first: derived ?? "", second: "", numbers: [Self.sentTag])
+            }
         }
         splitInstructions.insert(instruction)
-        if let first = lines.first { try set(first.outcome, for: instruction) }
+        try set(
+            .notSent(
+                reason: derived.map { "its lines that may go were sent as \($0); the others have their own outcome" }
+                    ?? "each of its lines has its own outcome"), for: instruction)
     }
 
-    /// A line's own outcome, for an instruction in ``splitInstructions``; nil otherwise.
-    public subscript(line line: String, of instruction: String) -> InstructionOutcome? {
+    private static let sentTag: Int64 = 9
+
+    /// A line's own outcome and the instruction that holds it (when not the one listed), for
+    /// an instruction in ``splitInstructions``; nil otherwise.
+    public subscript(line line: String, of instruction: String) -> (outcome: InstructionOutcome?, instruction: String?)?
+    {
         guard splitInstructions.contains(instruction), let lineSpill else { return nil }
         do {
-            return try lineSpill.get(Self.lineKey(line, instruction)).map(Self.decoded)
+            guard let entry = try lineSpill.get(Self.lineKey(line, instruction)) else { return nil }
+            if entry.numbers[0] == Self.sentTag { return (self[entry.first], entry.first) }
+            let other = try lineSpill.get(Self.lineKey(line, instruction) + "\u{2}")?.first
+            return (Self.decoded(entry), other)
         } catch {
-            return .unknown(message: "its outcome could not be read back (\(error)); the ledger has it: run again")
+            return (
+                .unknown(message: "its outcome could not be read back (\(error)); the ledger has it: run again"), nil
+            )
         }
     }
 

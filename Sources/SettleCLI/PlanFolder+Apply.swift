@@ -18,7 +18,11 @@ extension PlanFolder {
             mode: mode, apiBase: options.apiBase, appliedAt: Log.timestamp(), startedAt: startedAt)
         run.resolved = Set(report.resolved.keys)
         run.splitInstructions = outcomes.splitInstructions
-        run.lineResultOfLine = { outcomes[line: $0, of: $1]?.lineResult }
+        run.lineResultOfLine = { line, instruction in
+            guard let found = outcomes[line: line, of: instruction] else { return nil }
+            guard let outcome = found.outcome else { return nil }
+            return (outcome.lineResult, found.instruction)
+        }
         run.requests = report.requests
         run.retries = report.retries
         run.rateLimited = report.rateLimited

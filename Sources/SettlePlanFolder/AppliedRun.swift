@@ -14,8 +14,9 @@ public struct AppliedRun: Sendable {
     public var unreached: LineResult
     /// The instructions whose lines each have their own result (``lineResultOfLine``).
     public var splitInstructions: Set<String> = []
-    /// A line's own result (line id, instruction id), for ``splitInstructions``.
-    public var lineResultOfLine: @Sendable (String, String) -> LineResult? = { _, _ in nil }
+    /// A line's own result (line id, instruction id), for ``splitInstructions``, with the
+    /// instruction that holds it when not the one listed (a payout of some of its lines).
+    public var lineResultOfLine: @Sendable (String, String) -> (LineResult, instruction: String?)? = { _, _ in nil }
     /// Instructions an earlier run left open that this run confirmed or sent again.
     public var resolved: Set<String> = []
     public var requests = 0

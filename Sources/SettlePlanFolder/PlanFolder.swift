@@ -232,7 +232,8 @@ public struct PlanFolder {
                             let own = report.lineResultOfLine(
                                 text(row[F.lineID.rawValue]).trimmingFormulaGuard(), instruction)
                         {
-                            result = own
+                            result = own.0
+                            if let holder = own.instruction { row[F.instructionID.rawValue] = Array(holder.utf8) }
                         }
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
@@ -248,7 +249,8 @@ public struct PlanFolder {
                             let own = report.lineResultOfLine(
                                 text(row[F.lineID.rawValue]).trimmingFormulaGuard(), instruction)
                         {
-                            result = own
+                            result = own.0
+                            if let holder = own.instruction { row[F.instructionID.rawValue] = Array(holder.utf8) }
                         }
                         // A re-apply of this folder sent again what Stripe refused in an earlier
                         // attempt (under the next attempt's key), or what an earlier attempt

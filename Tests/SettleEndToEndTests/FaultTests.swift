@@ -309,12 +309,12 @@ import Testing
         #expect(summary.contains(",usd,transferred,1,30.00,3000\n"), "\(summary)")
     }
 
-    /// An aggregated payout ties the orders it pays: when a charge of one of them has failed
-    /// at Stripe (an offline plan could not know), the payout is not sent (it would pay for
-    /// an order whose transfer never moved), and the order it only ties waits in the ledger,
-    /// whole (deferred `scheduled`). The next run brings it back and pays it without the
-    /// order on the failed charge, which is rejected again when fed back.
-    @Test func applyOfAnOfflinePlanDefersEveryOrderThatSharesAPayoutWithAFailedCharge() throws {
+    /// An aggregated payout pays several orders: when a charge of one of them has failed at
+    /// Stripe (an offline plan could not know), the payout goes for the other orders' lines
+    /// only, as a payout of its own (it would otherwise pay for an order whose transfer never
+    /// moved, or hold back orders that are fine). Fed back, the order on the failed charge is
+    /// rejected again, and nothing is paid twice.
+    @Test func applyOfAnOfflinePlanPaysTheOtherOrdersOfAPayoutWithAFailedCharge() throws {
         let setup = try Setup()
         try setup.sandbox.seed(
             #"{"charges": [{"id": "ch_bad", "amount": 10000, "currency": "usd", "status": "failed"}]}"#)
@@ -334,23 +334,26 @@ import Testing
         let rows = Dictionary(uniqueKeysWithValues: setup.results("plan").map { ($0[0], $0) })
         #expect(
             rows.mapValues { $0[8] + " " + $0[11] } == [
-                "F1": "rejected charge_failed", "F2": "rejected group_rejected", "H1": "deferred scheduled",
-                "H2": "deferred scheduled", "K1": "settled ",
+                "F1": "rejected charge_failed", "F2": "rejected group_rejected", "H1": "settled ", "H2": "settled ",
+                "K1": "settled ",
             ])
-        let deferred = SettleProcess.read(setup.folder.appendingPathComponent("plan/deferred.csv"))
-        #expect(deferred.contains("H1,911,transfer,30.00,usd,ORDER911"), "\(deferred)")
-        #expect(deferred.contains("H2,911,payout,2.00,usd,ORDER911"), "\(deferred)")
-        #expect(try setup.sandbox.effects().compactMap { $0["destination"] as? String } == ["acct_r3"])
+        // H2 went in a payout of its own: the row names it, as Stripe's object does.
+        let payout = try #require(try setup.sandbox.effects().first { $0["recipient"] as? String == "acct_c0" })
+        #expect(payout["amount"] as? Int == 200)
+        let made = (payout["metadata"] as? [String: Any])?["settle_instruction"] as? String
+        #expect(rows["H2"]?[9] == made && rows["F2"]?[9] != made, "\(rows)")
+        #expect(rows["H2"]?[10] == payout["id"] as? String)
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("plan/summary.csv"))
+        #expect(summary.contains(",usd,paid_out,1,2.00,200\n"), "\(summary)")
+        #expect(try setup.sandbox.effects().count == 3)
         let fed = try setup.run([setup.folder.appendingPathComponent("plan/errors.csv")], out: "again")
         #expect(fed.status == 65, "\(fed.stderr)")
         let again = Dictionary(uniqueKeysWithValues: setup.results("again").map { ($0[0], $0) })
         #expect(
             again.mapValues { $0[8] + " " + $0[11] } == [
-                "F1": "rejected charge_failed", "F2": "rejected group_rejected", "H1": "settled ", "H2": "settled ",
+                "F1": "rejected charge_failed", "F2": "rejected group_rejected",
             ])
-        let effects = try setup.sandbox.effects()
-        #expect(effects.count == 3)
-        #expect(effects.contains { $0["recipient"] as? String == "acct_c0" && $0["amount"] as? Int == 200 })
+        #expect(try setup.sandbox.effects().count == 3)
     }
 
     /// A charge still pending at Stripe when an offline plan is applied: its order waits in
@@ -394,8 +397,7 @@ import Testing
     /// The export says a card charge succeeded, so nothing looks it up, but it failed at
     /// Stripe: its transfer is refused, and its order's payout is not sent (before, the
     /// courier was paid for an order whose money never moved). With per-recipient payouts
-    /// the courier's payout of another order shares the instruction: that line waits in the
-    /// ledger and the next run pays it; with per-line payouts it goes at once.
+    /// the courier's line of the other order goes in a payout of its own, at once.
     @Test(arguments: ["per-recipient", "per-line"])
     func aPayoutIsNotSentWhenItsOrdersChargeFailedAtStripe(payouts: String) throws {
         let setup = try Setup()
@@ -412,21 +414,19 @@ import Testing
         let outcome = try setup.run([input], out: "out", extra: ["--payouts", payouts])
         #expect(outcome.status == 65, "\(outcome.stderr)")
         let rows = Dictionary(uniqueKeysWithValues: setup.results("out").map { ($0[0], $0) })
-        let tied = payouts == "per-recipient" ? "deferred scheduled" : "settled "
         #expect(
             rows.mapValues { $0[8] + " " + $0[11] } == [
-                "L1": "failed charge_failed", "L2": "rejected group_rejected", "O1": "settled ", "O2": tied,
+                "L1": "failed charge_failed", "L2": "rejected group_rejected", "O1": "settled ", "O2": "settled ",
             ])
-        let paid = try setup.sandbox.effects().compactMap { $0["recipient"] as? String }
-        #expect(paid == (payouts == "per-recipient" ? [] : ["acct_c0"]))
+        let paid = try setup.sandbox.effects().filter { $0["recipient"] as? String == "acct_c0" }
+        #expect(paid.compactMap { $0["amount"] as? Int } == [200])
         let errors = SettleProcess.read(setup.folder.appendingPathComponent("out/errors.csv"))
         #expect(errors.contains("L2,930,payout,5.00,usd,ORDER930,,,,,,acct_c0,pm_ap_c0,group_rejected,"))
-        // The next run pays the line that waited (per-recipient), once, without order 930.
-        let empty = setup.folder.appendingPathComponent("empty.csv")
-        try Self.header.write(to: empty, atomically: true, encoding: .utf8)
-        let next = try setup.run([empty], out: "next", extra: ["--payouts", payouts])
-        #expect(next.status == 0, "\(next.stderr)")
-        #expect(setup.results("next").map { $0[0] + " " + $0[8] } == (payouts == "per-recipient" ? ["O2 settled"] : []))
+        // Fed back, the order on the failed charge is rejected again; nothing is paid twice.
+        let fed = try setup.run(
+            [setup.folder.appendingPathComponent("out/errors.csv")], out: "fed", extra: ["--payouts", payouts])
+        #expect(fed.status == 65, "\(fed.stderr)")
+        #expect(setup.results("fed").map { $0[0] + " " + $0[8] } == ["L1 failed", "L2 rejected"])
         let courier = try setup.sandbox.effects().filter { $0["recipient"] as? String == "acct_c0" }
         #expect(courier.compactMap { $0["amount"] as? Int } == [200])
     }
