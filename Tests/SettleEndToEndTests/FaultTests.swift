@@ -431,6 +431,22 @@ import Testing
         #expect(courier.compactMap { $0["amount"] as? Int } == [200])
     }
 
+    /// A charge id Stripe does not know (a typo; the look-up answers 404) funds nothing, and
+    /// the reason says so, not that a customer's payment failed.
+    @Test func aChargeStripeDoesNotKnowIsNamedSoInTheReason() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(#"{"auto_charges": false}"#)
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try (Self.header + "Z1,940,transfer,10.00,usd,ORDER940,acct_r1,ch_TYPO,,,,,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let outcome = try setup.run([input], out: "out")
+        #expect(outcome.status == 65, "\(outcome.stderr)")
+        let row = try #require(setup.results("out").first)
+        #expect(row[8] == "rejected" && row[11] == "charge_failed", "\(row)")
+        #expect(row[12].contains("Stripe has no charge ch_TYPO") && row[12].contains("resource_missing"), "\(row)")
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
     /// An instruction edited by hand, with the seals recomputed, is still refused: apply
     /// re-derives every id from its content before the first request.
     @Test func applyRefusesAnInstructionWhoseContentDoesNotMatchItsId() throws {

@@ -40,9 +40,17 @@ public struct FactsLookup {
             facts.charges[charge.charge] = .init(
                 status: status, amount: (charge.amountMinor ?? 0) - (charge.refundedMinor ?? 0), currency: currency,
                 fee: charge.feeMinor, paymentMethodType: charge.paymentMethodType, requestID: charge.requestID ?? "",
-                checkedAt: charge.checkedAt ?? "")
+                checkedAt: charge.checkedAt ?? "", refusal: charge.status == nil ? Self.refusal(charge.verdict) : nil)
         }
         return (facts, looked)
+    }
+}
+
+extension FactsLookup {
+    /// Why a charge look-up gave no charge (a 404 or another refusal).
+    static func refusal(_ verdict: FactVerdict) -> String? {
+        if case .refused(let why) = verdict { return why }
+        return nil
     }
 }
 

@@ -57,11 +57,15 @@ public struct StripeFacts: Sendable, Equatable {
         public var paymentMethodType: String?
         public var requestID: String
         public var checkedAt: String
+        /// Why Stripe gave no charge to draw on (`resource_missing: No such charge …`), when
+        /// the look-up was refused: the charge is then `failed`, and its lines say why.
+        public var refusal: String?
 
         public init(
             status: ChargeStatus, amount: Int64, currency: Currency, fee: Int64? = nil,
-            paymentMethodType: String? = nil, requestID: String = "", checkedAt: String = ""
+            paymentMethodType: String? = nil, requestID: String = "", checkedAt: String = "", refusal: String? = nil
         ) {
+            self.refusal = refusal
             self.status = status
             self.amount = amount
             self.currency = currency

@@ -368,7 +368,17 @@ public struct Planner {
                 batch.set(index, .rejected, .chargeMismatch, mismatch)
             } else if facts.status == .failed {
                 let source = facts.fromStripe ? "Stripe reports " : ""
-                batch.set(index, .rejected, .chargeFailed, "\(source)\(facts.key.name(batch)) failed")
+                if facts.fromStripe, case .named(let charge) = facts.key,
+                    let refusal = self.facts.charges[batch.text(charge)]?.refusal
+                {
+                    // A charge Stripe does not give (a mistyped id answers 404): funds nothing,
+                    // and the reason says so rather than a failed payment.
+                    batch.set(
+                        index, .rejected, .chargeFailed,
+                        "Stripe has no charge \(batch.text(charge)) to draw on (\(refusal)); check the charge id")
+                } else {
+                    batch.set(index, .rejected, .chargeFailed, "\(source)\(facts.key.name(batch)) failed")
+                }
             } else if line.kind == .transfer, let currency = facts.currency, currency != line.currency {
                 batch.set(
                     index, .rejected, .currencyMismatch,
