@@ -603,7 +603,9 @@ public final class ApplyEngine {
     /// requests leave.
     private func send(_ plan: any InstructionSource) throws(ApplyError) {
         try plan.rewind()
-        log(.info, "sending the plan's \(plan.overview.count) instruction(s), skipping those the ledger has settled already")
+        log(
+            .info,
+            "sending the plan's \(plan.overview.count) instruction(s), skipping those the ledger has settled already")
         let scheduler = makeScheduler()
         stopSending = { [unowned scheduler] in scheduler.stopped = true }
         defer { stopSending = nil }
