@@ -40,6 +40,13 @@ extension PlanFolder {
             let amount = Int64(text(.amountMinor)) ?? 0
             let instruction = text(.instructionID)
             sums.add(kind: kind, currency: currency, amount: amount, status: status)
+            // Stripe refused a transfer because its charge failed (the export said it had
+            // succeeded), or an offline plan's charge was found failed: the charge is failed.
+            if status == .failed || status == .rejected, text(.reasonCode) == ReasonCode.chargeFailed.code,
+                kind == .transfer, let slot = charge, slot < charges.count
+            {
+                charges[slot].status = ChargeStatus.failed.name
+            }
             if kind == .reversal, amount > 0, status == .netted {
                 sums.addNetted(currency: currency, amount: amount)
             }

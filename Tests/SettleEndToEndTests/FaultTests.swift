@@ -422,6 +422,12 @@ import Testing
         #expect(paid.compactMap { $0["amount"] as? Int } == [200])
         let errors = SettleProcess.read(setup.folder.appendingPathComponent("out/errors.csv"))
         #expect(errors.contains("L2,930,payout,5.00,usd,ORDER930,,,,,,acct_c0,pm_ap_c0,group_rejected,"))
+        // The charge is failed in charges.csv and summary.csv, not money retained.
+        let charges = SettleProcess.read(setup.folder.appendingPathComponent("out/charges.csv"))
+        let lie = try #require(charges.split(separator: "\n").first { $0.contains(",ch_lie,") })
+        #expect(lie.split(separator: ",", omittingEmptySubsequences: false)[3] == "failed", "\(charges)")
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("out/summary.csv"))
+        #expect(summary.contains(",usd,charges_failed,1,100.00,10000\n"), "\(summary)")
         // Fed back, the order on the failed charge is rejected again; nothing is paid twice.
         let fed = try setup.run(
             [setup.folder.appendingPathComponent("out/errors.csv")], out: "fed", extra: ["--payouts", payouts])
