@@ -248,6 +248,91 @@ struct ApplyEngineTests {
         #expect(try sandbox.effectCounts() == ["ins_t2": 1, "ins_t3": 1, "ins_p3": 1, g2.id: 1])
     }
 
+    /// Seeded random plans against the sandbox: orders of one to three transfers (some on a
+    /// failed charge or to an account that cannot receive transfers) and a payout line each,
+    /// per-line or aggregated, at several concurrencies. An order's transfers go one at a
+    /// time: those before the first refusal settle, that one fails, the rest are not sent;
+    /// no payout pays for an order Stripe refused a transfer of, every other payout line is
+    /// paid once (an aggregated payout split when it must), and nothing is sent twice.
+    @Test(arguments: 0..<6)
+    func ordersMoveWholeThroughApply(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed &+ 0x0DE5)
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let orders = Int(random.next() % 7) + 4
+        let aggregated = random.next() % 2 == 0
+        var transfers: [Instruction] = []
+        var payoutLines: [(order: String, line: Instruction.Line)] = []
+        var expected: [String: String] = [:]
+        var failing: Set<String> = []
+        for order in 0..<orders {
+            let group = "G\(order)"
+            var refused = false
+            for index in 0..<(Int(random.next() % 3) + 1) {
+                let fate = random.next() % 10
+                let id = "ins_t\(order)_\(index)"
+                let charge = fate == 0 ? "ch_failed" : "ch_1"
+                let destination = fate == 1 ? "acct_closed" : (index == 1 ? "acct_other" : "acct_rest")
+                transfers.append(
+                    transferInstruction(id, amount: 100, destination: destination, charge: charge, group: group))
+                if refused {
+                    expected[id] = "group_rejected"
+                } else if fate <= 1 {
+                    expected[id] = fate == 0 ? "failed charge_failed" : "failed transfers_not_allowed"
+                    refused = true
+                } else {
+                    expected[id] = "settled"
+                }
+            }
+            if refused { failing.insert(group) }
+            payoutLines.append(
+                (
+                    group,
+                    .init(lineID: "p\(order)@\(group)", kind: "payout", amountMinor: 100 + Int64(order), content: "c")
+                ))
+        }
+        var payouts: [Instruction] = []
+        if aggregated {
+            var payout = payoutInstruction("ins_agg", amount: payoutLines.reduce(0) { $0 + $1.line.amountMinor })
+            payout.lines = payoutLines.map(\.line)
+            payouts.append(payout)
+        } else {
+            for (order, line) in payoutLines {
+                var payout = payoutInstruction("ins_p_\(order)", amount: line.amountMinor)
+                payout.group = order
+                payout.lines = [line]
+                payouts.append(payout)
+                expected[payout.id] = failing.contains(order) ? "group_rejected" : "settled"
+            }
+        }
+        let concurrency = [1, 4, 16][Int(random.next() % 3)]
+        let report = try runEngine(
+            sandbox, transfers + payouts, configuration: configuration(sandbox, concurrency: concurrency),
+            payoutOrders: Self.orders(of: payouts))
+        for (id, outcome) in expected.sorted(by: { $0.key < $1.key }) {
+            #expect(Self.code(report.outcomes[id]) == outcome, "seed \(seed) \(id) (concurrency \(concurrency))")
+        }
+        if aggregated {
+            for (order, line) in payoutLines {
+                let got = Self.line(report, line.lineID, of: "ins_agg")
+                if failing.isEmpty {
+                    #expect(Self.code(report.outcomes["ins_agg"]) == "settled", "seed \(seed)")
+                } else if failing.contains(order) {
+                    #expect(got == "group_rejected", "seed \(seed) \(line.lineID)")
+                } else {
+                    #expect(got.hasPrefix("settled in ins_"), "seed \(seed) \(line.lineID): \(got)")
+                }
+            }
+        }
+        let effects = try sandbox.effects()
+        #expect(try sandbox.effectCounts().values.allSatisfy { $0 == 1 }, "seed \(seed): something sent twice")
+        let paid = effects.filter { $0["type"] as? String == "outbound_payment" }.compactMap { $0["amount"] as? Int }
+        let owed = payoutLines.filter { !failing.contains($0.order) }.map { Int($0.line.amountMinor) }
+        #expect(paid.reduce(0, +) == owed.reduce(0, +), "seed \(seed): paid \(paid), owed \(owed)")
+        let moved = effects.filter { $0["type"] as? String == "transfer" }.count
+        #expect(moved == expected.filter { $0.key.hasPrefix("ins_t") && $0.value == "settled" }.count, "seed \(seed)")
+    }
+
     @Test func definiteRefusalFailsReleasesLinesAndTheNextRunUsesANewAttempt() throws {
         let sandbox = try Sandbox()
         try sandbox.seed()
