@@ -33,7 +33,10 @@ public final class ApplyEngine {
     /// For a plan made offline: the orders of each aggregated payout's lines, by instruction
     /// id (an aggregated payout names no group), asked only when Stripe refuses a fact the
     /// plan depends on. Without it such a payout stands alone.
-    public var payoutOrders: (() throws(ApplyError) -> [String: [String: String]])?
+    ///
+    /// Given which rows matter, `(instruction id, order) -> Bool`, it returns only those:
+    /// memory follows the orders that stop, not the plan.
+    public var payoutOrders: ((_ wanted: (String, String) -> Bool) throws(ApplyError) -> [String: [String: String]])?
 
     // Per-run state.
     /// Every outcome of the run, on disk: memory holds the calls in flight, not the plan.
@@ -50,7 +53,8 @@ public final class ApplyEngine {
     /// What Stripe refused of a plan made offline, with the orders that may not move.
     private var cascade: OrderStops?
     private var obstacles = Obstacles()
-    /// Per aggregated payout, the order of each of its lines (``payoutOrders``, read once).
+    /// Per aggregated payout, the order of each of its lines of an order that stops
+    /// (``payoutOrders``, read once, after every transfer was answered).
     private var payoutOrdersSeen: [String: [String: String]] = [:]
     /// Per order, this run's transfers and reversals of it that Stripe refused, by
     /// instruction id with the refusal: its payouts are not sent (an order moves whole or
@@ -421,10 +425,15 @@ public final class ApplyEngine {
         return ["\u{1}" + instruction.id]
     }
 
+    /// Reads, once, the orders of the aggregated payouts' lines whose order stops now.
     private func readPayoutOrders() throws(ApplyError) {
         guard !payoutOrdersRead else { return }
-        payoutOrdersSeen = try payoutOrders?() ?? [:]
         payoutOrdersRead = true
+        let (cascade, unmoved, unsettled) = (self.cascade, self.unmoved, self.unsettled)
+        payoutOrdersSeen =
+            try payoutOrders? { _, order in
+                cascade?.contains(order) == true || unmoved[order] != nil || unsettled[order] != nil
+            } ?? [:]
     }
 
     /// Looks up every payout method and charge the plan's candidates depend on. An answer
@@ -478,15 +487,24 @@ public final class ApplyEngine {
             "this plan was made offline, and Stripe says: " + facts.refused.joined(separator: "; ")
                 + ". The orders that depend on these are not sent (each order whole); the rest of the plan "
                 + "goes, aggregated payouts without those orders' lines")
-        try readPayoutOrders()
         var cascade = OrderStops()
+        // Aggregated payouts whose payout method Stripe refused: every order they pay is refused.
+        var refusedPayouts: [String: OrderStops.Obstacle] = [:]
         try plan.rewind()
         while let instruction = try plan.next() {
             guard let obstacle = obstacles.of(instruction),
                 try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil
             else { continue }
-            for order in Self.orders(of: instruction, payoutOrdersSeen) {
-                cascade.add(order: order, obstacle: obstacle)
+            if instruction.group.isEmpty, instruction.kind == .payout {
+                refusedPayouts[instruction.id] = obstacle
+            } else {
+                cascade.add(order: instruction.group, obstacle: obstacle)
+            }
+        }
+        if !refusedPayouts.isEmpty {
+            for (payout, lines) in try payoutOrders? { id, _ in refusedPayouts[id] != nil } ?? [:] {
+                guard let obstacle = refusedPayouts[payout] else { continue }
+                for order in Set(lines.values) { cascade.add(order: order, obstacle: obstacle) }
             }
         }
         self.cascade = cascade
@@ -544,11 +562,13 @@ public final class ApplyEngine {
         guard cascade != nil || !unmoved.isEmpty || !unsettled.isEmpty || !done.isEmpty else { return nil }
         let own = obstacles.of(instruction)
         let isPayout = instruction.kind == .payout
-        if instruction.group.isEmpty, isPayout { try readPayoutOrders() }
-        guard instruction.group.isEmpty, isPayout, let orderOfLine = payoutOrdersSeen[instruction.id] else {
-            let order = Self.orders(of: instruction, payoutOrdersSeen)[0]
+        guard instruction.group.isEmpty, isPayout else {
+            let order = instruction.group.isEmpty ? "\u{1}" + instruction.id : instruction.group
             return orderStop(order, payout: isPayout).map { .whole(OrderStops.outcome($0, own: own)) }
         }
+        // Payouts come after every transfer was answered: which orders stop is known now.
+        try readPayoutOrders()
+        let orderOfLine = payoutOrdersSeen[instruction.id] ?? [:]
         // An aggregated payout: a line goes unless another instruction settled it, Stripe
         // refused its payout method, or its order may not move.
         var verdicts: [String: OrderStops.OrderVerdict?] = [:]
@@ -560,6 +580,7 @@ public final class ApplyEngine {
         }
         let methodRefused: OrderStops.OrderVerdict? =
             if case .refused(_, let message)? = own { .refused(message: message) } else { nil }
+        if let methodRefused, done.isEmpty { return .whole(OrderStops.outcome(methodRefused, own: own)) }
         guard
             let (entries, free) = PayoutSplit.split(
                 instruction.lines,

@@ -46,6 +46,9 @@ public struct OrderStops: Sendable {
     /// Whether anything stops any order.
     public var isEmpty: Bool { own.isEmpty }
 
+    /// Whether the facts stop this order.
+    public func contains(_ order: String) -> Bool { own[order] != nil }
+
     /// Why an order may not move for its facts; nil when it may.
     public func verdict(ofOrder order: String) -> OrderVerdict? {
         switch own[order] {

@@ -147,9 +147,9 @@ struct Applier {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
             engine.netted = netted
             engine.runID = plan.runID
-            engine.payoutOrders = { () throws(ApplyError) in
+            engine.payoutOrders = { (wanted) throws(ApplyError) in
                 do {
-                    return try plan.payoutOrders()
+                    return try plan.payoutOrders(where: wanted)
                 } catch {
                     throw .planInvalid(line: 0, message: "\(error)")
                 }

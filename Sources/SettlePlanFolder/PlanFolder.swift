@@ -111,7 +111,10 @@ public struct PlanFolder {
     /// The order (group) of each line of each aggregated payout, by instruction id then line
     /// id, from results.csv: an aggregated payout names no group of its own. What an apply
     /// needs to keep orders whole when some of a payout's orders may not move.
-    public func payoutOrders() throws(SettleError) -> [String: [String: String]] {
+    ///
+    /// - Parameter wanted: which rows to keep, by instruction id and order (memory follows
+    ///   what is kept, not the plan).
+    public func payoutOrders(where wanted: (String, String) -> Bool) throws(SettleError) -> [String: [String: String]] {
         typealias F = ResultsFile.Field
         guard let reader = ResultsReader(path: path("results.csv")) else {
             throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv")
@@ -124,8 +127,9 @@ public struct PlanFolder {
                 guard row.count == ResultsFile.header.count, text(row[F.kind.rawValue]) == "payout",
                     !row[F.instructionID.rawValue].isEmpty
                 else { continue }
-                orders[text(row[F.instructionID.rawValue]), default: [:]][text(row[F.lineID.rawValue])] = text(
-                    row[F.group.rawValue])
+                let (instruction, order) = (text(row[F.instructionID.rawValue]), text(row[F.group.rawValue]))
+                guard wanted(instruction, order) else { continue }
+                orders[instruction, default: [:]][text(row[F.lineID.rawValue])] = order
             }
         } catch {
             throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")

@@ -178,9 +178,16 @@ struct ApplyEngineTests {
             Self.aggregated("ins_agg_g5_g8", [("f@G5", "G5"), ("g@G8", "G8")]),
             transferInstruction("ins_t8", amount: 100, group: "G8"),
             transferInstruction("ins_t7", amount: 100, group: "G7", preflightCharge: true),
+            // An aggregated payout on an archived method: every order it pays is refused.
+            transferInstruction("ins_t9", amount: 100, group: "G9"),
+            Self.aggregated("ins_agg_bad", [("h@G9", "G9"), ("i@G10", "G10")], method: "pm_ap_archived"),
+            transferInstruction("ins_t10", amount: 100, group: "G10"),
         ]
         let report = try runEngine(sandbox, plan, payoutOrders: Self.orders(of: plan))
         let code = { (id: String) in Self.code(report.outcomes[id]) }
+        #expect(code("ins_agg_bad") == "payout_method_unusable")
+        #expect(code("ins_t9") == "group_rejected")
+        #expect(code("ins_t10") == "group_rejected")
         let g6 = PayoutSplit.derived(from: plan[2], lines: [plan[2].lines[1]])
         let g8 = PayoutSplit.derived(from: plan[10], lines: [plan[10].lines[1]])
         #expect(g6.amountMinor == 500 && g6.id != plan[2].id)
@@ -211,7 +218,9 @@ struct ApplyEngineTests {
         #expect(amounts.compactMap { $0["amount"] as? Int } == [500, 500], "\(amounts)")
         // Nothing stopped was recorded as sent: a later run may send those lines again.
         let ledger = try #require(try LedgerStore.openReadOnly(path: sandbox.ledgerPath))
-        for id in ["ins_t1", "ins_p_bad", "ins_agg_g1_g6", "ins_t4", "ins_t5", "ins_agg_g5_g8"] {
+        for id in [
+            "ins_t1", "ins_p_bad", "ins_agg_g1_g6", "ins_t4", "ins_t5", "ins_agg_g5_g8", "ins_agg_bad", "ins_t9",
+        ] {
             #expect(try ledger.instruction(id) == nil, "\(id)")
         }
         #expect(try ledger.line("b@G6")?.instructionID == g6.id)

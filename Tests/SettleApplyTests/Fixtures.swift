@@ -69,6 +69,16 @@ func runEngine(
     let ledger = try openTestLedger(path: sandbox.ledgerPath)
     defer { ledger.close() }
     let engine = try ApplyEngine(configuration: config ?? configuration(sandbox), ledger: ledger)
-    if let payoutOrders { engine.payoutOrders = { () throws(ApplyError) in payoutOrders } }
+    if let payoutOrders {
+        // As the plan folder reads them: only the rows asked for.
+        engine.payoutOrders = { (wanted) throws(ApplyError) in
+            var kept: [String: [String: String]] = [:]
+            for (id, lines) in payoutOrders {
+                let rows = lines.filter { wanted(id, $0.value) }
+                if !rows.isEmpty { kept[id] = rows }
+            }
+            return kept
+        }
+    }
     return try engine.run(plan)
 }
