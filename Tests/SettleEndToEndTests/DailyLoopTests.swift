@@ -33,20 +33,27 @@ import Testing
         return (outcome, rows)
     }
 
+    /// Day 1 pays `line` (a payout line of 15.00 to acct_drv) and Stripe then reports the
+    /// payout `status` for `reason`; returns the payout's id.
+    func payThenComeBack(_ setup: Setup, _ id: String, order: String, status: String, reason: String) throws -> String {
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header + "\(id),\(order),payout,15.00,usd,ORDER\(order),,,,,,,acct_drv,pm_ap_1,\n", asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let payout = try #require(day1[id]?[10])
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(payout)/status",
+            json: #"{"status": "\#(status)", "reason": "\#(reason)"}"#)
+        return payout
+    }
+
     /// An operator who plans and applies by hand (never `run`) still learns of a payout that
     /// came back: `apply` follows the ledger's processing payouts first, and the next plan
     /// reports the line failed in its errors.csv. Before, only `run` followed them.
     @Test func applyAloneFollowsThePayouts() throws {
         let setup = try Setup()
-        try setup.sandbox.seed(Self.fixtures)
-        let (first, day1) = try day(
-            setup, "day1", Self.header + "D2,1001,payout,15.00,usd,ORDER1001,,,,,,,acct_drv,pm_ap_1,\n",
-            asOf: "2026-12-01")
-        #expect(first.status == 0, "\(first.stderr)")
-        let payout = try #require(day1["D2"]?[10])
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/outbound_payments/\(payout)/status",
-            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        let payout = try payThenComeBack(setup, "D2", order: "1001", status: "returned", reason: "payout_method_closed")
         // Day 2 by hand: plan an empty export, then apply it.
         let empty = setup.folder.appendingPathComponent("empty.csv")
         try Self.header.write(to: empty, atomically: true, encoding: .utf8)
@@ -71,15 +78,7 @@ import Testing
     /// results.csv still named the first (audit 6 F10).
     @Test func aReapplyNeverSendsAgainAPayoutThatCameBack() throws {
         let setup = try Setup()
-        try setup.sandbox.seed(Self.fixtures)
-        let (first, day1) = try day(
-            setup, "day1", Self.header + "R1,1101,payout,15.00,usd,ORDER1101,,,,,,,acct_drv,pm_ap_1,\n",
-            asOf: "2026-12-01")
-        #expect(first.status == 0, "\(first.stderr)")
-        let payout = try #require(day1["R1"]?[10])
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/outbound_payments/\(payout)/status",
-            json: #"{"status": "failed", "reason": "payout_method_declined"}"#)
+        let payout = try payThenComeBack(setup, "R1", order: "1101", status: "failed", reason: "payout_method_declined")
         let again = try setup.apply("day1")
         #expect(again.status == 65, "\(again.stderr)")
         let rows = setup.results("day1")

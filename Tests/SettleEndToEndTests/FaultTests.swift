@@ -258,21 +258,39 @@ import Testing
         try Self.order.write(to: input, atomically: true, encoding: .utf8)
         let outcome = try setup.run([input], out: "out")
         #expect(outcome.status == 65, "\(outcome.stderr)")
-        let rows = Dictionary(uniqueKeysWithValues: setup.results("out").map { ($0[0], $0) })
-        #expect(rows["M2"]?[8] == "rejected")
-        #expect(rows["M2"]?[11] == "payout_method_unusable")
-        #expect(rows["M1"]?[8] == "rejected")
-        #expect(rows["M1"]?[11] == "group_rejected")
-        #expect(rows["N1"]?[8] == "settled")
-        #expect(rows["N2"]?[8] == "settled")
-        let effects = try setup.sandbox.effects()
-        #expect(!effects.contains { $0["destination"] as? String == "acct_r1" })
-        #expect(!effects.contains { $0["recipient"] as? String == "acct_c9" })
-        #expect(effects.count == 2)
+        try Self.expectOnlyOrder901Moved(setup, "out")
         // What Stripe said is sealed in the plan.
         let manifest = SettleProcess.read(setup.folder.appendingPathComponent("out/manifest.json"))
         #expect(manifest.contains("\"online\": true"))
         #expect(manifest.contains("pm_ap_arch"))
+    }
+
+    /// ``order``: order 900 (its payout method archived) moved nothing, order 901
+    /// moved whole.
+    static func expectOnlyOrder901Moved(_ setup: Setup, _ out: String) throws {
+        let rows = Dictionary(uniqueKeysWithValues: setup.results(out).map { ($0[0], $0) })
+        #expect(
+            rows.mapValues { $0[8] + " " + $0[11] } == [
+                "M1": "rejected group_rejected", "M2": "rejected payout_method_unusable", "N1": "settled ",
+                "N2": "settled ",
+            ])
+        let effects = try setup.sandbox.effects()
+        #expect(effects.count == 2)
+        #expect(!effects.contains { $0["destination"] as? String == "acct_r1" })
+        #expect(!effects.contains { $0["recipient"] as? String == "acct_c9" })
+    }
+
+    /// An offline plan of `lines` (after the header) applied against the sandbox with
+    /// `charges` seeded: the rows of results.csv by line id, after `apply` exited `exit`.
+    func offlineApply(_ setup: Setup, charges: String, lines: String, exit: Int32) throws -> [String: [String]] {
+        try setup.sandbox.seed(charges)
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try (Self.header + lines).write(to: input, atomically: true, encoding: .utf8)
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let applied = try setup.apply("plan")
+        #expect(applied.status == exit, "\(applied.stderr)")
+        return Dictionary(uniqueKeysWithValues: setup.results("plan").map { ($0[0], $0) })
     }
 
     /// `apply` of a plan made offline checks the same facts first and gives the lines what
@@ -288,17 +306,7 @@ import Testing
         let applied = try setup.apply("plan")
         #expect(applied.status == 65, "\(applied.stderr)")
         #expect(applied.stderr.contains("pm_ap_arch"))
-        let rows = Dictionary(uniqueKeysWithValues: setup.results("plan").map { ($0[0], $0) })
-        #expect(rows["M2"]?[8] == "rejected")
-        #expect(rows["M2"]?[11] == "payout_method_unusable")
-        #expect(rows["M1"]?[8] == "rejected")
-        #expect(rows["M1"]?[11] == "group_rejected")
-        #expect(rows["N1"]?[8] == "settled")
-        #expect(rows["N2"]?[8] == "settled")
-        let effects = try setup.sandbox.effects()
-        #expect(effects.count == 2)
-        #expect(!effects.contains { $0["destination"] as? String == "acct_r1" })
-        #expect(!effects.contains { $0["recipient"] as? String == "acct_c9" })
+        try Self.expectOnlyOrder901Moved(setup, "plan")
         let errors = SettleProcess.read(setup.folder.appendingPathComponent("plan/errors.csv"))
         #expect(
             errors.contains("M1,900,transfer,40.00,usd,ORDER900,acct_r1,ch_e900,100.00,usd,succeeded,,,group_rejected,")
@@ -316,22 +324,13 @@ import Testing
     /// rejected again, and nothing is paid twice.
     @Test func applyOfAnOfflinePlanPaysTheOtherOrdersOfAPayoutWithAFailedCharge() throws {
         let setup = try Setup()
-        try setup.sandbox.seed(
-            #"{"charges": [{"id": "ch_bad", "amount": 10000, "currency": "usd", "status": "failed"}]}"#)
-        let input = setup.folder.appendingPathComponent("orders.csv")
-        try
-            (Self.header
-            + "F1,910,transfer,40.00,usd,ORDER910,acct_r1,ch_bad,,,,,\n"
-            + "F2,910,payout,5.00,usd,ORDER910,,,,,,acct_c0,pm_ap_c0\n"
-            + "H1,911,transfer,30.00,usd,ORDER911,acct_r2,ch_e911,100.00,usd,succeeded,,\n"
-            + "H2,911,payout,2.00,usd,ORDER911,,,,,,acct_c0,pm_ap_c0\n"
-            + "K1,912,transfer,20.00,usd,ORDER912,acct_r3,ch_e912,100.00,usd,succeeded,,\n")
-            .write(to: input, atomically: true, encoding: .utf8)
-        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
-        #expect(plan.status == 0, "\(plan.stderr)")
-        let applied = try setup.apply("plan")
-        #expect(applied.status == 65, "\(applied.stderr)")
-        let rows = Dictionary(uniqueKeysWithValues: setup.results("plan").map { ($0[0], $0) })
+        let rows = try offlineApply(
+            setup, charges: #"{"charges": [{"id": "ch_bad", "amount": 10000, "currency": "usd", "status": "failed"}]}"#,
+            lines: "F1,910,transfer,40.00,usd,ORDER910,acct_r1,ch_bad,,,,,\n"
+                + "F2,910,payout,5.00,usd,ORDER910,,,,,,acct_c0,pm_ap_c0\n"
+                + "H1,911,transfer,30.00,usd,ORDER911,acct_r2,ch_e911,100.00,usd,succeeded,,\n"
+                + "H2,911,payout,2.00,usd,ORDER911,,,,,,acct_c0,pm_ap_c0\n"
+                + "K1,912,transfer,20.00,usd,ORDER912,acct_r3,ch_e912,100.00,usd,succeeded,,\n", exit: 65)
         #expect(
             rows.mapValues { $0[8] + " " + $0[11] } == [
                 "F1": "rejected charge_failed", "F2": "rejected group_rejected", "H1": "settled ", "H2": "settled ",
@@ -361,20 +360,12 @@ import Testing
     /// settles it with nothing fed by hand.
     @Test func applyOfAnOfflinePlanDefersTheOrderOfAPendingCharge() throws {
         let setup = try Setup()
-        try setup.sandbox.seed(
-            #"{"charges": [{"id": "ch_slow", "amount": 10000, "currency": "usd", "status": "pending"}]}"#)
-        let input = setup.folder.appendingPathComponent("orders.csv")
-        try
-            (Self.header
-            + "P1,920,transfer,40.00,usd,ORDER920,acct_r1,ch_slow,,,,,\n"
-            + "P2,920,payout,5.00,usd,ORDER920,,,,,,acct_c0,pm_ap_c0\n"
-            + "Q1,921,transfer,20.00,usd,ORDER921,acct_r3,ch_e921,100.00,usd,succeeded,,\n")
-            .write(to: input, atomically: true, encoding: .utf8)
-        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
-        #expect(plan.status == 0, "\(plan.stderr)")
-        let applied = try setup.apply("plan")
-        #expect(applied.status == 0, "\(applied.stderr)")
-        let rows = Dictionary(uniqueKeysWithValues: setup.results("plan").map { ($0[0], $0) })
+        let rows = try offlineApply(
+            setup,
+            charges: #"{"charges": [{"id": "ch_slow", "amount": 10000, "currency": "usd", "status": "pending"}]}"#,
+            lines: "P1,920,transfer,40.00,usd,ORDER920,acct_r1,ch_slow,,,,,\n"
+                + "P2,920,payout,5.00,usd,ORDER920,,,,,,acct_c0,pm_ap_c0\n"
+                + "Q1,921,transfer,20.00,usd,ORDER921,acct_r3,ch_e921,100.00,usd,succeeded,,\n", exit: 0)
         #expect(
             rows.mapValues { $0[8] + " " + $0[11] } == [
                 "P1": "deferred charge_pending", "P2": "deferred charge_pending", "Q1": "settled ",
