@@ -438,9 +438,10 @@ public final class ApplyEngine {
 
     /// Looks up every payout method and charge the plan's candidates depend on. An answer
     /// that is not Stripe's stops the run (nothing sent). When Stripe refuses one (or a
-    /// charge is still pending), the orders that depend on it, and every order that shares
-    /// an instruction with them, are not sent (``PreflightCascade``): their instructions were
-    /// formed without knowing it, and sending the rest of them would move an order in part.
+    /// charge is still pending), the orders that depend on it are not sent, whole
+    /// (``OrderStops``): their instructions were formed without knowing it, and sending the
+    /// rest of them would move an order in part. An aggregated payout that pays such an order
+    /// goes for its other lines (``hold(_:)``).
     private func checkFacts(_ plan: any InstructionSource) throws(ApplyError) {
         var methods: [(recipient: String, method: String)] = []
         var charges: [String] = []
