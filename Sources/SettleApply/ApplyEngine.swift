@@ -70,8 +70,9 @@ public final class ApplyEngine {
     /// Lines of an aggregated payout that another instruction settled (``decided(_:)``),
     /// by payout then line: the rest of the payout may still go (``hold(_:)``).
     private var settledElsewhere: [String: [String: (InstructionOutcome, instruction: String?)]] = [:]
-    /// Payouts of some of an aggregated payout's lines this run formed (``PayoutSplit``).
-    private var derivedCount = 0
+    /// Outcomes of instructions not in the plan: payouts of some of an aggregated payout's
+    /// lines (``PayoutSplit``) this run formed, or found come back.
+    private var extraOutcomes = 0
     /// Ids marked in flight by this run whose answer is not in yet (the plan's duplicates).
     private var sending: Set<String> = []
     /// Answers waiting to be committed together (``flush()``): bounded by the calls in flight.
@@ -156,7 +157,7 @@ public final class ApplyEngine {
         unsettled = [:]
         flights = [:]
         settledElsewhere = [:]
-        derivedCount = 0
+        extraOutcomes = 0
         payoutOrdersRead = false
         sending = []
         counters = CallCounters()
@@ -184,7 +185,7 @@ public final class ApplyEngine {
         if keyRefused == nil, ledgerFailure == nil, interruption.caughtSignal == nil { try send(plan) }
         if let planFailure { throw planFailure }
 
-        if stopReason != nil || outcomes.count - derivedCount < plan.overview.count {
+        if stopReason != nil || outcomes.count - extraOutcomes < plan.overview.count {
             try plan.rewind()
             while let instruction = try plan.next() {
                 if (try? outcomes.contains(instruction.id)) != true {
@@ -359,17 +360,38 @@ public final class ApplyEngine {
         // content (a later run paid what this plan lists), they are already settled; any other
         // case is a conflict: sending would pay some of them twice.
         var elsewhere: [(line: Instruction.Line, held: LedgerLine)] = []
+        // Lines of an aggregated payout that this run paid in a payout of some of its lines,
+        // which came back since: this folder never sends them again (as for a whole payout).
+        var cameBack: [String: (InstructionOutcome, instruction: String?)] = [:]
+        let aggregated = instruction.kind == .payout && instruction.group.isEmpty
         for line in instruction.lines {
-            if let held = try ledger.line(line.lineID), held.instructionID != instruction.id, held.status != .failed {
+            guard let held = try ledger.line(line.lineID), held.instructionID != instruction.id else { continue }
+            guard held.status == .failed else {
                 elsewhere.append((line, held))
+                continue
+            }
+            if aggregated, !runID.isEmpty, let maker = try ledger.instruction(held.instructionID),
+                maker.dispatch.kind == Instruction.Kind.payout.name, let made = maker.stripeID, !made.isEmpty,
+                maker.settledBy == runID
+            {
+                cameBack[line.lineID] = (
+                    .failed(
+                        code: maker.errorCode ?? ReasonCode.payoutFailed.code,
+                        message: maker.errorMessage ?? "the payout \(made) came back at Stripe"),
+                    held.instructionID
+                )
             }
         }
-        guard let first = elsewhere.first else { return nil }
+        guard let first = elsewhere.first else {
+            guard !cameBack.isEmpty else { return nil }
+            settledElsewhere[instruction.id] = cameBack
+            return nil
+        }
         let settledAsListed = elsewhere.allSatisfy { $0.held.status == .settled && $0.held.content == $0.line.content }
-        if settledAsListed, instruction.kind == .payout, instruction.group.isEmpty {
+        if settledAsListed, aggregated {
             // An aggregated payout: the lines settled elsewhere are reported so, and the
             // others may still go as a payout of their own (``hold(_:)``).
-            var done: [String: (InstructionOutcome, instruction: String?)] = [:]
+            var done = cameBack
             for (line, held) in elsewhere {
                 let stripeID = held.stripeID ?? ""
                 let maker = try ledger.instruction(held.instructionID)
@@ -534,14 +556,14 @@ public final class ApplyEngine {
     }
 
     /// Why an order may not move now, or nil: what Stripe said of a plan made offline
-    /// (``OrderStops``), a transfer or reversal of it Stripe refused in this run, and for
-    /// its payouts also one whose outcome is not known yet.
-    private func orderStop(_ order: String, payout: Bool) -> OrderStops.OrderVerdict? {
+    /// (``OrderStops``), a transfer or reversal of it Stripe refused in this run, or one whose
+    /// outcome is not known yet (the rest of the order waits for the next run to learn it).
+    private func orderStop(_ order: String) -> OrderStops.OrderVerdict? {
         if let verdict = cascade?.verdict(ofOrder: order) { return verdict }
         if let (id, refusal) = unmoved[order]?.min(by: { $0.key < $1.key }) {
             return .refused(message: "instruction \(id) of order \(order) failed at Stripe: \(refusal)")
         }
-        if payout, let (id, why) = unsettled[order]?.min(by: { $0.key < $1.key }) {
+        if let (id, why) = unsettled[order]?.min(by: { $0.key < $1.key }) {
             return .unsettled(message: "instruction \(id) of order \(order) has no known outcome yet (\(why))")
         }
         return nil
@@ -565,7 +587,7 @@ public final class ApplyEngine {
         let isPayout = instruction.kind == .payout
         guard instruction.group.isEmpty, isPayout else {
             let order = instruction.group.isEmpty ? "\u{1}" + instruction.id : instruction.group
-            return orderStop(order, payout: isPayout).map { .whole(OrderStops.outcome($0, own: own)) }
+            return orderStop(order).map { .whole(OrderStops.outcome($0, own: own)) }
         }
         // Payouts come after every transfer was answered: which orders stop is known now.
         try readPayoutOrders()
@@ -575,7 +597,7 @@ public final class ApplyEngine {
         var verdicts: [String: OrderStops.OrderVerdict?] = [:]
         func verdict(_ order: String) -> OrderStops.OrderVerdict? {
             if let known = verdicts[order] { return known }
-            let found = orderStop(order, payout: true)
+            let found = orderStop(order)
             verdicts[order] = found
             return found
         }
@@ -603,12 +625,19 @@ public final class ApplyEngine {
         case .lines(let entries, let derived):
             do {
                 try outcomes.set(lines: entries, of: instruction.id, sentAs: derived?.id)
+                // A payout of some of these lines that came back: the folder's rows that name it
+                // become failed too.
+                for case (_, .outcome(let outcome, let other?)) in entries where !(try outcomes.contains(other)) {
+                    guard case .failed = outcome else { continue }
+                    try outcomes.set(outcome, for: other)
+                    extraOutcomes += 1
+                }
             } catch {
                 fail(error)
                 return nil
             }
             if let derived {
-                derivedCount += 1
+                extraOutcomes += 1
                 log(
                     .info,
                     "\(instruction.id): \(derived.lines.count) of its \(instruction.lines.count) lines go as payout "

@@ -183,6 +183,7 @@ public struct PlanFolder {
                 input["guarded_columns"]?.arrayValue?.compactMap(\.boolValue)
             } ?? [])
         let run = manifest["run_id"]?.stringValue ?? "run_unknown"
+        let reapplied = nextAttempt > 1
         // One pass over results.csv and its line index, row by row: each row gets its
         // outcome, goes to the new results.csv (renamed into place only after the ledger has
         // what waits), and adds to the counts, the sums, the corrections and the held lines.
@@ -265,6 +266,14 @@ public struct PlanFolder {
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)
+                    } else if status == LineStatus.deferred.name, reapplied, row[F.instructionID.rawValue].isEmpty,
+                        let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                        line.status == .settled
+                    {
+                        // A line this plan deferred that a later run settled: not waiting any
+                        // more (it is not held again, nor listed in deferred.csv).
+                        set(&row, .alreadySettled, stripeID: line.stripeID ?? "", reason: "settled by a later run")
+                        row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                     } else if status == LineStatus.unknown.name {
                         // Sent by an earlier run: the engine resolved it first; the ledger has the answer.
                         let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()

@@ -257,6 +257,33 @@ struct ApplyEngineTests {
         #expect(try sandbox.effectCounts() == ["ins_t2": 1, "ins_t3": 1, "ins_p3": 1, g2.id: 1])
     }
 
+    /// A transfer of an order whose outcome stays unknown (a 500 on every try) holds back the
+    /// rest of the order: its next transfer and its payout wait for the next run (deferred
+    /// `scheduled`), which learns the first one's fate before anything else of the order.
+    @Test func anOrderWhoseTransferIsUnknownWaitsWhole() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        _ = try sandbox.control(
+            "POST", "/_sandbox/faults",
+            json:
+                #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "times": 3, "action": "status", "status": 500}]}"#
+        )
+        let plan = [
+            transferInstruction("ins_t1", amount: 100, group: "G1"),
+            transferInstruction("ins_t1b", amount: 100, destination: "acct_other", group: "G1"),
+            Self.payout("ins_p1", group: "G1"),
+        ]
+        let report = try runEngine(sandbox, plan, configuration: configuration(sandbox, maxTries: 3))
+        guard case .unknown? = report.outcomes["ins_t1"] else {
+            Issue.record("ins_t1: \(String(describing: report.outcomes["ins_t1"]))")
+            return
+        }
+        #expect(Self.code(report.outcomes["ins_t1b"]) == "scheduled")
+        #expect(Self.code(report.outcomes["ins_p1"]) == "scheduled")
+        #expect(report.outcomes["ins_t1b"]?.lineResult.status == .deferred)
+        #expect(try sandbox.effectCounts().isEmpty)
+    }
+
     /// Seeded random plans against the sandbox: orders of one to three transfers (some on a
     /// failed charge or to an account that cannot receive transfers) and a payout line each,
     /// per-line or aggregated, at several concurrencies. An order's transfers go one at a

@@ -355,6 +355,75 @@ import Testing
         #expect(try setup.sandbox.effects().count == 3)
     }
 
+    /// A payout of some of an aggregated payout's lines that came back is not sent again by a
+    /// re-apply of its folder, in the planned payout either: the line is failed in the
+    /// folder's files (errors.csv, for finance), and only the line that waited is paid now.
+    /// Before, the re-apply sent the whole planned payout and paid the line a second time to
+    /// the method that had just declined it (audit 7 F1).
+    @Test func aReapplyNeverSendsAgainALineWhosePartialPayoutCameBack() throws {
+        let setup = try Setup()
+        let rows = try offlineApply(
+            setup,
+            charges: #"{"charges": [{"id": "ch_slow2", "amount": 10000, "currency": "usd", "status": "pending"}]}"#,
+            lines: "A1,950,transfer,40.00,usd,ORDER950,acct_r1,ch_e950,100.00,usd,succeeded,,\n"
+                + "A2,950,payout,10.00,usd,ORDER950,,,,,,acct_c0,pm_ap_c0\n"
+                + "B1,951,transfer,30.00,usd,ORDER951,acct_r2,ch_slow2,,,,,\n"
+                + "B2,951,payout,7.00,usd,ORDER951,,,,,,acct_c0,pm_ap_c0\n", exit: 0)
+        #expect(rows.mapValues { $0[8] } == ["A1": "settled", "A2": "settled", "B1": "deferred", "B2": "deferred"])
+        let first = try #require(try setup.sandbox.effects().first { $0["recipient"] as? String == "acct_c0" })
+        #expect(first["amount"] as? Int == 1000)
+        let obp = try #require(first["id"] as? String)
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(obp)/status",
+            json: #"{"status": "failed", "reason": "payout_method_declined"}"#)
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_slow2", "amount": 10000, "currency": "usd", "status": "succeeded"}]}"#)
+        let again = try setup.apply("plan")
+        #expect(again.status == 65, "\(again.stderr)")
+        let after = Dictionary(uniqueKeysWithValues: setup.results("plan").map { ($0[0], $0) })
+        #expect(
+            after.mapValues { $0[8] + " " + $0[11] } == [
+                "A1": "settled ", "A2": "failed payout_method_declined", "B1": "settled ", "B2": "settled ",
+            ])
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.compactMap { $0["amount"] as? Int } == [1000, 700], "\(payouts)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("plan/errors.csv"))
+        #expect(errors.contains("A2,950,payout,10.00,usd,ORDER950"), "\(errors)")
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("plan/summary.csv"))
+        #expect(summary.contains(",usd,paid_out,1,7.00,700\n"), "\(summary)")
+    }
+
+    /// A folder re-applied after a later run settled the lines it deferred: they are
+    /// already_settled there (not deferred, not held again), and the run after that has
+    /// nothing of them. Before, the re-apply put them back in the ledger (audit 7 F4).
+    @Test func aReapplyAfterALaterRunSettledItsDeferredLinesHoldsNothingAgain() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_wait", "amount": 10000, "currency": "usd", "status": "pending"}]}"#)
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try (Self.header + "W1,960,transfer,40.00,usd,ORDER960,acct_r1,ch_wait,,,,,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let day1 = try setup.run([input], out: "d1")
+        #expect(day1.status == 0, "\(day1.stderr)")
+        #expect(setup.results("d1").map { $0[8] } == ["deferred"])
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_wait", "amount": 10000, "currency": "usd", "status": "succeeded"}]}"#)
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try Self.header.write(to: empty, atomically: true, encoding: .utf8)
+        let day2 = try setup.run([empty], out: "d2")
+        #expect(day2.status == 0, "\(day2.stderr)")
+        #expect(setup.results("d2").map { $0[0] + " " + $0[8] } == ["W1 settled"])
+        let again = try setup.apply("d1")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(setup.results("d1").map { $0[8] } == ["already_settled"])
+        let deferred = SettleProcess.read(setup.folder.appendingPathComponent("d1/deferred.csv"))
+        #expect(!deferred.contains("W1"), "\(deferred)")
+        let day3 = try setup.run([empty], out: "d3")
+        #expect(day3.status == 0, "\(day3.stderr)")
+        #expect(setup.results("d3").isEmpty)
+        #expect(try setup.sandbox.effects().count == 1)
+    }
+
     /// A charge still pending at Stripe when an offline plan is applied: its order waits in
     /// the ledger (deferred `charge_pending`) and the next run, once the charge succeeded,
     /// settles it with nothing fed by hand.
