@@ -200,6 +200,7 @@ public struct PlanFolder {
         var held: HeldLines? =
             report.ledgerFailure == nil
             ? HeldLines(layout: layout, ledger: ledger, records: records, run: run) : nil
+        held?.holdsUnsent = report.interrupted != nil || report.keyRefused != nil
         var counts: [LineStatus: Int] = [:]
         var corrections: [LineStatus: [CorrectionRow]] = [.rejected: [], .deferred: []]
         var reasons = ReportPage.ReasonGroups()

@@ -779,8 +779,9 @@ extension CrashPointTests {
 /// again sends the rest, once. Before, the process died at once (143) and the folder still
 /// said `planned` for lines already paid (audit 5).
 @Suite struct InterruptionTests {
-    @Test func sigtermStopsSendingAndTheFolderTellsTheTruth() throws {
-        let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "150"])
+    /// A `run` of 12 orders stopped by SIGTERM after a few requests: exit 75, and the rows of
+    /// its folder (each settled line an object at Stripe, the rest not sent).
+    static func interruptedRun(_ setup: ApplyCommandTests.Setup) throws -> (input: URL, rows: [[String]]) {
         let input = try ApplyCommandTests.export(orders: 12, in: setup.folder)
         let before = try setup.sandbox.requestCount()
         let process = try SettleProcess.start(
@@ -806,9 +807,39 @@ extension CrashPointTests {
         }
         #expect(
             Set(rows.filter { $0[8] == "settled" }.map { $0[10] }) == Set(effects.compactMap { $0["id"] as? String }))
+        return (input, rows)
+    }
+
+    @Test func sigtermStopsSendingAndTheFolderTellsTheTruth() throws {
+        let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "150"])
+        _ = try Self.interruptedRun(setup)
         let again = try setup.apply("day")
         #expect(again.status == 0, "\(again.stderr)")
         #expect(setup.results("day").allSatisfy { $0[8] == "settled" })
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(12), payouts: 12 * 250)
+    }
+
+    /// The lines an interrupted apply never sent wait in the ledger: the next day's run
+    /// brings them back by itself and pays them once, and a late re-apply of the stopped
+    /// folder sends nothing more (audit 7 F3: before, nothing but a re-apply by hand sent them).
+    @Test func theNextRunSendsWhatAnInterruptedRunDidNot() throws {
+        let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "150"])
+        let (input, rows) = try Self.interruptedRun(setup)
+        let unsent = Set(rows.filter { $0[8] == "planned" }.map { $0[0] })
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try String(SettleProcess.read(input).prefix { $0 != "\n" } + "\n").write(
+            to: empty, atomically: true, encoding: .utf8)
+        let next = try setup.run([empty], out: "next")
+        #expect(next.status == 0, "\(next.stderr)")
+        let paid = setup.results("next")
+        #expect(Set(paid.map { $0[0] }) == unsent, "\(paid.map { $0[0] })")
+        #expect(paid.allSatisfy { $0[8] == "settled" }, "\(paid.map { $0[8] })")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(12), payouts: 12 * 250)
+        let late = try setup.apply("day")
+        #expect(late.status == 0, "\(late.stderr)")
+        #expect(setup.results("day").allSatisfy { ["settled", "already_settled"].contains($0[8]) })
         try ApplyCommandTests.expectPaidExactlyOnce(
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(12), payouts: 12 * 250)
     }
