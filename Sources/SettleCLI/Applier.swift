@@ -113,6 +113,28 @@ struct Applier {
         }
     }
 
+    /// Warns of folders whose last apply never ended (the process was killed): what they
+    /// did not send waits in no ledger until `settle apply` of that folder finishes them.
+    func warnOfRunsNotEnded(_ ledger: LedgerStore, except folder: String) {
+        guard let runs = try? ledger.runs() else { return }
+        var last: [String: LedgerRun] = [:]
+        for run in runs where run.command == "apply" || run.command == "run" {
+            guard let path = run.folder else { continue }
+            if let known = last[path], known.startedAt > run.startedAt { continue }
+            last[path] = run
+        }
+        let open = last.values.filter { $0.endedAt == nil && $0.folder != folder }.sorted {
+            $0.startedAt < $1.startedAt
+        }
+        guard !open.isEmpty else { return }
+        log(
+            .warning, event: "runs_not_ended",
+            "\(open.count) earlier run(s) never ended (killed?): "
+                + open.map { "\($0.id) in \($0.folder ?? "")" }.joined(separator: ", ")
+                + "; what they did not send waits until `settle apply FOLDER` finishes each",
+            fields: [Log.Field("runs", open.count)])
+    }
+
     func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure)
         -> ExitCode
     {
@@ -128,6 +150,7 @@ struct Applier {
         } else {
             ledger = try LedgerHistory.openToSettle(path: options.ledger)
         }
+        warnOfRunsNotEnded(ledger, except: folder)
         // apply on its own follows the payouts too (run did before planning): those that came
         // back are held as returned, and the next plan or run reports them failed.
         if givenLedger == nil { try followPayouts(configuration: configuration, ledger: ledger, folder: folder) }

@@ -772,6 +772,29 @@ extension CrashPointTests {
         #expect(ended.stdout.contains("runs: 1\n"), "\(ended.stdout)")
         #expect(ended.stdout.contains("exit 0"), "\(ended.stdout)")
     }
+
+    /// A run killed mid-apply leaves lines it never sent in no ledger: every later run says
+    /// so (naming the folder and how to finish it) until that folder is applied again.
+    @Test func laterRunsWarnOfAFolderThatNeverEnded() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day", extra: ["--concurrency", "1"]),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "answer_received:2"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try String(SettleProcess.read(input).prefix { $0 != "\n" } + "\n").write(
+            to: empty, atomically: true, encoding: .utf8)
+        let other = try setup.run([empty], out: "other")
+        let folder = setup.folder.appendingPathComponent("day").path
+        #expect(other.stderr.contains("never ended") && other.stderr.contains(folder), "\(other.stderr)")
+        let apply = try setup.apply("day")
+        #expect(apply.status == 0, "\(apply.stderr)")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
+        let later = try setup.run([empty], out: "later")
+        #expect(!later.stderr.contains("never ended"), "\(later.stderr)")
+    }
 }
 
 /// SIGTERM while an apply sends stops it cleanly: the calls in flight are answered and
