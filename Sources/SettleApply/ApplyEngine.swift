@@ -525,7 +525,8 @@ public final class ApplyEngine {
             }
         }
         if !refusedPayouts.isEmpty {
-            for (payout, lines) in try payoutOrders? { id, _ in refusedPayouts[id] != nil } ?? [:] {
+            let found = try payoutOrders?({ id, _ in refusedPayouts[id] != nil }) ?? [:]
+            for (payout, lines) in found {
                 guard let obstacle = refusedPayouts[payout] else { continue }
                 for order in Set(lines.values) { cascade.add(order: order, obstacle: obstacle) }
             }

@@ -92,7 +92,7 @@ public struct LedgerRun: Sendable, Equatable {
 extension LedgerStore {
     /// Records a run (insert or update by id).
     public func recordRun(_ run: LedgerRun) throws(LedgerError) {
-        try db.transaction { () throws(LedgerError) in
+        _ = try db.transaction { () throws(LedgerError) in
             try db.run(
                 """
                 INSERT INTO runs (id, command, as_of, folder, started_at, ended_at, exit_status, counts, continues)

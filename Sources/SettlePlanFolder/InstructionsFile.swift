@@ -1,4 +1,4 @@
-public import SettleApply
+import SettleApply
 public import SettleCore
 public import SettleWrite
 

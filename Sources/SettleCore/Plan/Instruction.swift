@@ -1,5 +1,3 @@
-public import SettleCore
-
 /// One API call that moves money — a transfer, a transfer reversal or an outbound payment —
 /// as `instructions.jsonl` holds it (docs/PLAN-FORMAT.md) and as apply records it in the
 /// ledger and sends it. The one instruction type: the planner keeps its instructions as

@@ -333,7 +333,7 @@ public final class CSVExportReader {
     private func withViews(
         of fields: [[UInt8]], stripping strip: [Bool]?, _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void
     ) {
-        var copies = fields
+        let copies = fields
         let total = copies.reduce(0) { $0 + $1.count }
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 16)
         defer { storage.deallocate() }

@@ -627,7 +627,7 @@ final class XMLExportParse {
     private func closeUnit() {
         unitOpen = false
         if lines.count == unitFirstLine { suspect() }  // an <order> needs a <line>
-        if strayLine { defer { rootSkipped = true } }
+        if strayLine { rootSkipped = true }
         guard unitSuspect else { return }
         unitSuspect = false
         let end = settle_xml_offset(parser)
