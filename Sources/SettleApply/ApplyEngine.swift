@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import SettleCore
 import SettleHTTP
 public import SettleLedger
@@ -30,6 +30,9 @@ public final class ApplyEngine {
     /// (its facts checked), under ``runID``.
     public var netted: [LedgerStore.NettedLine] = []
     public var runID = ""
+    /// When the plan was made (from its run id); nil when not known. A payout made after it
+    /// that came back is not this plan's to send again (``cameBack(_:)``).
+    public var plannedAt: Date?
     /// For a plan made offline: the orders of each aggregated payout's lines, by instruction
     /// id (an aggregated payout names no group), asked only when Stripe refuses a fact the
     /// plan depends on. Without it such a payout stands alone.
@@ -347,13 +350,7 @@ public final class ApplyEngine {
                 // (the method may be the reason); its lines are failed, in errors.csv, for
                 // finance to fix and feed back. A later plan of those lines sends it again,
                 // under the next attempt's key.
-                if instruction.kind == .payout, let made = row.stripeID, !made.isEmpty, !runID.isEmpty,
-                    row.settledBy == runID
-                {
-                    return .failed(
-                        code: row.errorCode ?? ReasonCode.payoutFailed.code,
-                        message: row.errorMessage ?? "the payout \(made) came back at Stripe")
-                }
+                if instruction.kind == .payout, let back = cameBack(row) { return back }
             }
         }
         // Lines another instruction holds. When others settled every line with the same
@@ -370,20 +367,18 @@ public final class ApplyEngine {
                 elsewhere.append((line, held))
                 continue
             }
-            if aggregated, !runID.isEmpty, let maker = try ledger.instruction(held.instructionID),
-                maker.dispatch.kind == Instruction.Kind.payout.name, let made = maker.stripeID, !made.isEmpty,
-                maker.settledBy == runID
+            if instruction.kind == .payout, let maker = try ledger.instruction(held.instructionID),
+                maker.dispatch.kind == Instruction.Kind.payout.name, let back = self.cameBack(maker)
             {
-                cameBack[line.lineID] = (
-                    .failed(
-                        code: maker.errorCode ?? ReasonCode.payoutFailed.code,
-                        message: maker.errorMessage ?? "the payout \(made) came back at Stripe"),
-                    held.instructionID
-                )
+                cameBack[line.lineID] = (back, held.instructionID)
             }
         }
         guard let first = elsewhere.first else {
             guard !cameBack.isEmpty else { return nil }
+            // A payout of one order (a line of it came back in another payout): not sent again.
+            if !aggregated, cameBack.count == instruction.lines.count, let back = cameBack.values.first {
+                return back.0
+            }
             settledElsewhere[instruction.id] = cameBack
             return nil
         }
@@ -411,6 +406,22 @@ public final class ApplyEngine {
             message:
                 "line \(first.line.lineID) is already \(first.held.status.rawValue) in instruction \(first.held.instructionID)"
         )
+    }
+
+    /// The outcome of a payout Stripe accepted that came back since (failed, returned or
+    /// canceled after it): when this plan's run made it, or it was made after this plan (a
+    /// later run paid the plan's lines), this plan does not send those lines again (the
+    /// method may be why, and the run that learned it reports them failed, for finance to
+    /// fix and feed back: a plan made from that sends them under the next attempt's key).
+    /// The clock only keeps lines from being sent here, never releases any.
+    private func cameBack(_ payout: LedgerInstruction) -> InstructionOutcome? {
+        guard payout.status == .failed, let made = payout.stripeID, !made.isEmpty else { return nil }
+        let ours = !runID.isEmpty && payout.settledBy == runID
+        let later = plannedAt.map { payout.firstSentAt >= $0 } ?? false
+        guard ours || later else { return nil }
+        return .failed(
+            code: payout.errorCode ?? ReasonCode.payoutFailed.code,
+            message: payout.errorMessage ?? "the payout \(made) came back at Stripe")
     }
 
     /// Whether this run already has the instruction (a plan that lists it twice sends it once).

@@ -170,6 +170,7 @@ struct Applier {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
             engine.netted = netted
             engine.runID = plan.runID
+            engine.plannedAt = RunID.time(of: plan.runID)
             engine.payoutOrders = { (wanted) throws(ApplyError) in
                 do {
                     return try plan.payoutOrders(where: wanted)

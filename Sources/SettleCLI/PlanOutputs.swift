@@ -331,11 +331,22 @@ enum RunID {
         {
             return pinned
         }
+        let random = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        return "run_\(formatter.string(from: now))_\(String(repeating: "0", count: 8 - random.count))\(random)"
+    }
+
+    private static var formatter: DateFormatter {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-        let random = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        return "run_\(formatter.string(from: now))_\(String(repeating: "0", count: 8 - random.count))\(random)"
+        return formatter
+    }
+
+    /// When a run with this id was made (to the second, rounded down); nil for a pinned id.
+    static func time(of id: String) -> Date? {
+        let parts = id.split(separator: "_")
+        guard parts.count >= 3, parts[0] == "run" else { return nil }
+        return formatter.date(from: String(parts[1]))
     }
 }

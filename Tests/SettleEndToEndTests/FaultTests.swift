@@ -843,6 +843,38 @@ extension CrashPointTests {
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(12), payouts: 12 * 250)
     }
 
+    /// Lines an interrupted run never sent, paid by the next run in a payout that then came
+    /// back: a late re-apply of the interrupted folder does not pay them again (the payout
+    /// was made after its plan, and the method may be why); its files say failed, for
+    /// finance to fix and feed back (audit 8: it paid them a second time, exit 0).
+    @Test func aLateReapplyDoesNotPayAgainLinesWhoseLaterPayoutCameBack() throws {
+        let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "150"])
+        let (input, rows) = try Self.interruptedRun(setup)
+        let unsentPayouts = Set(rows.filter { $0[8] == "planned" && $0[3] == "payout" }.map { $0[0] })
+        #expect(!unsentPayouts.isEmpty)
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try String(SettleProcess.read(input).prefix { $0 != "\n" } + "\n").write(
+            to: empty, atomically: true, encoding: .utf8)
+        let next = try setup.run([empty], out: "next")
+        #expect(next.status == 0, "\(next.stderr)")
+        let made = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        for payout in made.compactMap({ $0["id"] as? String }) {
+            _ = try setup.sandbox.control(
+                "POST", "/_sandbox/outbound_payments/\(payout)/status",
+                json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        }
+        let late = try setup.apply("day")
+        #expect(late.status == 65, "\(late.stderr)")
+        let after = Dictionary(uniqueKeysWithValues: setup.results("day").map { ($0[0], $0) })
+        for line in unsentPayouts {
+            #expect(
+                after[line]?[8] == "failed" && after[line]?[11] == "payout_method_closed",
+                "\(line): \(after[line] ?? [])")
+        }
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.count == made.count, "paid again: \(payouts.count) payouts, \(made.count) before")
+    }
+
     /// The lines an interrupted apply never sent wait in the ledger: the next day's run
     /// brings them back by itself and pays them once, and a late re-apply of the stopped
     /// folder sends nothing more (audit 7 F3: before, nothing but a re-apply by hand sent them).
