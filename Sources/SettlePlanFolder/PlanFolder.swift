@@ -241,6 +241,13 @@ public struct PlanFolder {
                             result = own.0
                             if let holder = own.instruction { row[F.instructionID.rawValue] = Array(holder.utf8) }
                         }
+                        if result.status == .planned, held?.holdsUnsent == true {
+                            // Never sent by a run that stopped: it waits in the ledger (deferred),
+                            // and the next run sends it (or a re-apply of this folder does).
+                            result = LineResult(
+                                status: .deferred, stripeID: "", reasonCode: ReasonCode.scheduled.code,
+                                reason: result.reason + "; it waits in the ledger for the next run")
+                        }
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)
@@ -270,10 +277,20 @@ public struct PlanFolder {
                     } else if status == LineStatus.deferred.name, reapplied, row[F.instructionID.rawValue].isEmpty,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
                         line.status == .settled
+                            || (line.status == .failed
+                                && (try? ledger.instruction(line.instructionID))?.errorCode != LedgerOutcome.notSentCode)
                     {
-                        // A line this plan deferred that a later run settled: not waiting any
-                        // more (it is not held again, nor listed in deferred.csv).
-                        set(&row, .alreadySettled, stripeID: line.stripeID ?? "", reason: "settled by a later run")
+                        // A line this plan deferred that a later run settled or sent and saw
+                        // refused: not waiting any more (not held again, nor in deferred.csv).
+                        if line.status == .settled {
+                            set(&row, .alreadySettled, stripeID: line.stripeID ?? "", reason: "settled by a later run")
+                        } else {
+                            let failed = try? ledger.instruction(line.instructionID)
+                            set(
+                                &row, .failed, code: failed?.errorCode ?? "",
+                                reason: "sent by a later run and refused: "
+                                    + (failed?.errorMessage ?? "Stripe refused it"))
+                        }
                         row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                     } else if status == LineStatus.unknown.name {
                         // Sent by an earlier run: the engine resolved it first; the ledger has the answer.

@@ -51,9 +51,9 @@ import Testing
         let rows = setup.results("first")
         #expect(rows.count == 6)
         // Each transfer was made once at Stripe, but this run cannot know it: unknown (or, for
-        // those the run never reached after a refused key, still planned). Never failed.
+        // those the run never reached after a refused key, waiting in the ledger). Never failed.
         for row in rows where row[3] == "transfer" {
-            #expect(["unknown", "planned"].contains(row[8]), "\(row)")
+            #expect(["unknown", "deferred"].contains(row[8]), "\(row)")
         }
         #expect(rows.filter { $0[3] == "transfer" }.contains { $0[8] == "unknown" })
         let transfersAfterFirst = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }.count
@@ -422,6 +422,31 @@ import Testing
         #expect(day3.status == 0, "\(day3.stderr)")
         #expect(setup.results("d3").isEmpty)
         #expect(try setup.sandbox.effects().count == 1)
+    }
+
+    /// The same when the later run sent the line and Stripe refused it: the re-applied
+    /// folder says failed, holds nothing again, and the run after that has nothing of it.
+    @Test func aReapplyAfterALaterRunWasRefusedHoldsNothingAgain() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_wait2", "amount": 10000, "currency": "usd", "status": "pending"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
+        )
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try (Self.header + "W2,961,transfer,40.00,usd,ORDER961,acct_shut,ch_wait2,,,,,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        #expect(try setup.run([input], out: "d1").status == 0)
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_wait2", "amount": 10000, "currency": "usd", "status": "succeeded"}]}"#)
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try Self.header.write(to: empty, atomically: true, encoding: .utf8)
+        let day2 = try setup.run([empty], out: "d2")
+        #expect(day2.status == 65, "\(day2.stderr)")
+        #expect(setup.results("d2").map { $0[0] + " " + $0[8] } == ["W2 failed"])
+        let again = try setup.apply("d1")
+        #expect(setup.results("d1").map { $0[8] + " " + $0[11] } == ["failed transfers_not_allowed"], "\(again.stderr)")
+        let day3 = try setup.run([empty], out: "d3")
+        #expect(day3.status == 0, "\(day3.stderr)")
+        #expect(setup.results("d3").isEmpty)
     }
 
     /// A charge still pending at Stripe when an offline plan is applied: its order waits in
@@ -821,7 +846,11 @@ extension CrashPointTests {
         #expect(process.terminationStatus == 75, "exit \(process.terminationStatus)")
         let rows = setup.results("day")
         let settled = rows.filter { $0[8] == "settled" }.count
-        let notSent = rows.filter { $0[8] == "planned" && $0[12].contains("interrupted") }.count
+        // Not sent: waiting in the ledger for the next run (deferred), the reason says why.
+        let notSent = rows.filter {
+            $0[8] == "deferred" && $0[11] == "scheduled" && $0[12].contains("interrupted")
+                && $0[12].contains("waits in the ledger")
+        }.count
         #expect(settled > 0 && notSent > 0, "\(rows.map { $0[8] })")
         #expect(settled + notSent == rows.count, "\(rows.map { "\($0[0]) \($0[8]) \($0[12])" })")
         // Every settled line is an object at Stripe, and no other object exists.
@@ -850,7 +879,7 @@ extension CrashPointTests {
     @Test func aLateReapplyDoesNotPayAgainLinesWhoseLaterPayoutCameBack() throws {
         let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "150"])
         let (input, rows) = try Self.interruptedRun(setup)
-        let unsentPayouts = Set(rows.filter { $0[8] == "planned" && $0[3] == "payout" }.map { $0[0] })
+        let unsentPayouts = Set(rows.filter { $0[8] == "deferred" && $0[3] == "payout" }.map { $0[0] })
         #expect(!unsentPayouts.isEmpty)
         let empty = setup.folder.appendingPathComponent("empty.csv")
         try String(SettleProcess.read(input).prefix { $0 != "\n" } + "\n").write(
@@ -881,7 +910,7 @@ extension CrashPointTests {
     @Test func theNextRunSendsWhatAnInterruptedRunDidNot() throws {
         let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "150"])
         let (input, rows) = try Self.interruptedRun(setup)
-        let unsent = Set(rows.filter { $0[8] == "planned" }.map { $0[0] })
+        let unsent = Set(rows.filter { $0[8] == "deferred" }.map { $0[0] })
         let empty = setup.folder.appendingPathComponent("empty.csv")
         try String(SettleProcess.read(input).prefix { $0 != "\n" } + "\n").write(
             to: empty, atomically: true, encoding: .utf8)
