@@ -439,8 +439,13 @@ public final class ApplyEngine {
 
         var isEmpty: Bool { methods.isEmpty && charges.isEmpty }
 
+        /// The one key of a recipient's payout method, for the look-ups and their verdicts.
+        static func key(recipient: String, method: String) -> String { recipient + "/" + method }
+
         static func methodKey(_ instruction: Instruction) -> String? {
-            instruction.preflight.payoutMethod.map { (instruction.preflight.recipient ?? instruction.payee) + "/" + $0 }
+            instruction.preflight.payoutMethod.map {
+                key(recipient: instruction.preflight.recipient ?? instruction.payee, method: $0)
+            }
         }
 
         /// What Stripe said of this instruction's own facts (a refused method first).
@@ -449,13 +454,6 @@ public final class ApplyEngine {
             if let charge = instruction.preflight.charge, let found = charges[charge] { return found }
             return nil
         }
-    }
-
-    /// The orders an instruction's lines belong to.
-    private static func orders(of instruction: Instruction, _ payoutOrders: [String: [String: String]]) -> [String] {
-        if !instruction.group.isEmpty { return [instruction.group] }
-        if let found = payoutOrders[instruction.id], !found.isEmpty { return Array(Set(found.values)).sorted() }
-        return ["\u{1}" + instruction.id]
     }
 
     /// Reads, once, the orders of the aggregated payouts' lines whose order stops now.
@@ -483,9 +481,10 @@ public final class ApplyEngine {
         try plan.rewind()
         while let instruction = try plan.next() {
             guard try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil else { continue }
-            if let method = instruction.preflight.payoutMethod {
-                let recipient = instruction.preflight.recipient ?? instruction.payee
-                if seenMethods.insert(recipient + "/" + method).inserted { methods.append((recipient, method)) }
+            if let method = instruction.preflight.payoutMethod, let key = Obstacles.methodKey(instruction),
+                seenMethods.insert(key).inserted
+            {
+                methods.append((instruction.preflight.recipient ?? instruction.payee, method))
             }
             if let charge = instruction.preflight.charge, seenCharges.insert(charge).inserted {
                 charges.append(charge)
@@ -499,7 +498,7 @@ public final class ApplyEngine {
         if !unavailable.isEmpty { throw .factsUnavailable(unavailable) }
         for fact in facts.payoutMethods {
             guard case .refused(let why) = fact.verdict else { continue }
-            obstacles.methods[fact.recipient + "/" + fact.method] = .refused(
+            obstacles.methods[Obstacles.key(recipient: fact.recipient, method: fact.method)] = .refused(
                 code: ReasonCode.payoutMethodUnusable.code,
                 message: "payout method \(fact.method) of \(fact.recipient): \(why) (checked at apply: planned offline)"
             )
