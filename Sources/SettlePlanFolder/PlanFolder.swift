@@ -184,6 +184,20 @@ public struct PlanFolder {
             } ?? [])
         let run = manifest["run_id"]?.stringValue ?? "run_unknown"
         let reapplied = nextAttempt > 1
+        /// A line's own result when its instruction's lines each have one (a payout split at
+        /// apply), naming in the row the instruction that holds it.
+        func splitResult(_ row: inout [[UInt8]], of instruction: String) -> LineResult? {
+            guard !report.splitInstructions.isEmpty, report.splitInstructions.contains(instruction),
+                let own = report.lineResultOfLine(text(row[F.lineID.rawValue]).trimmingFormulaGuard(), instruction)
+            else { return nil }
+            if let holder = own.instruction { row[F.instructionID.rawValue] = Array(holder.utf8) }
+            return own.0
+        }
+        /// What Stripe said when it refused a line's instruction, as the ledger recorded it.
+        func refusal(_ line: LedgerLine) -> (code: String, message: String) {
+            let failed = try? ledger.instruction(line.instructionID)
+            return (failed?.errorCode ?? "", failed?.errorMessage ?? "Stripe refused it")
+        }
         // One pass over results.csv and its line index, row by row: each row gets its
         // outcome, goes to the new results.csv (renamed into place only after the ledger has
         // what waits), and adds to the counts, the sums, the corrections and the held lines.
@@ -234,13 +248,7 @@ public struct PlanFolder {
                             result = report.lineResult(instruction) ?? report.unreached
                             lastInstruction = (instruction, result)
                         }
-                        if !report.splitInstructions.isEmpty, report.splitInstructions.contains(instruction),
-                            let own = report.lineResultOfLine(
-                                text(row[F.lineID.rawValue]).trimmingFormulaGuard(), instruction)
-                        {
-                            result = own.0
-                            if let holder = own.instruction { row[F.instructionID.rawValue] = Array(holder.utf8) }
-                        }
+                        if let own = splitResult(&row, of: instruction) { result = own }
                         if result.status == .planned, held?.holdsUnsent == true {
                             // Never sent by a run that stopped: it waits in the ledger (deferred),
                             // and the next run sends it (or a re-apply of this folder does).
@@ -257,14 +265,7 @@ public struct PlanFolder {
                         var result = report.lineResult(text(row[F.instructionID.rawValue])),
                         status != LineStatus.settled.name || result.status == .failed
                     {
-                        let instruction = text(row[F.instructionID.rawValue])
-                        if report.splitInstructions.contains(instruction),
-                            let own = report.lineResultOfLine(
-                                text(row[F.lineID.rawValue]).trimmingFormulaGuard(), instruction)
-                        {
-                            result = own.0
-                            if let holder = own.instruction { row[F.instructionID.rawValue] = Array(holder.utf8) }
-                        }
+                        if let own = splitResult(&row, of: text(row[F.instructionID.rawValue])) { result = own }
                         // A re-apply of this folder sent again what Stripe refused in an earlier
                         // attempt (under the next attempt's key), or what an earlier attempt
                         // did not send (its order's payout after a refused transfer, its order
@@ -276,22 +277,18 @@ public struct PlanFolder {
                             reason: result.reason)
                     } else if status == LineStatus.deferred.name, reapplied, row[F.instructionID.rawValue].isEmpty,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
-                        line.status == .settled
-                            || (line.status == .failed
-                                && (try? ledger.instruction(line.instructionID))?.errorCode != LedgerOutcome.notSentCode)
+                        line.status == .settled || line.status == .failed
                     {
                         // A line this plan deferred that a later run settled or sent and saw
                         // refused: not waiting any more (not held again, nor in deferred.csv).
+                        // One released unsent by a stopped run still waits.
                         if line.status == .settled {
                             set(&row, .alreadySettled, stripeID: line.stripeID ?? "", reason: "settled by a later run")
-                        } else {
-                            let failed = try? ledger.instruction(line.instructionID)
-                            set(
-                                &row, .failed, code: failed?.errorCode ?? "",
-                                reason: "sent by a later run and refused: "
-                                    + (failed?.errorMessage ?? "Stripe refused it"))
+                            row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
+                        } else if case let (code, message) = refusal(line), code != LedgerOutcome.notSentCode {
+                            set(&row, .failed, code: code, reason: "sent by a later run and refused: " + message)
+                            row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                         }
-                        row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                     } else if status == LineStatus.unknown.name {
                         // Sent by an earlier run: the engine resolved it first; the ledger has the answer.
                         let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
@@ -308,10 +305,8 @@ public struct PlanFolder {
                                     &row, .alreadySettled, stripeID: line.stripeID ?? "",
                                     reason: "settled by an earlier run")
                             case .failed:
-                                let failed = try? ledger.instruction(line.instructionID)
-                                set(
-                                    &row, .failed, code: failed?.errorCode ?? "",
-                                    reason: failed?.errorMessage ?? "Stripe refused it")
+                                let (code, message) = refusal(line)
+                                set(&row, .failed, code: code, reason: message)
                             case .inFlight, .unknown:
                                 set(&row, .unknown, reason: "sent by an earlier run; the outcome is still not known")
                             }
