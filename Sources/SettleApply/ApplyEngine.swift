@@ -259,8 +259,11 @@ public final class ApplyEngine {
         scheduler.finishStopped()
         flush()
         finish(scheduler)
-        for row in rows where resolved[row.id] == nil {
-            resolved[row.id] = .unknown(message: "could not be resolved in this run")
+        for row in rows {
+            if resolved[row.id] == nil { resolved[row.id] = .unknown(message: "could not be resolved in this run") }
+            // What is still not known (or refused) of an order stops the rest of it in this run
+            // too: no payout for an order whose transfer may not exist.
+            if let result = resolved[row.id] { noteMoved(row.dispatch, result) }
         }
     }
 

@@ -211,6 +211,12 @@ final class LedgerHistory: SettlementHistory {
         }
     }
 
+    func unsettledTransfer(group: String, destination: String, currency: String) -> String? {
+        read(nil) { () throws(LedgerError) -> String? in
+            try store.unsettledTransfer(group: group, destination: destination, currency: currency)
+        }
+    }
+
     func recordedTransfers(_ stripeIDs: [UnsafeRawBufferPointer], found: (Int, RecordedTransfer) -> Void) {
         // Few lines name a transfer: the answers are matched to the keys by text.
         var positions: [String: [Int]] = [:]

@@ -72,6 +72,24 @@ extension LedgerStore {
         return found
     }
 
+    /// The id of a transfer for a group and destination in `currency` that was sent and whose
+    /// outcome is not known yet (in flight or unknown), nil when there is none: a reversal of
+    /// that order waits for it rather than being refused.
+    public func unsettledTransfer(group: String, destination: String, currency: String) throws(LedgerError)
+        -> String?
+    {
+        var found: String?
+        try db.query(
+            """
+            SELECT id FROM instructions
+            WHERE kind = 'transfer' AND status IN ('in_flight', 'unknown') AND group_key = ? AND payee = ?
+              AND currency = ?
+            ORDER BY rowid DESC LIMIT 1
+            """, [.text(group), .text(destination), .text(currency)]
+        ) { row in found = row.text(0) }
+        return found
+    }
+
     /// How many attempts (idempotency keys) the instruction has used: 0 if never sent.
     /// The next new attempt is this + 1.
     public func attempts(instruction id: String) throws(LedgerError) -> Int {

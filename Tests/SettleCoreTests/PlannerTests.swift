@@ -88,6 +88,43 @@ import Testing
         #expect(plan.outcome("r2") == (.rejected, "reversal_target_unknown"))
     }
 
+    @Test func reversalOfATransferLineThatWaitsWaitsWithIt() {
+        let plan = TestExport()
+            .transfer("1", order: "1", amount: "70.00", extra: ["transfer_on": "2026-12-03"])
+            .transfer("2", order: "1", amount: "20.00", destination: "acct_other")
+            .add([
+                "line_id": "r", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
+                "transfer_group": "ORDER1", "destination": "acct_rest",
+            ])
+            .plan()
+        #expect(plan.outcome("1") == (.deferred, "scheduled"))
+        #expect(plan.outcome("r") == (.deferred, "scheduled"))
+        // Scheduling is per line (SPEC): the order's line that is due moves today.
+        #expect(plan.outcome("2") == (.planned, ""))
+        #expect(plan.instructions.map(\.amount) == [2000])
+    }
+
+    @Test func reversalWhoseLedgerTransferIsUnknownWaitsForIt() {
+        let history = RecordedHistory()
+        history.unsettled["ORDER1|acct_rest|usd"] = "ins_sent"
+        let plan = TestExport()
+            .add([
+                "line_id": "r", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
+                "transfer_group": "ORDER1", "destination": "acct_rest",
+            ])
+            .payout("p", order: "1", amount: "3.00")
+            .add([
+                "line_id": "r2", "order_id": "2", "kind": "reversal", "amount": "5.00", "currency": "usd",
+                "transfer_group": "ORDER2", "destination": "acct_rest",
+            ])
+            .plan(history: history)
+        #expect(plan.outcome("r") == (.deferred, "scheduled"))
+        #expect(plan.outcome("p") == (.planned, ""))
+        #expect(plan.reason("r").contains("ins_sent"))
+        #expect(plan.outcome("r2") == (.rejected, "reversal_target_unknown"))
+        #expect(plan.instructions.map(\.kind) == [.payout])
+    }
+
     @Test func namedTransferIsItsOwnReversal() throws {
         let plan = TestExport()
             .add([

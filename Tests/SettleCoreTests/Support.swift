@@ -78,6 +78,11 @@ extension SettlementPlan {
         return (line.status, line.reason.code)
     }
 
+    /// The reason a person reads for a line's status, by id.
+    func reason(_ id: String) -> String {
+        batch.reasonText(of: batch.lines.first { batch.text($0.lineID) == id }!)
+    }
+
     func outcomes(_ id: String) -> [(LineStatus, String)] {
         batch.lines.filter { batch.text($0.lineID) == id }.map { ($0.status, $0.reason.code) }
     }
@@ -100,6 +105,8 @@ final class RecordedHistory: SettlementHistory {
     var lines: [String: HistoricLine] = [:]
     var transferredByCharge: [String: Int64] = [:]
     var transfers: [String: RecordedTransfer] = [:]
+    /// Transfers sent whose outcome is not known, by "group|destination|currency".
+    var unsettled: [String: String] = [:]
     var attemptCounts: [String: Int] = [:]
 
     func lines(_ ids: [UnsafeRawBufferPointer], found: (Int, HistoricLine) -> Void) {
@@ -114,6 +121,9 @@ final class RecordedHistory: SettlementHistory {
     }
     func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer? {
         transfers["\(group)|\(destination)|\(currency)"]
+    }
+    func unsettledTransfer(group: String, destination: String, currency: String) -> String? {
+        unsettled["\(group)|\(destination)|\(currency)"]
     }
     func recordedTransfers(_ stripeIDs: [UnsafeRawBufferPointer], found: (Int, RecordedTransfer) -> Void) {
         for (position, id) in stripeIDs.enumerated() {

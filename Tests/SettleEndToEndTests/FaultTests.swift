@@ -118,6 +118,58 @@ import Testing
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(1), payouts: 250)
     }
 
+    /// A refund of an order whose transfer is still `unknown` in the ledger waits for it
+    /// (deferred `scheduled`) instead of being refused `reversal_target_unknown`: the transfer
+    /// may well exist. Once a run has resolved the transfer, the next reverses it, once.
+    @Test func aRefundWaitsForItsUnknownTransferAndIsReversedOnceItIsKnown() throws {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 1, in: setup.folder)
+        try Self.rules(
+            #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "any", "action": "status", "status": 500}]}"#,
+            setup.sandbox)
+        let first = try setup.run([input], out: "first")
+        #expect(first.status == 75, "\(first.stderr)")
+        #expect(setup.results("first").filter { $0[0] == "T1" }.map { $0[8] } == ["unknown"])
+
+        let refund = setup.folder.appendingPathComponent("refunds.csv")
+        try "line_id,order_id,kind,amount,currency,transfer_group,destination\nR1,1,reversal,2.00,usd,ORDER1,acct_r1\n"
+            .write(to: refund, atomically: true, encoding: .utf8)
+        // Stripe cannot be asked either: the run that gets the refund cannot resolve T1.
+        try Self.rules(
+            #"{"rules": [{"path_prefix": "/v1/transfers", "on": "any", "action": "status", "status": 500}]}"#,
+            setup.sandbox)
+        let refunded = try setup.run([refund], out: "refund")
+        #expect(refunded.status == 75, "\(refunded.stderr)")
+        let waiting = setup.results("refund")
+        #expect(
+            waiting.map { [$0[0], $0[8], $0[11]] } == [
+                ["R1", "deferred", "scheduled"], ["T1", "unknown", ""], ["P1", "deferred", "scheduled"],
+            ], "\(waiting)")
+        #expect(waiting.first?[12].contains("not known yet") == true, "\(waiting)")
+
+        try Self.rules(#"{"rules": []}"#, setup.sandbox)
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try "line_id,order_id,amount,currency,destination\n".write(to: empty, atomically: true, encoding: .utf8)
+        // The run that resolves T1 pays the order's payout; the refund is planned by the run
+        // after it (it was planned before T1 was resolved).
+        let second = try setup.run([empty], out: "second")
+        #expect(second.status == 0, "\(second.stderr)")
+        let rows = setup.results("second")
+        #expect(
+            rows.map { [$0[0], $0[8], $0[11]] } == [
+                ["T1", "settled", ""], ["P1", "settled", ""], ["R1", "deferred", "scheduled"],
+            ], "\(rows)")
+        let third = try setup.run([empty], out: "third")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(setup.results("third").map { [$0[0], $0[3], $0[8]] } == [["R1", "reversal", "settled"]])
+        #expect(try setup.run([empty], out: "fourth").status == 0)
+        #expect(setup.results("fourth").isEmpty)
+        let effects = try setup.sandbox.effects()
+        #expect(effects.filter { $0["type"] as? String == "transfer" }.count == 1)
+        let reversals = effects.filter { ($0["type"] as? String)?.contains("reversal") == true }
+        #expect(reversals.map { $0["amount"] as? Int } == [200], "\(effects)")
+    }
+
     /// Stripe refuses one transfer for good (balance_insufficient); a re-apply of the folder
     /// sends it again under the next attempt's key and it settles. The folder's files then say
     /// so: settled in results.csv, gone from errors.csv, in the summary's transferred sum, exit

@@ -641,6 +641,11 @@ public struct Planner {
                 group: batch.text(line.group), destination: batch.text(line.payee),
                 currency: line.currency.code)
             guard let recorded else {
+                // A transfer that may exist is waited for, never refused for.
+                if let wait = waitForTarget(of: line, in: group, batch: batch) {
+                    batch.set(Int(index), .deferred, .scheduled, wait)
+                    continue
+                }
                 failGroup(
                     batch, group: group, culprit: index, .reversalTargetUnknown,
                     "no transfer to \(batch.text(line.payee)) in group \(batch.text(line.group)) in this run or in the ledger"
@@ -725,6 +730,28 @@ public struct Planner {
             "reversals of \(MinorUnits.format(reversing, currency: currency)) exceed what is left of transfer \(recorded.stripeID) (\(MinorUnits.format(left, currency: currency)))"
         )
         return false
+    }
+
+    /// Why a reversal without `transfer` that has no transfer to take from yet waits for one
+    /// (nil: there is none to wait for): a transfer line of its group deferred in this run (it
+    /// nets into it once due), or a transfer the ledger sent whose outcome is not known yet
+    /// (the run that resolves it at Stripe records it; the line is back the run after). Only
+    /// the reversal waits: the order's other lines do not depend on it.
+    private func waitForTarget(of line: OrderLine, in group: ArraySlice<Int32>, batch: Batch) -> String? {
+        let deferred = group.first { index in
+            let candidate = batch.lines[Int(index)]
+            return candidate.kind == .transfer && candidate.status == .deferred && candidate.payee == line.payee
+                && candidate.currency == line.currency && (line.charge.isNone || candidate.charge == line.charge)
+        }
+        if let deferred {
+            return
+                "the transfer it reverses (line \(batch.text(batch.lines[Int(deferred)].lineID))) waits in this run; the reversal waits with it"
+        }
+        let unsettled = history?.unsettledTransfer(
+            group: batch.text(line.group), destination: batch.text(line.payee), currency: line.currency.code)
+        guard let unsettled else { return nil }
+        return
+            "transfer \(unsettled) to \(batch.text(line.payee)) in group \(batch.text(line.group)) was sent and its outcome is not known yet; the reversal waits until a run has resolved it at Stripe"
     }
 
     /// The transfer of this run a reversal without `transfer` nets into: same destination and

@@ -33,6 +33,9 @@ public protocol SettlementHistory: AnyObject {
     func transferred(_ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], found: (Int, Int64) -> Void)
     /// The transfer settle recorded for a group and destination, with what is left to reverse.
     func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer?
+    /// The instruction id of a transfer for a group and destination that was sent and whose
+    /// outcome is not known yet (in flight or unknown), nil when there is none.
+    func unsettledTransfer(group: String, destination: String, currency: String) -> String?
     /// The transfers settle recorded under these Stripe ids (reversal lines naming them), with
     /// what is left to reverse: `found(position, transfer)`; none for a transfer settle did not make.
     func recordedTransfers(_ stripeIDs: [UnsafeRawBufferPointer], found: (Int, RecordedTransfer) -> Void)
@@ -46,6 +49,7 @@ public protocol SettlementHistory: AnyObject {
 
 extension SettlementHistory {
     public func countedCharge(_ charge: String) -> ChargeTotal? { nil }
+    public func unsettledTransfer(group: String, destination: String, currency: String) -> String? { nil }
 }
 
 /// A line as the ledger recorded it.
