@@ -253,7 +253,13 @@ public final class ApplyEngine {
         let scheduler = makeScheduler()
         stopSending = { [unowned scheduler] in scheduler.stopped = true }
         defer { stopSending = nil }
-        for row in rows { enqueueLookup(row, scheduler: scheduler, after: nil) }
+        for row in rows {
+            // The objects of the instruction's earlier attempts are not this attempt's.
+            let earlier =
+                row.dispatch.kind == "payout"
+                ? try ledgerDo { () throws(LedgerError) in try ledger.earlierObjects(instruction: row.id) } : []
+            enqueueLookup(row, scheduler: scheduler, after: nil, earlier: earlier)
+        }
         scheduler.tick = tick(for: scheduler)
         client.run(source: scheduler)
         scheduler.finishStopped()
@@ -268,19 +274,23 @@ public final class ApplyEngine {
     }
 
     /// Looks the instruction's object up by `metadata[settle_instruction]`, page by page.
-    private func enqueueLookup(_ row: LedgerInstruction, scheduler: CallScheduler, after cursor: String?) {
+    private func enqueueLookup(
+        _ row: LedgerInstruction, scheduler: CallScheduler, after cursor: String?, earlier: Set<String>
+    ) {
         let dispatch = row.dispatch
         let request = api.request(method: "GET", path: StripeLookup.path(for: dispatch, after: cursor))
         let call = Call(request: request, label: "\(dispatch.id) look-up") {
             [unowned self, unowned scheduler] outcome, ending in
             self.noteKeyRefused(outcome)
-            switch StripeLookup.read(outcome, ending, instruction: dispatch.id, kind: dispatch.kind, api: self.api) {
+            switch StripeLookup.read(
+                outcome, ending, instruction: dispatch.id, kind: dispatch.kind, api: self.api, earlier: earlier)
+            {
             case .found(let id):
                 self.record(dispatch, .settled(stripeID: id), outcome: outcome, label: "lookup_found")
                 if dispatch.kind == "payout" { self.notePayoutStatus(dispatch, nil) }
                 self.resolved[dispatch.id] = .settled(stripeID: id)
             case .nextPage(let next):
-                self.enqueueLookup(row, scheduler: scheduler, after: next)
+                self.enqueueLookup(row, scheduler: scheduler, after: next, earlier: earlier)
             case .absent:
                 // Stripe's own list says it was never made: send the stored request again
                 // under the same key (a request still running at Stripe answers 409, then

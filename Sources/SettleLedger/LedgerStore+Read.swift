@@ -90,6 +90,16 @@ extension LedgerStore {
         return found
     }
 
+    /// The Stripe objects of the instruction's earlier attempts (``schemaVersion6``).
+    public func earlierObjects(instruction id: String) throws(LedgerError) -> Set<String> {
+        guard version >= 6 else { return [] }
+        var found: Set<String> = []
+        try db.query("SELECT stripe_id FROM earlier_objects WHERE instruction_id = ?", [.text(id)]) { row in
+            if let stripeID = row.text(0) { found.insert(stripeID) }
+        }
+        return found
+    }
+
     /// How many attempts (idempotency keys) the instruction has used: 0 if never sent.
     /// The next new attempt is this + 1.
     public func attempts(instruction id: String) throws(LedgerError) -> Int {

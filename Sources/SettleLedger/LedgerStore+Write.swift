@@ -41,6 +41,15 @@ extension LedgerStore {
                 guard dispatch.attempt > existing.attempt else {
                     throw .instructionNotSendable(id: dispatch.id, status: .failed)
                 }
+                // The object of the attempt that failed (a payout that came back) stays known as
+                // that attempt's, so that no look-up takes it for the new one's.
+                if version >= 6 {
+                    try db.run(
+                        """
+                        INSERT OR IGNORE INTO earlier_objects (instruction_id, stripe_id, attempt)
+                        SELECT id, stripe_id, attempt FROM instructions WHERE id = ? AND stripe_id IS NOT NULL
+                        """, [.text(dispatch.id)])
+                }
             }
         }
         for claim in dispatch.lines {

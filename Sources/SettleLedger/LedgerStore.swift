@@ -9,7 +9,7 @@ import Glibc
 /// a crash or power loss. Use one store from one thread.
 public final class LedgerStore {
     /// The schema this build reads and writes (older ledgers are migrated on open).
-    public static let schemaVersion = 5
+    public static let schemaVersion = 6
 
     /// The ledger file.
     public let path: String
@@ -295,6 +295,7 @@ public final class LedgerStore {
         if version < 3 { try db.execute(Self.schemaVersion3) }
         if version < 4 { try db.execute(Self.schemaVersion4) }
         if version < 5 { try db.execute(Self.schemaVersion5) }
+        if version < 6 { try db.execute(Self.schemaVersion6) }
         try db.run(
             """
             INSERT INTO settle_meta(key, value) VALUES ('schema_version', ?)
@@ -360,6 +361,19 @@ public final class LedgerStore {
             PRIMARY KEY (stripe_id, charge, currency)
         );
         CREATE INDEX IF NOT EXISTS payout_charges_came_back ON payout_charges(charge, currency) WHERE came_back = 1;
+        """
+
+    /// Version 6: the Stripe objects of an instruction's earlier attempts (a payout that came
+    /// back, paid again under the next attempt keeps its instruction id, so Stripe's list holds
+    /// both under one `metadata[settle_instruction]`). A look-up takes any other object with
+    /// that id for the attempt it resolves, whatever its status: never proves it absent.
+    static let schemaVersion6 = """
+        CREATE TABLE IF NOT EXISTS earlier_objects (
+            instruction_id TEXT NOT NULL,
+            stripe_id      TEXT NOT NULL,
+            attempt        INTEGER NOT NULL,
+            PRIMARY KEY (instruction_id, stripe_id)
+        );
         """
 
     /// The `held_lines` table, its states those of ``HeldLine/State`` (a ledger made new has

@@ -494,24 +494,23 @@ struct ApplyEngineTests {
     }
 
     /// A payout of an earlier attempt that came back carries the same instruction id: the
-    /// look-up of the attempt in flight must not take it for this attempt's object.
+    /// look-up of the attempt in flight must not take it for this attempt's object. The ledger
+    /// knows it as attempt 1's (it recorded it, then learned it came back).
     @Test func aPayoutThatCameBackIsNotTakenForTheAttemptInFlight() throws {
         let sandbox = try Sandbox()
         try sandbox.seed()
         let payout = payoutInstruction("ins_pay_again", amount: 1200, account: "fa_1")
-        let earlier = try sandbox.stripeJSON(
-            "/v2/money_management/outbound_payments",
-            json: """
-                {"from": {"financial_account": "fa_1", "currency": "usd"},
-                 "to": {"recipient": "acct_drv", "payout_method": "pm_ap_1", "currency": "usd"},
-                 "amount": {"value": 1200, "currency": "usd"}, "delivery_options": {"speed": "instant"},
-                 "metadata": {"settle_instruction": "ins_pay_again"}}
-                """,
-            key: "settle-ins_pay_again-a0")
-        let earlierID = try #require(earlier["id"] as? String)
+        let earlierID = try createAtSandbox(sandbox, payout, key: "settle-ins_pay_again-a1")
         _ = try sandbox.control(
             "POST", "/_sandbox/outbound_payments/\(earlierID)/status", json: #"{"status": "returned"}"#)
         try stageInFlight(sandbox, payout)
+        do {
+            let ledger = try openTestLedger(path: sandbox.ledgerPath)
+            defer { ledger.close() }
+            try ledger.recordOutcome(instruction: payout.id, .settled(stripeID: earlierID))
+            try ledger.recordPayoutStatus(instruction: payout.id, status: "returned", reason: nil)
+        }
+        try stageInFlight(sandbox, payout, attempt: 2)
         let report = try runEngine(sandbox, [payout])
         guard case .settled(let id) = report.resolved["ins_pay_again"] else {
             Issue.record("\(String(describing: report.resolved["ins_pay_again"]))")
@@ -519,6 +518,33 @@ struct ApplyEngineTests {
         }
         #expect(id != earlierID)
         #expect(try sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 2)
+    }
+
+    /// The payout of the attempt in flight failed at Stripe (or came back) before any run
+    /// learned it, and Stripe's idempotency window has passed: the look-up finds it and takes
+    /// it, whatever its status. It was made; the run that follows it reports it failed. Before
+    /// (audit 9 #1), a payout that came back counted as absent: the stored request went again,
+    /// and after the window that made a second payout to the method that had declined.
+    @Test func aLookUpTakesThisAttemptsPayoutThatFailed() throws {
+        let sandbox = try Sandbox()
+        try sandbox.seed()
+        let payout = payoutInstruction("ins_failed_once", amount: 1300, account: "fa_1")
+        try stageInFlight(sandbox, payout)
+        let madeID = try createAtSandbox(sandbox, payout, key: "settle-ins_failed_once-a1")
+        _ = try sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(madeID)/status", json: #"{"status": "failed"}"#)
+        _ = try sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": 2764800}"#)
+        let report = try runEngine(sandbox, [payout])
+        #expect(report.resolved["ins_failed_once"] == .settled(stripeID: madeID))
+        #expect(try sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 1)
+    }
+
+    /// Creates the instruction's payout at the sandbox under `key`, as a send that reached
+    /// Stripe and whose answer was lost would have; its id.
+    private func createAtSandbox(_ sandbox: Sandbox, _ payout: Instruction, key: String) throws -> String {
+        let made = try sandbox.stripeJSON(
+            "/v2/money_management/outbound_payments", json: payout.params.encoded(sortingKeys: true), key: key)
+        return try #require(made["id"] as? String)
     }
 
     @Test func missingFinancialAccountStopsBeforeAnythingIsSent() throws {
@@ -570,7 +596,7 @@ struct ApplyEngineTests {
 }
 
 /// Leaves the ledger as a run that died right after committing `in_flight` would.
-func stageInFlight(_ sandbox: Sandbox, _ instruction: Instruction) throws {
+func stageInFlight(_ sandbox: Sandbox, _ instruction: Instruction, attempt: Int = 1) throws {
     let ledger = try openTestLedger(path: sandbox.ledgerPath)
     defer { ledger.close() }
     try ledger.markInFlight([
@@ -579,7 +605,7 @@ func stageInFlight(_ sandbox: Sandbox, _ instruction: Instruction) throws {
             charge: instruction.charge, currency: instruction.currency, amountMinor: instruction.amountMinor,
             method: "POST", path: instruction.path, params: instruction.params.encoded(sortingKeys: true),
             stripeContext: nil,
-            attempt: 1, idempotencyKey: "settle-\(instruction.id)-a1",
+            attempt: attempt, idempotencyKey: "settle-\(instruction.id)-a\(attempt)",
             lines: instruction.lines.map {
                 .init(lineID: $0.lineID, kind: $0.kind, amountMinor: $0.amountMinor, content: $0.content)
             })

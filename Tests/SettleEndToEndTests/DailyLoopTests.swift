@@ -71,6 +71,43 @@ import Testing
         #expect(rows.first?[12].contains("the payout \(payout) was returned") == true, "\(rows)")
     }
 
+    /// A payout whose answer was lost failed at Stripe before any run learned it, and the
+    /// next run comes after Stripe's idempotency window: its look-up finds the payout and
+    /// takes it (it was made), and the run after follows it and reports the line `failed`
+    /// with Stripe's reason, for finance. Nothing is paid a second time. Before (audit 9 #1)
+    /// the look-up took the failed payout for absent and sent it again: a second payout to
+    /// the method that had declined, the line `settled`, nothing in errors.csv.
+    @Test func aPayoutThatFailedBeforeItsAnswerCameIsReportedNotPaidAgain() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/faults",
+            json:
+                #"{"rules": [{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "drop_after_commit"}]}"#
+        )
+        let (first, day1) = try day(
+            setup, "day1", Self.header + "L1,1201,payout,15.00,usd,ORDER1201,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 75, "\(first.stderr)")
+        #expect(day1["L1"]?[8] == "unknown")
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        let made = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        let payout = try #require(made.first?["id"] as? String)
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(payout)/status",
+            json: #"{"status": "failed", "reason": "payout_method_declined"}"#)
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": 2764800}"#)
+
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2027-01-02")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(day2["L1"].map { [$0[8], $0[10]] } == ["settled", payout], "\(day2)")
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2027-01-03")
+        #expect(third.status == 65, "\(third.stderr)")
+        #expect(day3["L1"].map { [$0[8], $0[11]] } == ["failed", "payout_method_declined"], "\(day3)")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.count == 1, "\(payouts)")
+    }
+
     /// A payout that came back is never sent again by a re-apply of its folder (the payout
     /// method may be why): the folder's files then say failed, with Stripe's reason, in
     /// errors.csv for finance, and the next run does not report it a second time. Before,

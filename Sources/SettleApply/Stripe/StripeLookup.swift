@@ -38,19 +38,22 @@ enum StripeLookup {
         }
     }
 
-    static func read(_ outcome: HTTPOutcome?, _ ending: CallEnding, instruction: String, kind: String, api: StripeAPI)
-        -> Result
-    {
+    /// Reads one page of a look-up. `earlier`: the objects the ledger knows as the
+    /// instruction's earlier attempts' (a payout that came back and was paid again keeps its
+    /// instruction id); any other object with the instruction id is this attempt's, whatever
+    /// its status: a payout that failed or came back was made, and the run that follows it
+    /// reports it, so it never proves the object absent (that would pay it again).
+    static func read(
+        _ outcome: HTTPOutcome?, _ ending: CallEnding, instruction: String, kind: String, api: StripeAPI,
+        earlier: Set<String> = []
+    ) -> Result {
         guard let outcome, !ending.stopped else { return .failed("the run stopped first") }
         switch StripeAnswer(outcome) {
         case .object(let list):
             guard case .array(let items)? = list["data"] else { return .failed("the answer is not a list") }
-            // A payout of an earlier attempt that came back carries the same instruction id;
-            // it is not this attempt's object (which, if it exists, a same-key re-send returns).
-            let cameBack: Set<String> = ["failed", "returned", "canceled"]
             if let match = items.first(where: {
                 $0["metadata"]?["settle_instruction"]?.stringValue == instruction
-                    && !(kind == "payout" && cameBack.contains($0["status"]?.stringValue ?? ""))
+                    && !earlier.contains($0["id"]?.stringValue ?? "")
             }),
                 let id = match["id"]?.stringValue, !id.isEmpty
             {
