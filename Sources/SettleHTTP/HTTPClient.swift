@@ -210,9 +210,12 @@ public final class HTTPClient {
         if result == CURLE_OK, let handle = transfer.handle {
             var status = 0
             _ = settle_curl_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-            outcome = .response(HTTPResponse(status: status, headers: transfer.headers, body: transfer.body))
+            outcome = .response(
+                HTTPResponse(status: status, headers: transfer.headers, body: transfer.body)
+                    .withoutCredential(of: transfer.request))
         } else {
-            outcome = .transportError(kind: Self.kind(of: result), message: transfer.errorMessage(result))
+            let message = Credential.scrub(transfer.errorMessage(result), of: transfer.request)
+            outcome = .transportError(kind: Self.kind(of: result), message: message)
         }
         if let handle = transfer.handle { _ = curl_multi_remove_handle(multi, handle) }
         release(transfer)

@@ -349,6 +349,36 @@ import Testing
         }
     }
 
+    /// Stripe (or a proxy) echoes the key in an error message: the failed line's reason says
+    /// what Stripe said with the key replaced, and no file settle wrote holds it: results.csv,
+    /// errors.csv, report.html, the ledger. Before (audit 9 #4) only the log withheld it.
+    @Test func aKeyEchoedInAnErrorIsInNoFile() throws {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 1, in: setup.folder)
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/faults",
+            json: """
+                {"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "any", "action": "status",
+                  "status": 400, "code": "parameter_invalid",
+                  "message": "Invalid API Key provided: \(testKey) (Authorization: Bearer \(testKey))"}]}
+                """)
+        let run = try setup.run([input], out: "echo", extra: ["-v"])
+        #expect(run.status == 65, "\(run.stderr)")
+        let row = setup.results("echo").first { $0[0] == "T1" }
+        #expect(row.map { [$0[8], $0[11]] } == ["failed", "parameter_invalid"], "\(String(describing: row))")
+        #expect(row?[12].contains("Invalid API Key provided: [redacted]") == true, "\(String(describing: row))")
+        #expect(!run.stderr.contains(testKey) && !run.stdout.contains(testKey))
+        let enumerator = FileManager.default.enumerator(atPath: setup.folder.path)
+        var scanned = 0
+        while let name = enumerator?.nextObject() as? String {
+            guard let data = FileManager.default.contents(atPath: setup.folder.appendingPathComponent(name).path)
+            else { continue }
+            scanned += 1
+            #expect(data.range(of: Data(testKey.utf8)) == nil, "the key is in \(name)")
+        }
+        #expect(scanned >= 8)
+    }
+
     @Test func revokedKeyStopsTheRunWithoutFailingLines() throws {
         let setup = try Setup()
         let revoked = "sk_test_51REVOKEDsettleKEY"

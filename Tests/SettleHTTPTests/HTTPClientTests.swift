@@ -29,6 +29,25 @@ struct HTTPClientTests {
         #expect(response.headers.allSatisfy { $0.name == $0.name.lowercased() })
     }
 
+    /// A server that echoes the credential (here every header, as a misbehaving proxy or an
+    /// "Invalid API Key provided: sk_…" error would) never gets it past the client: the
+    /// answer arrives with it replaced, in the body as in the request body it echoes, so no
+    /// message built from an answer can carry it into a file.
+    @Test func anEchoedCredentialIsRedactedFromTheAnswer() throws {
+        let server = try LoopbackServer()
+        let client = try HTTPClient(configuration: .init(version: "1"))
+        let secret = "sk_test_echo_me_0123456789"
+        let outcome = client.perform(
+            HTTPRequest(
+                method: "POST", url: server.base + "/status/401",
+                headers: [("Authorization", "Bearer \(secret)")], body: Array("key=\(secret)&again=\(secret)".utf8)))
+        let (response, echo) = try decodeEcho(outcome)
+        #expect(response.status == 401)
+        #expect(!String(decoding: response.body, as: UTF8.self).contains(secret))
+        #expect(echo.headers["authorization"] == "Bearer [redacted]")
+        #expect(echo.body == "key=[redacted]&again=[redacted]")
+    }
+
     @Test func postSendsTheBodyBytesExactly() throws {
         let server = try LoopbackServer()
         let client = try HTTPClient(configuration: .init(version: "1"))
