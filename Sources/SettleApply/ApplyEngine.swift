@@ -64,8 +64,10 @@ public final class ApplyEngine {
     /// not at all; a payout never pays for an order whose money did not move, e.g. a charge
     /// that failed at Stripe though the export said it succeeded).
     private var unmoved: [String: [String: String]] = [:]
-    /// Per order, this run's transfers and reversals of it whose outcome is not known: its
-    /// payouts wait for the next run, which resolves them first.
+    /// Per order, this run's transfers and reversals of it whose outcome is not known, or that
+    /// were never sent (every try rate-limited or unable to connect), by instruction id with
+    /// what became of it ("has no known outcome yet (…)", "was not sent (…)"): the rest of the
+    /// order waits for the next run, which resolves or sends them first.
     private var unsettled: [String: [String: String]] = [:]
     /// Per order, its transfers and reversals in flight (sent, not answered yet).
     private var flights: [String: Int] = [:]
@@ -571,7 +573,12 @@ public final class ApplyEngine {
             unmoved[order, default: [:]][dispatch.id] = "\(code): \(message)"
             drop(&unsettled)
         case .unknown(let message):
-            unsettled[order, default: [:]][dispatch.id] = message
+            unsettled[order, default: [:]][dispatch.id] = "has no known outcome yet (\(message))"
+            drop(&unmoved)
+        case .notSent(let reason):
+            // Its money did not move, and it goes again next run: the rest of the order waits
+            // for it (a payout of the order would otherwise be paid before its transfer).
+            unsettled[order, default: [:]][dispatch.id] = "was not sent (\(reason))"
             drop(&unmoved)
         default:
             drop(&unmoved)
@@ -588,7 +595,7 @@ public final class ApplyEngine {
             return .refused(message: "instruction \(id) of order \(order) failed at Stripe: \(refusal)")
         }
         if let (id, why) = unsettled[order]?.min(by: { $0.key < $1.key }) {
-            return .unsettled(message: "instruction \(id) of order \(order) has no known outcome yet (\(why))")
+            return .unsettled(message: "instruction \(id) of order \(order) \(why)")
         }
         return nil
     }

@@ -27,10 +27,6 @@ extension PlanFolder {
         private var release: [String] = []
         /// The ledger failed: nothing more is recorded (the run exits 75).
         private(set) var failure: SettleError?
-        /// The apply stopped before sending everything (a signal, a refused key): the lines
-        /// it never sent wait in the ledger too, so the next run brings them back by itself
-        /// (a re-apply of the folder may still send them: the ledger's line claims keep it once).
-        var holdsUnsent = false
 
         init(layout: CorrectionLayout, ledger: LedgerStore, records: any SpoolRecordSource, run: String) {
             self.layout = layout
@@ -81,8 +77,6 @@ extension PlanFolder {
                 // Sent, the outcome not known: the next run brings it back and reports it.
                 hold.append(
                     try held(.unresolved, instruction: text(.instructionID).isEmpty ? nil : text(.instructionID)))
-            case .planned? where holdsUnsent:
-                hold.append(try held(.waiting))
             case .planned?:
                 break  // not sent (a plan not applied yet): neither held nor released
             default:

@@ -214,8 +214,9 @@ public struct PlanFolder {
         var held: HeldLines? =
             report.ledgerFailure == nil
             ? HeldLines(layout: layout, ledger: ledger, records: records, run: run) : nil
-        held?.holdsUnsent = report.interrupted != nil || report.keyRefused != nil
         var counts: [LineStatus: Int] = [:]
+        // Lines the apply did not send (they wait in the ledger): the run is to be tried again.
+        var unsent = 0
         var corrections: [LineStatus: [CorrectionRow]] = [.rejected: [], .deferred: []]
         var reasons = ReportPage.ReasonGroups()
         var lastInstruction: (id: String, result: LineResult)?
@@ -249,9 +250,12 @@ public struct PlanFolder {
                             lastInstruction = (instruction, result)
                         }
                         if let own = splitResult(&row, of: instruction) { result = own }
-                        if result.status == .planned, held?.holdsUnsent == true {
-                            // Never sent by a run that stopped: it waits in the ledger (deferred),
-                            // and the next run sends it (or a re-apply of this folder does).
+                        if result.status == .planned, held != nil {
+                            unsent += 1
+                            // Never sent (the run stopped, the key was refused, every try was
+                            // rate-limited or could not connect): it waits in the ledger
+                            // (deferred), and the next run sends it (or a re-apply of this folder
+                            // does; the ledger's line claims keep it once).
                             result = LineResult(
                                 status: .deferred, stripeID: "", reasonCode: ReasonCode.scheduled.code,
                                 reason: result.reason + "; it waits in the ledger for the next run")
@@ -365,7 +369,7 @@ public struct PlanFolder {
                 == true,
             applied: true)
         // The files say what the process exits with, on every path.
-        if report.ledgerFailure != nil || report.interrupted != nil || chargesFailure != nil {
+        if report.ledgerFailure != nil || report.interrupted != nil || chargesFailure != nil || unsent > 0 {
             exit = exit.combined(with: .tryAgain)
         }
         if report.keyRefused != nil { exit = .configuration }

@@ -118,6 +118,44 @@ import Testing
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(1), payouts: 250)
     }
 
+    /// A line whose call never left (429 on every try) waits in the ledger: `deferred`, in
+    /// deferred.csv, and the next run sends it, once, with no one applying the old folder by
+    /// hand. Before (audit 9 #2) it stayed `planned` after the apply, in no file for finance,
+    /// held nowhere, and the next day's run exited 0 without it.
+    @Test func aLineNeverSentBecauseOfRateLimitsWaitsForTheNextRun() throws {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 1, in: setup.folder)
+        try Self.rules(
+            #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "any", "action": "status", "status": 429}]}"#,
+            setup.sandbox)
+        let first = try setup.run([input], out: "first")
+        #expect(first.status == 75, "\(first.stderr)")
+        let rows = setup.results("first")
+        #expect(
+            rows.map { [$0[0], $0[8], $0[11]] } == [
+                ["T1", "deferred", "scheduled"], ["P1", "deferred", "scheduled"],
+            ],
+            "\(rows)")
+        #expect(rows.first?[12].contains("waits in the ledger for the next run") == true, "\(rows)")
+        let deferred = SettleProcess.read(setup.folder.appendingPathComponent("first/deferred.csv"))
+        #expect(deferred.split(separator: "\n").count == 3, "\(deferred)")
+        #expect(try setup.sandbox.effects().isEmpty)
+
+        try Self.rules(#"{"rules": []}"#, setup.sandbox)
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try "line_id,order_id,amount,currency,destination\n".write(to: empty, atomically: true, encoding: .utf8)
+        let second = try setup.run([empty], out: "second")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(setup.results("second").map { [$0[0], $0[8]] } == [["T1", "settled"], ["P1", "settled"]])
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(1), payouts: 250)
+        // A late re-apply of the first folder sends nothing more.
+        let late = try setup.apply("first")
+        #expect([0, 65].contains(late.status), "\(late.stderr)")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(1), payouts: 250)
+    }
+
     /// A refund of an order whose transfer is still `unknown` in the ledger waits for it
     /// (deferred `scheduled`) instead of being refused `reversal_target_unknown`: the transfer
     /// may well exist. Once a run has resolved the transfer, the next reverses it, once.

@@ -151,7 +151,8 @@ import Testing
                     writtenAt: "2026-11-29T10:00:00Z", settleVersion: "test", rejectedFiles: [])
             })
         #expect(rewritten.exit == .tryAgain)
-        #expect(rewritten.counts == [.settled: 1, .failed: 1, .planned: 1])
+        // A line the apply did not send waits in the ledger (deferred), and the run exits 75.
+        #expect(rewritten.counts == [.settled: 1, .failed: 1, .deferred: 1])
         let results = String(decoding: FileManager.default.contents(atPath: folder + "/results.csv")!, as: UTF8.self)
         let rows = results.split(separator: "\n").map(String.init)
         #expect(rows.count == 4)
@@ -164,12 +165,15 @@ import Testing
                 == "L2,2,ORDER2,transfer,acct_two,20.00,2000,usd,failed,\(ids[1]),,account_invalid,No such destination,test.csv:3"
         )
         #expect(
-            rows[3] == "L3,3,ORDER3,transfer,acct_three,30.00,3000,usd,planned,\(ids[2]),,,not reached,test.csv:4")
+            rows[3]
+                == "L3,3,ORDER3,transfer,acct_three,30.00,3000,usd,deferred,\(ids[2]),,scheduled,not reached; it waits in the ledger for the next run,test.csv:4"
+        )
+        #expect(try ledger.heldLines([.waiting]).map(\.lineID) == ["L3"])
         let manifest = try JSON.parse(FileManager.default.contents(atPath: folder + "/manifest.json")!)
         #expect(
             manifest["counts"]
                 == [
-                    "planned": 1, "settled": 1, "already_settled": 0, "deferred": 0, "rejected": 0, "failed": 1,
+                    "planned": 0, "settled": 1, "already_settled": 0, "deferred": 1, "rejected": 0, "failed": 1,
                     "unknown": 0, "netted": 0,
                 ])
         #expect(manifest["exit_status"] == 75)
