@@ -91,11 +91,12 @@ struct StatusCommand {
             if let continues = run.continues { parts.append("continues \(continues)") }
             text += "  \(run.id): " + parts.joined(separator: ", ") + "\n"
         }
+        // The lines behind the counts above, for the kinds that have any (the counts are not
+        // said twice).
         for (title, list) in [
-            ("unknown (may have reached Stripe, outcome not known yet)", lines.unknown), ("failed", lines.failed),
-            ("waiting (deferred)", lines.waiting),
-        ] {
-            text += "\(title): \(list.count)\n"
+            ("lines unknown", lines.unknown), ("lines failed", lines.failed), ("lines waiting", lines.waiting),
+        ] where !list.isEmpty {
+            text += "\(title):\n"
             for line in list {
                 let code = line.reasonCode.map { "\($0): " } ?? ""
                 var context = "to \(line.payee), since \(timestamp(line.since))"

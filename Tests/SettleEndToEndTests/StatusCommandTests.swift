@@ -91,10 +91,9 @@ import Testing
                   instructions failed: 2
                 runs: 1
                   run_1: run, as of 2025-11-29, started 2025-11-29T07:06:40Z, ended 2025-11-29T07:07:30Z, exit 65, settled 2, failed 1, deferred 2
-                unknown (may have reached Stripe, outcome not known yet): 0
-                failed: 1
+                lines failed:
                   bad-1 44.00 usd (4400 minor units) to acct_bad, since 2025-11-29T07:06:45Z, instruction T_BAD: account_invalid: the destination account is closed
-                waiting (deferred): 2
+                lines waiting:
                   wait-1 25.00 usd (2500 minor units) to acct_wait-1, since 2025-11-29T07:06:53Z (run_1): charge_pending: the charge is pending
                   wait-2 18.00 usd (1800 minor units) to acct_wait-2, since 2025-11-29T07:06:54Z (run_1): scheduled: scheduled for 2025-12-05
 
