@@ -115,7 +115,12 @@ struct Applier {
 
     /// Warns of folders whose last apply never ended (the process was killed): what they
     /// did not send waits in no ledger until `settle apply` of that folder finishes them.
-    func warnOfRunsNotEnded(_ ledger: LedgerStore, except folder: String) {
+    /// The folders of earlier applies that never ended (killed: nothing rewrote their files):
+    /// the ledger takes over what their lines need (``PlanFolder/adoptUnfinished(ledger:records:run:)``),
+    /// so the daily loop carries them without anyone applying those folders by hand, and the
+    /// run is recorded as ended. A folder that cannot be read is named in a warning instead,
+    /// at every run until `settle apply FOLDER` finishes it.
+    func adoptRunsNotEnded(_ ledger: LedgerStore, except folder: String) {
         guard let runs = try? ledger.runs() else { return }
         var last: [String: LedgerRun] = [:]
         for run in runs where run.command == "apply" || run.command == "run" {
@@ -126,13 +131,40 @@ struct Applier {
         let open = last.values.filter { $0.endedAt == nil && $0.folder != folder }.sorted {
             $0.startedAt < $1.startedAt
         }
-        guard !open.isEmpty else { return }
+        var unread: [(LedgerRun, String)] = []
+        for run in open {
+            let path = run.folder ?? ""
+            do throws(SettleError) {
+                let plan = try PlanFolder.open(path)
+                let adopted = try plan.adoptUnfinished(
+                    ledger: ledger, records: SpoolRecords(folder: plan.folder, manifest: plan.manifest), run: run.id)
+                var ended = run
+                ended.endedAt = Date()
+                try? ledger.recordRun(ended)
+                var text = "run \(run.id) in \(path) never ended (killed?): "
+                text +=
+                    "\(adopted.waiting) line(s) it did not send and \(adopted.refused) Stripe refused wait in the "
+                    + "ledger (sent by the next plan), \(adopted.unresolved) sent with no known outcome are resolved "
+                    + "and reported by the next apply"
+                if adopted.settledUnreported > 0 {
+                    text +=
+                        "; \(adopted.settledUnreported) it settled are in the ledger but in no results.csv until "
+                        + "`settle apply \(path)`"
+                }
+                log(
+                    .warning, event: "run_adopted", text,
+                    fields: [Log.Field("run", run.id), .file(path), .lines(adopted.total)])
+            } catch {
+                unread.append((run, "\(error.message)"))
+            }
+        }
+        guard !unread.isEmpty else { return }
         log(
             .warning, event: "runs_not_ended",
-            "\(open.count) earlier run(s) never ended (killed?): "
-                + open.map { "\($0.id) in \($0.folder ?? "")" }.joined(separator: ", ")
+            "\(unread.count) earlier run(s) never ended (killed?) and their folders cannot be read: "
+                + unread.map { "\($0.0.id) in \($0.0.folder ?? "") (\($0.1))" }.joined(separator: ", ")
                 + "; what they did not send waits until `settle apply FOLDER` finishes each",
-            fields: [Log.Field("runs", open.count)])
+            fields: [Log.Field("runs", unread.count)])
     }
 
     func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure)
@@ -150,7 +182,7 @@ struct Applier {
         } else {
             ledger = try LedgerHistory.openToSettle(path: options.ledger)
         }
-        warnOfRunsNotEnded(ledger, except: folder)
+        adoptRunsNotEnded(ledger, except: folder)
         // apply on its own follows the payouts too (run did before planning): those that came
         // back are held as returned, and the next plan or run reports them failed.
         if givenLedger == nil { try followPayouts(configuration: configuration, ledger: ledger, folder: folder) }

@@ -125,6 +125,8 @@ struct Commands {
         // Payouts Stripe accepted earlier are followed first: those that came back are part
         // of this run's errors.csv.
         try applier.followPayouts(configuration: configuration, ledger: ledger, folder: options.out ?? "")
+        // The lines of a run that was killed are part of this one (the ledger takes them over).
+        applier.adoptRunsNotEnded(ledger, except: options.out ?? "")
         let (folder, written) = try planToFolder(mode: "run", ledger: ledger, lookUp: configuration)
         let planned = written.counts[.planned] ?? 0
         log(

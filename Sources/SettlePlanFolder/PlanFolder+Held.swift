@@ -45,7 +45,12 @@ extension PlanFolder {
         /// One rewritten row and where its original record sits in the spool.
         ///
         /// - Throws: ``SettleError`` `folderUnwritable` when the spool cannot be read.
-        mutating func add(_ row: [[UInt8]], status: LineStatus?, entry: LineIndex.Entry) throws(SettleError) {
+        ///
+        /// `adopted`: the state to hold the line in, whatever its row's status (the lines of
+        /// a folder whose apply never ended, ``adoptUnfinished(ledger:records:run:)``).
+        mutating func add(
+            _ row: [[UInt8]], status: LineStatus?, entry: LineIndex.Entry, adopted: HeldLine.State? = nil
+        ) throws(SettleError) {
             guard failure == nil else { return }
             func text(_ field: F) -> String {
                 String(decoding: row[field.rawValue], as: UTF8.self).trimmingFormulaGuard()
@@ -67,6 +72,11 @@ extension PlanFolder {
                     amountMinor: Int64(text(.amountMinor)) ?? 0, currency: text(.currency),
                     reasonCode: text(.reasonCode), reason: text(.reason), source: text(.source),
                     header: header, record: record, instructionID: instruction, sinceRun: run)
+            }
+            if let adopted {
+                hold.append(try held(adopted, instruction: text(.instructionID).isEmpty ? nil : text(.instructionID)))
+                if hold.count >= Self.chunk { write() }
+                return
             }
             switch status {
             case .deferred?:

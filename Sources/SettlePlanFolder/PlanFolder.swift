@@ -144,7 +144,7 @@ public struct PlanFolder {
         return hasher.hexDigest()
     }
 
-    private func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
+    func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
 
     /// Rewrites the outcome files (results.csv, errors.csv, deferred.csv, summary.csv,
     /// charges.csv, report.html, manifest.json and its seal) with what an apply did, records
@@ -155,6 +155,19 @@ public struct PlanFolder {
     ///   - records: the original records of the spool, for errors.csv, deferred.csv and the
     ///     lines the ledger holds.
     ///   - reportFacts: the facts at the top of report.html, given the run's exit status.
+    /// How the inputs' records map to the columns of errors.csv and deferred.csv (and of the
+    /// lines the ledger holds), as the manifest records it.
+    var correctionLayout: CorrectionLayout {
+        CorrectionLayout(
+            names: manifest["correction_columns"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+            mapping: manifest["inputs"]?.arrayValue?.map { input in
+                input["columns"]?.arrayValue?.compactMap { $0.intValue.map(Int.init) } ?? []
+            } ?? [],
+            guardedInputs: manifest["inputs"]?.arrayValue?.map { input in
+                input["guarded_columns"]?.arrayValue?.compactMap(\.boolValue)
+            } ?? [])
+    }
+
     public func rewrite(
         _ report: AppliedRun, ledger: LedgerStore, records: any SpoolRecordSource,
         reportFacts: (ExitCode) -> ReportPage.Facts
@@ -174,14 +187,7 @@ public struct PlanFolder {
             row[F.reasonCode.rawValue] = CSVField.guarded(code)
             row[F.reason.rawValue] = CSVField.guarded(reason)
         }
-        let layout = CorrectionLayout(
-            names: manifest["correction_columns"]?.arrayValue?.compactMap(\.stringValue) ?? [],
-            mapping: manifest["inputs"]?.arrayValue?.map { input in
-                input["columns"]?.arrayValue?.compactMap { $0.intValue.map(Int.init) } ?? []
-            } ?? [],
-            guardedInputs: manifest["inputs"]?.arrayValue?.map { input in
-                input["guarded_columns"]?.arrayValue?.compactMap(\.boolValue)
-            } ?? [])
+        let layout = correctionLayout
         let run = manifest["run_id"]?.stringValue ?? "run_unknown"
         let reapplied = nextAttempt > 1
         /// A line's own result when its instruction's lines each have one (a payout split at

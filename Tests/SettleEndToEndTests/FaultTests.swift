@@ -888,27 +888,86 @@ extension CrashPointTests {
         #expect(ended.stdout.contains("exit 0"), "\(ended.stdout)")
     }
 
-    /// A run killed mid-apply leaves lines it never sent in no ledger: every later run says
-    /// so (naming the folder and how to finish it) until that folder is applied again.
-    @Test func laterRunsWarnOfAFolderThatNeverEnded() throws {
+    /// A run killed (kill -9: nothing rewrote its folder) after two of its transfers: the next
+    /// run takes over its lines from the ledger by itself: what the killed run sent is
+    /// resolved and what it never sent is sent, all reported settled by the next run, with no one applying the old folder by hand,
+    /// and every line moves once. A late re-apply of the old folder sends nothing more and
+    /// says what became of each line; later runs have nothing left of it. Before (audit 7 F3),
+    /// later runs only warned, and the unsent lines waited for someone to apply the folder.
+    @Test func theNextRunTakesOverTheLinesOfARunThatWasKilled() throws {
         let setup = try ApplyCommandTests.Setup()
         let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
         let killed = try SettleProcess.run(
             setup.arguments("run", [input.path], out: "day", extra: ["--concurrency", "1"]),
             environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "answer_received:2"])
         #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        let made = try setup.sandbox.effects().count
+        #expect(made == 2, "\(made)")
         let empty = setup.folder.appendingPathComponent("empty.csv")
         try String(SettleProcess.read(input).prefix { $0 != "\n" } + "\n").write(
             to: empty, atomically: true, encoding: .utf8)
-        let other = try setup.run([empty], out: "other")
+        let next = try setup.run([empty], out: "next")
+        #expect(next.status == 0, "\(next.stderr)")
         let folder = setup.folder.appendingPathComponent("day").path
-        #expect(other.stderr.contains("never ended") && other.stderr.contains(folder), "\(other.stderr)")
+        #expect(next.stderr.contains("never ended") && next.stderr.contains(folder), "\(next.stderr)")
+        let rows = setup.results("next")
+        #expect(rows.allSatisfy { $0[8] == "settled" }, "\(rows)")
+        // Its two transfers Stripe made (their answers never recorded) are resolved and
+        // reported here too: every line of the killed run is in this run's results.
+        #expect(
+            Set(rows.map { $0[0] }) == ["T1", "T2", "T3", "T4", "P1", "P2", "P3", "P4"], "\(rows.map { $0[0] })")
+        // Each line under the source it first came from.
+        #expect(rows.allSatisfy { $0[13].hasPrefix(input.path + ":") }, "\(rows.map { $0[13] })")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
+
         let apply = try setup.apply("day")
         #expect(apply.status == 0, "\(apply.stderr)")
+        #expect(
+            Set(setup.results("day").map { $0[8] }).isSubset(of: ["settled", "already_settled"]),
+            "\(setup.results("day"))")
         try ApplyCommandTests.expectPaidExactlyOnce(
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
         let later = try setup.run([empty], out: "later")
+        #expect(later.status == 0, "\(later.stderr)")
         #expect(!later.stderr.contains("never ended"), "\(later.stderr)")
+        #expect(setup.results("later").isEmpty, "\(setup.results("later"))")
+    }
+
+    /// The killed run's first transfer was refused by Stripe (recorded before the kill): the
+    /// next run plans it again under the next attempt's key (as a re-apply would), and its
+    /// order's payout goes only once it moved. Everything moves once.
+    @Test func aRefusalOfAKilledRunIsTriedAgainByTheNextRunItsOrderWhole() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 3, in: setup.folder)
+        try FaultTests.rules(
+            #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "nth": 1, "action": "status", "status": 400, "code": "balance_insufficient"}]}"#,
+            setup.sandbox)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day", extra: ["--concurrency", "1"]),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "in_flight_written:2"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        try FaultTests.rules(#"{"rules": []}"#, setup.sandbox)
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try String(SettleProcess.read(input).prefix { $0 != "\n" } + "\n").write(
+            to: empty, atomically: true, encoding: .utf8)
+        let next = try setup.run([empty], out: "next")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stderr.contains("1 Stripe refused"), "\(next.stderr)")
+        let rows = setup.results("next")
+        #expect(rows.allSatisfy { $0[8] == "settled" }, "\(rows)")
+        #expect(Set(rows.map { $0[0] }).isSuperset(of: ["T1", "P1"]), "\(rows.map { $0[0] })")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(3), payouts: 3 * 250)
+        let effects = try setup.sandbox.effects()
+        let t1 = effects.filter { $0["type"] as? String == "transfer" && $0["transfer_group"] as? String == "ORDER1" }
+        #expect(t1.compactMap { $0["idempotency_key"] as? String }.allSatisfy { $0.hasSuffix("-a2") }, "\(t1)")
+        // Order 1's payout (acct_c1's, of P1 alone) was paid after its transfer moved.
+        let seqT1 = try #require(t1.compactMap { $0["seq"] as? Int }.first)
+        let p1 = effects.filter {
+            $0["type"] as? String == "outbound_payment" && $0["recipient"] as? String == "acct_c1"
+        }
+        #expect(p1.count == 1 && p1.allSatisfy { ($0["seq"] as? Int ?? 0) > seqT1 }, "\(effects)")
     }
 }
 

@@ -1,0 +1,120 @@
+import Foundation
+public import SettleCore
+public import SettleLedger
+import SettleWrite
+
+extension PlanFolder {
+    /// What ``adoptUnfinished(ledger:records:run:)`` found, by what the ledger now holds.
+    public struct Adopted: Sendable, Equatable {
+        /// Lines the apply never sent (or that waited already): they wait in the ledger now.
+        public var waiting = 0
+        /// Lines sent with no known outcome: the next run resolves them at Stripe and reports them.
+        public var unresolved = 0
+        /// Lines Stripe refused: they wait too, and the next run sends them again under the next
+        /// attempt's key (as a re-apply of the folder would) and reports what Stripe says.
+        public var refused = 0
+        /// Lines Stripe made before the process died: the ledger has them settled, no run's
+        /// results.csv does until the folder is applied again.
+        public var settledUnreported = 0
+
+        public init() {}
+        public var total: Int { waiting + unresolved + refused }
+    }
+
+    /// The folder of an apply that never ended (the process was killed: nothing rewrote its
+    /// files, so its lines are `planned` or `deferred` as the plan left them): the ledger takes
+    /// over what they need, as the rewrite of a finished apply would have given it, so the
+    /// daily loop carries them without anyone applying the folder by hand. A line nothing
+    /// claimed (never sent, or released unsent), a line the plan deferred and a line Stripe
+    /// refused wait (the next run plans them, a refused one under its next attempt); a line
+    /// sent with no known outcome is unresolved (the next run resolves and reports it). What the ledger already holds for a
+    /// line is left as it is, and holding again is harmless, so adopting twice ends the same.
+    /// A re-apply of the folder later still works: the ledger's line claims keep every line
+    /// once.
+    ///
+    /// - Parameter run: the run that never ended (the held lines' `since_run`).
+    public func adoptUnfinished(ledger: LedgerStore, records: any SpoolRecordSource, run: String)
+        throws(SettleError) -> Adopted
+    {
+        typealias F = ResultsFile.Field
+        guard let reader = ResultsReader(path: path("results.csv")),
+            let index = LineIndex.Reader(path: path(LineIndex.name))
+        else {
+            throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv or its line index")
+        }
+        func io<T>(_ body: () throws(WriteFailure) -> T) throws(SettleError) -> T {
+            do {
+                return try body()
+            } catch {
+                throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
+            }
+        }
+        func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+        func ledgerRead<T>(_ body: () throws(LedgerError) -> T) throws(SettleError) -> T {
+            do {
+                return try body()
+            } catch {
+                throw SettleError(.ledgerFailed, "the ledger could not say what became of \(folder)'s lines: \(error)")
+            }
+        }
+        var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: run)
+        var adopted = Adopted()
+        let waits = "; it waits in the ledger for the next run"
+        _ = try io { () throws(WriteFailure) in try reader.next() }  // the header
+        while var row = try io({ () throws(WriteFailure) in try reader.next() }) {
+            guard let entry = try io({ () throws(WriteFailure) in try index.next() }) else {
+                throw SettleError(.internalError, "\(folder): results.csv has more rows than its line index")
+            }
+            guard row.count == ResultsFile.header.count else { continue }
+            let status = text(row[F.status.rawValue])
+            guard
+                status == LineStatus.planned.name || status == LineStatus.deferred.name
+                    || status == LineStatus.unknown.name
+            else { continue }
+            let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
+            let line = try ledgerRead { () throws(LedgerError) in try ledger.line(lineID) }
+            var state: HeldLine.State
+            var refused = false
+            switch line?.status {
+            case .none:
+                state = .waiting
+            case .inFlight?, .unknown?:
+                state = .unresolved
+                row[F.instructionID.rawValue] = Array((line?.instructionID ?? "").utf8)
+            case .settled?:
+                if status != LineStatus.unknown.name { adopted.settledUnreported += 1 }
+                continue
+            case .failed?:
+                // Released: never sent, or refused by Stripe (then the next run sends it again
+                // under the next attempt's key, as a re-apply would, and reports what Stripe says;
+                // the rest of its order moves only if it does).
+                state = .waiting
+                let instruction = try ledgerRead { () throws(LedgerError) in
+                    try ledger.instruction(line?.instructionID ?? "")
+                }
+                if let instruction, instruction.errorCode != LedgerOutcome.notSentCode {
+                    refused = true
+                    row[F.reasonCode.rawValue] = Array(ReasonCode.scheduled.code.utf8)
+                    row[F.reason.rawValue] = Array(
+                        ("refused by Stripe in run \(run), which never ended (\(instruction.errorCode ?? ""): "
+                            + "\(instruction.errorMessage ?? "")); sent again by the next run").utf8)
+                }
+            }
+            if state == .waiting, status != LineStatus.deferred.name, !refused {
+                row[F.reasonCode.rawValue] = Array(ReasonCode.scheduled.code.utf8)
+                row[F.reason.rawValue] = Array(("not sent: run \(run) in \(folder) never ended (killed?)" + waits).utf8)
+            }
+            try held.add(row, status: nil, entry: entry, adopted: state)
+            if state == .unresolved {
+                adopted.unresolved += 1
+            } else if refused {
+                adopted.refused += 1
+            } else {
+                adopted.waiting += 1
+            }
+        }
+        held.write()
+        if let failure = held.failure { throw failure }
+        return adopted
+    }
+}
