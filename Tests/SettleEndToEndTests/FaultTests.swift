@@ -12,6 +12,31 @@ import Testing
         _ = try sandbox.control("POST", "/_sandbox/faults", json: json)
     }
 
+    /// Every `POST /v1/transfers` answered with `status`, on every try.
+    static func failEveryTransfer(with status: Int, _ sandbox: Sandbox) throws {
+        try rules(
+            #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "any", "action": "status", "status": \#(status)}]}"#,
+            sandbox)
+    }
+
+    /// Day one of one order (T1, P1) while every transfer call is answered `status`: the run
+    /// into `first` exits 75 (its setup and export for the days after).
+    static func firstRunWithEveryTransfer(failing status: Int) throws -> (Setup, URL) {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 1, in: setup.folder)
+        try failEveryTransfer(with: status, setup.sandbox)
+        let first = try setup.run([input], out: "first")
+        #expect(first.status == 75, "\(first.stderr)")
+        return (setup, input)
+    }
+
+    /// An export with no lines: a run of it carries only what the ledger holds.
+    static func emptyExport(in setup: Setup) throws -> URL {
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try "line_id,order_id,amount,currency,destination\n".write(to: empty, atomically: true, encoding: .utf8)
+        return empty
+    }
+
     static func manifestExit(_ setup: Setup, _ out: String) -> Int? {
         let text = SettleProcess.read(setup.folder.appendingPathComponent(out).appendingPathComponent("manifest.json"))
         guard let data = text.data(using: .utf8),
@@ -78,13 +103,7 @@ import Testing
     /// its summary's transferred sum, so that the days add up to what Stripe made. The run
     /// after that is quiet. Before, no run's results or summary had that transfer.
     @Test func anUnknownLineIsReportedByTheRunThatResolvesIt() throws {
-        let setup = try Setup()
-        let input = try ApplyCommandTests.export(orders: 1, in: setup.folder)
-        try Self.rules(
-            #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "any", "action": "status", "status": 500}]}"#,
-            setup.sandbox)
-        let first = try setup.run([input], out: "first")
-        #expect(first.status == 75, "\(first.stderr)")
+        let (setup, input) = try Self.firstRunWithEveryTransfer(failing: 500)
         #expect(setup.results("first").filter { $0[0] == "T1" }.map { $0[8] } == ["unknown"])
         // Its order's payout waits for that answer (in the ledger): never paid for an order
         // whose transfer may have failed.
@@ -92,8 +111,7 @@ import Testing
         #expect(try setup.sandbox.effects().isEmpty)
 
         try Self.rules(#"{"rules": []}"#, setup.sandbox)
-        let empty = setup.folder.appendingPathComponent("empty.csv")
-        try "line_id,order_id,amount,currency,destination\n".write(to: empty, atomically: true, encoding: .utf8)
+        let empty = try Self.emptyExport(in: setup)
         let second = try setup.run([empty], out: "second")
         #expect(second.status == 0, "\(second.stderr)")
         let rows = setup.results("second")
@@ -123,13 +141,7 @@ import Testing
     /// hand. Before (audit 9 #2) it stayed `planned` after the apply, in no file for finance,
     /// held nowhere, and the next day's run exited 0 without it.
     @Test func aLineNeverSentBecauseOfRateLimitsWaitsForTheNextRun() throws {
-        let setup = try Setup()
-        let input = try ApplyCommandTests.export(orders: 1, in: setup.folder)
-        try Self.rules(
-            #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "any", "action": "status", "status": 429}]}"#,
-            setup.sandbox)
-        let first = try setup.run([input], out: "first")
-        #expect(first.status == 75, "\(first.stderr)")
+        let (setup, _) = try Self.firstRunWithEveryTransfer(failing: 429)
         let rows = setup.results("first")
         #expect(
             rows.map { [$0[0], $0[8], $0[11]] } == [
@@ -142,8 +154,7 @@ import Testing
         #expect(try setup.sandbox.effects().isEmpty)
 
         try Self.rules(#"{"rules": []}"#, setup.sandbox)
-        let empty = setup.folder.appendingPathComponent("empty.csv")
-        try "line_id,order_id,amount,currency,destination\n".write(to: empty, atomically: true, encoding: .utf8)
+        let empty = try Self.emptyExport(in: setup)
         let second = try setup.run([empty], out: "second")
         #expect(second.status == 0, "\(second.stderr)")
         #expect(setup.results("second").map { [$0[0], $0[8]] } == [["T1", "settled"], ["P1", "settled"]])
@@ -160,13 +171,7 @@ import Testing
     /// (deferred `scheduled`) instead of being refused `reversal_target_unknown`: the transfer
     /// may well exist. Once a run has resolved the transfer, the next reverses it, once.
     @Test func aRefundWaitsForItsUnknownTransferAndIsReversedOnceItIsKnown() throws {
-        let setup = try Setup()
-        let input = try ApplyCommandTests.export(orders: 1, in: setup.folder)
-        try Self.rules(
-            #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "any", "action": "status", "status": 500}]}"#,
-            setup.sandbox)
-        let first = try setup.run([input], out: "first")
-        #expect(first.status == 75, "\(first.stderr)")
+        let (setup, _) = try Self.firstRunWithEveryTransfer(failing: 500)
         #expect(setup.results("first").filter { $0[0] == "T1" }.map { $0[8] } == ["unknown"])
 
         let refund = setup.folder.appendingPathComponent("refunds.csv")
@@ -186,8 +191,7 @@ import Testing
         #expect(waiting.first?[12].contains("not known yet") == true, "\(waiting)")
 
         try Self.rules(#"{"rules": []}"#, setup.sandbox)
-        let empty = setup.folder.appendingPathComponent("empty.csv")
-        try "line_id,order_id,amount,currency,destination\n".write(to: empty, atomically: true, encoding: .utf8)
+        let empty = try Self.emptyExport(in: setup)
         // The run that resolves T1 pays the order's payout; the refund is planned by the run
         // after it (it was planned before T1 was resolved).
         let second = try setup.run([empty], out: "second")
