@@ -115,22 +115,25 @@ struct Applier {
 
     /// Warns of folders whose last apply never ended (the process was killed): what they
     /// did not send waits in no ledger until `settle apply` of that folder finishes them.
-    /// The folders of earlier applies that never ended (killed: nothing rewrote their files):
-    /// the ledger takes over what their lines need (``PlanFolder/adoptUnfinished(ledger:records:run:)``),
-    /// so the daily loop carries them without anyone applying those folders by hand, and the
-    /// run is recorded as ended. A folder that cannot be read is named in a warning instead,
-    /// at every run until `settle apply FOLDER` finishes it.
-    func adoptRunsNotEnded(_ ledger: LedgerStore, except folder: String) {
-        guard let runs = try? ledger.runs() else { return }
+    /// The last apply of each folder but `folder`, where it never ended (killed), oldest first.
+    static func runsNotEnded(_ ledger: LedgerStore, except folder: String) -> [LedgerRun] {
+        guard let runs = try? ledger.runs() else { return [] }
         var last: [String: LedgerRun] = [:]
         for run in runs where run.command == "apply" || run.command == "run" {
             guard let path = run.folder else { continue }
             if let known = last[path], known.startedAt > run.startedAt { continue }
             last[path] = run
         }
-        let open = last.values.filter { $0.endedAt == nil && $0.folder != folder }.sorted {
-            $0.startedAt < $1.startedAt
-        }
+        return last.values.filter { $0.endedAt == nil && $0.folder != folder }.sorted { $0.startedAt < $1.startedAt }
+    }
+
+    /// The folders of earlier applies that never ended (killed: nothing rewrote their files):
+    /// the ledger takes over what their lines need (``PlanFolder/adoptUnfinished(ledger:records:run:)``),
+    /// so the daily loop carries them without anyone applying those folders by hand, and the
+    /// run is recorded as ended. A folder that cannot be read is named in a warning instead,
+    /// at every run until `settle apply FOLDER` finishes it.
+    func adoptRunsNotEnded(_ ledger: LedgerStore, except folder: String) {
+        let open = Self.runsNotEnded(ledger, except: folder)
         var unread: [(LedgerRun, String)] = []
         for run in open {
             let path = run.folder ?? ""

@@ -40,6 +40,20 @@ struct Commands {
             history = LedgerHistory(store: ledger)
         } else {
             history = try LedgerHistory.openForPlanning(path: options.ledger)
+            // A plan only reads the ledger: the lines of a killed run are taken over by the
+            // next `run` or `apply`, not by this plan.
+            if let store = history?.store {
+                let open = Applier.runsNotEnded(store, except: folder)
+                if !open.isEmpty {
+                    log(
+                        .warning, event: "runs_not_ended",
+                        "\(open.count) earlier run(s) never ended (killed?): "
+                            + open.map { "\($0.id) in \($0.folder ?? "")" }.joined(separator: ", ")
+                            + "; this plan does not carry their lines: the next `settle run` or `settle apply` "
+                            + "takes them over",
+                        fields: [Log.Field("runs", open.count)])
+                }
+            }
             if history == nil {
                 log(
                     .warning,

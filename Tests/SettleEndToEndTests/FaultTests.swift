@@ -910,6 +910,11 @@ extension CrashPointTests {
         let empty = setup.folder.appendingPathComponent("empty.csv")
         try String(SettleProcess.read(input).prefix { $0 != "\n" } + "\n").write(
             to: empty, atomically: true, encoding: .utf8)
+        // A plan only reads the ledger: it says so, and carries none of them.
+        let plan = try SettleProcess.run(setup.arguments("plan", [empty.path], out: "look"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        #expect(plan.stderr.contains("never ended") && plan.stderr.contains("takes them over"), "\(plan.stderr)")
+        #expect(setup.results("look").isEmpty)
         let next = try setup.run([empty], out: "next")
         #expect(next.status == 0, "\(next.stderr)")
         let folder = setup.folder.appendingPathComponent("day").path
