@@ -68,7 +68,7 @@ struct LedgerCommand {
             do {
                 report = try LedgerRebuild(configuration: configuration).run(
                     ledger: ledger, since: Int64(since) * 86_400
-                ) { wanted throws(ApplyError) in try LedgerCommand.lines(of: wanted, in: folders) }
+                ) { wanted throws(ApplyError) in try PlanFolder.instructionLines(of: wanted, in: folders) }
             } catch {
                 throw Applier.failure(error, folder: path)
             }
@@ -90,24 +90,5 @@ struct LedgerCommand {
             throw CommandFailure(
                 .usage, "usage: settle ledger init|backup FILE|rebuild --since DATE [--ledger FILE] [PLAN_FOLDER...]")
         }
-    }
-
-    /// The lines of the `wanted` instructions, as the plan folders' instructions.jsonl list
-    /// them (each instruction's lines and content digests, checked against its id as read).
-    static func lines(of wanted: Set<String>, in folders: [String]) throws(ApplyError) -> [String: [LedgerLineClaim]] {
-        var found: [String: [LedgerLineClaim]] = [:]
-        for folder in folders {
-            let path = (folder as NSString).appendingPathComponent("instructions.jsonl")
-            guard let stream = InstructionStream(path: path) else {
-                throw .planInvalid(line: 0, message: "\(path) cannot be read")
-            }
-            while let instruction = try stream.next() {
-                guard wanted.contains(instruction.id), found[instruction.id] == nil else { continue }
-                found[instruction.id] = instruction.lines.map {
-                    LedgerLineClaim(lineID: $0.lineID, kind: $0.kind, amountMinor: $0.amountMinor, content: $0.content)
-                }
-            }
-        }
-        return found
     }
 }

@@ -607,6 +607,24 @@ import Testing
         #expect(lie.split(separator: ",", omittingEmptySubsequences: false)[3] == "failed", "\(charges)")
         let summary = SettleProcess.read(setup.folder.appendingPathComponent("out/summary.csv"))
         #expect(summary.contains(",usd,charges_failed,1,100.00,10000\n"), "\(summary)")
+        if payouts == "per-recipient" {
+            // The courier's payout apply split (O2 alone) is in no instructions.jsonl: a ledger
+            // rebuilt from Stripe with the folder still knows its line (from results.csv), and a
+            // run on it pays nothing twice. Before (audit 10), the rebuild refused (78).
+            let rebuilt = setup.folder.appendingPathComponent("rebuilt.sqlite").path
+            let rebuild = try SettleProcess.run(
+                [
+                    "ledger", "rebuild", "--since", "2020-01-01", "--ledger", rebuilt, "--api-base",
+                    setup.sandbox.base, setup.folder.appendingPathComponent("out").path,
+                ], environment: ["STRIPE_API_KEY": testKey])
+            #expect(rebuild.status == 0, "\(rebuild.stderr)")
+            var arguments = setup.arguments("run", [input.path], out: "onrebuilt")
+            arguments[arguments.firstIndex(of: "--ledger")! + 1] = rebuilt
+            let again = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+            #expect(again.status == 65, "\(again.stderr)")
+            let state = Dictionary(uniqueKeysWithValues: setup.results("onrebuilt").map { ($0[0], $0[8]) })
+            #expect(state["O1"] == "already_settled" && state["O2"] == "already_settled", "\(state)")
+        }
         // Fed back, the order on the failed charge is rejected again; nothing is paid twice.
         let fed = try setup.run(
             [setup.folder.appendingPathComponent("out/errors.csv")], out: "fed", extra: ["--payouts", payouts])
