@@ -72,6 +72,11 @@ public final class ApplyEngine {
     /// Per order, its transfers and reversals in flight (sent, not answered yet).
     private var flights: [String: Int] = [:]
     private var payoutOrdersRead = false
+    /// Per order, a transfer or reversal of it the ledger has refused since the plan was made
+    /// (by this run, by an earlier apply of this folder, or by the resolution of one an
+    /// earlier run left open: not an instruction of this plan, so not in ``unmoved``): read
+    /// once, when the first payout is reached.
+    private var refusedInLedger: [String: (instruction: String, reason: String)]?
     /// Lines of an aggregated payout that another instruction settled (``decided(_:)``),
     /// by payout then line: the rest of the payout may still go (``hold(_:)``).
     private var settledElsewhere: [String: [String: (InstructionOutcome, instruction: String?)]] = [:]
@@ -164,6 +169,7 @@ public final class ApplyEngine {
         settledElsewhere = [:]
         extraOutcomes = 0
         payoutOrdersRead = false
+        refusedInLedger = nil
         sending = []
         counters = CallCounters()
 
@@ -475,10 +481,11 @@ public final class ApplyEngine {
     private func readPayoutOrders() throws(ApplyError) {
         guard !payoutOrdersRead else { return }
         payoutOrdersRead = true
-        let (cascade, unmoved, unsettled) = (self.cascade, self.unmoved, self.unsettled)
+        let (cascade, unmoved, unsettled, refused) = (self.cascade, self.unmoved, self.unsettled, self.refusedInLedger)
         payoutOrdersSeen =
             try payoutOrders? { _, order in
                 cascade?.contains(order) == true || unmoved[order] != nil || unsettled[order] != nil
+                    || refused?[order] != nil
             } ?? [:]
     }
 
@@ -597,6 +604,9 @@ public final class ApplyEngine {
         if let (id, why) = unsettled[order]?.min(by: { $0.key < $1.key }) {
             return .unsettled(message: "instruction \(id) of order \(order) \(why)")
         }
+        if let (id, refusal) = refusedInLedger?[order] {
+            return .refused(message: "instruction \(id) of order \(order) failed at Stripe: \(refusal)")
+        }
         return nil
     }
 
@@ -613,7 +623,14 @@ public final class ApplyEngine {
     /// whole or not at all, and a payout never pays for an order whose money did not move.
     private func hold(_ instruction: Instruction) throws(ApplyError) -> Hold? {
         let done = settledElsewhere.removeValue(forKey: instruction.id) ?? [:]
-        guard cascade != nil || !unmoved.isEmpty || !unsettled.isEmpty || !done.isEmpty else { return nil }
+        if instruction.kind == .payout, refusedInLedger == nil {
+            let since = plannedAt ?? .distantPast
+            refusedInLedger = try ledgerDo { () throws(LedgerError) in try ledger.refusedOrders(since: since) }
+        }
+        guard
+            cascade != nil || !unmoved.isEmpty || !unsettled.isEmpty || !done.isEmpty
+                || refusedInLedger?.isEmpty == false
+        else { return nil }
         let own = obstacles.of(instruction)
         let isPayout = instruction.kind == .payout
         guard instruction.group.isEmpty, isPayout else {

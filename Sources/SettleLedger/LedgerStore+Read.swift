@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 extension LedgerStore {
     /// Starts one read transaction: every read until ``endSnapshot()`` sees the ledger as it
@@ -96,6 +96,27 @@ extension LedgerStore {
         var found: Set<String> = []
         try db.query("SELECT stripe_id FROM earlier_objects WHERE instruction_id = ?", [.text(id)]) { row in
             if let stripeID = row.text(0) { found.insert(stripeID) }
+        }
+        return found
+    }
+
+    /// The orders (groups) with a transfer or reversal that Stripe refused when it was sent at
+    /// or after `since`, whose lines that refusal still holds (no later attempt or other
+    /// instruction settled them): each order's first such instruction, with Stripe's code and
+    /// message. A payout of such an order does not go (the order moves whole or not at all).
+    public func refusedOrders(since: Date) throws(LedgerError) -> [String: (instruction: String, reason: String)] {
+        var found: [String: (instruction: String, reason: String)] = [:]
+        try db.query(
+            """
+            SELECT i.group_key, i.id, COALESCE(i.error_code, ''), COALESCE(i.error_message, '') FROM instructions i
+            WHERE i.kind IN ('transfer', 'reversal') AND i.status = 'failed' AND i.group_key <> ''
+              AND COALESCE(i.error_code, '') <> ? AND i.last_sent_at >= ?
+              AND EXISTS (SELECT 1 FROM lines l WHERE l.instruction_id = i.id AND l.status = 'failed')
+            ORDER BY i.id
+            """, [.text(LedgerOutcome.notSentCode), .integer(since.ledgerMilliseconds)]
+        ) { row in
+            let group = row.text(0) ?? ""
+            if found[group] == nil { found[group] = (row.text(1) ?? "", "\(row.text(2) ?? ""): \(row.text(3) ?? "")") }
         }
         return found
     }

@@ -222,8 +222,17 @@ import Testing
             setup.arguments("run", [input.path], out: out, extra: ["--rate", "60", "--concurrency", "4"])
         }
         for point in 0..<10 {
+            // Each kill lands while its run applies: after its first new object at Stripe (or
+            // once it has ended), then a little later each time; not at a fixed time, which on
+            // a loaded machine could fall before any apply began.
+            let before = try setup.sandbox.effects().count
             let process = try SettleProcess.start(arguments("kill\(point)"), environment: ["STRIPE_API_KEY": testKey])
-            usleep(UInt32(60_000 + point * 70_000))
+            var waited = 0
+            while process.isRunning, try setup.sandbox.effects().count == before, waited < 1500 {
+                usleep(10_000)
+                waited += 1
+            }
+            usleep(UInt32(point * 40_000))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }

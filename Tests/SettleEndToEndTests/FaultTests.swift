@@ -634,6 +634,48 @@ import Testing
         #expect(courier.compactMap { $0["amount"] as? Int } == [200])
     }
 
+    /// A run killed before its transfers left; the next run of the same export finds one of
+    /// them refused at Stripe (the charge failed) when it resolves it, and pays only the other
+    /// order's share of the courier's payout. A re-apply of that folder must not pay the
+    /// refused order's share either: the transfer is not an instruction of that plan, so only
+    /// the ledger knows it was refused since the plan was made. Before (audit 10), the
+    /// re-apply paid the courier for the order whose money never moved.
+    @Test func aReapplyNeverPaysForAnOrderWhoseEarlierTransferWasRefused() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_lie", "amount": 10000, "currency": "usd", "status": "failed"}]}"#)
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try
+            (Self.header
+            + "L1,940,transfer,40.00,usd,ORDER940,acct_r1,ch_lie,100.00,usd,succeeded,,\n"
+            + "L2,940,payout,5.00,usd,ORDER940,,,,,,acct_c0,pm_ap_c0\n"
+            + "O1,941,transfer,30.00,usd,ORDER941,acct_r2,ch_e941,100.00,usd,succeeded,,\n"
+            + "O2,941,payout,2.00,usd,ORDER941,,,,,,acct_c0,pm_ap_c0\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "killed", extra: ["--concurrency", "1"]),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "in_flight_written:1"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        #expect(try setup.sandbox.effects().isEmpty)
+
+        let again = try setup.run([input], out: "again")
+        #expect(again.status == 65, "\(again.stderr)")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("again").map { ($0[0], $0[8] + " " + $0[11]) })
+        #expect(rows["L2"] == "rejected group_rejected" && rows["O2"] == "settled ", "\(rows)")
+        func courier() throws -> [Int] {
+            try setup.sandbox.effects().filter { $0["recipient"] as? String == "acct_c0" }.compactMap {
+                $0["amount"] as? Int
+            }
+        }
+        #expect(try courier() == [200])
+
+        let reapplied = try setup.apply("again")
+        #expect(reapplied.status == 65, "\(reapplied.stderr)")
+        let after = Dictionary(uniqueKeysWithValues: setup.results("again").map { ($0[0], $0[8] + " " + $0[11]) })
+        #expect(after["L2"] == "rejected group_rejected", "\(after)")
+        #expect(try courier() == [200])
+    }
+
     /// A charge id Stripe does not know (a typo; the look-up answers 404) funds nothing, and
     /// the reason says so, not that a customer's payment failed.
     @Test func aChargeStripeDoesNotKnowIsNamedSoInTheReason() throws {
