@@ -72,6 +72,9 @@ public final class ApplyEngine {
     /// Per order, its transfers and reversals in flight (sent, not answered yet).
     private var flights: [String: Int] = [:]
     private var payoutOrdersRead = false
+    /// Payouts the look-ups of ``resolveUnresolved()`` found made and back already: instruction,
+    /// status, `status_details` reason.
+    private var foundCameBack: [(String, String, String?)] = []
     /// Per order, a transfer or reversal of it the ledger has refused since the plan was made
     /// (by this run, by an earlier apply of this folder, or by the resolution of one an
     /// earlier run left open: not an instruction of this plan, so not in ``unmoved``): read
@@ -269,10 +272,24 @@ public final class ApplyEngine {
             enqueueLookup(row, scheduler: scheduler, after: nil, earlier: earlier)
         }
         scheduler.tick = tick(for: scheduler)
+        foundCameBack = []
         client.run(source: scheduler)
         scheduler.finishStopped()
         flush()
         finish(scheduler)
+        // A payout the look-up found failed, returned or canceled was made and came back:
+        // recorded so (its lines failed, with Stripe's reason), it is reported failed by this
+        // run, the one that learns it, not settled.
+        for (id, status, reason) in foundCameBack where ledgerFailure == nil {
+            do {
+                try ledger.recordPayoutStatus(instruction: id, status: status, reason: reason)
+                let failed = try ledger.instruction(id)
+                resolved[id] = .failed(
+                    code: failed?.errorCode ?? "payout_\(status)", message: failed?.errorMessage ?? "came back")
+            } catch {
+                fail(error)
+            }
+        }
         for row in rows {
             if resolved[row.id] == nil { resolved[row.id] = .unknown(message: "could not be resolved in this run") }
             // What is still not known (or refused) of an order stops the rest of it in this run
@@ -293,10 +310,15 @@ public final class ApplyEngine {
             switch StripeLookup.read(
                 outcome, ending, instruction: dispatch.id, kind: dispatch.kind, api: self.api, earlier: earlier)
             {
-            case .found(let id):
+            case .found(let id, let cameBack, let reason):
                 self.record(dispatch, .settled(stripeID: id), outcome: outcome, label: "lookup_found")
-                if dispatch.kind == "payout" { self.notePayoutStatus(dispatch, nil) }
                 self.resolved[dispatch.id] = .settled(stripeID: id)
+                if let cameBack {
+                    // Made, and back already: this run reports it (after the look-ups).
+                    self.foundCameBack.append((dispatch.id, cameBack, reason))
+                } else if dispatch.kind == "payout" {
+                    self.notePayoutStatus(dispatch, nil)
+                }
             case .nextPage(let next):
                 self.enqueueLookup(row, scheduler: scheduler, after: next, earlier: earlier)
             case .absent:

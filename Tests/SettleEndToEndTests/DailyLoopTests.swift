@@ -72,9 +72,10 @@ import Testing
     }
 
     /// A payout whose answer was lost failed at Stripe before any run learned it, and the
-    /// next run comes after Stripe's idempotency window: its look-up finds the payout and
-    /// takes it (it was made), and the run after follows it and reports the line `failed`
-    /// with Stripe's reason, for finance. Nothing is paid a second time. Before (audit 9 #1)
+    /// next run comes after Stripe's idempotency window: its look-up finds the payout, made
+    /// and back, and that run (the one that learns it) reports the line `failed` with
+    /// Stripe's reason, in its errors.csv, once. Nothing is paid a second time (audit 10 #4:
+    /// the run that found it said settled, and only the run after said failed). Before (audit 9 #1)
     /// the look-up took the failed payout for absent and sent it again: a second payout to
     /// the method that had declined, the line `settled`, nothing in errors.csv.
     @Test func aPayoutThatFailedBeforeItsAnswerCameIsReportedNotPaidAgain() throws {
@@ -99,11 +100,15 @@ import Testing
         _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": 2764800}"#)
 
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2027-01-02")
-        #expect(second.status == 0, "\(second.stderr)")
-        #expect(day2["L1"].map { [$0[8], $0[10]] } == ["settled", payout], "\(day2)")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["L1"].map { [$0[8], $0[11]] } == ["failed", "payout_method_declined"], "\(day2)")
+        #expect(day2["L1"]?[12].contains(payout) == true, "\(day2)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+        #expect(errors.contains("L1,1201,payout,15.00"), "\(errors)")
+        // Reported once: the next run has nothing of it.
         let (third, day3) = try day(setup, "day3", Self.header, asOf: "2027-01-03")
-        #expect(third.status == 65, "\(third.stderr)")
-        #expect(day3["L1"].map { [$0[8], $0[11]] } == ["failed", "payout_method_declined"], "\(day3)")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(day3.isEmpty, "\(day3)")
         let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
         #expect(payouts.count == 1, "\(payouts)")
     }

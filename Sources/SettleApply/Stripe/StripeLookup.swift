@@ -7,7 +7,9 @@ import SettleLedger
 enum StripeLookup {
     /// What a page of a look-up list said about an instruction's object.
     enum Result: Equatable {
-        case found(stripeID: String)
+        /// The object; for a payout that failed, came back or was canceled since, that status
+        /// and its `status_details` reason.
+        case found(stripeID: String, cameBack: String? = nil, reason: String? = nil)
         /// Not on this page; the next one is at this cursor (v1 id, or a v2 path).
         case nextPage(String)
         /// Stripe's list proves it was never made.
@@ -57,7 +59,12 @@ enum StripeLookup {
             }),
                 let id = match["id"]?.stringValue, !id.isEmpty
             {
-                return .found(stripeID: id)
+                let status = match["status"]?.stringValue ?? ""
+                guard kind == "payout", ["failed", "returned", "canceled"].contains(status) else {
+                    return .found(stripeID: id)
+                }
+                return .found(
+                    stripeID: id, cameBack: status, reason: match["status_details"]?[status]?["reason"]?.stringValue)
             }
             if kind == "payout" {
                 if let next = list["next_page_url"]?.stringValue, !next.isEmpty {
