@@ -62,7 +62,7 @@ struct Commands {
             }
         }
         try onPlanFolder { () throws(SettleError) in try OutputFolder.prepare(folder) }
-        let lookup = FactsStep(configuration: lookUp, log: log, folder: folder)
+        let lookup = FactsStep(configuration: lookUp, log: log, folder: folder, asOf: options.ruleOptions.asOf)
         let factsStep: ((Batch) throws(CommandFailure) -> StripeFacts)? =
             lookUp == nil ? nil : { (batch: Batch) throws(CommandFailure) -> StripeFacts in try lookup.facts(batch) }
         // One snapshot of the ledger for the whole plan: what waits, what was settled, what
@@ -205,15 +205,18 @@ final class FactsStep {
     let folder: String
     private(set) var looked = LookedUpFacts()
 
-    init(configuration: ApplyConfiguration?, log: Log, folder: String) {
+    let asOf: Int32
+
+    init(configuration: ApplyConfiguration?, log: Log, folder: String, asOf: Int32) {
         self.configuration = configuration
         self.log = log
         self.folder = folder
+        self.asOf = asOf
     }
 
     func facts(_ batch: Batch) throws(CommandFailure) -> StripeFacts {
         guard let configuration else { return .empty }
-        let request = FactsRequest.needed(for: batch)
+        let request = FactsRequest.needed(for: batch, asOf: asOf)
         log(
             .info, event: "facts_lookup",
             "looking up \(request.payoutMethods.count) payout method(s) and \(request.charges.count) charge(s) before planning"

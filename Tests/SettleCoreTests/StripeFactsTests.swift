@@ -150,4 +150,21 @@ import Testing
         #expect(request.charges == ["ch_bare", "ch_debit", "ch_pending"])
         #expect(FactsRequest.needed(for: TestExport().transfer("1", order: "1", amount: "1.00").batch()).isEmpty)
     }
+
+    /// A charge the export calls succeeded is asked about when its order's transfer waits for
+    /// a later date and the order's payout moves now; not when the payout waits too, nor when
+    /// the transfer moves now (it finds a failed charge itself, before the payout goes).
+    @Test func aScheduledTransfersChargeIsAskedWhenItsPayoutMovesNow() {
+        let asOf = CivilDate.parse("2026-11-29")!
+        let batch = TestExport()
+            .transfer("t1", order: "1", amount: "10.00", extra: ["transfer_on": "2026-12-05"])
+            .payout("p1", order: "1", amount: "1.00")
+            .transfer("t2", order: "2", amount: "10.00", extra: ["transfer_on": "2026-12-05"])
+            .payout("p2", order: "2", amount: "1.00", extra: ["transfer_on": "2026-12-05"])
+            .transfer("t3", order: "3", amount: "10.00")
+            .payout("p3", order: "3", amount: "1.00")
+            .batch()
+        #expect(FactsRequest.needed(for: batch, asOf: asOf).charges == ["ch_1"])
+        #expect(FactsRequest.needed(for: batch).charges.isEmpty)
+    }
 }

@@ -676,6 +676,34 @@ import Testing
         #expect(try courier() == [200])
     }
 
+    /// An order whose transfer waits for a later `transfer_on` while its courier's payout is
+    /// due today: the run looks its charge up before planning, whatever the export says of
+    /// it, because the transfer that would find the charge failed comes only later. Stripe
+    /// says failed: the order is rejected whole and the courier is not paid for it. Before
+    /// (audit 10), the payout went today and the transfer failed on its date.
+    @Test func aPayoutDueBeforeItsOrdersTransferWaitsForTheChargeToBeChecked() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_later", "amount": 10000, "currency": "usd", "status": "failed"}]}"#)
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try
+            ("line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method,transfer_on\n"
+            + "S1,950,transfer,40.00,usd,ORDER950,acct_r1,ch_later,100.00,usd,succeeded,,,2026-12-05\n"
+            + "S2,950,payout,5.00,usd,ORDER950,,,,,,acct_c0,pm_ap_c0,\n"
+            + "O1,951,transfer,30.00,usd,ORDER951,acct_r2,ch_e951,100.00,usd,succeeded,,,\n"
+            + "O2,951,payout,2.00,usd,ORDER951,,,,,,acct_c0,pm_ap_c0,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let outcome = try setup.run([input], out: "out")
+        #expect(outcome.status == 65, "\(outcome.stderr)")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("out").map { ($0[0], $0[8] + " " + $0[11]) })
+        #expect(
+            rows == [
+                "S1": "rejected charge_failed", "S2": "rejected group_rejected", "O1": "settled ", "O2": "settled ",
+            ], "\(rows)")
+        let paid = try setup.sandbox.effects().filter { $0["recipient"] as? String == "acct_c0" }
+        #expect(paid.compactMap { $0["amount"] as? Int } == [200])
+    }
+
     /// A charge id Stripe does not know (a typo; the look-up answers 404) funds nothing, and
     /// the reason says so, not that a customer's payment failed.
     @Test func aChargeStripeDoesNotKnowIsNamedSoInTheReason() throws {

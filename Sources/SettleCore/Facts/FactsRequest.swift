@@ -18,7 +18,12 @@ public struct FactsRequest: Sendable, Equatable {
     public var isEmpty: Bool { payoutMethods.isEmpty && charges.isEmpty }
 
     /// What to look up for a checked batch (after the readers, before the planner).
-    public static func needed(for batch: Batch) -> FactsRequest {
+    ///
+    /// `asOf`: the settlement date. An order whose transfer waits for a later `transfer_on`
+    /// while its payout moves now gets its charges looked up too, whatever the export says
+    /// of them: the transfer that would find a failed charge comes only later, and the
+    /// courier must not be paid today for an order whose money will never move.
+    public static func needed(for batch: Batch, asOf: Int32? = nil) -> FactsRequest {
         let lines = batch.lines
         // Groups with a line the per-line rules rejected are lost whatever Stripe says.
         var sunk = Set<Symbol>()
@@ -53,9 +58,28 @@ public struct FactsRequest: Sendable, Equatable {
             if !line.paymentMethodType.isNone, batch.isBankDebit(line.paymentMethodType) { seen.bankDebit = true }
             charges[line.charge] = seen
         }
+        // Orders that pay out now while a transfer of theirs waits for its date: their
+        // transfers' charges.
+        var scheduledCharges = Set<Symbol>()
+        if let asOf {
+            var waiting: [Symbol: [Symbol]] = [:]
+            var payingNow = Set<Symbol>()
+            for line in lines where alive(line) && !line.group.isNone {
+                let later = line.transferOn != .min && line.transferOn > asOf
+                if line.kind == .transfer, later, !line.charge.isNone {
+                    waiting[line.group, default: []].append(line.charge)
+                } else if line.kind == .payout, !later {
+                    payingNow.insert(line.group)
+                }
+            }
+            for (group, groupCharges) in waiting where payingNow.contains(group) {
+                scheduledCharges.formUnion(groupCharges)
+            }
+        }
         let needed = charges.compactMap { symbol, seen -> String? in
             let asynchronousUnsettled = seen.bankDebit && !seen.succeeded
-            return !seen.columns || seen.pending || asynchronousUnsettled ? batch.text(symbol) : nil
+            return !seen.columns || seen.pending || asynchronousUnsettled || scheduledCharges.contains(symbol)
+                ? batch.text(symbol) : nil
         }
         return FactsRequest(
             payoutMethods: methods.sorted(),
