@@ -44,7 +44,7 @@ enum Credential {
         guard let secret = secret(of: request) else { return text }
         let bytes = Array(text.utf8)
         let scrubbed = scrub(bytes, secret: secret)
-        return scrubbed.count == bytes.count && scrubbed == bytes ? text : String(decoding: scrubbed, as: UTF8.self)
+        return scrubbed == bytes ? text : String(decoding: scrubbed, as: UTF8.self)
     }
 }
 

@@ -42,13 +42,6 @@ extension PlanFolder {
         else {
             throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv or its line index")
         }
-        func io<T>(_ body: () throws(WriteFailure) -> T) throws(SettleError) -> T {
-            do {
-                return try body()
-            } catch {
-                throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
-            }
-        }
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
         func ledgerRead<T>(_ body: () throws(LedgerError) -> T) throws(SettleError) -> T {
             do {
@@ -60,9 +53,9 @@ extension PlanFolder {
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: run)
         var adopted = Adopted()
         let waits = "; it waits in the ledger for the next run"
-        _ = try io { () throws(WriteFailure) in try reader.next() }  // the header
-        while var row = try io({ () throws(WriteFailure) in try reader.next() }) {
-            guard let entry = try io({ () throws(WriteFailure) in try index.next() }) else {
+        _ = try Self.reading { () throws(WriteFailure) in try reader.next() }  // the header
+        while var row = try Self.reading({ () throws(WriteFailure) in try reader.next() }) {
+            guard let entry = try Self.reading({ () throws(WriteFailure) in try index.next() }) else {
                 throw SettleError(.internalError, "\(folder): results.csv has more rows than its line index")
             }
             guard row.count == ResultsFile.header.count else { continue }

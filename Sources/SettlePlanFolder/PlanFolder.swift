@@ -155,6 +155,15 @@ public struct PlanFolder {
     ///   - records: the original records of the spool, for errors.csv, deferred.csv and the
     ///     lines the ledger holds.
     ///   - reportFacts: the facts at the top of report.html, given the run's exit status.
+    /// Runs a read of the folder's files; a failure is the folder's (`folderUnwritable`).
+    static func reading<T>(_ body: () throws(WriteFailure) -> T) throws(SettleError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
+        }
+    }
+
     /// How the inputs' records map to the columns of errors.csv and deferred.csv (and of the
     /// lines the ledger holds), as the manifest records it.
     var correctionLayout: CorrectionLayout {
@@ -226,21 +235,14 @@ public struct PlanFolder {
         var corrections: [LineStatus: [CorrectionRow]] = [.rejected: [], .deferred: []]
         var reasons = ReportPage.ReasonGroups()
         var lastInstruction: (id: String, result: LineResult)?
-        func io<T>(_ body: () throws(WriteFailure) -> T) throws(SettleError) -> T {
-            do {
-                return try body()
-            } catch {
-                throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
-            }
-        }
-        let results = try io { () throws(WriteFailure) in try OutputFile(path: path("results.csv")) }
+        let results = try Self.reading { () throws(WriteFailure) in try OutputFile(path: path("results.csv")) }
         var rowCount = 0
         do {
             results.withBuffer { CSVField.header(ResultsFile.header, to: &$0) }
-            _ = try io { () throws(WriteFailure) in try reader.next() }  // the header
-            while var row = try io({ () throws(WriteFailure) in try reader.next() }) {
+            _ = try Self.reading { () throws(WriteFailure) in try reader.next() }  // the header
+            while var row = try Self.reading({ () throws(WriteFailure) in try reader.next() }) {
                 rowCount += 1
-                guard let entry = try io({ () throws(WriteFailure) in try index.next() }) else {
+                guard let entry = try Self.reading({ () throws(WriteFailure) in try index.next() }) else {
                     throw SettleError(
                         .internalError, "\(folder): results.csv has more rows than its line index (\(rowCount - 1))")
                 }
@@ -350,7 +352,7 @@ public struct PlanFolder {
                     }
                 }
             }
-            if try io({ () throws(WriteFailure) in try index.next() }) != nil {
+            if try Self.reading({ () throws(WriteFailure) in try index.next() }) != nil {
                 throw SettleError(
                     .internalError, "\(folder): the line index has more entries than results.csv's \(rowCount) rows")
             }
