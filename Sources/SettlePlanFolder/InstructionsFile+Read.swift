@@ -33,10 +33,14 @@ extension Instruction {
         }
     }
 
-    /// An instruction from its JSON object (plan format 3, docs/PLAN-FORMAT.md); keys it
-    /// does not know are ignored, and `stripe_context`, `group`, `charge` and `preflight` may
-    /// be missing or null. Whether the parameters are those its facts give is checked before
-    /// it is sent (``RequestParams/mismatch(_:)``).
+    /// An instruction from its JSON object (plan format 4, docs/PLAN-FORMAT.md); keys it
+    /// does not know are ignored. The facts its parameters carry are read from them (a
+    /// transfer's amount, currency, destination, charge and group; a payout's amount,
+    /// currency, recipient and payout method); the rest from their own keys (a reversal's
+    /// `group`, `payee` and `currency`, a per-line payout's `group`, a transfer's
+    /// `preflight`). Whether the parameters are exactly those its facts give is checked before
+    /// it is sent (``RequestParams/mismatch(_:)``), and whether the facts give its id
+    /// (``Instruction/inconsistency``).
     public init(json: JSON) throws(JSON.ParseError) {
         if case .array = json {
             throw ObjectReader.problem(
@@ -46,27 +50,85 @@ extension Instruction {
         guard let kind = Kind(name: try object.string("kind")) else {
             throw ObjectReader.problem("\"kind\" is not transfer, reversal or payout")
         }
+        let params = try object.value("params")
+        let facts = try Facts(kind: kind, params: params, object: object)
         self.init(
             id: try object.string("id"), kind: kind, method: try object.string("method"),
             path: try object.string("path"), idempotencyKey: try object.string("idempotency_key"),
-            stripeContext: try object.optionalString("stripe_context"), params: try object.value("params"),
-            lines: try object.array("lines").map { (line) throws(JSON.ParseError) in try Line(json: line) },
-            group: try object.optionalString("group") ?? "", payee: try object.string("payee"),
-            charge: try object.optionalString("charge") ?? "", currency: try object.string("currency"),
-            amountMinor: try object.int("amount_minor"),
-            preflight: try object.optional("preflight").map { (value) throws(JSON.ParseError) in
-                try Preflight(json: value)
-            } ?? Preflight())
+            stripeContext: try object.optionalString("stripe_context"), params: params,
+            lines: try Self.lines(object, kind: kind), group: facts.group, payee: facts.payee,
+            charge: facts.charge, currency: facts.currency, amountMinor: facts.amountMinor,
+            preflight: facts.preflight)
     }
-}
 
-extension Instruction.Line {
-    /// `{"line_id", "kind", "amount_minor", "content"}`.
-    init(json: JSON) throws(JSON.ParseError) {
-        let object = try ObjectReader(json, "a line")
-        self.init(
-            lineID: try object.string("line_id"), kind: try object.string("kind"),
-            amountMinor: try object.int("amount_minor"), content: try object.string("content"))
+    /// `lines` (the ids) zipped with `line_claims` (`[amount_minor, content]` each; a
+    /// negative amount is a reversal line netted into its transfer).
+    private static func lines(_ object: ObjectReader, kind: Kind) throws(JSON.ParseError) -> [Line] {
+        let ids = try object.array("lines")
+        let claims = try object.array("line_claims")
+        guard ids.count == claims.count else {
+            throw ObjectReader.problem("has \(ids.count) lines but \(claims.count) line claims")
+        }
+        var lines: [Line] = []
+        lines.reserveCapacity(ids.count)
+        for (id, claim) in zip(ids, claims) {
+            guard case .string(let lineID) = id else {
+                throw ObjectReader.problem("has a line id that is not a string")
+            }
+            guard case .array(let pair) = claim, pair.count == 2, case .int(let amount) = pair[0],
+                case .string(let content) = pair[1]
+            else { throw ObjectReader.problem("has a line claim that is not [amount_minor, content]") }
+            let netted = amount < 0
+            guard amount != 0, amount != .min, !netted || kind == .transfer else {
+                throw ObjectReader.problem("has a line claim of amount \(amount)")
+            }
+            lines.append(
+                Line(
+                    lineID: lineID, kind: netted ? LineKind.reversal.name : kind.name,
+                    amountMinor: netted ? -amount : amount, content: content))
+        }
+        return lines
+    }
+
+    /// The facts of an instruction: from its parameters where they carry them.
+    private struct Facts {
+        var group = "", payee = "", charge = "", currency = ""
+        var amountMinor: Int64 = 0
+        var preflight = Preflight()
+
+        init(kind: Kind, params: JSON, object: ObjectReader) throws(JSON.ParseError) {
+            let form = try ObjectReader(params, "\"params\"")
+            switch kind {
+            case .transfer:
+                payee = try form.string("destination")
+                group = try form.string("transfer_group")
+                charge = try form.optionalString("source_transaction") ?? ""
+                currency = try form.string("currency")
+                amountMinor = try Self.integer(form.string("amount"), "amount")
+                preflight =
+                    try object.optional("preflight").map { (value) throws(JSON.ParseError) in
+                        try Preflight(json: value)
+                    } ?? Preflight()
+            case .reversal:
+                group = try object.string("group")
+                payee = try object.string("payee")
+                currency = try object.string("currency")
+                amountMinor = try Self.integer(form.string("amount"), "amount")
+            case .payout:
+                let to = try ObjectReader(form.value("to"), "\"to\"")
+                let amount = try ObjectReader(form.value("amount"), "\"amount\"")
+                payee = try to.string("recipient")
+                currency = try amount.string("currency")
+                amountMinor = try amount.int("value")
+                group = try object.optionalString("group") ?? ""
+                preflight = Preflight(payoutMethod: try to.string("payout_method"), recipient: payee)
+            }
+        }
+
+        static func integer(_ text: String, _ key: String) throws(JSON.ParseError) -> Int64 {
+            guard let value = Int64(text) else { throw ObjectReader.problem("\"\(key)\" is not an integer") }
+            return value
+        }
     }
 }
 

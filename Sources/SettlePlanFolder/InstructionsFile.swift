@@ -22,13 +22,14 @@ public enum InstructionsFile {
 
     /// The plan format this writer writes (the manifest's `plan_format`); apply refuses a
     /// folder of another.
-    public static let format = 3
+    public static let format = 4
 
     /// One instruction as a JSON line (docs/PLAN-FORMAT.md): the call as SPEC names it
-    /// (`id, kind, method, path, idempotency_key, stripe_context, params, lines`), then its
-    /// facts (`group, payee, charge, currency, amount_minor`) and what apply checks before
-    /// sending (`preflight`). The parameters come from ``RequestParams/write(_:into:)``, the
-    /// function apply builds them with again before it sends.
+    /// (`id, kind, method, path, idempotency_key, stripe_context, params, lines`), then
+    /// `line_claims` and only the facts its parameters do not carry (a reversal's group,
+    /// payee and currency; a per-line payout's group; a transfer's charge look-up). The
+    /// parameters come from ``RequestParams/write(_:into:)``, the function apply builds them
+    /// with again before it sends.
     static func append(_ instruction: PlanRow, plan: SettlementPlan, to out: inout [UInt8]) {
         var json = JSON.Writer()
         write(instruction, plan: plan, into: &json)
@@ -65,36 +66,38 @@ public enum InstructionsFile {
                     description: description, metadata: metadata,
                     financialAccount: instruction.kind == .payout ? plan.options.financialAccount : nil)),
             into: &json)
+        // The line ids, then what the ledger claims of each line (its signed amount and
+        // content digest), in the same order; then only the facts the parameters do not carry.
         json.key("lines")
+        json.openArray()
+        for index in lines { json.symbol(batch.lines[Int(index)].lineID, batch) }
+        json.closeArray()
+        json.key("line_claims")
         json.openArray()
         for index in lines {
             let line = batch.lines[Int(index)]
-            json.open()
-            json.key("line_id"); json.symbol(line.lineID, batch)
-            json.key("kind"); json.string(line.kind.name)
-            json.key("amount_minor"); json.int(line.amount)
-            json.key("content")
+            json.openArray()
+            // A reversal line netted into a transfer makes it smaller: its amount is negative.
+            json.int(instruction.kind == .transfer && line.kind == .reversal ? -line.amount : line.amount)
             json.string(maxCount: LineContent.hexCount) { LineContent.writeDigest(batch, line, to: $0) }
-            json.close()
+            json.closeArray()
         }
         json.closeArray()
-        json.key("group"); json.symbol(instruction.group, batch)
-        json.key("payee"); json.symbol(instruction.payee, batch)
-        json.key("charge")
-        if instruction.kind == .reversal { json.string("") } else { json.symbol(instruction.charge, batch) }
-        json.key("currency"); json.string(instruction.currency.code)
-        json.key("amount_minor"); json.int(instruction.amount)
-        json.key("preflight")
-        json.open()
         switch instruction.kind {
-        case .transfer where instruction.needsChargeLookup:
-            json.key("charge"); json.symbol(instruction.charge, batch)
+        case .transfer:
+            if instruction.needsChargeLookup {
+                json.key("preflight")
+                json.open()
+                json.key("charge"); json.symbol(instruction.charge, batch)
+                json.close()
+            }
+        case .reversal:
+            json.key("group"); json.symbol(instruction.group, batch)
+            json.key("payee"); json.symbol(instruction.payee, batch)
+            json.key("currency"); json.string(instruction.currency.code)
         case .payout:
-            json.key("payout_method"); json.symbol(instruction.payoutMethod, batch)
-            json.key("recipient"); json.symbol(instruction.payee, batch)
-        default: break
+            if !instruction.group.isNone { json.key("group"); json.symbol(instruction.group, batch) }
         }
-        json.close()
         json.close()
         json.newline()
     }

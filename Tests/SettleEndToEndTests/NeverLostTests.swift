@@ -469,7 +469,7 @@ import Testing
         ])
         #expect(outcome.status == 0)
         let instructions = SettleProcess.read(second.appendingPathComponent("instructions.jsonl"))
-        #expect(instructions.contains("\"line_id\":\"'=QD1\""), "\(instructions)")
+        #expect(instructions.contains("\"lines\":[\"'=QD1\"]"), "\(instructions)")
         #expect(instructions.contains("\"description\":\"'@x\""), "\(instructions)")
         #expect(SettleProcess.results(second).map { [$0[0], $0[8]] } == [["''=QD1", "planned"]])
     }

@@ -6,12 +6,27 @@ import Testing
 
 /// instructions.jsonl as apply reads it: every key of docs/PLAN-FORMAT.md, line by line.
 @Suite struct InstructionsReadTests {
-    static let transfer =
-        #"{"id":"ins_0123456789abcdef01234567","kind":"transfer","method":"POST","path":"/v1/transfers","idempotency_key":"settle-ins_0123456789abcdef01234567-a1","stripe_context":null,"params":{"amount":"6500","currency":"usd","destination":"acct_rest","source_transaction":"ch_1","transfer_group":"ORDER100","description":"Order 100","metadata[settle_instruction]":"ins_0123456789abcdef01234567","metadata[shift]":"lunch"},"lines":[{"line_id":"100-1","kind":"transfer","amount_minor":7000,"content":"00112233aabbccdd"},{"line_id":"100-2","kind":"reversal","amount_minor":500,"content":"0011223344556677"}],"group":"ORDER100","payee":"acct_rest","charge":"ch_1","currency":"usd","amount_minor":6500,"preflight":{"charge":"ch_1"}}"#
-    static let payout =
-        #"{"id":"ins_p","kind":"payout","method":"POST","path":"/v2/money_management/outbound_payments","idempotency_key":"settle-ins_p-a1","stripe_context":null,"params":{"from":{"financial_account":null,"currency":"usd"},"to":{"recipient":"acct_drv","payout_method":"pm_ap_1","currency":"usd"},"amount":{"value":2000,"currency":"usd"},"delivery_options":{"speed":"instant"},"metadata":{"settle_instruction":"ins_p"}},"lines":[{"line_id":"100-3","kind":"payout","amount_minor":2000,"content":"8899aabbccddeeff"}],"group":"","payee":"acct_drv","charge":"","currency":"usd","amount_minor":2000,"preflight":{"payout_method":"pm_ap_1","recipient":"acct_drv"}}"#
-    static let reversal =
-        #"{"id":"ins_r","kind":"reversal","method":"POST","path":"/v1/transfers/tr_9/reversals","idempotency_key":"settle-ins_r-a1","stripe_context":null,"params":{"amount":"300","metadata[settle_instruction]":"ins_r"},"lines":[{"line_id":"9-1","kind":"reversal","amount_minor":300,"content":"0123012301230123"}],"group":"ORDER9","payee":"acct_rest","charge":"","currency":"usd","amount_minor":300,"preflight":{}}"#
+    /// A line of plan format 4 with `ID` standing for the id its facts give.
+    static func withID(
+        _ line: String, kind: String, group: String, payee: String, chargeOrTarget: String, amount: Int64,
+        lines: [String]
+    ) -> String {
+        let id = InstructionID.make(
+            kind: kind, group: group, payee: payee, chargeOrTarget: chargeOrTarget, currency: "usd",
+            amountMinor: amount, lineIDs: lines)
+        return line.replacingOccurrences(of: "ID", with: id)
+    }
+
+    static let transfer = withID(
+        #"{"id":"ID","kind":"transfer","method":"POST","path":"/v1/transfers","idempotency_key":"settle-ID-a1","stripe_context":null,"params":{"amount":"6500","currency":"usd","destination":"acct_rest","source_transaction":"ch_1","transfer_group":"ORDER100","description":"Order 100","metadata[settle_instruction]":"ID","metadata[shift]":"lunch"},"lines":["100-1","100-2"],"line_claims":[[7000,"00112233aabbccdd"],[-500,"0011223344556677"]],"preflight":{"charge":"ch_1"}}"#,
+        kind: "transfer", group: "ORDER100", payee: "acct_rest", chargeOrTarget: "ch_1", amount: 6500,
+        lines: ["100-1", "100-2"])
+    static let payout = withID(
+        #"{"id":"ID","kind":"payout","method":"POST","path":"/v2/money_management/outbound_payments","idempotency_key":"settle-ID-a1","stripe_context":null,"params":{"from":{"financial_account":null,"currency":"usd"},"to":{"recipient":"acct_drv","payout_method":"pm_ap_1","currency":"usd"},"amount":{"value":2000,"currency":"usd"},"delivery_options":{"speed":"instant"},"metadata":{"settle_instruction":"ID"}},"lines":["100-3"],"line_claims":[[2000,"8899aabbccddeeff"]]}"#,
+        kind: "payout", group: "", payee: "acct_drv", chargeOrTarget: "", amount: 2000, lines: ["100-3"])
+    static let reversal = withID(
+        #"{"id":"ID","kind":"reversal","method":"POST","path":"/v1/transfers/tr_9/reversals","idempotency_key":"settle-ID-a1","stripe_context":null,"params":{"amount":"300","metadata[settle_instruction]":"ID"},"lines":["9-1"],"line_claims":[[300,"0123012301230123"]],"group":"ORDER9","payee":"acct_rest","currency":"usd"}"#,
+        kind: "reversal", group: "ORDER9", payee: "acct_rest", chargeOrTarget: "tr_9", amount: 300, lines: ["9-1"])
 
     @Test func decodesThePlanFormat() throws {
         let jsonl = Self.transfer + "\n\n" + Self.payout + "\n" + Self.reversal
@@ -20,7 +35,7 @@ import Testing
         #expect(plan[0].kind == .transfer)
         #expect(plan[0].amountMinor == 6500)
         #expect(plan[0].path == "/v1/transfers")
-        #expect(plan[0].idempotencyKey == "settle-ins_0123456789abcdef01234567-a1")
+        #expect(plan[0].idempotencyKey == IdempotencyKey.make(instruction: plan[0].id, attempt: 1))
         #expect(plan[0].charge == "ch_1")
         #expect(plan[0].group == "ORDER100")
         #expect(plan[0].preflight == .init(charge: "ch_1"))
@@ -35,7 +50,7 @@ import Testing
                 == .object([
                     ("amount", "6500"), ("currency", "usd"), ("destination", "acct_rest"),
                     ("source_transaction", "ch_1"), ("transfer_group", "ORDER100"), ("description", "Order 100"),
-                    ("metadata[settle_instruction]", "ins_0123456789abcdef01234567"), ("metadata[shift]", "lunch"),
+                    ("metadata[settle_instruction]", .string(plan[0].id)), ("metadata[shift]", "lunch"),
                 ]))
         #expect(plan[1].isV2)
         #expect(plan[1].group == "")
@@ -43,8 +58,25 @@ import Testing
         #expect(plan[2].path == "/v1/transfers/tr_9/reversals")
         #expect(plan[2].charge == "")
         #expect(plan[2].lines.map(\.kind) == ["reversal"])
-        // What the planner writes is what apply builds again from the facts.
-        for instruction in plan { #expect(RequestParams.mismatch(instruction) == nil, "\(instruction.id)") }
+        #expect(plan[2].group == "ORDER9" && plan[2].payee == "acct_rest" && plan[2].currency == "usd")
+        #expect(plan[2].amountMinor == 300)
+        // What the planner writes is what apply builds again from the facts, and the facts give the id.
+        for instruction in plan {
+            #expect(RequestParams.mismatch(instruction) == nil, "\(instruction.id)")
+            #expect(instruction.inconsistency == nil, "\(instruction.id)")
+        }
+        // Claims that do not pair with the ids, or a negative amount outside a transfer, are refused.
+        for (line, old, new) in [
+            (Self.payout, #""lines":["100-3"]"#, #""lines":["100-3","100-4"]"#),
+            (Self.payout, #"[[2000,"#, #"[[-2000,"#),
+            (Self.reversal, #"[[300,"#, #"[[0,"#),
+            (Self.transfer, #"[7000,"00112233aabbccdd"]"#, #"[7000]"#),
+        ] {
+            #expect(line.contains(old), "\(old)")
+            #expect(throws: SettleError.self, "\(new)") {
+                try Instruction.decode(line: Array(line.replacingOccurrences(of: old, with: new).utf8), number: 1)
+            }
+        }
         do {
             _ = try Instruction.decodeJSONLines(Data("\n{\"id\":\"x\"}\n".utf8))
             Issue.record("an incomplete instruction decoded")
@@ -80,7 +112,8 @@ import Testing
         #expect(line.contains(old), "\(old)")
         let edited = line.replacingOccurrences(of: old, with: new)
         let instruction = try #require(try Instruction.decode(line: Array(edited.utf8), number: 1))
-        return RequestParams.mismatch(instruction)
+        // What apply asks of every instruction it reads (InstructionStream).
+        return instruction.inconsistency ?? RequestParams.mismatch(instruction)
     }
 
     @Test func anEditOfWhatIsSentIsRefused() throws {
@@ -95,18 +128,25 @@ import Testing
             (transfer, #""currency":"usd","destination""#, #""currency":"eur","destination""#),
             (transfer, #""amount":"6500","#, #""amount":"6500","application_fee_amount":"1","#),
             (
-                transfer, #""metadata[settle_instruction]":"ins_0123456789abcdef01234567""#,
-                #""metadata[settle_instruction]":"ins_other""#
+                transfer, #""metadata[settle_instruction]":"ins_"#, #""metadata[settle_instruction]":"ins_0"#
             ),
             (transfer, #""stripe_context":null"#, #""stripe_context":"acct_other""#),
-            (transfer, #""idempotency_key":"settle-ins_0123456789abcdef01234567-a1""#, #""idempotency_key":"mine-1""#),
+            (transfer, #""idempotency_key":"settle-"#, #""idempotency_key":"mine-"#),
             (transfer, #""method":"POST""#, #""method":"DELETE""#),
             (payout, #""value":2000"#, #""value":2500"#),
             (payout, #""recipient":"acct_drv","payout_method""#, #""recipient":"acct_x","payout_method""#),
             (payout, #""speed":"instant""#, #""speed":"standard""#),
             (reversal, #""params":{"amount":"300""#, #""params":{"amount":"3000""#),
             (reversal, #""path":"/v1/transfers/tr_9/reversals""#, #""path":"/v1/transfers""#),
+            (reversal, #""payee":"acct_rest""#, #""payee":"acct_thief""#),
+            (reversal, #""group":"ORDER9""#, #""group":"ORDER8""#),
+            (payout, #""8899aabbccddeeff"]]}"#, #""8899aabbccddeeff"]],"group":"ORDER1"}"#),
+            (transfer, #"[-500,"#, #"[500,"#),
         ]
+        // Unedited, each goes.
+        for line in [transfer, payout, reversal] {
+            #expect(try mismatch(line, replacing: #""method":"POST""#, with: #""method":"POST""#) == nil)
+        }
         for (line, old, new) in edits {
             #expect(try mismatch(line, replacing: old, with: new) != nil, "\(new)")
         }
@@ -117,7 +157,7 @@ import Testing
         #expect(
             try mismatch(payout, replacing: #""financial_account":null"#, with: #""financial_account":"fa_1""#) == nil)
         // A later attempt's key is settle's too.
-        #expect(try mismatch(payout, replacing: #""settle-ins_p-a1""#, with: #""settle-ins_p-a2""#) == nil)
-        #expect(try mismatch(payout, replacing: #""settle-ins_p-a1""#, with: #""settle-ins_p-a0""#) != nil)
+        #expect(try mismatch(payout, replacing: #"-a1""#, with: #"-a2""#) == nil)
+        #expect(try mismatch(payout, replacing: #"-a1""#, with: #"-a0""#) != nil)
     }
 }

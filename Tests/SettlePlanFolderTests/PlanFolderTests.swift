@@ -68,12 +68,17 @@ import Testing
             error
                 == SettleError(
                     .planInvalid,
-                    "\(folder) was written by another settle in an older plan format (1); this settle applies plan format 3 only; nothing was sent (plan again with this settle)",
+                    "\(folder) was written by another settle in an older plan format (1); this settle applies plan format 4 only; nothing was sent (plan again with this settle)",
                     at: .init(file: "\(folder)/manifest.json")))
         #expect(error?.exitCode == .linesRejected)
-        try Manifest.write(.object(pairs.map { $0.0 == "plan_format" ? ($0.0, .int(4)) : $0 }), folder: folder)
-        let newer = SettleError.of { () throws(SettleError) in _ = try PlanFolder.open(folder) }
-        #expect(newer?.message.hasPrefix("\(folder) was written by another settle in plan format 4;") == true)
+        // Format 3 (every fact beside the parameters) and a newer one are refused alike.
+        for other in [3, 5] {
+            try Manifest.write(
+                .object(pairs.map { $0.0 == "plan_format" ? ($0.0, .int(Int64(other))) : $0 }), folder: folder)
+            let refused = SettleError.of { () throws(SettleError) in _ = try PlanFolder.open(folder) }
+            #expect(
+                refused?.message.hasPrefix("\(folder) was written by another settle in plan format \(other);") == true)
+        }
     }
 
     @Test func anEditedInstructionIsRefused() throws {
