@@ -69,6 +69,21 @@ final class Log: @unchecked Sendable {
         static func durationMS(_ milliseconds: Int) -> Field { Field("duration_ms", milliseconds) }
         static func file(_ path: String) -> Field { Field("file", path) }
         static func line(_ number: Int) -> Field { Field("line", number) }
+
+        /// The process's resident memory now and at its peak so far, in MB (`/proc/self/status`),
+        /// so a `-v` log shows which phase sets the peak; nothing where the system does not say.
+        static func memory() -> [Field] {
+            guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return [] }
+            var fields: [Field] = []
+            for line in status.split(separator: "\n") {
+                for (name, key) in [("VmRSS:", "rss_mb"), ("VmHWM:", "peak_rss_mb")] where line.hasPrefix(name) {
+                    let kilobytes = line.dropFirst(name.count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first
+                        .flatMap { Int($0) }
+                    if let kilobytes { fields.append(Field(key, kilobytes / 1024)) }
+                }
+            }
+            return fields
+        }
     }
 
     /// The keys every JSON line has; a field with one of these names is written `field_<name>`.

@@ -144,7 +144,8 @@ struct Pipeline {
             .debug, event: "inputs_read",
             "read \(checker.batch.lines.count) lines in \(Pipeline.elapsed(since: started)) "
                 + "(\(MemoryLayout<OrderLine>.stride) bytes a line record, \(checker.batch.symbols.count) interned strings)",
-            fields: [.lines(checker.batch.lines.count), .durationMS(Pipeline.milliseconds(since: started))])
+            fields: [.lines(checker.batch.lines.count), .durationMS(Pipeline.milliseconds(since: started))]
+                + Log.Field.memory())
         // The look-ups show their own progress line; planning starts when they are done.
         let stripeFacts = try facts?(checker.batch) ?? .empty
         let planning = Date()
@@ -159,7 +160,7 @@ struct Pipeline {
             "planned \(plan.instructions.count) instructions in \(Pipeline.elapsed(since: planning))",
             fields: [
                 Log.Field("instructions", plan.instructions.count), .durationMS(Pipeline.milliseconds(since: planning)),
-            ])
+            ] + Log.Field.memory())
         return (plan, reports)
     }
 }
