@@ -182,6 +182,15 @@ public final class ApplyEngine {
                 "the plan has \(unfunded) payout(s) from a financial account, but none is configured (--financial-account)"
             )
         }
+        // The account a plan's payouts name was reviewed with the plan: another one on the
+        // command line (or in the config) is a mistake to stop at, not an option to ignore.
+        if let planned = plan.overview.fundingAccount, let configured = configuration.financialAccount,
+            !configured.isEmpty, configured != planned
+        {
+            throw .configuration(
+                "the plan pays its payouts from financial account \(planned), but \(configured) is configured (--financial-account or the config file); nothing was sent: apply with \(planned), or plan again with \(configured)"
+            )
+        }
         // Whatever this run records settled (its own sends, earlier ones it resolves) is its.
         ledger.writingRun = runID.isEmpty ? nil : runID
         let interruption = Interruption()

@@ -22,17 +22,22 @@ public struct PlanOverview: Sendable, Equatable {
     public var count = 0
     /// The v2 payouts that name no financial account (the configured one must).
     public var unfundedPayouts = 0
+    /// The financial account the plan's payouts are paid from, when the plan names one: a
+    /// configured account that differs is refused, never silently passed over.
+    public var fundingAccount: String? = nil
 
-    public init(count: Int = 0, unfundedPayouts: Int = 0) {
+    public init(count: Int = 0, unfundedPayouts: Int = 0, fundingAccount: String? = nil) {
         self.count = count
         self.unfundedPayouts = unfundedPayouts
+        self.fundingAccount = fundingAccount
     }
 
     public mutating func add(_ instruction: Instruction) {
         count += 1
-        if instruction.isV2, case .object? = instruction.params["from"],
-            (instruction.params["from"]?["financial_account"] ?? .null) == .null
-        {
+        guard instruction.isV2, case .object? = instruction.params["from"] else { return }
+        if let account = instruction.params["from"]?["financial_account"]?.stringValue {
+            if fundingAccount == nil { fundingAccount = account }
+        } else {
             unfundedPayouts += 1
         }
     }

@@ -66,7 +66,9 @@ public struct PlanFolder {
                 "\(folder)/manifest.json does not say how many instructions of each kind it holds; nothing was sent",
                 at: .init(file: path("manifest.json")))
         }
-        instructions.overview = PlanOverview(count: Int(count), unfundedPayouts: account == .null ? Int(payouts) : 0)
+        instructions.overview = PlanOverview(
+            count: Int(count), unfundedPayouts: account == .null ? Int(payouts) : 0,
+            fundingAccount: payouts > 0 ? account.stringValue : nil)
         // Every seal, on both cores, in bounded memory.
         let seals = sealed.compactMap { name, entry in entry["sha256"]?.stringValue.map { (name, $0) } }
         if let problem = PlanChecks.run(folder: folder, sealed: seals, instructions: instructions) {

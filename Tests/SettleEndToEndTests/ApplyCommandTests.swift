@@ -115,6 +115,26 @@ import Testing
         #expect(manifest.contains("\"settled\": 40"))
     }
 
+    /// The financial account a plan's payouts name is the one they are paid from: an apply
+    /// configured with another one is refused before anything is sent (78), not passed over.
+    @Test func applyRefusesAnotherFinancialAccountThanThePlans() throws {
+        let setup = try Setup()
+        let input = try Self.export(orders: 2, in: setup.folder)
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "plan"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let other = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent("plan").path, "--ledger", setup.ledger,
+                "--api-base", setup.sandbox.base, "--financial-account", "fa_other", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(other.status == 78, "\(other.stderr)")
+        #expect(other.stderr.contains("financial account fa_e2e, but fa_other is configured"), "\(other.stderr)")
+        #expect(try setup.sandbox.requestCount() == 0)
+        let same = try setup.apply("plan")
+        #expect(same.status == 0, "\(same.stderr)")
+        try Self.expectPaidExactlyOnce(setup.sandbox, transfers: Self.transferTotal(2), payouts: 2 * 250)
+    }
+
     @Test func faultsNeverPayTwice() throws {
         let setup = try Setup(flags: [
             "--fail-5xx", "0.08", "--fail-429", "0.08", "--drop-after-commit", "0.08",
