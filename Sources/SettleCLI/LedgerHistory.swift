@@ -29,10 +29,19 @@ final class LedgerHistory: SettlementHistory {
     /// lines are paid: planning or applying on it could pay them again (78, nothing read or sent).
     static func refuseIfLinesUnknown(_ store: LedgerStore) throws(CommandFailure) {
         let missing: [String]
+        let unfinished: Bool
         do {
+            unfinished = try store.rebuildUnfinished()
             missing = try store.instructionsWithoutLines()
         } catch {
             throw failure(error, path: store.path)
+        }
+        if unfinished {
+            throw CommandFailure(
+                .configuration,
+                "a settle ledger rebuild of \(store.path) started and did not finish, so it cannot tell which lines "
+                    + "are paid; run settle ledger rebuild --since DATE again with the plan folders that made them "
+                    + "(or restore a backup)")
         }
         guard let first = missing.first else { return }
         throw CommandFailure(

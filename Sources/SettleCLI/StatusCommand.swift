@@ -27,6 +27,12 @@ struct StatusCommand {
             return .ok
         }
         defer { store.close() }
+        // What it shows is said, and why plan, run and apply refuse it (they exit 78).
+        do throws(CommandFailure) {
+            try LedgerHistory.refuseIfLinesUnknown(store)
+        } catch {
+            FileHandle.standardError.write(Data("settle status: warning: \(error.message)\n".utf8))
+        }
         do throws(LedgerError) {
             let summary = try store.statusSummary()
             if let lineID = options.lineID {

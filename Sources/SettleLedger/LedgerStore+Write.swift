@@ -348,6 +348,8 @@ extension LedgerStore {
                 INSERT INTO settle_meta(key, value) VALUES ('instructions_without_lines', ?)
                 ON CONFLICT(key) DO UPDATE SET value = excluded.value
                 """, [.text(missing.joined(separator: "\n"))])
+            // What Stripe holds is in: the rebuild is finished (``createForRebuild(path:)``).
+            try db.run("DELETE FROM settle_meta WHERE key = 'rebuild_unfinished'")
             try bumpSequence()
         }
         try writeMark()
@@ -366,12 +368,35 @@ extension LedgerStore {
     }
 
     /// `settle ledger rebuild` on a lost ledger: a new one where the old one was (the mark
-    /// of the lost one is replaced), to be filled by ``restore(_:at:)``.
+    /// of the lost one is replaced), to be filled by ``restore(_:at:)``. It is marked
+    /// unfinished, durably, before anything is asked of Stripe, and only ``restore(_:at:)``
+    /// clears the mark: a rebuild that stops before (a plan folder it cannot read, Stripe out
+    /// of reach, a kill) leaves a ledger that `plan`, `run` and `apply` refuse, never an empty
+    /// one they would take for "nothing paid yet" (audit 11: the next run paid everything again).
     public static func createForRebuild(path: String) throws(LedgerError) -> LedgerStore {
+        let store: LedgerStore
         if !FileManager.default.fileExists(atPath: path) {
             unlink(markPath(path))
-            return try create(path: path)
+            store = try create(path: path)
+        } else {
+            store = try open(path: path, acceptingLostCommits: true)
         }
-        return try open(path: path, acceptingLostCommits: true)
+        try store.db.transaction { () throws(LedgerError) in
+            try store.db.run(
+                """
+                INSERT INTO settle_meta(key, value) VALUES ('rebuild_unfinished', '1')
+                ON CONFLICT(key) DO UPDATE SET value = excluded.value
+                """)
+            try store.bumpSequence()
+        }
+        try store.writeMark()
+        return store
+    }
+
+    /// Whether a `settle ledger rebuild` started on this ledger and did not finish.
+    public func rebuildUnfinished() throws(LedgerError) -> Bool {
+        var found = false
+        try db.query("SELECT 1 FROM settle_meta WHERE key = 'rebuild_unfinished'") { _ in found = true }
+        return found
     }
 }

@@ -307,6 +307,21 @@ import Testing
         let rebuild = [
             "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
         ]
+        // A rebuild that stops before it is done (here a plan folder it cannot read) leaves a
+        // ledger every command refuses, not an empty one a run would pay everything again on.
+        let damaged = setup.folder.appendingPathComponent("damaged")
+        try FileManager.default.createDirectory(at: damaged, withIntermediateDirectories: true)
+        try "{not an instruction\n".write(
+            to: damaged.appendingPathComponent("instructions.jsonl"), atomically: true, encoding: .utf8)
+        let stopped = try SettleProcess.run(rebuild + [damaged.path], environment: ["STRIPE_API_KEY": testKey])
+        #expect(stopped.status != 0, "\(stopped.stderr)")
+        let unfinished = try setup.run([input], out: "unfinished")
+        #expect(unfinished.status == 78, "\(unfinished.stderr)")
+        #expect(
+            unfinished.stderr.contains("rebuild of \(setup.ledger) started and did not finish"), "\(unfinished.stderr)")
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(status.stderr.contains("did not finish"), "\(status.stderr)")
+        #expect(try setup.sandbox.effects().count == made)
         let alone = try SettleProcess.run(rebuild, environment: ["STRIPE_API_KEY": testKey])
         #expect(alone.status == 78, "\(alone.stderr)")
         #expect(alone.stderr.contains("have no lines"), "\(alone.stderr)")
