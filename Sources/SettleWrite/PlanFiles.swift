@@ -234,6 +234,7 @@ public enum ResultsFile {
             return probe != Array(input.name.utf8)
         }
         for index in batch.lines.indices {
+            plan.prefetchForWriting(line: index)
             let line = batch.lines[index]
             file.withBuffer { out in
                 symbol(line.lineID, batch, &out)

@@ -102,6 +102,18 @@ public final class SymbolTable: @unchecked Sendable {
         settle_prefetch(slots + (Int(tag) & mask))
     }
 
+    /// Starts loading where a symbol's bytes are (its span): the first of two prefetches for a
+    /// writer that reads symbols at random across the table (accounts repeat all over a plan).
+    @inline(__always)
+    public func prefetchSpan(_ symbol: Symbol) { settle_prefetch(spans + Int(symbol.raw)) }
+
+    /// Starts loading a symbol's first bytes; its span should already be in cache
+    /// (``prefetchSpan(_:)`` a few rows earlier), else this waits for it.
+    @inline(__always)
+    public func prefetchBytes(_ symbol: Symbol) {
+        settle_prefetch(arena + Int(spans[Int(symbol.raw)] & 0xFF_FFFF_FFFF))
+    }
+
     /// The symbol for these bytes, adding it when new. Empty bytes are ``Symbol/none``.
     public func intern(_ bytes: UnsafeRawBufferPointer) -> Symbol {
         if bytes.isEmpty { return .none }
