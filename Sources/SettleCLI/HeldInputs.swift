@@ -127,6 +127,7 @@ enum HeldInputs {
         for index in batch.lines.indices where batch.lines[index].status != .rejected {
             guard let held = returned[batch.lines[index].lineID] else { continue }
             batch.set(index, .failed, ReasonCode.payout(status: "", detail: held.reasonCode), held.reason)
+            batch.returnedPayoutLines.append(Int32(index))
         }
     }
 

@@ -27,6 +27,16 @@ extension PlanFolder {
         init(manifest: JSON, charges: [ChargeRow]) throws(LedgerError) {
             runID = manifest["run_id"]?.stringValue ?? ""
             sums = ControlSums(runID: runID, asOf: manifest["as_of"]?.stringValue ?? "")
+            // Payouts that came back are learned before the plan; apply does not change them.
+            if case .object(let currencies)? = manifest["control_sums"] {
+                for (code, measures) in currencies {
+                    let returned = measures["payouts_returned"]
+                    if let amount = returned?["amount_minor"]?.intValue, amount > 0 {
+                        sums.addReturned(
+                            currency: code, amount: amount, lines: Int(returned?["count"]?.intValue ?? 0))
+                    }
+                }
+            }
             self.charges = charges
             objects = try Spill()
             chargeLines = try Spill()

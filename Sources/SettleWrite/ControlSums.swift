@@ -19,6 +19,12 @@ public struct ControlSums: Sendable {
         /// Reversal lines netted into a transfer of this run (never counted as reversed).
         public var nettedReversals = 0
         public var netted: Int64 = 0
+        /// Lines this run reports failed because their payout, made by an earlier run (or an
+        /// earlier apply), came back: money back in the financial account. Not a term of
+        /// `retained` (SPEC's formula is of this run's moves); the days' `paid_out` less
+        /// their `payouts_returned` is what stayed paid out.
+        public var returnedLines = 0
+        public var returned: Int64 = 0
         /// Charges counted in this run (first allocation), their gross and fees.
         public var charges = 0
         public var chargesGross: Int64 = 0
@@ -102,6 +108,13 @@ public struct ControlSums: Sendable {
         currencies[currency] = sums
     }
 
+    /// A line reported failed because its payout came back.
+    public mutating func addReturned(currency: String, amount: Int64, lines: Int = 1) {
+        guard amount > 0, !currency.isEmpty else { return }
+        currencies[currency, default: PerCurrency()].returnedLines += lines
+        currencies[currency, default: PerCurrency()].returned += amount
+    }
+
     /// A charge the run touched, counted as ``ChargeRow/counting(runID:)`` says.
     public mutating func addCharge(_ row: ChargeRow) {
         addCharge(currency: row.currency, gross: row.gross, fee: row.fee, counting: row.counting(runID: runID))
@@ -178,6 +191,10 @@ public struct ControlSums: Sendable {
                 sums.addNetted(currency: line.currency.code, amount: line.amount)
             }
         }
+        for index in batch.returnedPayoutLines {
+            let line = batch.lines[Int(index)]
+            sums.addReturned(currency: line.currency.code, amount: line.amount)
+        }
         for instruction in plan.instructions {
             let kind: LineKind
             switch instruction.kind {
@@ -210,6 +227,7 @@ public struct ControlSums: Sendable {
             (names.paidOut, sums.payouts, sums.paidOut),
             (names.reversed, sums.reversals, sums.reversed),
             ("reversals_netted", sums.nettedReversals, sums.netted),
+            ("payouts_returned", sums.returnedLines, sums.returned),
             ("charges_gross", sums.charges, sums.chargesGross),
             ("charges_fees", nil, sums.chargesFees),
         ]

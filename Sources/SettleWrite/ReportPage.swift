@@ -261,6 +261,9 @@ public enum ReportPage {
         row(planOnly ? "Payouts planned" : "Paid out", names.paidOut, sums.paidOut, lines: sums.payouts)
         row(planOnly ? "Reversals planned" : "Reversed", names.reversed, sums.reversed, lines: sums.reversals)
         row("Reversal lines netted into transfers", "reversals_netted", sums.netted, lines: sums.nettedReversals)
+        row(
+            "Payouts of earlier runs that came back (lines failed here)", "payouts_returned", sums.returned,
+            lines: sums.returnedLines)
         heading("Retained")
         row(
             planOnly ? "Platform retained, once applied" : "Platform retained", names.retained, sums.retained,

@@ -408,6 +408,13 @@ import Testing
         #expect(moved("transferred") == total("transfer"))
         #expect(moved("paid_out") == total("outbound_payment"))
         #expect(moved("reversed") == total("reversal"))
+        // The payout that came back is reported by the run that learned it (day 2), so the
+        // days' paid_out less their payouts_returned is what stayed paid out at Stripe.
+        #expect(moved("payouts_returned") == total("outbound_payment_returned"))
+        #expect(
+            csv("day2/summary.csv").first { $0["measure"] == "payouts_returned" && $0["currency"] == "usd" }?["lines"]
+                == "1")
+        #expect(moved("paid_out") - moved("payouts_returned") == 1500)
         // Retained so far: earlier days' payouts for the charge's orders count too, except
         // the one that came back (day 1's D2, learned on day 2).
         var paidOutEarlier: [String: Int] = [:]

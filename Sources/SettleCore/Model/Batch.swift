@@ -16,6 +16,10 @@ public final class Batch: @unchecked Sendable {
     public let symbols = SymbolTable()
     public var lines: [OrderLine] = []
     public var extras: [LineExtras] = []
+    /// The lines this run reports `failed` because the payout that paid them came back
+    /// (failed, returned or canceled after Stripe accepted it): their money is back in the
+    /// financial account (summary.csv's `payouts_returned`).
+    public var returnedPayoutLines: [Int32] = []
     /// Human reasons that are more specific than the code's default text.
     public var messages: [String] = []
     public var files: [InputFile] = []
