@@ -34,6 +34,7 @@ struct Commands {
             throw CommandFailure(.usage, "\(options.command) needs at least one INPUT")
         }
         guard let folder = options.out else { throw CommandFailure(.usage, "\(options.command) needs --out DIR") }
+        try Pipeline.checkInputsOpen(options.inputs)
         // The ledger is checked before the folder is touched: a refused ledger writes nothing.
         let history: LedgerHistory?
         if let ledger {
@@ -135,6 +136,7 @@ struct Commands {
         // and hold the ledger from plan to apply so no other process settles in between.
         let applier = Applier(options: options, log: log)
         let configuration = try applier.configuration(key: try applier.credentials())
+        try Pipeline.checkInputsOpen(options.inputs)
         let ledger = try LedgerHistory.openToSettle(path: options.ledger)
         // Payouts Stripe accepted earlier are followed first: those that came back are part
         // of this run's errors.csv.

@@ -166,6 +166,23 @@ struct Pipeline {
 }
 
 extension Pipeline {
+    /// Every input can be opened (66 otherwise), checked before the ledger, the output folder
+    /// or Stripe are touched: a run that cannot read its inputs leaves nothing behind. Standard
+    /// input is not touched (reading it would consume it).
+    static func checkInputsOpen(_ paths: [String]) throws(CommandFailure) {
+        for path in paths where path != "-" {
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else {
+                throw CommandFailure(
+                    .inputUnreadable, "\(path): cannot open \(path): \(String(cString: strerror(errno)))")
+            }
+            var info = stat()
+            let isFolder = fstat(descriptor, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+            close(descriptor)
+            if isFolder { throw CommandFailure(.inputUnreadable, "\(path): \(path) is a folder, not a file") }
+        }
+    }
+
     static func elapsed(since start: Date) -> String {
         HumanFormat.duration(seconds: Date().timeIntervalSince(start))
     }

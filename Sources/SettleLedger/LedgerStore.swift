@@ -89,9 +89,10 @@ public final class LedgerStore {
         guard FileManager.default.fileExists(atPath: path) else {
             throw .missing(path: path, hadMark: FileManager.default.fileExists(atPath: markPath(path)))
         }
+        // A file that is not a ledger at all is told before the lock file is made beside it.
+        try checkFile(path)
         let descriptor = try lock(path)
         do throws(LedgerError) {
-            try checkFile(path)
             let db = try SQLiteDatabase(path: path, readOnly: false)
             let store = LedgerStore(path: path, db: db, writable: true, lockDescriptor: descriptor)
             try store.configure()

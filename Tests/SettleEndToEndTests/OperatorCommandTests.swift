@@ -1,4 +1,5 @@
 import Foundation
+import SettleTestSupport
 import Testing
 
 /// What the people who run settle see: help, logs, metrics, report.html — read back with the
@@ -185,6 +186,21 @@ import Testing
         let metrics = try Self.parseMetrics(metricsPath)
         #expect(metrics["settle_last_run_exit_status"] == 66)
         #expect(metrics["settle_lines{status=\"planned\"}"] == 0)
+        // 66 stops before anything is made: no output folder (audit 12: it held a lock file).
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("out").path))
+        // Nor a lock file beside a --ledger that is not a ledger (run refuses it with 66).
+        let input = folder.appendingPathComponent("orders.csv")
+        try "line_id,order_id,amount,currency,destination\n".write(to: input, atomically: true, encoding: .utf8)
+        let notALedger = folder.appendingPathComponent("notes.txt")
+        try "not a ledger".write(to: notALedger, atomically: true, encoding: .utf8)
+        let run = try SettleProcess.run(
+            [
+                "run", input.path, "--out", folder.appendingPathComponent("run").path, "--ledger", notALedger.path,
+                "--api-base", "http://127.0.0.1:9",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(run.status == 66, "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: notALedger.path + ".lock"))
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("run").path))
     }
 
     // MARK: report.html
