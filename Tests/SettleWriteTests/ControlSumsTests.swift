@@ -56,7 +56,8 @@ import Testing
         #expect(
             rows == [
                 "input,0,0", "transferred,1,7000", "paid_out,0,0", "reversed,0,0", "reversals_netted,0,0",
-                "payouts_returned,0,0", "charges_gross,1,10000", "charges_fees,,320", "charges_earlier,0,0", "charges_unallocated,1,900",
+                "payouts_returned,0,0", "charges_gross,1,10000", "charges_fees,,320", "charges_earlier,0,0",
+                "charges_unallocated,1,900",
                 "charges_pending,1,5000", "charges_failed,1,3000", "platform_retained,,2680",
             ])
         sums.planOnly = true
