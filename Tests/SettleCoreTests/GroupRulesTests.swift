@@ -86,10 +86,19 @@ import Testing
                     "payment_method_type": "us_bank_account", "charge_status": "pending", "transfer_on": "2027-01-01",
                 ]
             )
+            // The type in another case, or with spaces, is still a bank debit (audit 13: SEPA_DEBIT moved).
+            .transfer(
+                "6", order: "5", amount: "10.00", extra: ["payment_method_type": "SEPA_DEBIT", "charge_status": ""]
+            )
+            .transfer(
+                "7", order: "6", amount: "10.00", extra: ["payment_method_type": " Bacs_Debit ", "charge_status": ""]
+            )
             .plan()
         #expect(plan.outcome("1") == (.deferred, "charge_pending"))
         #expect(plan.outcome("2") == (.deferred, "charge_pending"))
         #expect(plan.outcome("3") == (.deferred, "charge_pending"))
+        #expect(plan.outcome("6") == (.deferred, "charge_pending"))
+        #expect(plan.outcome("7") == (.deferred, "charge_pending"))
         #expect(plan.outcome("4") == (.planned, ""))
         // charge_pending beats scheduled.
         #expect(plan.outcome("5") == (.deferred, "charge_pending"))

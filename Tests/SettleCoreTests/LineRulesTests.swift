@@ -40,6 +40,11 @@ import Testing
         let plan = TestExport().transfer("1", order: "1", amount: "10.00", extra: change).plan()
         #expect(plan.outcome(change["line_id"] == "" ? "" : "1") == (.rejected, code), "\(name)")
         #expect(plan.instructions.isEmpty)
+        // A rejected line keeps its amount where the amount and currency themselves parse
+        // (results.csv's amount cells, its currency's sums; audit 13: kind_invalid lost it).
+        let line = plan.batch.lines[0]
+        let amountParses = !["amount_invalid", "currency_unsupported", "field_too_long"].contains(code)
+        #expect((line.amount == 1000 && line.currency == .usd) == amountParses, "\(name): \(line.amount)")
     }
 
     /// A NUL in a line id would cut it short in the ledger (its C strings): "A\0B" and "A"
@@ -114,6 +119,17 @@ import Testing
             .plan(options: TestExport.options(country: "JP"))
         #expect(japan.outcome("jp").0 == .planned)
         #expect(japan.outcome("us") == (.rejected, "cross_border_unsupported"))
+        // "UK" is the United Kingdom, as GB is (audit 13: UK was rejected from a US platform).
+        let uk = TestExport()
+            .transfer("uk", order: "1", amount: "1.00", extra: ["destination_country": "UK"])
+            .transfer("gb", order: "2", amount: "1.00", extra: ["destination_country": "GB"])
+            .transfer("us", order: "3", amount: "1.00", extra: ["destination_country": "US"])
+            .transfer("jp", order: "4", amount: "1.00", extra: ["destination_country": "JP"])
+        #expect(uk.plan().outcome("uk").0 == .planned)
+        let fromUK = uk.plan(options: TestExport.options(country: "UK"))
+        #expect(fromUK.outcome("gb").0 == .planned)
+        #expect(fromUK.outcome("us").0 == .planned)
+        #expect(fromUK.outcome("jp") == (.rejected, "cross_border_unsupported"))
     }
 
     @Test func duplicateLineIDStaysOutsideItsGroup() {

@@ -33,7 +33,11 @@ public final class Batch: @unchecked Sendable {
     /// Whether a payment method type is a bank debit (settles days later); cached per symbol.
     public func isBankDebit(_ type: Symbol) -> Bool {
         if let known = bankDebitCache[type] { return known }
-        let answer = bankDebitTypes.contains(text(type))
+        // Either case, spaces around: a type that reads as a bank debit is one (waiting is the safe side).
+        var name = text(type).lowercased()
+        while name.first == " " || name.first == "\t" { name.removeFirst() }
+        while name.last == " " || name.last == "\t" { name.removeLast() }
+        let answer = bankDebitTypes.contains(name)
         bankDebitCache[type] = answer
         return answer
     }

@@ -88,8 +88,12 @@ public enum CrossBorder {
     ]
 
     public static func allowed(platform: String, destination: String) -> Bool {
-        platform == destination || (zone.contains(platform) && zone.contains(destination))
+        let (platform, destination) = (canonical(platform), canonical(destination))
+        return platform == destination || (zone.contains(platform) && zone.contains(destination))
     }
+
+    /// `UK` is how people (and SPEC) name the United Kingdom; ISO 3166 says `GB`. Read as the same.
+    static func canonical(_ code: String) -> String { code == "UK" ? "GB" : code }
 
     static func code(_ value: UInt16) -> String {
         String(decoding: [UInt8(value >> 8), UInt8(value & 0xff)], as: UTF8.self)
