@@ -252,6 +252,34 @@ struct XMLReaderTests {
         #expect(outcome.sink.record(lineID: "Q1-1")?.defect == nil)
     }
 
+    @Test(
+        "a <line> inside a <line> is a line of its own, rejected schema_invalid, and the order's other lines stay",
+        arguments: [false, true])
+    func lineInsideALine(everyElement: Bool) throws {
+        let document = """
+            <orderExport xmlns="urn:settle:order-export:1">
+            <order id="1">
+            <line id="a" amount="1" currency="usd" destination="acct_a">
+              <line id="b" amount="5" currency="usd" destination="acct_b"/>
+              <metadata key="k" value="v"/>
+            </line>
+            </order>
+            <order id="2"><line id="c" amount="1" currency="usd" destination="acct_c"/></order>
+            </orderExport>
+
+            """
+        let outcome = read(Array(document.utf8), everyElement: everyElement)
+        #expect(outcome.rejection == nil)
+        let sink = outcome.sink
+        #expect(sink.records.map { sink.value($0, "line_id") } == ["a", "b", "c"])
+        let inner = try #require(sink.record(lineID: "b"))
+        #expect(inner.defect?.code == .schemaInvalid)
+        #expect(inner.line == 4)
+        #expect(sink.value(inner, "order_id") == "1")
+        #expect(sink.record(lineID: "a")?.defect?.code == .schemaInvalid)
+        #expect(sink.record(lineID: "c")?.defect == nil)
+    }
+
     @Test("a duplicate metadata key rejects its line")
     func duplicateMetadataKey() throws {
         let xml = """

@@ -377,6 +377,19 @@ final class XMLExportParse {
             if depth == lineDepth + 1, ours, same(name, nameMetadata) {
                 addMetadata(attributeCount, attributes)
                 if !validating, !unitSuspect, !Self.metadataIsClean(attributeCount, attributes, self) { suspect() }
+            } else if ours, same(name, nameLine) {
+                // A <line> inside a <line> (a schema error) is a line too: rejected with a row
+                // of its own, never dropped (audit 13: it had none). The outer line goes on.
+                suspect()
+                let (outer, outerIndex) = (lineDepth, lines.count - 1)
+                let offset = settle_xml_offset(parser)
+                lines[outerIndex].defect.noteOwn(
+                    RecordDefect(code: .schemaInvalid, message: "schema: it holds another <line>, not only <metadata>"),
+                    at: offset)
+                openLine(attributeCount, attributes)
+                lineDepth = outer
+                lines[lines.count - 1].defect.noteOwn(
+                    RecordDefect(code: .schemaInvalid, message: "schema: a <line> inside another <line>"), at: offset)
             } else {
                 suspect()
             }
