@@ -140,7 +140,7 @@ public enum OutputFolder {
     /// wrong type, and `*.tmp-*` files that are not settle's temporary names.
     private static func refuseForeign(_ path: String) throws(SettleError) {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        let foreign = entries.filter { name in
+        var foreign = entries.filter { name in
             if let base = OutputFile.baseOfTemporaryName(name) { return !ownFiles.contains(base) }
             if isKeptOutcome(name) { return false }
             guard ownFiles.contains(name) else { return true }
@@ -148,12 +148,40 @@ public enum OutputFolder {
             guard lstat((path as NSString).appendingPathComponent(name), &info) == 0 else { return false }
             return info.st_mode & S_IFMT != (name == spoolFolder ? S_IFDIR : S_IFREG)
         }
+        let spool = (path as NSString).appendingPathComponent(spoolFolder)
+        if entries.contains(spoolFolder) {
+            // What settle keeps in .settle/ is all it may hold: a plan clears it.
+            let kept = (try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? []
+            foreign += kept.filter { !isOwnSpoolEntry($0) }.map { spoolFolder + "/" + $0 }
+        } else if !entries.isEmpty {
+            // Every folder settle wrote has .settle/ (its lock is there from the start): files
+            // with settle's names without it are someone else's (audit 13: a hand-made
+            // results.csv was overwritten).
+            foreign = entries
+        }
         if !foreign.isEmpty {
             throw SettleError(
                 .folderRefused,
                 "--out \(path) holds files settle did not write (\(foreign.sorted().prefix(3).joined(separator: ", "))); choose an empty or settle-made folder"
             )
         }
+    }
+
+    /// Whether a name in `.settle/` is one settle writes there (or its temporary name).
+    static func isOwnSpoolEntry(_ name: String) -> Bool {
+        let name = OutputFile.baseOfTemporaryName(name) ?? name
+        if [lockName, applyingMark, "manifest.sha256", "lines.idx", "netted.jsonl"].contains(name) { return true }
+        let numbered: [(prefix: String, endings: [String])] = [
+            ("input-", SpoolFormat.allCases.map { "." + $0.fileExtension }), ("held-", [".csv"]),
+        ]
+        for (prefix, endings) in numbered where name.hasPrefix(prefix) {
+            let rest = name.dropFirst(prefix.count)
+            for ending in endings where rest.hasSuffix(ending) {
+                let number = rest.dropLast(ending.count)
+                if !number.isEmpty, number.allSatisfy({ $0.isASCII && $0.isNumber }) { return true }
+            }
+        }
+        return false
     }
 
     private static func create(_ path: String) throws(SettleError) {

@@ -250,6 +250,26 @@ import Testing
         let refused = try SettleProcess.run(["plan", Self.sample, "--out", foreign.path])
         #expect(refused.status == 73)
         #expect(refused.stderr.contains("notes.txt"))
+        // A file with settle's name in a folder settle never wrote (no .settle/) is someone
+        // else's, and so is a file of another name in .settle/: refused, kept (audit 13: the
+        // first was overwritten and the second deleted, with exit 0).
+        let handMade = folder.appendingPathComponent("handmade")
+        try FileManager.default.createDirectory(at: handMade, withIntermediateDirectories: true)
+        try "mine\n".write(to: handMade.appendingPathComponent("results.csv"), atomically: true, encoding: .utf8)
+        let overwrite = try SettleProcess.run(["plan", Self.sample, "--out", handMade.path])
+        #expect(overwrite.status == 73, "\(overwrite.stderr)")
+        #expect(SettleProcess.read(handMade.appendingPathComponent("results.csv")) == "mine\n")
+        let planned = folder.appendingPathComponent("planned")
+        #expect(try SettleProcess.run(["plan", Self.sample, "--out", planned.path, "-q"]).status == 65)
+        let note = planned.appendingPathComponent(".settle/notes.txt")
+        try "mine\n".write(to: note, atomically: true, encoding: .utf8)
+        let cleared = try SettleProcess.run(["plan", Self.sample, "--out", planned.path])
+        #expect(cleared.status == 73, "\(cleared.stderr)")
+        #expect(cleared.stderr.contains(".settle/notes.txt"), "\(cleared.stderr)")
+        #expect(SettleProcess.read(note) == "mine\n")
+        // Without it, planning again into a settle-made folder is allowed.
+        try FileManager.default.removeItem(at: note)
+        #expect(try SettleProcess.run(["plan", Self.sample, "--out", planned.path, "-q"]).status == 65)
         let config = folder.appendingPathComponent("config.json")
         try #"{"platform_country": "US", "finacial_account": "fa_1"}"#.write(
             to: config, atomically: true, encoding: .utf8)
