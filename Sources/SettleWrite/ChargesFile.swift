@@ -268,9 +268,15 @@ public enum ChargesFile {
             charges.rows.append(PlanCharges.Compact(total))
         }
         if let history { read(history, into: &charges) }
+        // The charge a line draws on (Planner.ChargeKey): the one it names, else, when it gives
+        // charge facts, its payment intent's, else its group's.
+        func key(_ line: OrderLine) -> Symbol {
+            if !line.charge.isNone || !line.givesChargeFacts { return line.charge }
+            return line.paymentIntent.isNone ? line.group : line.paymentIntent
+        }
         var slotOfOrder = HugePages.array(repeating: Int32(-1), count: symbolCount)
-        for line in batch.lines where !line.charge.isNone {
-            let slot = slotOfSymbol[Int(line.charge.raw)]
+        for line in batch.lines where !key(line).isNone {
+            let slot = slotOfSymbol[Int(key(line).raw)]
             if slot >= 0, !line.orderID.isNone, slotOfOrder[Int(line.orderID.raw)] < 0 {
                 slotOfOrder[Int(line.orderID.raw)] = slot
             }
@@ -287,11 +293,10 @@ public enum ChargesFile {
         var chargeOfLine = HugePages.array(repeating: Int32(-1), count: batch.lines.count)
         for index in batch.lines.indices {
             let line = batch.lines[index]
-            var found =
-                line.charge.isNone
-                ? slotOfOrder[Int(line.orderID.raw)] : slotOfSymbol[Int(line.charge.raw)]
+            let charge = key(line)
+            var found = charge.isNone ? slotOfOrder[Int(line.orderID.raw)] : slotOfSymbol[Int(charge.raw)]
             if found < 0, let charge = plan.ledgerChargeOfLine[Int32(index)] { found = slotOfSymbol[Int(charge.raw)] }
-            guard found >= 0, !line.orderID.isNone || !line.charge.isNone else { continue }
+            guard found >= 0, !line.orderID.isNone || !charge.isNone else { continue }
             chargeOfLine[index] = found
             // A move in another currency than the charge's (a USD payout of an order paid in
             // EUR) is not the charge's money: its row would mix currencies.

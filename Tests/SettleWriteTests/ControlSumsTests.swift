@@ -1,4 +1,5 @@
 import SettleCore
+import SettleTestSupport
 import Testing
 
 @testable import SettleWrite
@@ -7,6 +8,48 @@ import Testing
 @Suite struct ControlSumsTests {
     static func charge(_ id: String, status: String = "succeeded", gross: Int64, fee: Int64) -> ChargeRow {
         ChargeRow(charge: id, currency: "usd", status: status, gross: gross, fee: fee)
+    }
+
+    /// A charge the lines describe without naming it (by payment intent, else by group) is
+    /// counted once in the sums and has its row in charges.csv, its lines' moves on it
+    /// (audit 13: it was left out, so retained was −20.00 for a 100.00 charge).
+    @Test func aChargeGivenWithoutItsIDIsCountedUnderItsPaymentIntentOrGroup() {
+        let header = [
+            "line_id", "order_id", "kind", "amount", "currency", "transfer_group", "destination", "payment_intent",
+            "charge_amount", "charge_currency", "charge_status", "charge_fee", "recipient", "payout_method",
+        ]
+        func row(_ id: String, order: String, kind: String, amount: String, intent: String) -> [String: String] {
+            let transfer = kind == "transfer"
+            return [
+                "line_id": id, "order_id": order, "kind": kind, "amount": amount, "currency": "usd",
+                "transfer_group": "ORDER\(order)", "destination": transfer ? "acct_\(id)" : "",
+                "payment_intent": intent, "charge_amount": transfer ? "100.00" : "",
+                "charge_currency": transfer ? "usd" : "", "charge_status": transfer ? "succeeded" : "",
+                "charge_fee": transfer ? "3.00" : "", "recipient": transfer ? "" : "acct_drv",
+                "payout_method": transfer ? "" : "pm_ap_1",
+            ]
+        }
+        let rows = [
+            row("1", order: "1", kind: "transfer", amount: "10.00", intent: "pi_1"),
+            row("2", order: "1", kind: "transfer", amount: "10.00", intent: "pi_1"),
+            row("3", order: "1", kind: "payout", amount: "5.00", intent: ""),
+            row("4", order: "2", kind: "transfer", amount: "30.00", intent: ""),
+        ]
+        var options = RuleOptions(asOf: CivilDate.parse("2026-11-29")!)
+        options.platformCountry = "US"
+        let plan = Planner(options: options, history: nil).plan(
+            LineChecker(options: options).checkRows(rows, header: header))
+        let charges = ChargesFile.rows(of: plan, runID: "run_a", history: nil)
+        let byCharge = Dictionary(uniqueKeysWithValues: charges.map { ($0.charge, $0) })
+        #expect(byCharge.keys.sorted() == ["ORDER2", "pi_1"])
+        #expect(byCharge["pi_1"]?.gross == 10000 && byCharge["pi_1"]?.fee == 300)
+        #expect(byCharge["pi_1"]?.transferred == 2000)
+        // The order's payout names no charge: it is its order's charge's.
+        #expect(byCharge["pi_1"]?.paidOut == 500)
+        #expect(byCharge["ORDER2"]?.transferred == 3000)
+        let usd = ControlSums.of(plan, charges: charges, runID: "run_a").currencies["usd"]!
+        #expect(usd.charges == 2 && usd.chargesGross == 20000 && usd.chargesFees == 600)
+        #expect(usd.retained == 20000 - 600 - 5000 - 500)
     }
 
     @Test func aNettedTransferIsMovedOnceAtItsNetAmount() {

@@ -140,9 +140,15 @@ public struct Planner {
         applyPayoutMethodFacts(batch)
         var charges = mergeCharges(batch)
         applyChargeRules(batch, charges: &charges)
-        // Unnamed charges stay out of the summary: no later run could tell it saw them already.
+        // A charge the lines give facts of without naming it is in the summary too, under its
+        // payment intent (else its group), which a later run's lines name the same way, so the
+        // ledger counts it once (audit 13: its gross and fees were left out of the sums).
         plan.charges = charges.facts.compactMap { facts in
-            guard case .named(let charge) = facts.key, facts.amount >= 0 else { return nil }
+            let charge: Symbol
+            switch facts.key {
+            case .named(let symbol), .paymentIntent(let symbol), .group(let symbol): charge = symbol
+            }
+            guard facts.amount >= 0 else { return nil }
             var status = facts.status
             if status != .succeeded, status != .failed, !facts.paymentMethodType.isNone,
                 batch.isBankDebit(facts.paymentMethodType)
