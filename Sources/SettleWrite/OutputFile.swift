@@ -210,7 +210,9 @@ public enum CSVField {
     public static func header(_ names: [String], to out: inout [UInt8]) {
         for (index, name) in names.enumerated() {
             if index > 0 { out.append(0x2C) }
-            append(name, to: &out, guardFormula: false)
+            // An input column named like a formula is guarded as a cell would be (errors.csv
+            // and deferred.csv carry the input's header; the reader removes it again).
+            append(name, to: &out, guardFormula: true)
         }
         out.append(0x0A)
     }

@@ -206,6 +206,23 @@ import Testing
         #expect(guardedLooking > 1000, "the generator must draw cells that look guarded already")
     }
 
+    /// Header cells are guarded like any cell (audit 13: an input column `=SUM(A1)` was copied
+    /// unguarded into errors.csv), and a file settle wrote gives its names back unguarded.
+    @Test func aHeaderNamedLikeAFormulaIsGuardedAndComesBack() throws {
+        let names = ["line_id", "order_id", "amount", "currency", "destination", "=SUM(A1)", "'@x"]
+        var out: [UInt8] = []
+        CSVField.header(names + ["reason_code", "reason", "source"], to: &out)
+        #expect(
+            String(decoding: out, as: UTF8.self)
+                == "line_id,order_id,amount,currency,destination,'=SUM(A1),''@x,reason_code,reason,source\n")
+        let written = CSVScanner.fields(out).map { String(decoding: $0, as: UTF8.self) }
+        let layout = try FileLayout.csv(header: written, aliases: [:])
+        #expect(Array(layout.names.prefix(names.count)) == names)
+        // Not a file settle wrote (no reason_code, reason, source at the end): names as they are.
+        let export = try FileLayout.csv(header: Array(written.prefix(names.count)), aliases: [:])
+        #expect(export.names.last == "''@x")
+    }
+
     @Test func aCellThatLooksGuardedGetsOneMoreApostrophe() {
         func written(_ text: String) -> String {
             var out: [UInt8] = []

@@ -83,6 +83,15 @@ public final class FileLayout: @unchecked Sendable {
         // settle's own trailing columns (a file it wrote, fed back) are its annotations; a
         // `source` or `reason` column anywhere else is the export's own, kept as an extra.
         let annotated = header.suffix(3).map(Column.normalize) == ["reason_code", "reason", "source"]
+        // A file settle wrote guards header cells like any other: the names come back unguarded.
+        let header =
+            annotated
+            ? header.map { name in
+                var name = name
+                return name.withUTF8 {
+                    String(decoding: CSVScanner.unguarded(UnsafeRawBufferPointer($0)), as: UTF8.self)
+                }
+            } : header
         for (position, name) in header.enumerated() {
             let key = Column.normalize(name)
             let role: Role
