@@ -168,19 +168,18 @@ public final class LineChecker: RecordSink {
         if let defect = record.defect { return defect }
         if let encodingProblem { return RecordDefect(code: .encodingInvalid, message: encodingProblem) }
         if let defect = checkLengths(fields) { return defect }
-        let early =
-            checkRequired(fields)
-            ?? (kind == nil
-                ? RecordDefect(
-                    code: .kindInvalid, message: "kind '\(text(fields[.kind]))' is not transfer, payout or reversal")
-                : nil)
-        if let early {
-            // Rejected before its amount is read, the line still counts at its amount when that
-            // parses (results.csv and its currency's sums; audit 13: kind_invalid lost it).
+        // Rejected before its amount is read, a line still counts at its amount when that parses
+        // (results.csv and its currency's sums; audit 13: kind_invalid lost it).
+        func rejectedBeforeAmount(_ defect: RecordDefect) -> RecordDefect {
             _ = readAmount(fields, into: &line)
-            return early
+            return defect
         }
-        guard let kind else { return nil }
+        if let defect = checkRequired(fields) { return rejectedBeforeAmount(defect) }
+        guard let kind else {
+            return rejectedBeforeAmount(
+                RecordDefect(
+                    code: .kindInvalid, message: "kind '\(text(fields[.kind]))' is not transfer, payout or reversal"))
+        }
         if let defect = readAmount(fields, into: &line) { return defect }
         if let defect = checkParties(fields, kind: kind) { return defect }
         if let defect = checkIDPrefixes(fields) { return defect }
