@@ -205,7 +205,9 @@ struct Applier {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
             engine.netted = netted
             engine.runID = plan.runID
-            engine.plannedAt = RunID.time(of: plan.runID)
+            // To the millisecond where the manifest says it (a payout sent earlier in the same
+            // second is not "made after this plan": audit 12, a fix fed back at once was refused).
+            engine.plannedAt = plan.plannedAt ?? RunID.time(of: plan.runID)
             engine.payoutOrders = { (wanted) throws(ApplyError) in
                 do {
                     return try plan.payoutOrders(where: wanted)

@@ -68,6 +68,7 @@ struct Commands {
             lookUp == nil ? nil : { (batch: Batch) throws(CommandFailure) -> StripeFacts in try lookup.facts(batch) }
         // One snapshot of the ledger for the whole plan: what waits, what was settled, what
         // each charge funded before, as of one moment.
+        let plannedAt = Date()
         try history?.beginSnapshot()
         defer { history?.endSnapshot() }
         // What the ledger holds for later runs comes back by itself (nothing carried by hand);
@@ -83,7 +84,7 @@ struct Commands {
         try history?.checkReads()
         let written = try PlanOutputs(folder: folder, options: options).write(
             plan, inputs: inputs, mode: mode, log: log, ledger: history.map { (options.ledger, $0.store) },
-            facts: lookUp == nil ? nil : lookup.looked)
+            facts: lookUp == nil ? nil : lookup.looked, plannedAt: plannedAt)
         return (folder, written)
     }
 

@@ -17,8 +17,13 @@ struct PlanOutputs {
         var exit: ExitCode = .ok
         var counts: [LineStatus: Int] = [:]
         var instructions = 0
+        /// What the plan knows of the ledger dates from (its snapshot began), to the
+        /// millisecond (`planned_at_ms`): a payout sent after it was "made after this plan".
+        var plannedAt: Date
         /// The run's id (manifest, ledger, summary.csv, charges.csv, report.html).
         var runID = RunID.make()
+
+        init(plannedAt: Date = Date()) { self.plannedAt = plannedAt }
     }
 
     /// - Parameters:
@@ -29,7 +34,7 @@ struct PlanOutputs {
     func write(
         _ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log,
         ledger: (path: String, store: LedgerStore)?,
-        facts: LookedUpFacts?
+        facts: LookedUpFacts?, plannedAt: Date = Date()
     ) throws(CommandFailure) -> Written {
         let started = Date()
         let progress = Progress(options.progressMode, log: log)
@@ -40,7 +45,7 @@ struct PlanOutputs {
                 fields: [.durationMS(Pipeline.milliseconds(since: started))])
         }
         let batch = plan.batch
-        var written = Written()
+        var written = Written(plannedAt: plannedAt)
         written.instructions = plan.instructions.count
         for line in batch.lines { written.counts[line.status, default: 0] += 1 }
         written.exit = PlanOutputs.exitCode(counts: written.counts, inputs: inputs)
@@ -262,6 +267,7 @@ struct PlanOutputs {
             ("tool", .string("settle")),
             ("plan_format", .int(Int64(InstructionsFile.format))),
             ("run_id", .string(written.runID)),
+            ("planned_at_ms", .int(Int64((written.plannedAt.timeIntervalSince1970 * 1000).rounded(.down)))),
             ("version", .string(Settle.version)),
             ("mode", .string(mode)),
             ("as_of", .string(CivilDate.format(plan.options.asOf))),

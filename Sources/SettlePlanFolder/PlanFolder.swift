@@ -88,6 +88,11 @@ public struct PlanFolder {
     /// Whether the plan was made with Stripe's facts looked up (`run`, `plan --online`).
     /// The run id the plan was written under (re-applies of the folder keep it).
     public var runID: String { manifest["run_id"]?.stringValue ?? "" }
+    /// When the plan was made, to the millisecond (`planned_at_ms`); nil for a folder written
+    /// before the manifest kept it (its run id says the second).
+    public var plannedAt: Date? {
+        manifest["planned_at_ms"]?.intValue.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
+    }
 
     /// Which apply of this plan the next one is: 1, or one more than the manifest's last.
     var nextAttempt: Int { Int(manifest["apply"]?["attempt"]?.intValue ?? (manifest["apply"] == nil ? 0 : 1)) + 1 }
