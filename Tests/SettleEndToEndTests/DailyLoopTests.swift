@@ -48,6 +48,39 @@ import Testing
         return payout
     }
 
+    /// A fix fed back soon after the payout that came back is paid: "made after this plan" is
+    /// judged to the millisecond (the manifest's `planned_at_ms`), not by the run id's second
+    /// (audit 12: a fix planned in the same second as the payout was refused again). The
+    /// fix's run id is set to the payout's second, as if all of it happened in one second.
+    @Test func aFixPlannedInThePayoutsSecondIsPaid() throws {
+        let setup = try Setup()
+        _ = try payThenComeBack(setup, "D2", order: "1001", status: "returned", reason: "payout_method_closed")
+        let (learned, _) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(learned.status == 65, "\(learned.stderr)")
+        let fixed = setup.folder.appendingPathComponent("fixed.csv")
+        try SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+            .replacingOccurrences(of: "pm_ap_1", with: "pm_ap_2")
+            .write(to: fixed, atomically: true, encoding: .utf8)
+        let plan = try SettleProcess.run(setup.arguments("plan", [fixed.path], out: "fix"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let folder = setup.folder.appendingPathComponent("fix")
+        let manifestURL = folder.appendingPathComponent("manifest.json")
+        let dayOne = SettleProcess.read(setup.folder.appendingPathComponent("day1/manifest.json"))
+        func runID(_ manifest: String) throws -> String {
+            let found = try #require(manifest.range(of: #""run_id": "run_[0-9TZ]+_"#, options: .regularExpression))
+            return String(manifest[found])
+        }
+        let manifest = SettleProcess.read(manifestURL)
+        try manifest.replacingOccurrences(of: try runID(manifest), with: try runID(dayOne))
+            .write(to: manifestURL, atomically: true, encoding: .utf8)
+        try GroupAtomicityTests.reseal(folder, file: "manifest.json")
+        let applied = try setup.apply("fix")
+        #expect(applied.status == 0, "\(applied.stderr)")
+        #expect(setup.results("fix").first?[8] == "settled", "\(setup.results("fix"))")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.count == 2, "\(payouts)")
+    }
+
     /// An operator who plans and applies by hand (never `run`) still learns of a payout that
     /// came back: `apply` follows the ledger's processing payouts first, and the next plan
     /// reports the line failed in its errors.csv. Before, only `run` followed them.
