@@ -133,6 +133,9 @@ struct Commands {
     }
 
     func run() throws(CommandFailure) -> ExitCode {
+        // A bad command line is 64 before anything else is asked (audit 14: no INPUT said 78, no key).
+        guard !options.inputs.isEmpty else { throw CommandFailure(.usage, "run needs at least one INPUT") }
+        guard options.out != nil else { throw CommandFailure(.usage, "run needs --out DIR") }
         // Check what apply needs before planning, so a missing key stops the run before any work,
         // and hold the ledger from plan to apply so no other process settles in between.
         let applier = Applier(options: options, log: log)

@@ -16,7 +16,7 @@ final class LedgerHistory: SettlementHistory {
     static func openForPlanning(path: String) throws(CommandFailure) -> LedgerHistory? {
         let store: LedgerStore?
         do {
-            store = try LedgerStore.openReadOnly(path: path)
+            store = try LedgerStore.openReadOnly(path: path, sharing: true)
         } catch {
             throw failure(error, path: path)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import SettleApply
 import SettleCore
 import SettleRead
 import SettleWrite
@@ -158,7 +159,15 @@ struct Options {
                 throw CommandFailure(code, "\(source): '\(value)' is not per-recipient or per-line")
             }
             payouts = mode
-        case "api-base": apiBase = value
+        case "api-base":
+            // Checked for every command, a plan that sends nothing too (audit 14: an offline
+            // plan took http://example.com, which its apply would then refuse).
+            do {
+                try ApplyConfiguration.checkAPIBase(value)
+            } catch {
+                throw Applier.failure(error, folder: "")
+            }
+            apiBase = value
         case "api-key-file": apiKeyFile = value
         case "stripe-version": stripeVersion = value
         case "rate":

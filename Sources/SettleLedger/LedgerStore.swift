@@ -117,11 +117,22 @@ public final class LedgerStore {
     ///
     /// - Throws: ``LedgerError/notALedger(path:message:)`` for a file that is not a settle
     ///   ledger, ``LedgerError/damaged(path:message:)`` for an empty one.
-    public static func openReadOnly(path: String) throws(LedgerError) -> LedgerStore? {
+    ///
+    /// - Parameter sharing: take the process lock shared (a plan: any number of them read at
+    ///   once, none while a process settles on the ledger, ``LedgerError/busy(_:)``); the
+    ///   lock file is not created when no process ever made it.
+    public static func openReadOnly(path: String, sharing: Bool = false) throws(LedgerError) -> LedgerStore? {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         try checkFile(path)
-        let db = try SQLiteDatabase(path: path, readOnly: true)
-        let store = LedgerStore(path: path, db: db, writable: false, lockDescriptor: -1)
+        let shared = sharing ? try sharedLock(path) : -1
+        let db: SQLiteDatabase
+        do throws(LedgerError) {
+            db = try SQLiteDatabase(path: path, readOnly: true)
+        } catch {
+            if shared >= 0 { Glibc.close(shared) }
+            throw error
+        }
+        let store = LedgerStore(path: path, db: db, writable: false, lockDescriptor: shared)
         let found: Int
         do throws(LedgerError) {
             found = try store.storedSchemaVersion()
@@ -157,6 +168,29 @@ public final class LedgerStore {
     }
 
     // MARK: - Checks
+
+    /// The process lock, shared, for a reader that must not read while a process settles
+    /// (SPEC: a second process on the ledger is refused, 75); -1 when there is no lock file.
+    private static func sharedLock(_ path: String) throws(LedgerError) -> Int32 {
+        let lockPath = path + ".lock"
+        let descriptor = Glibc.open(lockPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return -1 }
+            throw .cannotOpen(path: lockPath, message: String(cString: strerror(errno)))
+        }
+        for attempt in 0..<20 {
+            if flock(descriptor, LOCK_SH | LOCK_NB) == 0 { return descriptor }
+            let reason = errno
+            guard reason == EWOULDBLOCK, attempt < 19 else {
+                Glibc.close(descriptor)
+                if reason == EWOULDBLOCK { throw .busy("another settle process is using \(path)") }
+                throw .cannotOpen(path: lockPath, message: String(cString: strerror(reason)))
+            }
+            usleep(50_000)
+        }
+        Glibc.close(descriptor)
+        throw .busy("another settle process is using \(path)")
+    }
 
     private static func lock(_ path: String) throws(LedgerError) -> Int32 {
         let lockPath = path + ".lock"

@@ -185,15 +185,16 @@ public enum OutputFolder {
     }
 
     private static func create(_ path: String) throws(SettleError) {
-        // (NSString.deletingLastPathComponent traps on a one-component relative path.)
-        let trimmed = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
-        let parent = trimmed.lastIndex(of: "/").map { String(trimmed[..<$0]) } ?? ""
-        if !parent.isEmpty, !FileManager.default.fileExists(atPath: parent) {
-            do {
-                try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
-            } catch {
-                throw SettleError(.folderUnwritable, "cannot create --out \(path): \(error.localizedDescription)")
+        // The missing folders above it are made 0700 too, whatever the umask (audit 14: with
+        // umask 000 they were 0777, and another user could swap the plan folder).
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        let parts = path.split(separator: "/").map(String.init)
+        for part in parts.dropLast() {
+            prefix += part
+            if mkdir(prefix, 0o700) != 0, errno != EEXIST {
+                throw SettleError(.folderUnwritable, "cannot create --out \(path): \(String(cString: strerror(errno)))")
             }
+            prefix += "/"
         }
         try makePrivateFolder(path, what: "--out \(path)", following: true)
     }
