@@ -733,9 +733,12 @@ public final class ApplyEngine {
     /// requests leave.
     private func send(_ plan: any InstructionSource) throws(ApplyError) {
         try plan.rewind()
-        log(
-            .info,
-            "sending the plan's \(plan.overview.count) instruction(s), skipping those the ledger has settled already")
+        emit(
+            ApplyEvent(
+                level: .info, name: "sending",
+                message:
+                    "sending the plan's \(plan.overview.count) instruction(s), skipping those the ledger has settled already",
+                fields: [("instructions", .int(Int64(plan.overview.count)))]))
         let scheduler = makeScheduler()
         stopSending = { [unowned scheduler] in scheduler.stopped = true }
         defer { stopSending = nil }

@@ -215,7 +215,9 @@ struct Applier {
                     throw .planInvalid(line: 0, message: "\(error)")
                 }
             }
-            log(.info, "applying \(instructions.overview.count) instructions from \(folder)")
+            log(
+                .info, event: "applying", "applying \(instructions.overview.count) instructions from \(folder)",
+                fields: [Log.Field("instructions", instructions.overview.count), .file(folder)])
             report = try engine.run(instructions, checkFacts: !plan.madeOnline)
         } catch {
             throw Applier.failure(error, folder: folder)
@@ -224,23 +226,37 @@ struct Applier {
         let exit = try plan.rewrite(
             outcomes: report.outcomes, ledger: ledger, report: report, mode: mode, options: options, log: log,
             startedAt: started)
+        let seconds = report.elapsed.components.seconds
         log(
-            .info,
+            .info, event: "applied",
             "applied: \(report.requests) requests, \(report.retries) retries, \(report.rateLimited) rate-limited, "
-                + "\(report.serverErrors) server errors in \(report.elapsed)")
+                + "\(report.serverErrors) server errors in \(report.elapsed)",
+            fields: [
+                Log.Field("requests", report.requests), Log.Field("retries", report.retries),
+                Log.Field("rate_limited", report.rateLimited), Log.Field("server_errors", report.serverErrors),
+                .durationMS(Int(seconds) * 1000 + Int(report.elapsed.components.attoseconds / 1_000_000_000_000_000)),
+            ])
         if let refused = report.keyRefused {
-            log(.error, "\(refused); the run stopped, nothing more was sent (exit 78)")
+            log(
+                .error, event: "key_refused", "\(refused); the run stopped, nothing more was sent (exit 78)",
+                fields: [Log.Field("exit_status", 78)])
         }
         if let signal = report.interrupted {
             log(
-                .warning,
+                .warning, event: "interrupted",
                 "interrupted (\(signal)): the calls in flight were answered and recorded, the rest not sent; "
-                    + "apply \(folder) again to send them (exit 75)")
+                    + "apply \(folder) again to send them (exit 75)",
+                fields: [.file(folder), Log.Field("exit_status", 75)])
         }
         if let failure = report.ledgerFailure {
-            log(.error, "the ledger failed during the run (\(failure)); it stopped, run again later (exit 75)")
+            log(
+                .error, event: "ledger_failed",
+                "the ledger failed during the run (\(failure)); it stopped, run again later (exit 75)",
+                fields: [Log.Field("exit_status", 75)])
         }
-        log(.info, "results in \(folder)/results.csv; exit \(exit.rawValue)")
+        log(
+            .info, event: "applied_results", "results in \(folder)/results.csv; exit \(exit.rawValue)",
+            fields: [.file("\(folder)/results.csv"), Log.Field("exit_status", Int(exit.rawValue))])
         return exit
     }
 }

@@ -959,6 +959,21 @@ extension CrashPointTests {
         #expect(event["phase"] as? String == "retry")
         #expect((event["idempotency_key"] as? String)?.hasSuffix("-a1") == true)
         #expect((event["request_id"] as? String)?.hasPrefix("req_") == true)
+        // The apply side's own lines are events with their fields, not `log` (audit 14).
+        let events = outcome.stderr.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        func named(_ name: String) -> [String: Any]? { events.first { $0["event"] as? String == name } }
+        #expect(named("applying")?["instructions"] as? Int == 2, "\(outcome.stderr)")
+        #expect(named("sending")?["instructions"] as? Int == 2, "\(outcome.stderr)")
+        #expect(named("applied")?["requests"] as? Int == 3, "\(outcome.stderr)")
+        #expect(named("applied")?["retries"] as? Int == 1, "\(outcome.stderr)")
+        #expect(named("applied_results")?["exit_status"] as? Int == 0, "\(outcome.stderr)")
+        let unnamed = events.filter { $0["event"] as? String == "log" }.compactMap { $0["message"] as? String }
+        #expect(
+            !unnamed.contains { message in
+                ["applying", "sending the plan", "applied:", "results in"].contains { message.hasPrefix($0) }
+            }, "\(unnamed)")
     }
 }
 
