@@ -124,7 +124,7 @@ public final class LedgerStore {
     public static func openReadOnly(path: String, sharing: Bool = false) throws(LedgerError) -> LedgerStore? {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         try checkFile(path)
-        let shared = sharing ? try sharedLock(path) : -1
+        let shared = sharing ? try lock(path, shared: true) : -1
         let db: SQLiteDatabase
         do throws(LedgerError) {
             db = try SQLiteDatabase(path: path, readOnly: true)
@@ -169,33 +169,17 @@ public final class LedgerStore {
 
     // MARK: - Checks
 
-    /// The process lock, shared, for a reader that must not read while a process settles
-    /// (SPEC: a second process on the ledger is refused, 75); -1 when there is no lock file.
-    private static func sharedLock(_ path: String) throws(LedgerError) -> Int32 {
+    /// The process lock on `<ledger>.lock`: exclusive for a process that settles (the file is
+    /// made when missing); `shared` for a reader that must not read while one settles (SPEC: a
+    /// second process on the ledger is refused, 75), -1 when no process ever made the file.
+    private static func lock(_ path: String, shared: Bool = false) throws(LedgerError) -> Int32 {
         let lockPath = path + ".lock"
-        let descriptor = Glibc.open(lockPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let descriptor =
+            shared
+            ? Glibc.open(lockPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            : Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0 else {
-            if errno == ENOENT { return -1 }
-            throw .cannotOpen(path: lockPath, message: String(cString: strerror(errno)))
-        }
-        for attempt in 0..<20 {
-            if flock(descriptor, LOCK_SH | LOCK_NB) == 0 { return descriptor }
-            let reason = errno
-            guard reason == EWOULDBLOCK, attempt < 19 else {
-                Glibc.close(descriptor)
-                if reason == EWOULDBLOCK { throw .busy("another settle process is using \(path)") }
-                throw .cannotOpen(path: lockPath, message: String(cString: strerror(reason)))
-            }
-            usleep(50_000)
-        }
-        Glibc.close(descriptor)
-        throw .busy("another settle process is using \(path)")
-    }
-
-    private static func lock(_ path: String) throws(LedgerError) -> Int32 {
-        let lockPath = path + ".lock"
-        let descriptor = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else {
+            if shared, errno == ENOENT { return -1 }
             throw .cannotOpen(path: lockPath, message: String(cString: strerror(errno)))
         }
         // A few short tries: a child being spawned in this very moment (fork before exec)
@@ -203,7 +187,7 @@ public final class LedgerStore {
         var locked = false
         var reason: Int32 = 0
         for attempt in 0..<20 {
-            if flock(descriptor, LOCK_EX | LOCK_NB) == 0 {
+            if flock(descriptor, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0 {
                 locked = true
                 break
             }
