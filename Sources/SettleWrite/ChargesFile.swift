@@ -268,15 +268,13 @@ public enum ChargesFile {
             charges.rows.append(PlanCharges.Compact(total))
         }
         if let history { read(history, into: &charges) }
-        // The charge a line draws on (Planner.ChargeKey): the one it names, else, when it gives
-        // charge facts, its payment intent's, else its group's.
-        func key(_ line: OrderLine) -> Symbol {
-            if !line.charge.isNone || !line.givesChargeFacts { return line.charge }
-            return line.paymentIntent.isNone ? line.group : line.paymentIntent
-        }
+        // The charge a line draws on, as the planner's rules read it.
+        func key(_ line: OrderLine) -> Symbol { Planner.ChargeKey(line)?.symbol ?? .none }
         var slotOfOrder = HugePages.array(repeating: Int32(-1), count: symbolCount)
-        for line in batch.lines where !key(line).isNone {
-            let slot = slotOfSymbol[Int(key(line).raw)]
+        for line in batch.lines {
+            let charge = key(line)
+            guard !charge.isNone else { continue }
+            let slot = slotOfSymbol[Int(charge.raw)]
             if slot >= 0, !line.orderID.isNone, slotOfOrder[Int(line.orderID.raw)] < 0 {
                 slotOfOrder[Int(line.orderID.raw)] = slot
             }

@@ -25,12 +25,12 @@ public struct Planner {
     /// The charge a line draws on (docs/RULES.md, Group rules): the charge it names in `source_transaction`;
     /// else, when it gives charge facts, the one unnamed charge of its `payment_intent`, else
     /// of its group. A line with neither draws on the platform's balance.
-    enum ChargeKey: Equatable {
+    public enum ChargeKey: Equatable {
         case named(Symbol)
         case paymentIntent(Symbol)
         case group(Symbol)
 
-        init?(_ line: OrderLine) {
+        public init?(_ line: OrderLine) {
             if !line.charge.isNone {
                 self = .named(line.charge)
             } else if !line.givesChargeFacts {
@@ -41,6 +41,14 @@ public struct Planner {
                 self = .group(line.group)
             } else {
                 return nil
+            }
+        }
+
+        /// The symbol that names the charge: its id, its payment intent or its group (what
+        /// charges.csv and the ledger's charges know it by).
+        public var symbol: Symbol {
+            switch self {
+            case .named(let symbol), .paymentIntent(let symbol), .group(let symbol): symbol
             }
         }
 
@@ -144,10 +152,7 @@ public struct Planner {
         // payment intent (else its group), which a later run's lines name the same way, so the
         // ledger counts it once (audit 13: its gross and fees were left out of the sums).
         plan.charges = charges.facts.compactMap { facts in
-            let charge: Symbol
-            switch facts.key {
-            case .named(let symbol), .paymentIntent(let symbol), .group(let symbol): charge = symbol
-            }
+            let charge = facts.key.symbol
             guard facts.amount >= 0 else { return nil }
             var status = facts.status
             if status != .succeeded, status != .failed, !facts.paymentMethodType.isNone,
