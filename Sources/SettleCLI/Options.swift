@@ -137,6 +137,24 @@ struct Options {
         return options
     }
 
+    /// `--metrics-file` as the command line gives it (before a `--`), for a run whose options
+    /// did not parse: monitoring still sees why it stopped. nil when not given.
+    static func metricsFileOnCommandLine(_ arguments: [String]) -> String? {
+        var path: String?
+        var index = 1
+        while index < arguments.count, arguments[index] != "--" {
+            let argument = arguments[index]
+            index += 1
+            if argument == "--metrics-file", index < arguments.count {
+                path = arguments[index]
+                index += 1
+            } else if argument.hasPrefix("--metrics-file=") {
+                path = String(argument.dropFirst("--metrics-file=".count))
+            }
+        }
+        return path.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     mutating func set(_ name: String, _ value: String, source: String, usage code: ExitCode) throws(CommandFailure) {
         switch name {
         case "out": out = value

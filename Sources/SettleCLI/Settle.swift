@@ -51,7 +51,11 @@ public enum Settle {
             }
             code = error.code
         }
-        // Metrics last, with the exit status, also when the command stopped early.
+        // Metrics last, with the exit status, also when the command stopped early; when the
+        // options did not parse (a bad config file: 78), the command line's own --metrics-file.
+        if parsed == nil, let path = Options.metricsFileOnCommandLine(arguments) {
+            RunRecord().writeMetrics(path: path, exit: code, log: log)
+        }
         if let options = parsed, let path = options.metricsFile {
             // Every request the process sent: look-ups and payouts followed too, not only the apply's.
             let sent = ProcessTally.snapshot

@@ -201,6 +201,19 @@ import Testing
         #expect(run.status == 66, "\(run.stderr)")
         #expect(!FileManager.default.fileExists(atPath: notALedger.path + ".lock"))
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("run").path))
+        // A bad config file stops the run before its options exist (78): the command line's
+        // --metrics-file still gets the exit status (it had none).
+        let config = folder.appendingPathComponent("settle.json")
+        try #"{"platform_country": "US", "finacial_account": "fa_1"}"#.write(
+            to: config, atomically: true, encoding: .utf8)
+        let badConfigMetrics = folder.appendingPathComponent("config.prom").path
+        let badConfig = try SettleProcess.run([
+            "plan", input.path, "--out", folder.appendingPathComponent("bad-config").path, "--config", config.path,
+            "--metrics-file=\(badConfigMetrics)",
+        ])
+        #expect(badConfig.status == 78, "\(badConfig.stderr)")
+        #expect(try Self.parseMetrics(badConfigMetrics)["settle_last_run_exit_status"] == 78)
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("bad-config").path))
     }
 
     // MARK: report.html
