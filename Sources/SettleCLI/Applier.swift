@@ -170,6 +170,29 @@ struct Applier {
             fields: [Log.Field("runs", unread.count)])
     }
 
+    /// A folder applied before (its requests may have reached Stripe) is applied again only
+    /// on the ledger that knows its run: on another one, or on a new ledger where a lost one
+    /// was, its instructions would look unsent and go out again, and once Stripe's 24 h
+    /// idempotency window has passed they would be paid twice (audit 16). 78, nothing sent;
+    /// `ledger rebuild` with the folder makes the ledger know it.
+    func refuseIfAppliedElsewhere(_ plan: PlanFolder, ledger: LedgerStore) throws(CommandFailure) {
+        guard plan.wasApplied else { return }
+        let known: Bool
+        do {
+            known = try ledger.knowsRun(plan.runID)
+        } catch {
+            throw LedgerHistory.failure(error, path: options.ledger)
+        }
+        guard !known else { return }
+        throw CommandFailure(
+            .configuration,
+            "\(plan.folder) was applied before (run \(plan.runID)), but the ledger \(options.ledger) does not know "
+                + "that run: it is not the ledger that applied it (another one, or a new one where a lost one was). "
+                + "Nothing was sent: applied here, what it sent would look unsent and be paid again. Use the ledger "
+                + "that applied it, or recover this one from Stripe with `settle ledger rebuild --since DATE "
+                + "--ledger \(options.ledger) \(plan.folder)`")
+    }
+
     func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure)
         -> ExitCode
     {
@@ -185,6 +208,7 @@ struct Applier {
         } else {
             ledger = try LedgerHistory.openToSettle(path: options.ledger)
         }
+        try refuseIfAppliedElsewhere(plan, ledger: ledger)
         adoptRunsNotEnded(ledger, except: folder)
         // apply on its own follows the payouts too (run did before planning): those that came
         // back are held as returned, and the next plan or run reports them failed.
@@ -193,14 +217,16 @@ struct Applier {
         let netted = try onPlanFolder { () throws(SettleError) in try NettedLines.read(folder: plan.folder) }
         let progressMode = options.progressMode
         let report: ApplyReport
-        // From here the folder is this run's record, even if the process is killed.
-        try onPlanFolder { () throws(SettleError) in try OutputFolder.markApplying(folder, runID: plan.runID) }
-        // The run is in the ledger before anything is sent (not ended): a killed run is listed too.
+        // The run is in the ledger before anything is sent (not ended): a killed run is listed
+        // too, and the folder, once marked, is known to this ledger (``refuseIfAppliedElsewhere``).
         do {
             try ledger.recordRun(plan.applyRecord(mode: mode, startedAt: started))
         } catch {
-            log(.warning, event: "run_not_recorded", "the ledger did not record this run's start: \(error)")
+            throw CommandFailure(
+                .tryAgain, "the ledger could not record this run's start (\(error)); nothing was sent, run again later")
         }
+        // From here the folder is this run's record, even if the process is killed.
+        try onPlanFolder { () throws(SettleError) in try OutputFolder.markApplying(folder, runID: plan.runID) }
         do {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
             engine.netted = netted

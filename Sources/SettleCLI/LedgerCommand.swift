@@ -64,13 +64,40 @@ struct LedgerCommand {
                 throw LedgerHistory.failure(error, path: path)
             }
             defer { ledger.close() }
+            // The folders' runs made since the date: what they sent is listed below, so they
+            // may be applied again on this ledger (an applied folder is refused on a ledger
+            // that does not know its run).
+            let runs = folders.compactMap { folder -> String? in
+                guard let plan = try? PlanFolder.open(folder), !plan.runID.isEmpty,
+                    let made = plan.plannedAt ?? RunID.time(of: plan.runID),
+                    made.timeIntervalSince1970 >= Double(since) * 86_400
+                else { return nil }
+                return plan.runID
+            }
             let report: LedgerRebuild.Report
             do {
                 report = try LedgerRebuild(configuration: configuration).run(
-                    ledger: ledger, since: Int64(since) * 86_400
+                    ledger: ledger, since: Int64(since) * 86_400, runs: runs
                 ) { wanted throws(ApplyError) in try PlanFolder.instructionLines(of: wanted, in: folders) }
             } catch {
                 throw Applier.failure(error, folder: path)
+            }
+            // Payouts still processing are followed by the next runs: their lines are held as
+            // the apply that sent them held them, with their records from the folders.
+            var following = 0
+            for folder in folders where !report.processing.isEmpty {
+                following += try onPlanFolder { () throws(SettleError) in
+                    let plan = try PlanFolder.open(folder)
+                    return try plan.holdFollowing(
+                        report.processing, ledger: ledger,
+                        records: SpoolRecords(folder: plan.folder, manifest: plan.manifest))
+                }
+            }
+            if !report.processing.isEmpty {
+                log(
+                    .info,
+                    "\(report.processing.count) payout(s) Stripe has not posted yet are followed by the next runs "
+                        + "(\(following) of their lines held with their records)")
             }
             log(
                 .info,

@@ -75,7 +75,7 @@ final class LedgerHistory: SettlementHistory {
             return CommandFailure(.tryAgain, "the ledger \(path) is in use by another settle process; run again later")
         case .notALedger, .schemaMismatch:
             return CommandFailure(.inputUnreadable, "\(error)")
-        case .missing, .damaged, .behindMark, .alreadyExists, .cannotOpen:
+        case .missing, .damaged, .behindMark, .alreadyExists, .cannotOpen, .linked:
             return CommandFailure(.configuration, "\(error)")
         default:
             return CommandFailure(.tryAgain, "cannot read the ledger \(path): \(error)")

@@ -28,6 +28,9 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
     case behindMark(path: String, message: String)
     /// `ledger init` on a path that already has a ledger or its mark.
     case alreadyExists(path: String)
+    /// The ledger file has more than one name (hard links): settle's lock and mark, and
+    /// SQLite's WAL, go by name, so two names would let two processes settle on it at once.
+    case linked(path: String, names: Int)
 
     public var description: String {
         switch self {
@@ -55,6 +58,9 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
         case .alreadyExists(let path):
             return
                 "\(path) already has a ledger (or its mark): settle ledger init never replaces one; use `settle ledger rebuild` to recover a lost ledger"
+        case .linked(let path, let names):
+            return
+                "the ledger \(path) has \(names) names (hard links): settle locks a ledger, and SQLite keeps its WAL, by name, so two processes could settle on it at once through two names; keep one name (remove the other links); nothing was sent"
         }
     }
 }

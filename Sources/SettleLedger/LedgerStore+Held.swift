@@ -108,6 +108,24 @@ extension LedgerStore {
         }
     }
 
+    /// Whether this ledger saw the run `id` apply (its own record, or a re-apply continuing
+    /// it), or a `ledger rebuild` restored what it made from Stripe. A plan folder applied on
+    /// a ledger that does not know its run was applied on another one, or on this one before
+    /// it was lost: what it sent is not here (``restore(_:lines:runs:at:)``).
+    public func knowsRun(_ id: String) throws(LedgerError) -> Bool {
+        var found = false
+        try db.query("SELECT 1 FROM runs WHERE id = ?1 OR continues = ?1 LIMIT 1", [.text(id)]) { _ in found = true }
+        if found { return true }
+        return try rebuiltRuns().contains(id)
+    }
+
+    /// The runs whose objects a `ledger rebuild` restored from Stripe (their plan folders were given).
+    func rebuiltRuns() throws(LedgerError) -> Set<String> {
+        var value: String?
+        try db.query("SELECT value FROM settle_meta WHERE key = 'rebuilt_runs'") { row in value = row.text(0) }
+        return Set((value ?? "").split(separator: "\n").map(String.init))
+    }
+
     /// The runs, oldest first.
     public func runs() throws(LedgerError) -> [LedgerRun] {
         var result: [LedgerRun] = []

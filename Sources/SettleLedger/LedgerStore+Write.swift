@@ -258,12 +258,16 @@ extension LedgerStore {
         public var path: String
         /// The key recorded for it (attempt 1), made by the caller from the one key format.
         public var idempotencyKey: String
+        /// A payout's status at Stripe (`processing`, `posted`): one still processing is
+        /// followed by the next runs, as if this ledger had sent it.
+        public var payoutStatus: String?
 
         public init(
             instructionID: String, kind: String, stripeID: String, group: String, payee: String, charge: String,
-            currency: String, amountMinor: Int64, path: String, idempotencyKey: String
+            currency: String, amountMinor: Int64, path: String, idempotencyKey: String, payoutStatus: String? = nil
         ) {
             self.idempotencyKey = idempotencyKey
+            self.payoutStatus = payoutStatus
             self.instructionID = instructionID
             self.kind = kind
             self.stripeID = stripeID
@@ -285,19 +289,26 @@ extension LedgerStore {
     /// lines no plan folder gave is recorded in ``instructionsWithoutLines()``, and
     /// `plan`, `run` and `apply` refuse the ledger until a rebuild gives them (a line it
     /// settled would otherwise look new and be paid again).
+    ///
+    /// `runs`: the runs of the plan folders the rebuild was given, made since the date it
+    /// listed from: what they sent is now known (``knowsRun(_:)``), so their folders may be
+    /// applied again on this ledger.
     @discardableResult
     public func restore(
-        _ objects: [RestoredObject], lines: [String: [LedgerLineClaim]] = [:], at now: Date = Date()
+        _ objects: [RestoredObject], lines: [String: [LedgerLineClaim]] = [:], runs: [String] = [],
+        at now: Date = Date()
     ) throws(LedgerError) -> Int {
+        let rebuilt = try rebuiltRuns().union(runs).sorted().joined(separator: "\n")
         let time = now.ledgerMilliseconds
         var added = 0
         try db.transaction { () throws(LedgerError) in
             for object in objects {
                 let changed = try db.run(
                     """
-                    UPDATE instructions SET status = 'settled', stripe_id = ?, error_code = NULL, error_message = NULL
+                    UPDATE instructions SET status = 'settled', stripe_id = ?, error_code = NULL, error_message = NULL,
+                        payout_status = ?
                     WHERE id = ?
-                    """, [.text(object.stripeID), .text(object.instructionID)])
+                    """, [.text(object.stripeID), SQLiteValue(object.payoutStatus), .text(object.instructionID)])
                 if changed == 1 {
                     try db.run(
                         "UPDATE lines SET status = 'settled', stripe_id = ? WHERE instruction_id = ?",
@@ -308,15 +319,15 @@ extension LedgerStore {
                         """
                         INSERT INTO instructions (id, kind, group_key, payee, charge, currency, amount_minor, method, path,
                             params, stripe_context, status, attempt, idempotency_key, first_sent_at, last_sent_at, stripe_id,
-                            error_message)
+                            error_message, payout_status)
                         VALUES (?, ?, ?, ?, ?, ?, ?, 'POST', ?, '{}', NULL, 'settled', 1, ?, ?, ?, ?,
-                            'restored by settle ledger rebuild from Stripe')
+                            'restored by settle ledger rebuild from Stripe', ?)
                         """,
                         [
                             .text(object.instructionID), .text(object.kind), .text(object.group), .text(object.payee),
                             .text(object.charge), .text(object.currency), .integer(object.amountMinor),
                             .text(object.path), .text(object.idempotencyKey), .integer(time), .integer(time),
-                            .text(object.stripeID),
+                            .text(object.stripeID), SQLiteValue(object.payoutStatus),
                         ])
                 }
                 // Stripe's object settles its lines, whichever instruction held them before.
@@ -348,6 +359,11 @@ extension LedgerStore {
                 INSERT INTO settle_meta(key, value) VALUES ('instructions_without_lines', ?)
                 ON CONFLICT(key) DO UPDATE SET value = excluded.value
                 """, [.text(missing.joined(separator: "\n"))])
+            try db.run(
+                """
+                INSERT INTO settle_meta(key, value) VALUES ('rebuilt_runs', ?)
+                ON CONFLICT(key) DO UPDATE SET value = excluded.value
+                """, [.text(rebuilt)])
             // What Stripe holds is in: the rebuild is finished (``createForRebuild(path:)``).
             try db.run("DELETE FROM settle_meta WHERE key = 'rebuild_unfinished'")
             try bumpSequence()

@@ -38,7 +38,8 @@ public final class LedgerStore {
     /// process lock. Never replaces anything.
     ///
     /// - Throws: ``LedgerError/alreadyExists(path:)`` when the file or its mark exists.
-    public static func create(path: String) throws(LedgerError) -> LedgerStore {
+    public static func create(path given: String) throws(LedgerError) -> LedgerStore {
+        let path = try oneName(given)
         let descriptor = try lock(path)
         guard !FileManager.default.fileExists(atPath: path), !FileManager.default.fileExists(atPath: markPath(path))
         else {
@@ -85,7 +86,8 @@ public final class LedgerStore {
         try open(path: path, acceptingLostCommits: false)
     }
 
-    static func open(path: String, acceptingLostCommits: Bool) throws(LedgerError) -> LedgerStore {
+    static func open(path given: String, acceptingLostCommits: Bool) throws(LedgerError) -> LedgerStore {
+        let path = try oneName(given)
         guard FileManager.default.fileExists(atPath: path) else {
             throw .missing(path: path, hadMark: FileManager.default.fileExists(atPath: markPath(path)))
         }
@@ -102,10 +104,12 @@ public final class LedgerStore {
             guard found <= Self.schemaVersion else {
                 throw LedgerError.schemaMismatch(found: found, expected: Self.schemaVersion)
             }
+            // A ledger with an id has had a mark since settle made or first opened it.
+            let hadMark = try store.meta("ledger_id") != nil
             if found < Self.schemaVersion {
                 try db.transaction { () throws(LedgerError) in try store.migrate(from: found) }
             }
-            if !acceptingLostCommits { try store.checkMark() }
+            if !acceptingLostCommits { try store.checkMark(hadOne: hadMark) }
             return store
         } catch {
             Glibc.close(descriptor)
@@ -121,7 +125,8 @@ public final class LedgerStore {
     /// - Parameter sharing: take the process lock shared (a plan: any number of them read at
     ///   once, none while a process settles on the ledger, ``LedgerError/busy(_:)``); the
     ///   lock file is not created when no process ever made it.
-    public static func openReadOnly(path: String, sharing: Bool = false) throws(LedgerError) -> LedgerStore? {
+    public static func openReadOnly(path given: String, sharing: Bool = false) throws(LedgerError) -> LedgerStore? {
+        let path = try oneName(given)
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         try checkFile(path)
         let shared = sharing ? try lock(path, shared: true) : -1
@@ -205,6 +210,26 @@ public final class LedgerStore {
         return descriptor
     }
 
+    /// The name a ledger is used under, the same whichever name a process was given: its
+    /// lock, its mark and SQLite's WAL sit beside it by name, so two names for one file
+    /// would let two processes settle on it at once (audit 16: a hard link paid every rider
+    /// twice). A symlink is followed to its file (a symlinked folder needs nothing: the
+    /// files beside it are the same); a file with more than one name (hard links) is refused.
+    static func oneName(_ path: String) throws(LedgerError) -> String {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return path }
+        var name = path
+        if info.st_mode & S_IFMT == S_IFLNK, let real = realpath(path, nil) {
+            name = String(cString: real)
+            free(real)
+            guard stat(name, &info) == 0 else { return name }
+        }
+        if info.st_mode & S_IFMT == S_IFREG, info.st_nlink > 1 {
+            throw .linked(path: path, names: Int(info.st_nlink))
+        }
+        return name
+    }
+
     /// An empty file is a damaged ledger (SQLite would take it as a new database); a file
     /// without SQLite's header is not a ledger.
     private static func checkFile(_ path: String) throws(LedgerError) {
@@ -243,7 +268,7 @@ public final class LedgerStore {
     /// after each of them. A ledger behind its mark lost commits.
     static func markPath(_ path: String) -> String { path + ".mark" }
 
-    private func meta(_ key: String) throws(LedgerError) -> String? {
+    func meta(_ key: String) throws(LedgerError) -> String? {
         var value: String?
         try db.query("SELECT value FROM settle_meta WHERE key = ?", [.text(key)]) { row in value = row.text(0) }
         return value
@@ -273,9 +298,21 @@ public final class LedgerStore {
         }
     }
 
-    private func checkMark() throws(LedgerError) {
+    /// - Parameter hadOne: the ledger had an id before this open: settle wrote its mark when
+    ///   it made it (or first opened it, a ledger from before marks).
+    private func checkMark(hadOne: Bool) throws(LedgerError) {
         guard let data = FileManager.default.contents(atPath: Self.markPath(path)) else {
-            // A ledger from before marks (or whose mark was removed by hand): start one.
+            // A ledger from before marks: start its mark. One that had a mark and lost it
+            // cannot be told from an older copy (a backup restored without it): refused
+            // (audit 16: such a backup was used, and paid again what it did not know of).
+            // `ledger rebuild` over it makes it whole from Stripe, and writes its mark.
+            guard !hadOne else {
+                throw .behindMark(
+                    path: path,
+                    message:
+                        "its mark \(Self.markPath(path)) is missing: settle wrote one when it made this ledger, and only a copy made without it (a backup restored, the file moved alone) lacks it"
+                )
+            }
             try writeMark()
             return
         }

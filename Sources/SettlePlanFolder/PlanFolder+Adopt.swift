@@ -110,4 +110,39 @@ extension PlanFolder {
         if let failure = held.failure { throw failure }
         return adopted
     }
+
+    /// The lines of the payouts Stripe has not posted yet (`payouts`, by instruction id), for
+    /// a ledger `settle ledger rebuild` restored: held as followed, with their original
+    /// records from this folder, as the apply that sent them held them. The run that learns
+    /// such a payout came back then reports its lines failed, in its errors.csv (audit 16: a
+    /// rebuilt ledger never followed them, and a payout that failed later was reported
+    /// nowhere). Holding a line again is harmless. Returns how many lines were held.
+    public func holdFollowing(_ payouts: Set<String>, ledger: LedgerStore, records: any SpoolRecordSource)
+        throws(SettleError) -> Int
+    {
+        typealias F = ResultsFile.Field
+        guard !payouts.isEmpty else { return 0 }
+        guard let reader = ResultsReader(path: path("results.csv")),
+            let index = LineIndex.Reader(path: path(LineIndex.name))
+        else {
+            throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv or its line index")
+        }
+        var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: runID)
+        var count = 0
+        _ = try Self.reading { () throws(WriteFailure) in try reader.next() }  // the header
+        while let row = try Self.reading({ () throws(WriteFailure) in try reader.next() }) {
+            guard let entry = try Self.reading({ () throws(WriteFailure) in try index.next() }) else {
+                throw SettleError(.internalError, "\(folder): results.csv has more rows than its line index")
+            }
+            guard row.count == ResultsFile.header.count,
+                payouts.contains(String(decoding: row[F.instructionID.rawValue], as: UTF8.self)),
+                row[F.kind.rawValue] == Array(LineKind.payout.name.utf8)
+            else { continue }
+            try held.add(row, status: nil, entry: entry, adopted: .following)
+            count += 1
+        }
+        held.write()
+        if let failure = held.failure { throw failure }
+        return count
+    }
 }

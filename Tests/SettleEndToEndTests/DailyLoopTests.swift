@@ -48,6 +48,42 @@ import Testing
         return payout
     }
 
+    /// A ledger rebuilt while a payout is still processing follows it like the ledger that
+    /// sent it: the run that learns Stripe returned it reports the line failed, in its
+    /// errors.csv with its original strings (audit 16: a rebuilt ledger recorded no payout
+    /// status, so nothing followed it and the line was reported nowhere).
+    @Test func aRebuiltLedgerFollowsThePayoutsStillProcessing() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        // Stripe posts it only later: the rebuild lists it processing.
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"payout_auto_post": false}"#)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header + "D3,1003,payout,15.00,usd,ORDER1003,,,,,,,acct_drv,pm_ap_1,\n", asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let payout = try #require(day1["D3"]?[10])
+        for suffix in ["", "-wal", "-shm", ".mark"] {
+            try? FileManager.default.removeItem(atPath: setup.ledger + suffix)
+        }
+        let rebuilt = try SettleProcess.run(
+            [
+                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base,
+                setup.folder.appendingPathComponent("day1").path,
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        #expect(rebuilt.stderr.contains("1 payout(s) Stripe has not posted yet are followed"), "\(rebuilt.stderr)")
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(payout)/status",
+            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["D3"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day2)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+        #expect(errors.contains("D3,1003,payout,15.00,usd,ORDER1003"), "\(errors)")
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 1)
+    }
+
     /// A fix fed back soon after the payout that came back is paid: "made after this plan" is
     /// judged to the millisecond (the manifest's `planned_at_ms`), not by the run id's second
     /// (audit 12: a fix planned in the same second as the payout was refused again). The

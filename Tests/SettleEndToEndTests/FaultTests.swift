@@ -288,6 +288,15 @@ import Testing
         let behind = try setup.run([input], out: "behind")
         #expect(behind.status == 78, "\(behind.stderr)")
         #expect(behind.stderr.contains("lost commits"))
+        // The same backup with the mark deleted too: a ledger that sent requests had a mark,
+        // so one without is refused as well (audit 16: it was used, and paid again).
+        let mark = setup.ledger + ".mark"
+        let savedMark = try Data(contentsOf: URL(fileURLWithPath: mark))
+        try FileManager.default.removeItem(atPath: mark)
+        let markless = try setup.run([input], out: "markless")
+        #expect(markless.status == 78, "\(markless.stderr)")
+        #expect(markless.stderr.contains("mark \(mark) is missing"), "\(markless.stderr)")
+        try savedMark.write(to: URL(fileURLWithPath: mark))
         // Deleted: missing, and never created again by accident.
         try FileManager.default.removeItem(atPath: setup.ledger)
         let missing = try setup.run([input], out: "missing")
@@ -332,6 +341,19 @@ import Testing
         #expect(planned.status == 78, "\(planned.stderr)")
         #expect(!FileManager.default.fileExists(atPath: setup.folder.appendingPathComponent("refusedplan").path))
         #expect(try setup.sandbox.effects().count == made)
+        // A new ledger where the lost one was: the folder applied on the lost one is refused
+        // (its instructions would look unsent: paid again once Stripe's window passed).
+        for suffix in ["", "-wal", "-shm", ".mark"] {
+            try? FileManager.default.removeItem(atPath: setup.ledger + suffix)
+        }
+        #expect(try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger]).status == 0)
+        let elsewhere = try setup.apply("first")
+        #expect(elsewhere.status == 78, "\(elsewhere.stderr)")
+        #expect(elsewhere.stderr.contains("does not know that run"), "\(elsewhere.stderr)")
+        #expect(try setup.sandbox.effects().count == made)
+        for suffix in ["", "-wal", "-shm", ".mark"] {
+            try? FileManager.default.removeItem(atPath: setup.ledger + suffix)
+        }
         // With the plan folder that made them, every line is known again.
         let rebuilt = try SettleProcess.run(
             rebuild + [setup.folder.appendingPathComponent("first").path], environment: ["STRIPE_API_KEY": testKey])
@@ -341,8 +363,43 @@ import Testing
         #expect(
             setup.results("again").allSatisfy { $0[8] == "already_settled" }, "\(setup.results("again").map { $0[8] })")
         #expect(try setup.sandbox.effects().count == made)
+        // The rebuild with the folder made its run known: the folder may be applied again,
+        // and sends nothing.
+        let reapplied = try setup.apply("first")
+        #expect(reapplied.status == 0, "\(reapplied.stderr)")
+        #expect(try setup.sandbox.effects().count == made)
         try ApplyCommandTests.expectPaidExactlyOnce(
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
+    }
+
+    /// A ledger has one name: a symlink is followed to its file (one lock, one mark, one
+    /// WAL), and a file with two names (a hard link) is refused, 78, nothing sent (audit 16:
+    /// two runs through two hard-linked names settled at once and paid every rider twice).
+    @Test func aLedgerIsUsedUnderOneName() throws {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 2, in: setup.folder)
+        let link = setup.folder.appendingPathComponent("link.sqlite").path
+        try FileManager.default.linkItem(atPath: setup.ledger, toPath: link)
+        let linked = try setup.run([input], out: "linked")
+        #expect(linked.status == 78, "\(linked.stderr)")
+        #expect(linked.stderr.contains("has 2 names (hard links)"), "\(linked.stderr)")
+        var throughLink = setup.arguments("run", [input.path], out: "through-link")
+        throughLink[throughLink.firstIndex(of: "--ledger")! + 1] = link
+        let other = try SettleProcess.run(throughLink, environment: ["STRIPE_API_KEY": testKey])
+        #expect(other.status == 78, "\(other.stderr)")
+        #expect(try setup.sandbox.effects().isEmpty)
+        try FileManager.default.removeItem(atPath: link)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: setup.ledger)
+        let symlinked = try SettleProcess.run(throughLink, environment: ["STRIPE_API_KEY": testKey])
+        #expect(symlinked.status == 0, "\(symlinked.stderr)")
+        // The lock and the mark are the file's own, not the link's.
+        #expect(!FileManager.default.fileExists(atPath: link + ".lock"))
+        #expect(!FileManager.default.fileExists(atPath: link + ".mark"))
+        let again = try setup.run([input], out: "again")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(setup.results("again").allSatisfy { $0[8] == "already_settled" })
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(2), payouts: 2 * 250)
     }
 }
 

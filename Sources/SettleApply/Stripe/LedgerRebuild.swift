@@ -21,14 +21,19 @@ public struct LedgerRebuild {
         /// Instructions settled at Stripe whose lines no plan folder gave: the ledger is
         /// refused for planning and applying until a rebuild gives them.
         public var withoutLines: [String] = []
+        /// Payouts Stripe has not posted yet: the next runs follow them; their lines are held
+        /// as followed from the plan folders (``PlanFolder/holdFollowing(_:ledger:records:)``).
+        public var processing: Set<String> = []
     }
 
     /// - Parameters:
     ///   - since: Unix seconds; objects created before are not listed.
     ///   - linesOf: the lines of the instructions found, from the plan folders that made them
     ///     (Stripe's objects carry the instruction's id, not its lines).
+    ///   - runs: the runs of the plan folders given that were made since then
+    ///     (``LedgerStore/knowsRun(_:)``: their folders may be applied again on this ledger).
     public func run(
-        ledger: LedgerStore, since: Int64,
+        ledger: LedgerStore, since: Int64, runs: [String] = [],
         linesOf: (Set<String>) throws(ApplyError) -> [String: [LedgerLineClaim]] = { _ in [:] }
     ) throws(ApplyError) -> Report {
         let api = try StripeAPI(configuration: configuration)
@@ -120,13 +125,15 @@ public struct LedgerRebuild {
                         currency: payment["amount"]?["currency"]?.stringValue ?? "usd",
                         amountMinor: payment["amount"]?["value"]?.intValue ?? 0,
                         path: "/v2/money_management/outbound_payments",
-                        idempotencyKey: IdempotencyKey.make(instruction: instruction, attempt: 1)))
+                        idempotencyKey: IdempotencyKey.make(instruction: instruction, attempt: 1),
+                        payoutStatus: status.isEmpty ? "processing" : status))
+                if status != "posted" { report.processing.insert(instruction) }
             }
             next = page["next_page_url"]?.stringValue.flatMap { api.path(of: $0) }
         }
         let lines = try linesOf(Set(objects.map(\.instructionID)))
         do {
-            report.added = try ledger.restore(objects, lines: lines)
+            report.added = try ledger.restore(objects, lines: lines, runs: runs)
             report.withoutLines = try ledger.instructionsWithoutLines()
         } catch {
             throw .ledger(error)
