@@ -30,6 +30,11 @@ public final class ApplyEngine {
     /// (its facts checked), under ``runID``.
     public var netted: [LedgerStore.NettedLine] = []
     public var runID = ""
+    /// Called once, right before the first request of the plan leaves (after every check that
+    /// refuses the plan without a request); an error stops the run there, nothing sent
+    /// (a new ledger asks Stripe whether settle paid from the account before,
+    /// ``EarlierLedgerProbe``).
+    public var beforeFirstSend: (() throws(ApplyError) -> Void)?
     /// When the plan was made (from its run id); nil when not known. A payout made after it
     /// that came back is not this plan's to send again (``cameBack(_:)``).
     public var plannedAt: Date?
@@ -856,6 +861,20 @@ public final class ApplyEngine {
                     // At the barrier: the answers of the calls in flight come first.
                     if barrier { return [] }
                     continue
+                }
+                if let gate = self.beforeFirstSend {
+                    self.beforeFirstSend = nil
+                    do throws(ApplyError) {
+                        try gate()
+                    } catch {
+                        if case .keyRefused(let message) = error {
+                            self.keyRefused = message
+                        } else {
+                            self.planFailure = error
+                        }
+                        scheduler.stopped = true
+                        return []
+                    }
                 }
                 // In flight first, in one transaction; one by one if the batch is refused.
                 var marked: [LedgerDispatch] = []

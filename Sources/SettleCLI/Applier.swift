@@ -193,6 +193,45 @@ struct Applier {
                 + "--ledger \(options.ledger) \(plan.folder)`")
     }
 
+    /// A ledger that has sent nothing yet asks Stripe, right before its first request,
+    /// whether settle paid from this account before, longer ago than Stripe's idempotency
+    /// window (``EarlierLedgerProbe``): then this is a new ledger where another one settled (a
+    /// lost one, its mark lost too), and everything would be paid again. 78, nothing sent.
+    /// Stripe not answering the question is no verdict: the apply goes on. nil for a ledger
+    /// that has sent before.
+    func earlierLedgerCheck(_ ledger: LedgerStore, configuration: ApplyConfiguration) throws(CommandFailure)
+        -> (() throws(ApplyError) -> Void)?
+    {
+        let fresh: Bool
+        do {
+            fresh = try !ledger.hasInstructions()
+        } catch {
+            throw LedgerHistory.failure(error, path: options.ledger)
+        }
+        guard fresh else { return nil }
+        let path = options.ledger
+        let log = self.log
+        return { () throws(ApplyError) in
+            let found: EarlierLedgerProbe.Found?
+            do throws(ApplyError) {
+                found = try EarlierLedgerProbe(configuration: configuration).earlierObject()
+            } catch {
+                if case .keyRefused = error { throw error }
+                log(
+                    .warning, event: "earlier_ledger_unknown",
+                    "could not ask Stripe whether settle paid from this account before this new ledger: \(error)")
+                return
+            }
+            guard let found else { return }
+            throw .configuration(
+                "the ledger \(path) is new (it has sent nothing), but settle already paid from this Stripe account "
+                    + "(\(found.stripeID), made \(Log.timestamp(found.created)), more than a day ago): that was "
+                    + "another ledger, or a lost one. Nothing was sent: with this one, every line would look unpaid "
+                    + "and be paid again. Use the ledger that paid them, or recover this one with `settle ledger "
+                    + "rebuild --since DATE --ledger \(path) PLAN_FOLDER...`")
+        }
+    }
+
     func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure)
         -> ExitCode
     {
@@ -227,10 +266,12 @@ struct Applier {
         }
         // From here the folder is this run's record, even if the process is killed.
         try onPlanFolder { () throws(SettleError) in try OutputFolder.markApplying(folder, runID: plan.runID) }
+        let firstSendCheck = try earlierLedgerCheck(ledger, configuration: configuration)
         do {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
             engine.netted = netted
             engine.runID = plan.runID
+            engine.beforeFirstSend = firstSendCheck
             // To the millisecond where the manifest says it (a payout sent earlier in the same
             // second is not "made after this plan": audit 12, a fix fed back at once was refused).
             engine.plannedAt = plan.plannedAt ?? RunID.time(of: plan.runID)

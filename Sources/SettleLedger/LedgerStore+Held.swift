@@ -119,6 +119,13 @@ extension LedgerStore {
         return try rebuiltRuns().contains(id)
     }
 
+    /// Whether this ledger ever recorded an instruction (sent, or about to be).
+    public func hasInstructions() throws(LedgerError) -> Bool {
+        var found = false
+        try db.query("SELECT 1 FROM instructions LIMIT 1") { _ in found = true }
+        return found
+    }
+
     /// The runs whose objects a `ledger rebuild` restored from Stripe (their plan folders were given).
     func rebuiltRuns() throws(LedgerError) -> Set<String> {
         var value: String?

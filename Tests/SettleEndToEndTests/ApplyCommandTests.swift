@@ -468,8 +468,9 @@ import Testing
         #expect(outcome.status == 0, "\(outcome.stderr)")
         let sent = try setup.sandbox.requestCount() - before
         let parsed = try OperatorCommandTests.parseMetrics(metrics)
-        // 4 transfers, 3 payouts (one per recipient) and the 3 payout methods looked up first.
-        #expect(parsed["settle_requests_total"] == 10, "\(parsed)")
+        // 4 transfers, 3 payouts (one per recipient), the 3 payout methods looked up first,
+        // and the 2 lists a new ledger reads before its first request (EarlierLedgerProbe).
+        #expect(parsed["settle_requests_total"] == 12, "\(parsed)")
         #expect(parsed["settle_requests_total"].map { Int($0) } == sent, "sandbox saw \(sent)")
     }
 }

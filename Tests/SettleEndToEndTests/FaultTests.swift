@@ -372,6 +372,36 @@ import Testing
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
     }
 
+    /// A new ledger where a lost one was (its mark lost too): inside Stripe's idempotency
+    /// window the keys replay what was made; after it, the first apply asks Stripe whether
+    /// settle paid from the account before, and refuses (78, nothing sent) instead of paying
+    /// every line again (audit 16: ledger and mark deleted, `ledger init`, the export run
+    /// again 25 h later made every transfer twice).
+    @Test func aNewLedgerOnAnAccountSettledBeforeIsRefused() throws {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 2, in: setup.folder)
+        #expect(try setup.run([input], out: "first").status == 0)
+        let made = try setup.sandbox.effects().count
+        func startAgain() throws {
+            for suffix in ["", "-wal", "-shm", ".mark"] {
+                try? FileManager.default.removeItem(atPath: setup.ledger + suffix)
+            }
+            #expect(try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger]).status == 0)
+        }
+        try startAgain()
+        let replayed = try setup.run([input], out: "replayed")
+        #expect(replayed.status == 0, "\(replayed.stderr)")
+        #expect(try setup.sandbox.effects().count == made)
+        try startAgain()
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": 90000}"#)
+        let later = try setup.run([input], out: "later")
+        #expect(later.status == 78, "\(later.stderr)")
+        #expect(later.stderr.contains("settle already paid from this Stripe account"), "\(later.stderr)")
+        #expect(try setup.sandbox.effects().count == made)
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(2), payouts: 2 * 250)
+    }
+
     /// A ledger has one name: a symlink is followed to its file (one lock, one mark, one
     /// WAL), and a file with two names (a hard link) is refused, 78, nothing sent (audit 16:
     /// two runs through two hard-linked names settled at once and paid every rider twice).

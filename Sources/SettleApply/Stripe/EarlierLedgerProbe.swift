@@ -1,0 +1,84 @@
+public import Foundation
+import SettleCore
+import SettleHTTP
+
+/// Before a new ledger's first request: did settle already pay from this Stripe account,
+/// with another ledger, longer ago than Stripe's idempotency window?
+///
+/// A ledger made afresh where a lost one was (its mark lost with it) knows nothing: every
+/// line looks unpaid, and each instruction goes out again under the key it had. Inside
+/// Stripe's 24 h window the key replays the object it made; after it, Stripe makes a second
+/// one (audit 16: paid twice). Stripe's newest transfers and outbound payments say whether
+/// settle made objects there before (`metadata[settle_instruction]`): one made more than
+/// ``window`` before Stripe's own time means this account was settled with a ledger this one
+/// is not. Two requests, only while the ledger has sent nothing.
+public struct EarlierLedgerProbe {
+    public let configuration: ApplyConfiguration
+    /// Less than Stripe's 24 h: an object this old may no longer be replayed by its key.
+    public static let window: TimeInterval = 23 * 3600
+
+    public init(configuration: ApplyConfiguration) { self.configuration = configuration }
+
+    /// An object settle made that is older than the window: its id and when Stripe made it.
+    public struct Found: Sendable, Equatable {
+        public var stripeID: String
+        public var created: Date
+    }
+
+    /// The oldest such object among Stripe's newest 100 transfers and 100 outbound
+    /// payments; nil when there is none. Throws when Stripe cannot say (the caller decides).
+    public func earlierObject() throws(ApplyError) -> Found? {
+        let api = try StripeAPI(configuration: configuration)
+        let client = try HTTPClient.forStripe(configuration)
+        var found: Found?
+        func consider(_ id: String?, _ created: Date?, now: Date) {
+            guard let id, let created, now.timeIntervalSince(created) > Self.window else { return }
+            if found == nil || created < found!.created { found = Found(stripeID: id, created: created) }
+        }
+        for path in [
+            "/v1/transfers" + StripeAPI.query([("limit", "100")]),
+            "/v2/money_management/outbound_payments" + StripeAPI.query([("limit", "100")]),
+        ] {
+            let outcome = client.perform(api.request(method: "GET", path: path))
+            ProcessTally.add(requests: 1, retries: 0)
+            if case .response(let response) = outcome, response.status == 401 || response.status == 403 {
+                throw .keyRefused("Stripe refused the API key (HTTP \(response.status))")
+            }
+            guard case .response(let response) = outcome, case .object(let body) = StripeAnswer(outcome),
+                let now = response.header("date").flatMap(Self.httpDate)
+            else {
+                throw .factsUnavailable(["GET \(path.prefix(50)): \(StripeAPI.summary(outcome))"])
+            }
+            for object in body["data"]?.arrayValue ?? [] where object["metadata"]?["settle_instruction"] != nil {
+                let created: Date? =
+                    switch object["created"] {
+                    case .int(let seconds)?: Date(timeIntervalSince1970: TimeInterval(seconds))
+                    case .string(let text)?: ISO8601DateFormatter.withFractions(text)
+                    default: nil
+                    }
+                consider(object["id"]?.stringValue, created, now: now)
+            }
+        }
+        return found
+    }
+
+    /// An HTTP `Date` header (RFC 7231: `Sun, 06 Nov 1994 08:49:37 GMT`).
+    static func httpDate(_ text: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: text)
+    }
+}
+
+extension ISO8601DateFormatter {
+    /// RFC 3339 with or without fractional seconds (v2 objects' `created`).
+    static func withFractions(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
+}
