@@ -180,9 +180,9 @@ public struct ControlSums: Sendable {
         let batch = plan.batch
         for index in batch.lines.indices {
             let line = batch.lines[index]
-            let parsed = line.amount > 0 && line.reason != .kindInvalid
+            let parsed = line.amount > 0 && !line.kindInvalid
             sums.add(
-                kind: line.reason == .kindInvalid ? nil : line.kind,
+                kind: line.kindInvalid ? nil : line.kind,
                 currency: line.amount > 0 ? line.currency.code : "",
                 amount: line.amount, status: line.status)
             guard parsed, line.kind == .reversal else { continue }

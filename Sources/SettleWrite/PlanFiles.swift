@@ -240,7 +240,7 @@ public enum ResultsFile {
                 symbol(line.lineID, batch, &out)
                 symbol(line.orderID, batch, &out)
                 symbol(line.group, batch, &out)
-                if line.reason != .kindInvalid { out.append(contentsOf: line.kind.name.utf8) }
+                if !line.kindInvalid { out.append(contentsOf: line.kind.name.utf8) }
                 out.append(0x2C)
                 symbol(batch.payee(of: line), batch, &out)
                 if line.amount > 0 {

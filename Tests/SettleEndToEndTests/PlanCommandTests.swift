@@ -213,6 +213,29 @@ import Testing
             ])
     }
 
+    /// A later copy of a line_id whose kind is none settle knows shows no kind in
+    /// results.csv, as the same line does when it is not a copy (audit 15 C1: `transfer`).
+    @Test func aDuplicateWithAnInvalidKindShowsNoKind() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("in.csv")
+        try """
+        line_id,order_id,kind,amount,currency,destination
+        1-1,1,transfer,4.40,usd,acct_A
+        1-1,1,pay out,4.40,usd,acct_A
+        2-1,2,pay out,4.40,usd,acct_A
+        1-1,1,payout,4.40,usd,acct_A
+
+        """.write(to: input, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("out")
+        #expect(
+            try SettleProcess.run(["plan", input.path, "--out", out.path, "--as-of", "2026-11-29", "-q"]).status == 65)
+        #expect(
+            SettleProcess.results(out).map { "\($0[0]) \($0[3]) \($0[5]) \($0[8]) \($0[11])" } == [
+                "1-1 transfer 4.40 planned ", "1-1  4.40 rejected duplicate_line_id", "2-1  4.40 rejected kind_invalid",
+                "1-1 payout 4.40 rejected duplicate_line_id",
+            ])
+    }
+
     @Test func standardInputIsAnInput() throws {
         let out = SettleProcess.temporaryFolder()
         let csv = "line_id,order_id,amount,currency,destination\n1,1,1.00,usd,acct_a\n"

@@ -53,6 +53,10 @@ public struct OrderLine: Sendable {
     /// it: an export's copy of a line the ledger holds with other money content (rejected
     /// `line_conflict`; the held copy is the line). Later copies of a line_id are the other case.
     public var outsideGroup: Bool = false
+    /// The record's `kind` is none settle knows (rejected `kind_invalid`): `kind` is only a
+    /// placeholder, and results.csv shows no kind, also once a later copy of the line_id
+    /// is rejected `duplicate_line_id` instead.
+    public var kindInvalid: Bool = false
 
     public init() {}
 

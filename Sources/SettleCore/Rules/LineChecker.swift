@@ -130,6 +130,7 @@ public final class LineChecker: RecordSink {
         if let failure = check(record, fields: fields, layout: layout, encodingProblem: encodingProblem, into: &line) {
             line.status = .rejected
             line.reason = failure.code
+            line.kindInvalid = failure.code == .kindInvalid
             line.message = storage.addMessage(failure.message)
         }
         chunk.add(line, utf8: encodingProblem == nil) { fields[$0] }
