@@ -188,7 +188,8 @@ public struct PlanFolder {
             } ?? [],
             guardedInputs: manifest["inputs"]?.arrayValue?.map { input in
                 input["guarded_columns"]?.arrayValue?.compactMap(\.boolValue)
-            } ?? [])
+            } ?? [],
+            csvInputs: manifest["inputs"]?.arrayValue?.map { $0["format"]?.stringValue == "csv" } ?? [])
     }
 
     public func rewrite(

@@ -27,60 +27,97 @@ public struct CorrectionLayout: Sendable {
     /// other file. Its cells are read back without it: the strings the rules saw.
     public var guardedInputs: [[Bool]?] = []
 
+    /// Per input file, whether it is a CSV file (``FileLayout/fromHeader``): each of its
+    /// records has as many cells as its header, and one with more or fewer does not line up.
+    /// An XML line's spooled record ends at the columns known when it was read (the rest
+    /// are empty).
+    public var csvInputs: [Bool] = []
+
     /// A layout read back from a manifest: amount columns are known by their names.
-    public init(names: [String], mapping: [[Int]], guardedInputs: [[Bool]?] = []) {
+    public init(names: [String], mapping: [[Int]], guardedInputs: [[Bool]?] = [], csvInputs: [Bool] = []) {
         self.names = names
         self.mapping = mapping
         self.guardedInputs = guardedInputs
+        self.csvInputs = csvInputs
         guarded = names.map { name in FileLayout.isGuarded(Column(headerName: name).map { .known($0) } ?? .extra) }
     }
 
     /// The input columns of one row in this layout: the spooled record's fields, each in its
     /// output column, with the guard a file settle wrote put on them removed.
+    ///
+    /// A record whose cells do not line up with its file's columns (more or fewer) comes back
+    /// with as many more or fewer cells (``misaligned(_:map:columns:width:)``), so that its row
+    /// is rejected `malformed_record` again until a person fixes it. In a file settle wrote,
+    /// settle's reason cells are the last three of the row, whatever its count.
     public func inputValues(of row: CorrectionRow, records: any OriginalRecords) throws(WriteFailure) -> [[UInt8]] {
-        var values = [[UInt8]](repeating: [], count: names.count)
-        guard row.spoolLength > 0 else { return values }
+        guard row.spoolLength > 0 else { return [[UInt8]](repeating: [], count: names.count) }
         let map = row.file < mapping.count ? mapping[row.file] : []
-        let fields: [[UInt8]]
-        if row.reasonCode == ReasonCode.malformedRecord.code {
-            fields = try CorrectionLayout.losslessFields(
-                records.bytes(file: row.file, offset: row.spoolOffset, length: row.spoolLength), columns: map.count)
+        var fields: [[UInt8]]
+        if row.reasonCode == ReasonCode.malformedRecord.code || row.reasonCode == ReasonCode.fieldTooLong.code {
+            // The reader could not take the record as the header says: every byte as read.
+            let bytes = try records.bytes(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
+            fields = bytes.withUnsafeBytes { CSVScanner.losslessFields(of: $0) }.map(\.value)
         } else {
             fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
         }
-        let strip = row.file < guardedInputs.count ? guardedInputs[row.file] : nil
-        for (position, value) in fields.enumerated() where position < map.count && map[position] >= 0 {
-            if let strip, position < strip.count, strip[position] {
-                values[map[position]] = value.withUnsafeBytes { [UInt8](CSVScanner.unguarded($0)) }
-            } else {
-                values[map[position]] = value
+        // settle's own reason cells (a fed-back file: its columns dropped, -1, are the last).
+        let reasonCells = map.reversed().prefix { $0 < 0 }.count
+        let columns = map.count - reasonCells
+        if fields.count >= reasonCells { fields.removeLast(reasonCells) }
+        // A cell carries the guard of the column it sits under; one past them is text, guarded.
+        if row.file < guardedInputs.count, let strip = guardedInputs[row.file] {
+            for position in fields.indices where position >= columns || (position < strip.count && strip[position]) {
+                fields[position] = fields[position].withUnsafeBytes { [UInt8](CSVScanner.unguarded($0)) }
             }
+        }
+        let csv = row.file < csvInputs.count && csvInputs[row.file]
+        if csv, fields.count != columns {
+            return CorrectionLayout.misaligned(fields, map: map, columns: columns, width: names.count)
+        }
+        var values = [[UInt8]](repeating: [], count: names.count)
+        for (position, value) in fields.enumerated() where position < columns && map[position] >= 0 {
+            values[map[position]] = value
         }
         return values
     }
 
-    /// A malformed record's fields with nothing dropped: text after a closing quote stays in
-    /// its cell as read, and fields past the header's columns stay, as read, in the last
-    /// column's cell. Fed back unchanged it is rejected again, never read as other money.
-    static func losslessFields(_ record: [UInt8], columns: Int) -> [[UInt8]] {
-        let fields = record.withUnsafeBytes { CSVScanner.losslessFields(of: $0) }
-        guard columns > 0, fields.count > columns else { return fields.map(\.value) }
-        let end = record.withUnsafeBytes { CSVScanner.contentEnd(of: $0) }
-        var kept = fields.prefix(columns - 1).map(\.value)
-        kept.append([UInt8](record[fields[columns - 1].start..<end]))
-        return kept
+    /// The row of a record with more or fewer cells than its file's `columns`: each cell it
+    /// has in its output column, then the cells past the columns, as read; a short record
+    /// lacks the cells of the columns it lacks. No byte is dropped, and the row has as many
+    /// cells more or fewer than the header as the record had: it cannot be taken column by
+    /// column (fed back unchanged it is `malformed_record` again), and a person who puts the
+    /// missing cells in, or the extra ones where they belong, makes it a normal row.
+    static func misaligned(_ fields: [[UInt8]], map: [Int], columns: Int, width: Int) -> [[UInt8]] {
+        var values = [[UInt8]](repeating: [], count: width)
+        var lacking = [Bool](repeating: false, count: width)
+        for position in 0..<columns where map[position] >= 0 {
+            if position < fields.count {
+                values[map[position]] = fields[position]
+            } else {
+                lacking[map[position]] = true
+            }
+        }
+        if fields.count > columns { return values + fields[columns...] }
+        return values.indices.filter { !lacking[$0] }.map { values[$0] }
     }
 
     public init(files: [Batch.InputFile]) {
         var index: [String: Int] = [:]
         for file in files {
             var map: [Int] = []
+            // A file's columns go to distinct output columns: an extra column named twice in
+            // one file is two columns (the second one's cells must not overwrite the first's).
+            var extrasNamed: [String: Int] = [:]
             for (position, role) in file.layout.roles.enumerated() {
                 let key: String
                 switch role {
                 case .known(let column): key = "known:" + column.csvName
                 case .metadata(let name): key = "metadata:" + name
-                case .extra: key = "extra:" + file.layout.names[position]
+                case .extra:
+                    let name = file.layout.names[position]
+                    let seen = extrasNamed[name, default: 0]
+                    extrasNamed[name] = seen + 1
+                    key = "extra:" + name + (seen == 0 ? "" : "\u{0}\(seen)")
                 case .annotation:
                     map.append(-1)
                     continue
@@ -96,6 +133,7 @@ public struct CorrectionLayout: Sendable {
             }
             mapping.append(map)
             guardedInputs.append(file.layout.guardedCells)
+            csvInputs.append(file.layout.fromHeader)
         }
     }
 

@@ -176,8 +176,10 @@ import Testing
 
     /// A malformed record's row in errors.csv keeps every byte it was read with (the text
     /// after a stray quote, fields past the header), and fed back unchanged it is rejected
-    /// again. Before, `"1.00"5` came back as 1.00 and was planned (audit 5 #3). An export's
-    /// own `source` and `reason` columns are kept as extras, not taken for settle's (#10).
+    /// again. Before, `"1.00"5` came back as 1.00 and was planned (audit 5 #3), and so was a
+    /// record with too many fields, its extra text folded into the last cell (audit 15 F3).
+    /// An export's own `source` and `reason` columns are kept as extras, not taken for
+    /// settle's (#10).
     @Test func correctionsKeepWhatTheExportSaid() throws {
         let folder = SettleProcess.temporaryFolder()
         let input = folder.appendingPathComponent("in.csv")
@@ -197,7 +199,7 @@ import Testing
                 "line_id,order_id,amount,currency,destination,source,reason,reason_code,reason,source",
                 #"S1,O1,""\#"1.00""5",usd,acct_r1,shop,a,malformed_record,text after a closing quote,"#
                     + "\(input.path):2",
-                #"S2,O2,2.00,usd,acct_r1,shop,"b,acct_r2",malformed_record,"the record has 8 fields, the header 7","#
+                #"S2,O2,2.00,usd,acct_r1,shop,b,acct_r2,malformed_record,"the record has 8 fields, the header 7","#
                     + "\(input.path):3",
                 "S3,O3,1.001,usd,acct_r1,app,xmas,amount_invalid,amount '1.001' has more decimals than USD allows,"
                     + "\(input.path):4",
@@ -209,8 +211,151 @@ import Testing
         #expect(fed.status == 65)
         #expect(
             SettleProcess.results(again).map { "\($0[0]) \($0[8]) \($0[11])" } == [
-                "S1 rejected amount_invalid", "S2 planned ", "S3 rejected amount_invalid",
+                "S1 rejected amount_invalid", "S2 rejected malformed_record", "S3 rejected amount_invalid",
             ])
+    }
+
+    /// A record whose cells do not line up with the header (too many: an unquoted thousands
+    /// separator; too few, at the end or in the middle) comes back from errors.csv with its
+    /// own cells and no other: fed back unchanged it is rejected `malformed_record` again,
+    /// its row the same; once a person fixes the cells it is a normal line, planned at the
+    /// amount it says. Before, the extra text was folded into the last cell (`1` read as the
+    /// amount, planned at 1.00) and a short record was padded (planned, or read shifted)
+    /// (audit 15 F3). The file's other rows are as before.
+    @Test(arguments: [
+        (
+            "9-1,9,acct_A,usd,1,250.00,weekly", "the record has 7 fields, the header 6",
+            "9-1,9,acct_A,usd,1250.00,weekly"
+        ),
+        ("9-1,9,acct_A,usd,1250.00", "the record has 5 fields, the header 6", "9-1,9,acct_A,usd,1250.00,"),
+        ("9-1,9,acct_A,1250.00,weekly", "the record has 5 fields, the header 6", "9-1,9,acct_A,usd,1250.00,weekly"),
+    ])
+    func aRecordThatDoesNotLineUpStaysMalformedUntilFixed(record: String, reason: String, fixed: String) throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("in.csv")
+        try """
+        line_id,order_id,destination,currency,amount,note
+        8-1,8,acct_A,usd,2.00,"=SUM(A1)"
+        \(record)
+        7-1,7,acct_A,usd,"3.00"0,x
+
+        """.write(to: input, atomically: true, encoding: .utf8)
+        func plan(_ file: URL, _ name: String) throws -> URL {
+            let out = folder.appendingPathComponent(name)
+            let outcome = try SettleProcess.run(["plan", file.path, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+            #expect(outcome.status == 65, "\(outcome.stderr)")
+            return out
+        }
+        func rows(_ out: URL) -> [String] {
+            SettleProcess.results(out).map { "\($0[0]) \($0[5]) \($0[6]) \($0[7]) \($0[8]) \($0[11])" }
+        }
+        let header = "line_id,order_id,destination,currency,amount,note,reason_code,reason,source"
+        let first = try plan(input, "first")
+        #expect(
+            rows(first) == [
+                "8-1 2.00 200 usd planned ", "9-1    rejected malformed_record", "7-1    rejected malformed_record",
+            ])
+        let errors = first.appendingPathComponent("errors.csv")
+        #expect(
+            SettleProcess.read(errors).split(separator: "\n").map(String.init) == [
+                header,
+                "\(record),malformed_record,\"\(reason)\",\(input.path):3",
+                #"7-1,7,acct_A,usd,""\#"3.00""0",x,malformed_record,text after a closing quote,"# + "\(input.path):4",
+            ])
+
+        // Fed back unchanged: the same line, rejected the same way, its row the same.
+        let again = try plan(errors, "again")
+        #expect(rows(again) == ["9-1    rejected malformed_record", "7-1    rejected amount_invalid"])
+        #expect(SettleProcess.results(again)[0][12] == reason)
+        #expect(SettleProcess.results(again)[0][13] == "\(errors.path):2")
+        let errorsAgain = SettleProcess.read(again.appendingPathComponent("errors.csv")).split(separator: "\n")
+        #expect(errorsAgain.count == 3)
+        #expect(
+            errorsAgain.dropFirst().first.map(String.init)
+                == "\(record),malformed_record,\"\(reason)\",\(errors.path):2")
+
+        // Fixed by a person (the row's cells put right, the reason cells left as they are).
+        let fixedFile = folder.appendingPathComponent("fixed.csv")
+        try (header + "\n" + "\(fixed),malformed_record,\"\(reason)\",\(input.path):3\n").write(
+            to: fixedFile, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("fixed")
+        let outcome = try SettleProcess.run(["plan", fixedFile.path, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        #expect(rows(out) == ["9-1 1250.00 125000 usd planned "])
+    }
+
+    /// A record that does not line up, in a file whose columns come in another order than
+    /// errors.csv's (the first file's): each cell it has goes to its column, the cells past
+    /// its file's columns follow the header's, the cells it lacks are left out; fed back
+    /// unchanged, rejected `malformed_record` again (audit 15 F3).
+    @Test func aMisalignedRecordOfASecondFileStaysMalformed() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let first = folder.appendingPathComponent("a.csv")
+        let second = folder.appendingPathComponent("b.csv")
+        try "line_id,order_id,destination,currency,amount,note\n1-1,1,acct_A,usd,1.00,n\n".write(
+            to: first, atomically: true, encoding: .utf8)
+        try
+            "order_id,line_id,amount,currency,destination\n2,2-1,1,250.00,usd,acct_B\n3,3-1,5.00,usd\n4,4-1,4.00,usd,acct_C\n"
+            .write(to: second, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("out")
+        #expect(
+            try SettleProcess.run(["plan", first.path, second.path, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+                .status == 65)
+        let errors = out.appendingPathComponent("errors.csv")
+        #expect(
+            SettleProcess.read(errors).split(separator: "\n").map(String.init) == [
+                "line_id,order_id,destination,currency,amount,note,reason_code,reason,source",
+                #"2-1,2,usd,250.00,1,,acct_B,malformed_record,"the record has 6 fields, the header 5","#
+                    + "\(second.path):2",
+                #"3-1,3,usd,5.00,,malformed_record,"the record has 4 fields, the header 5","# + "\(second.path):3",
+            ])
+        let again = folder.appendingPathComponent("again")
+        #expect(
+            try SettleProcess.run(["plan", errors.path, "--out", again.path, "--as-of", "2026-11-29", "-q"]).status
+                == 65)
+        #expect(
+            SettleProcess.results(again).map { "\($0[0]) \($0[8]) \($0[11])" } == [
+                "2-1 rejected malformed_record", "3-1 rejected malformed_record",
+            ])
+    }
+
+    /// An extra column named twice in one file is two columns of errors.csv: the second's
+    /// cell never overwrites the first's (before, `first` was lost), and a record too long
+    /// for it is still kept whole and rejected again when fed back.
+    @Test func anExtraColumnNamedTwiceKeepsBothCells() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("in.csv")
+        try """
+        line_id,order_id,destination,currency,amount,note,note
+        1-1,1,acct_A,usd,1.001,first,second
+        2-1,2,acct_A,usd,1,250.00,a,b
+
+        """.write(to: input, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("out")
+        #expect(
+            try SettleProcess.run(["plan", input.path, "--out", out.path, "--as-of", "2026-11-29", "-q"]).status == 65)
+        let errors = out.appendingPathComponent("errors.csv")
+        #expect(
+            SettleProcess.read(errors).split(separator: "\n").map(String.init) == [
+                "line_id,order_id,destination,currency,amount,note,note,reason_code,reason,source",
+                "1-1,1,acct_A,usd,1.001,first,second,amount_invalid,amount '1.001' has more decimals than USD allows,"
+                    + "\(input.path):2",
+                #"2-1,2,acct_A,usd,1,250.00,a,b,malformed_record,"the record has 8 fields, the header 7","#
+                    + "\(input.path):3",
+            ])
+        let again = folder.appendingPathComponent("again")
+        #expect(
+            try SettleProcess.run(["plan", errors.path, "--out", again.path, "--as-of", "2026-11-29", "-q"]).status
+                == 65)
+        #expect(
+            SettleProcess.results(again).map { "\($0[0]) \($0[8]) \($0[11])" } == [
+                "1-1 rejected amount_invalid", "2-1 rejected malformed_record",
+            ])
+        #expect(
+            SettleProcess.read(again.appendingPathComponent("errors.csv")).split(separator: "\n").dropFirst().first
+                .map(String.init)
+                == "1-1,1,acct_A,usd,1.001,first,second,amount_invalid,amount '1.001' has more decimals than USD allows,"
+                + "\(errors.path):2")
     }
 
     /// A later copy of a line_id whose kind is none settle knows shows no kind in

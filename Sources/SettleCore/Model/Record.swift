@@ -19,6 +19,9 @@ public final class FileLayout: @unchecked Sendable {
     public private(set) var indexOfColumn = [Int](repeating: -1, count: Column.allCases.count)
     /// The `metadata.<key>` columns: input index and key.
     public private(set) var metadataColumns: [(index: Int, key: String)] = []
+    /// Built from a CSV header: each record of the file has as many cells as the header, and
+    /// one with more or fewer cannot be taken column by column (`malformed_record`).
+    public private(set) var fromHeader = false
 
     public init() {}
 
@@ -40,6 +43,10 @@ public final class FileLayout: @unchecked Sendable {
         guard tail == ["reason_code", "reason", "source"] else { return nil }
         return roles.map(FileLayout.isGuarded)
     }
+
+    /// settle's own `reason_code, reason, source` at the end of a file settle wrote: 3, else 0.
+    /// They are the last cells of each of its rows, whatever the row's count.
+    public var reasonCells: Int { roles.reversed().prefix { $0 == .annotation }.count }
 
     /// Adds a column; returns its index. A known column named twice is a header error.
     @discardableResult
@@ -72,6 +79,7 @@ public final class FileLayout: @unchecked Sendable {
         -> FileLayout
     {
         let layout = FileLayout()
+        layout.fromHeader = true
         var aliasToColumn: [String: Column] = [:]
         for (canonical, alias) in aliases {
             if let column = Column(headerName: canonical) {

@@ -220,6 +220,7 @@ public final class CSVExportReader {
             let built = try FileLayout.csv(header: header, aliases: aliases)
             state.layout = built
             stripGuard = built.guardedCells
+            reasonCells = built.reasonCells
             state.fileIndex = sink.beginFile(name: state.name, layout: built)
             return nil
         } catch {
@@ -236,9 +237,11 @@ public final class CSVExportReader {
     ) -> ReadFailure? {
         var defect = defect
         let fieldCount = scanner.fieldCount
+        let cells = recordCells(fieldCount, layout: layout)
         if defect == nil, fieldCount != layout.count {
             defect = RecordDefect(
-                code: .malformedRecord, message: "the record has \(fieldCount) fields, the header \(layout.count)")
+                code: .malformedRecord,
+                message: "the record has \(cells) fields, the header \(layout.count - reasonCells)")
         }
         if defect?.code == .fieldTooLong {
             let tooLong = (0..<fieldCount).map { scanner.fieldLength($0) > limits.maxFieldBytes }
@@ -254,7 +257,8 @@ public final class CSVExportReader {
         }
         // A field over the field limit is handed on empty (the spool keeps it), and in a file
         // settle wrote the formula guard is removed.
-        let fields = scanner.fieldViews(emptyOver: limits.maxFieldBytes, strip: stripGuard)
+        let fields = UnsafeBufferPointer(
+            rebasing: scanner.fieldViews(emptyOver: limits.maxFieldBytes, strip: stripGuard)[0..<cells])
         let offset = streamOffset(state.position, source)
         let length = raw.count
         sink.record(
@@ -293,8 +297,9 @@ public final class CSVExportReader {
             message: column.map { "column \($0) is longer than \(limits.maxFieldBytes) bytes" }
                 ?? "the record is longer than \(limits.maxRecordBytes) bytes")
         let empty = [UInt8]()
-        let kept = zip(long.fields, long.tooLong).map { $1 ? empty : $0 }
-        withViews(of: kept, stripping: layout.guardedCells) { fields in
+        let kept = zip(long.fields, long.tooLong).map { $1 ? empty : $0 }.prefix(
+            recordCells(long.fields.count, layout: layout))
+        withViews(of: Array(kept), stripping: layout.guardedCells) { fields in
             sink.record(
                 RecordView(
                     fields: fields, line: state.line, spoolOffset: offset, spoolLength: UInt32(length),
@@ -304,6 +309,14 @@ public final class CSVExportReader {
         state.line += long.newlines
         state.position = 0
         return nil
+    }
+
+    /// How many of a record's `count` cells are the record's own: in a file settle wrote, a
+    /// row with another count than the header still ends in settle's reason cells (its
+    /// errors.csv row keeps a record's cells as read, more or fewer than the header's).
+    @inline(__always)
+    private func recordCells(_ count: Int, layout: FileLayout) -> Int {
+        count == layout.count || count < reasonCells ? count : count - reasonCells
     }
 
     /// The position in the (inflated) input of `window[position]`: the window always ends
@@ -328,6 +341,8 @@ public final class CSVExportReader {
     /// Per input column of a file settle wrote, whether its cells carry the formula guard
     /// (every column but the amounts, whose bytes are kept); nil for any other file.
     private var stripGuard: [Bool]? = nil
+    /// ``FileLayout/reasonCells`` of the file being read.
+    private var reasonCells = 0
 
     /// Views of fields held in arrays (a record read as a stream), guard removed as for any record.
     private func withViews(
