@@ -3,8 +3,12 @@ import SettleCore
 /// The properties every plan must have, checked from the generated rows (the truth the
 /// generator wrote) and the plan.
 enum Invariants {
-    /// Codes a line gets before the charge rules look at it: such lines do not count for a charge.
-    static let beforeCharges: Set<ReasonCode> = [
+    /// Lines whose charge columns state nothing: copies that do not count and records not read
+    /// as their columns. Any other line states its charge's facts, rejected or not.
+    static let statesNoChargeFacts: Set<ReasonCode> = [.duplicateLineID, .malformedRecord, .schemaInvalid]
+
+    /// Codes of the line rules: such a line moves nothing, and its currency says least of its charge's.
+    static let lineRules: Set<ReasonCode> = [
         .amountInvalid, .currencyUnsupported, .idInvalid, .kindInvalid, .dateInvalid, .fieldMissing,
         .fieldTooLong, .encodingInvalid, .malformedRecord, .schemaInvalid, .duplicateLineID, .lineConflict,
         .crossBorderUnsupported, .payoutCurrencyUnsupported, .payoutCountryUnsupported, .payoutMethodMissing,
@@ -109,42 +113,80 @@ enum Invariants {
             }
         }
 
-        // Charges: what is known of each, from eligible lines (and Stripe's facts).
+        // Charges: what is known of each, from the rows' own text (and Stripe's facts). Amounts
+        // compare as numbers; they are minor units only in the charge's currency, which a row
+        // may leave to another (docs/RULES.md, Group rules).
         struct Known {
             var lines: [Int] = []
-            var amounts: [Int64] = []
+            var numbers: Set<Int64> = []
+            var currencies: Set<Currency> = []
+            var statuses: Set<String> = []
+            var transferCurrency: Currency? = nil
             var failed = false
             var pending = false
         }
         var charges: [String: Known] = [:]
         for (index, row) in rows.enumerated() {
-            guard let key = chargeKey(row) else { continue }
+            guard let key = chargeKey(row), !row.malformed else { continue }
             let line = batch.lines[index]
-            if line.status == .rejected && beforeCharges.contains(line.reason) { continue }
+            if line.status == .rejected && statesNoChargeFacts.contains(line.reason) || line.outsideGroup { continue }
             var known = charges[key] ?? Known()
             known.lines.append(index)
-            if line.chargeAmount >= 0 { known.amounts.append(line.chargeAmount) }
-            if line.chargeStatus == .failed { known.failed = true }
-            if line.chargeStatus == .pending { known.pending = true }
+            let stated = Currency(row["charge_currency"])
+            if let stated { known.currencies.insert(stated) }
+            if stated != nil || row["charge_currency"].isEmpty,
+                case .success(let number) = MinorUnits.parseThousandths(row["charge_amount"])
+            {
+                known.numbers.insert(number)
+            }
+            if ["succeeded", "pending", "failed"].contains(row["charge_status"]) {
+                known.statuses.insert(row["charge_status"])
+            }
+            if row["charge_status"] == "failed" { known.failed = true }
+            if row["charge_status"] == "pending" { known.pending = true }
+            if known.transferCurrency == nil, line.kind == .transfer,
+                !(line.status == .rejected && lineRules.contains(line.reason))
+            {
+                known.transferCurrency = line.currency
+            }
             charges[key] = known
         }
         for (key, var known) in charges {
             var earlier: Int64 = 0
+            // The charge's amount in minor units of its currency: the one its rows state, else
+            // its transfers' (nil: not known, or not an amount in it).
+            var limit: Int64? = nil
+            var currency = known.currencies.count == 1 ? known.currencies.first : known.transferCurrency
+            if known.numbers.count == 1, let currency,
+                case .success(let minor) = MinorUnits.minor(thousandths: known.numbers.first!, currency: currency)
+            {
+                limit = minor
+            }
+            var fromStripe = false
             if key.hasPrefix("named:") {
                 let id = String(key.dropFirst("named:".count))
                 earlier = generated.ledgerCharges[id] ?? 0
                 if let fact = generated.facts.charges[id] {
-                    known.amounts = [fact.amount]
+                    limit = fact.amount
+                    currency = fact.currency
                     known.failed = fact.status == .failed
                     known.pending = fact.status == .pending
+                    fromStripe = true
                 }
             }
-            if let limit = known.amounts.min() {
+            // Lines that agree (empty values never disagree, amounts as numbers) do not mismatch.
+            if !fromStripe, known.numbers.count <= 1, known.currencies.count <= 1, known.statuses.count <= 1 {
+                for index in known.lines where batch.lines[index].reason == .chargeMismatch {
+                    fail("\(name(index)) is charge_mismatch but the lines on \(key) agree")
+                }
+            }
+            let moving = known.lines.filter {
+                let line = batch.lines[$0]
+                return line.kind == .transfer && [.planned, .deferred, .netted].contains(line.status)
+            }
+            if let limit, let currency, moving.allSatisfy({ batch.lines[$0].currency == currency }) {
                 // A charge the ledger already used up can only reject: nothing more may move.
-                let moved = known.lines.filter {
-                    let line = batch.lines[$0]
-                    return line.kind == .transfer && [.planned, .deferred, .netted].contains(line.status)
-                }.reduce(Int64(0)) { $0 + batch.lines[$1].amount }
+                let moved = moving.reduce(Int64(0)) { $0 + batch.lines[$1].amount }
                 if moved > 0, moved + earlier > limit {
                     fail("transfers on \(key) add up to \(moved) + \(earlier) earlier, more than \(limit)")
                 }

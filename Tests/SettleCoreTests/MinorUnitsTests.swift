@@ -1,5 +1,6 @@
 import SettleCore
 import SettleDigest
+import SettleTestSupport
 import Testing
 
 @Suite struct MinorUnitsTests {
@@ -30,6 +31,38 @@ import Testing
     func refusesInexactOrMalformedAmounts(_ text: String, _ code: String, _ error: MinorUnits.ParseError) throws {
         let currency = try #require(Currency(code))
         #expect(MinorUnits.parse(text, currency: currency) == .failure(error))
+    }
+
+    /// A decimal read before its currency is known (thousandths) becomes, in any currency,
+    /// exactly what reading it in that currency gives, or nothing when that refuses it
+    /// (a charge_amount on a line that leaves charge_currency empty, docs/RULES.md).
+    @Test func thousandthsBecomeWhatTheCurrencyWouldHaveRead() throws {
+        var random = SplitMix64(seed: 0x7_0005)
+        let currencies = try ["usd", "jpy", "kwd", "isk", "krw", "bhd"].map { try #require(Currency($0)) }
+        let digits = Array("0123456789")
+        for _ in 0..<20000 {
+            var text = String((0..<random.int(1...14)).map { _ in random.pick(digits) })
+            if random.chance(60) { text += "." + String((0..<random.int(1...5)).map { _ in random.pick(digits) }) }
+            let allowZero = random.chance(30)
+            let thousandths = MinorUnits.parseThousandths(text, allowZero: allowZero)
+            for currency in currencies {
+                let direct = MinorUnits.parse(text, currency: currency, allowZero: allowZero)
+                let later = thousandths.flatMap {
+                    MinorUnits.minor(thousandths: $0, currency: currency, allowZero: allowZero)
+                }
+                #expect((try? direct.get()) == (try? later.get()), "\(text) in \(currency.code)")
+            }
+            if case .success(let value) = thousandths {
+                #expect(
+                    MinorUnits.parseThousandths(MinorUnits.formatThousandths(value), allowZero: true) == .success(value)
+                )
+            }
+        }
+        #expect(MinorUnits.parseThousandths("55.41") == .success(55410))
+        #expect(MinorUnits.parseThousandths("55.4101") == .failure(.tooPrecise))
+        #expect(MinorUnits.formatThousandths(55410) == "55.41")
+        #expect(MinorUnits.formatThousandths(5_541_000) == "5541")
+        #expect(MinorUnits.formatThousandths(5) == "0.005")
     }
 
     @Test func formatsCanonicalDecimals() throws {

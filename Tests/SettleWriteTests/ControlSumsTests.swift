@@ -52,6 +52,38 @@ import Testing
         #expect(usd.retained == 20000 - 600 - 5000 - 500)
     }
 
+    /// A charge's amount and fee are in the charge's currency, also on a line of another that
+    /// leaves charge_currency empty (audit 15: "6000" on a USD payout of a KRW charge was
+    /// 600000, 6000.00 read as USD, and the KRW charge's gross showed 100 times too large).
+    @Test func aChargesGrossIsInItsOwnCurrencyWhicheverLineGivesIt() throws {
+        let header = [
+            "line_id", "order_id", "kind", "amount", "currency", "transfer_group", "destination", "payment_intent",
+            "charge_amount", "charge_currency", "charge_fee", "recipient", "payout_method",
+        ]
+        let rows = [
+            [
+                "line_id": "1", "order_id": "1", "kind": "transfer", "amount": "3000", "currency": "krw",
+                "transfer_group": "ORDER1", "destination": "acct_a", "payment_intent": "pi_1", "charge_currency": "krw",
+            ],
+            [
+                "line_id": "2", "order_id": "1", "kind": "payout", "amount": "5.00", "currency": "usd",
+                "transfer_group": "ORDER1", "payment_intent": "pi_1", "charge_amount": "6000", "charge_fee": "180",
+                "recipient": "acct_drv", "payout_method": "pm_ap_1",
+            ],
+        ]
+        var options = RuleOptions(asOf: CivilDate.parse("2026-11-29")!)
+        options.platformCountry = "US"
+        let plan = Planner(options: options, history: nil).plan(
+            LineChecker(options: options).checkRows(rows, header: header))
+        let charges = ChargesFile.rows(of: plan, runID: "run_a", history: nil)
+        let row = try #require(charges.first)
+        #expect(charges.count == 1)
+        #expect(row.charge == "pi_1" && row.currency == "krw" && row.gross == 6000 && row.fee == 180)
+        #expect(row.transferred == 3000 && row.retained == 6000 - 180 - 3000)
+        let krw = try #require(ControlSums.of(plan, charges: charges, runID: "run_a").currencies["krw"])
+        #expect(krw.chargesGross == 6000 && krw.chargesFees == 180)
+    }
+
     @Test func aNettedTransferIsMovedOnceAtItsNetAmount() {
         var sums = ControlSums(runID: "run_b", asOf: "2026-11-29")
         var objects = ControlSums.Objects()

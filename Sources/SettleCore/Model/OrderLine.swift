@@ -7,9 +7,11 @@ public struct OrderLine: Sendable {
     // Fields are declared widest first so the record packs into 104 bytes.
 
     public var amount: Int64 = 0
-    /// Charge amount in minor units of the charge currency, -1 when not given.
+    /// Charge amount in thousandths of a major unit, -1 when not given: the charge's currency
+    /// (not the line's) may be known only once the plan sees every line of the charge, so the
+    /// planner makes it minor units (docs/RULES.md, Group rules).
     public var chargeAmount: Int64 = -1
-    /// Charge fee in minor units, -1 when not given.
+    /// Charge fee in thousandths of a major unit, -1 when not given.
     public var chargeFee: Int64 = -1
     /// Where the original record sits in the file's spool.
     public var spoolOffset: UInt64 = 0
@@ -41,6 +43,7 @@ public struct OrderLine: Sendable {
     /// 2-letter country of the destination or recipient, 0 when not given.
     public var destinationCountry: UInt16 = 0
     public var currency: Currency = .usd
+    /// The `charge_currency` the line states (see ``chargeCurrencyGiven``).
     public var chargeCurrency: Currency = .usd
     public var file: UInt16 = 0
 

@@ -21,6 +21,69 @@ public enum MinorUnits {
     public static func parse(
         _ bytes: UnsafeRawBufferPointer, currency: Currency, allowZero: Bool = false
     ) -> Result<Int64, ParseError> {
+        switch scaled(bytes, decimals: currency.decimalDigits) {
+        case .failure(let error): .failure(error)
+        case .success(let value): minor(scaledValue: value, currency: currency, allowZero: allowZero)
+        }
+    }
+
+    /// Thousandths of a major unit: the finest minor unit any currency has.
+    public static let thousandthsDecimals = 3
+
+    /// Parses a decimal whose currency is not known yet (a `charge_amount` on a line that
+    /// leaves `charge_currency` empty) into thousandths of a major unit, so that it compares
+    /// as a number and becomes minor units once its currency is known
+    /// (``minor(thousandths:currency:allowZero:)``). Refused here is what no currency takes:
+    /// not a decimal, a non-zero digit past the third decimal, more than 12 digits before the
+    /// point, and 0 unless `allowZero`.
+    public static func parseThousandths(_ bytes: UnsafeRawBufferPointer, allowZero: Bool = false)
+        -> Result<Int64, ParseError>
+    {
+        switch scaled(bytes, decimals: thousandthsDecimals) {
+        case .failure(let error): return .failure(error)
+        case .success(let value):
+            if value == 0, !allowZero { return .failure(.notPositive) }
+            // 12 digits in minor units of a zero-decimal currency is the largest there is.
+            guard value <= maximum * 1000 else { return .failure(.tooLarge) }
+            return .success(value)
+        }
+    }
+
+    public static func parseThousandths(_ text: String, allowZero: Bool = false) -> Result<Int64, ParseError> {
+        var text = text
+        return text.withUTF8 { parseThousandths(UnsafeRawBufferPointer($0), allowZero: allowZero) }
+    }
+
+    /// Thousandths of a major unit as minor units of `currency`, when they are an amount in it
+    /// (the same rules as ``parse(_:currency:allowZero:)``: `thousandths` of a decimal text
+    /// converts exactly when that text parses in the currency, to the same value).
+    public static func minor(thousandths: Int64, currency: Currency, allowZero: Bool = false)
+        -> Result<Int64, ParseError>
+    {
+        var divisor: Int64 = 1
+        for _ in currency.decimalDigits..<thousandthsDecimals { divisor *= 10 }
+        guard thousandths % divisor == 0 else { return .failure(.tooPrecise) }
+        return minor(scaledValue: thousandths / divisor, currency: currency, allowZero: allowZero)
+    }
+
+    /// Thousandths of a major unit as the shortest decimal (`55.415`, `55.41`, `5541`).
+    public static func formatThousandths(_ thousandths: Int64) -> String {
+        var text = String(thousandths / 1000)
+        var fraction = thousandths % 1000
+        guard fraction != 0 else { return text }
+        var digits = 3
+        while fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        let written = String(fraction)
+        text += "." + String(repeating: "0", count: digits - written.count) + written
+        return text
+    }
+
+    /// Digits with at most one `.` into an integer of `decimals` decimal places; a non-zero
+    /// digit past them is `tooPrecise`.
+    private static func scaled(_ bytes: UnsafeRawBufferPointer, decimals scale: Int) -> Result<Int64, ParseError> {
         let count = bytes.count
         guard count > 0 else { return .failure(.notADecimal) }
         var value: Int64 = 0
@@ -38,12 +101,6 @@ public enum MinorUnits {
             index += 1
         }
         guard index > 0 else { return .failure(.notADecimal) }
-        let scale: Int
-        switch currency.exponent {
-        case .two: scale = 2
-        case .zero, .wholeTimesHundred: scale = 0
-        case .three: scale = 3
-        }
         var fractionDigits = 0
         if index < count {
             index += 1  // the '.'
@@ -66,6 +123,12 @@ public enum MinorUnits {
             value *= 10
             fractionDigits += 1
         }
+        return .success(value)
+    }
+
+    /// A value in the currency's decimal places as its minor units, with the currency's rules.
+    private static func minor(scaledValue: Int64, currency: Currency, allowZero: Bool) -> Result<Int64, ParseError> {
+        var value = scaledValue
         if currency.exponent == .wholeTimesHundred { value *= 100 }
         if currency.exponent == .three, value % 10 != 0 { return .failure(.tooPrecise) }
         if value == 0, !allowZero { return .failure(.notPositive) }

@@ -66,6 +66,9 @@ public struct Planner {
     /// replaced by Stripe's own answer when there is one.
     struct ChargeFacts {
         // Widest first: 72 bytes, not 88 (one a charge, millions in a large batch).
+        /// The charge's amount and fee: thousandths of a major unit while the lines merge (a
+        /// line may not say the charge's currency), minor units of ``inCurrency`` once
+        /// ``resolveAmounts()`` ran; -1 when unknown.
         var amount: Int64 = -1
         var fee: Int64 = -1
         var transfers: Int64 = 0
@@ -73,14 +76,23 @@ public struct Planner {
         var mismatch: String? = nil
         var paymentMethodType: Symbol = .none
         var key: ChargeKey
+        /// The `charge_currency` its lines state.
         var currency: Currency? = nil
-        /// The first line's currency, when no line states charge_currency.
+        /// When no line states charge_currency: the currency of the line that tells the most
+        /// of it (``currencyRank(_:)``; within a rank, ``stricter(_:than:)``).
         var lineCurrency: Currency? = nil
+        var lineCurrencyRank: UInt8 = 0
         var status: ChargeStatus = .unknown
         /// The facts are Stripe's, not the export's.
         var fromStripe = false
+        /// A line that counts in the plan draws on it, not only lines a line rule rejected
+        /// (charges.csv and summary.csv show the charges the run touches).
+        var touched = false
 
         init(key: ChargeKey) { self.key = key }
+
+        /// The charge's currency: the one its lines state, else the most telling line's.
+        var inCurrency: Currency { currency ?? lineCurrency ?? .usd }
     }
 
     /// Charges in order of first appearance, and the charge each line draws on.
@@ -153,7 +165,7 @@ public struct Planner {
         // ledger counts it once (audit 13: its gross and fees were left out of the sums).
         plan.charges = charges.facts.compactMap { facts in
             let charge = facts.key.symbol
-            guard facts.amount >= 0 else { return nil }
+            guard facts.amount >= 0, facts.touched else { return nil }
             var status = facts.status
             if status != .succeeded, status != .failed, !facts.paymentMethodType.isNone,
                 batch.isBankDebit(facts.paymentMethodType)
@@ -161,7 +173,7 @@ public struct Planner {
                 status = .pending
             }
             return ChargeTotal(
-                currency: facts.currency ?? facts.lineCurrency ?? .usd, amount: facts.amount,
+                currency: facts.inCurrency, amount: facts.amount,
                 fee: max(0, facts.fee), charge: charge, status: status)
         }
         var (order, starts) = groupIndex(batch)
@@ -348,17 +360,22 @@ public struct Planner {
 
     // MARK: - Charges
 
+    /// The charge each line draws on and what its lines say of it. A line a line rule rejected
+    /// still states its charge's facts (they govern the other lines on it) but moves nothing;
+    /// copies that do not count state nothing (``LineChecker/statesChargeFacts(_:)``).
     private func mergeCharges(_ batch: Batch) -> ChargeTable {
         var charges = ChargeTable(symbols: batch.symbols.count, lines: batch.lines.count)
         batch.lines.withUnsafeBufferPointer { lines in
             for index in lines.indices {
                 let line = lines[index]
-                guard line.status != .rejected, let key = ChargeKey(line) else { continue }
+                guard LineChecker.statesChargeFacts(line), let key = ChargeKey(line) else { continue }
                 let slot = charges.slotCreating(key)
                 charges.slotOfLine[index] = Int32(slot)
                 charges.facts[slot].merge(line, batch: batch)
+                if line.status != .rejected { charges.facts[slot].touched = true }
             }
         }
+        for slot in charges.facts.indices { charges.facts[slot].resolveAmounts() }
         guard !facts.charges.isEmpty else { return charges }
         for slot in charges.facts.indices {
             guard case .named(let symbol) = charges.facts[slot].key,
@@ -377,6 +394,8 @@ public struct Planner {
             let facts = charges.facts[slot]
             if let mismatch = facts.mismatch {
                 batch.set(index, .rejected, .chargeMismatch, mismatch)
+            } else if let inexact = facts.inexactAmount(of: line, batch: batch) {
+                batch.set(index, .rejected, .chargeInvalid, inexact)
             } else if facts.status == .failed {
                 let source = facts.fromStripe ? "Stripe reports " : ""
                 if facts.fromStripe, case .named(let charge) = facts.key,
@@ -409,7 +428,7 @@ public struct Planner {
             else { continue }
             let facts = charges.facts[slot]
             if facts.transfers + facts.earlier > facts.amount {
-                let currency = facts.currency ?? line.currency
+                let currency = facts.inCurrency
                 batch.set(
                     index, .rejected, .overAllocated,
                     "transfers on \(facts.key.name(batch)) add up to \(MinorUnits.format(facts.transfers + facts.earlier, currency: currency)) \(currency.code.uppercased()), more than the charge's \(MinorUnits.format(facts.amount, currency: currency))"
@@ -861,7 +880,8 @@ public struct Planner {
 }
 
 extension Planner.ChargeFacts {
-    /// Merges one line's charge columns; an empty value never disagrees.
+    /// Merges one line's charge columns; an empty value never disagrees, and amounts compare
+    /// as numbers (thousandths: a line need not say the charge's currency).
     mutating func merge(_ line: OrderLine, batch: Batch) {
         // Built only when the lines disagree.
         var lines: String {
@@ -871,16 +891,26 @@ extension Planner.ChargeFacts {
             case .group(let group): "lines of group \(batch.text(group))"
             }
         }
-        if lineCurrency == nil { lineCurrency = line.currency }
+        let rank = Self.currencyRank(line)
+        if let known = lineCurrency, rank == lineCurrencyRank {
+            if Self.stricter(line.currency, than: known) { lineCurrency = line.currency }
+        } else if lineCurrency == nil || rank > lineCurrencyRank {
+            lineCurrency = line.currency
+            lineCurrencyRank = rank
+        }
+        // Where lines disagree, what is kept is the strict side, never the first line's: the
+        // lines on the charge are rejected, and a line the ledger settled that draws on it (its
+        // group) sees the same charge whatever the line order.
         if line.chargeAmount >= 0 {
             if amount >= 0, amount != line.chargeAmount, mismatch == nil {
                 mismatch = "\(lines) disagree on charge_amount"
             }
-            if amount < 0 { amount = line.chargeAmount }
+            if amount < 0 || line.chargeAmount < amount { amount = line.chargeAmount }
         }
         if line.chargeCurrencyGiven {
-            if let known = currency, known != line.chargeCurrency, mismatch == nil {
-                mismatch = "\(lines) disagree on charge_currency"
+            if let known = currency, known != line.chargeCurrency {
+                if mismatch == nil { mismatch = "\(lines) disagree on charge_currency" }
+                if Self.stricter(line.chargeCurrency, than: known) { currency = line.chargeCurrency }
             }
             if currency == nil { currency = line.chargeCurrency }
         }
@@ -888,10 +918,83 @@ extension Planner.ChargeFacts {
             if status != .unknown, status != line.chargeStatus, mismatch == nil {
                 mismatch = "\(lines) disagree on charge_status"
             }
-            if status == .unknown { status = line.chargeStatus }
+            // failed, then pending, then succeeded.
+            if status == .unknown || line.chargeStatus == .failed || status == .succeeded { status = line.chargeStatus }
         }
         if line.chargeFee >= 0, fee < 0 { fee = line.chargeFee }
-        if !line.paymentMethodType.isNone, paymentMethodType.isNone { paymentMethodType = line.paymentMethodType }
+        if !line.paymentMethodType.isNone, line.paymentMethodType != paymentMethodType,
+            paymentMethodType.isNone
+                || (batch.isBankDebit(line.paymentMethodType) && !batch.isBankDebit(paymentMethodType))
+        {
+            // A bank debit among the types stated: waiting is the safe side.
+            paymentMethodType = line.paymentMethodType
+        }
+    }
+
+    /// How much a line's currency tells of its charge's, when no line states charge_currency:
+    /// a transfer's is the charge's (they must be equal), a reversal's that of the transfer it
+    /// takes back, a payout's only the financial account's (USD); a rejected line's may be
+    /// no currency it was read in, and tells least.
+    static func currencyRank(_ line: OrderLine) -> UInt8 {
+        guard line.status != .rejected else { return 0 }
+        switch line.kind {
+        case .transfer: return 3
+        case .reversal: return 2
+        case .payout: return 1
+        }
+    }
+
+    /// Of two currencies lines of one rank are in (transfers in two currencies on a charge no
+    /// line states the currency of: an export that contradicts itself), the one that reads the
+    /// charge's amount as fewer minor units, so that over-allocation errs on the side of moving
+    /// less; then the lower code. Never the line order: the plan is the same in any order.
+    static func stricter(_ candidate: Currency, than known: Currency) -> Bool {
+        func unitsPerMajor(_ currency: Currency) -> Int {
+            switch currency.exponent {
+            case .zero: 1
+            case .two, .wholeTimesHundred: 100
+            case .three: 1000
+            }
+        }
+        let (mine, theirs) = (unitsPerMajor(candidate), unitsPerMajor(known))
+        return mine != theirs ? mine < theirs : candidate < known
+    }
+
+    /// The merged amount and fee, from thousandths to minor units of the charge's currency;
+    /// one that is not an amount in it is unknown (the lines stating it are rejected
+    /// `charge_invalid`, ``inexactAmount(of:batch:)``).
+    mutating func resolveAmounts() {
+        let currency = inCurrency
+        if amount >= 0, case .success(let minor) = MinorUnits.minor(thousandths: amount, currency: currency) {
+            amount = minor
+        } else {
+            amount = -1
+        }
+        if fee >= 0, case .success(let minor) = MinorUnits.minor(thousandths: fee, currency: currency, allowZero: true)
+        {
+            fee = minor
+        } else {
+            fee = -1
+        }
+    }
+
+    /// Why a line's charge_amount or charge_fee, given without charge_currency, is not an amount
+    /// in the charge's currency (nil: it is, or the line states one; a line stating the currency
+    /// was checked in it when read). Stripe's facts replace the columns: they are not checked.
+    func inexactAmount(of line: OrderLine, batch: Batch) -> String? {
+        guard !line.chargeCurrencyGiven, !fromStripe else { return nil }
+        let currency = inCurrency
+        for (column, value, allowZero) in [
+            ("charge_amount", line.chargeAmount, false), ("charge_fee", line.chargeFee, true),
+        ]
+        where value >= 0 {
+            guard case .failure = MinorUnits.minor(thousandths: value, currency: currency, allowZero: allowZero) else {
+                continue
+            }
+            return
+                "\(column) \(MinorUnits.formatThousandths(value)) is not an amount in \(currency.code.uppercased()), the currency of \(key.name(batch))"
+        }
+        return nil
     }
 
     /// Stripe's answer replaces the export's columns: they no longer count, even to disagree.

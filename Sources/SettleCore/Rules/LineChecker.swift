@@ -144,6 +144,14 @@ public final class LineChecker: RecordSink {
         line.outsideGroup || line.reason == .duplicateLineID
     }
 
+    /// Whether what the line says of its charge counts for the charge rules: a line rejected by
+    /// a line rule still states its charge's facts (a failed charge it names fails the other
+    /// lines on it). A copy that does not count states nothing, nor does a record not read as
+    /// its columns (`malformed_record`, `schema_invalid`: a value may sit in another column).
+    public static func statesChargeFacts(_ line: OrderLine) -> Bool {
+        !staysOutsideGroup(line) && line.reason != .malformedRecord && line.reason != .schemaInvalid
+    }
+
     // MARK: - The per-line rules
 
     /// A record's fields by column; one local copy of the column map, so no retain per access.
@@ -167,6 +175,9 @@ public final class LineChecker: RecordSink {
         let kind = readKind(fields, into: &line)
 
         if let defect = record.defect { return defect }
+        // A line rejected by any rule after this still states what it says of its charge (the
+        // charge rules read it, docs/RULES.md, Group rules); its defect keeps its place below.
+        let chargeDefect = readCharge(fields, into: &line)
         if let encodingProblem { return RecordDefect(code: .encodingInvalid, message: encodingProblem) }
         if let defect = checkLengths(fields) { return defect }
         // Rejected before its amount is read, a line still counts at its amount when that parses
@@ -185,7 +196,7 @@ public final class LineChecker: RecordSink {
         if let defect = checkParties(fields, kind: kind) { return defect }
         if let defect = checkIDPrefixes(fields) { return defect }
         if let defect = readCountryAndDate(fields, into: &line) { return defect }
-        if let defect = readCharge(fields, into: &line) { return defect }
+        if let chargeDefect { return chargeDefect }
         if let defect = readExtras(record, layout: layout, description: fields[.description], into: &line) {
             return defect
         }
@@ -343,43 +354,55 @@ public final class LineChecker: RecordSink {
         return nil
     }
 
-    /// The charge columns into `line`; the charge currency defaults to the line's.
+    /// The charge columns into `line`, each that is valid (the first defect is returned): the
+    /// facts a line states of its charge count even when one of them is wrong. `charge_amount`
+    /// and `charge_fee` are read as numbers (thousandths, compared as numbers); with
+    /// `charge_currency` they must be amounts in it; without, they are checked in the charge's
+    /// currency once the planner knows it (it may be another line's, docs/RULES.md, Group
+    /// rules); with an unsupported `charge_currency` they are not read (their unit is unknown).
     @inline(__always)
     private func readCharge(_ fields: Fields, into line: inout OrderLine) -> RecordDefect? {
+        var defect: RecordDefect? = nil
         let chargeCurrencyField = fields[.chargeCurrency]
+        var amountsReadable = true
         if !chargeCurrencyField.isEmpty {
-            guard let chargeCurrency = Currency(code: chargeCurrencyField) else {
-                return RecordDefect(
+            if let chargeCurrency = Currency(code: chargeCurrencyField) {
+                line.chargeCurrency = chargeCurrency
+                line.chargeCurrencyGiven = true
+            } else {
+                amountsReadable = false
+                defect = RecordDefect(
                     code: .chargeInvalid,
                     message: "charge_currency '\(text(chargeCurrencyField))' is not a supported currency")
             }
-            line.chargeCurrency = chargeCurrency
-            line.chargeCurrencyGiven = true
-        } else {
-            line.chargeCurrency = line.currency
         }
-        let chargeAmount = fields[.chargeAmount]
-        if !chargeAmount.isEmpty {
-            guard case .success(let minor) = MinorUnits.parse(chargeAmount, currency: line.chargeCurrency) else {
-                return RecordDefect(
+        func readDecimal(_ column: Column, allowZero: Bool) -> Int64 {
+            let field = fields[column]
+            guard !field.isEmpty, amountsReadable else { return -1 }
+            guard case .success(let thousandths) = MinorUnits.parseThousandths(field, allowZero: allowZero) else {
+                if defect == nil {
+                    defect = RecordDefect(
+                        code: .chargeInvalid,
+                        message: "\(column.csvName) '\(text(field))' is not an amount in any currency")
+                }
+                return -1
+            }
+            // The same rules as the line's own amount, in the currency the line says the charge
+            // is in; a number that is not an amount in it is still a number another line's
+            // may disagree with.
+            if line.chargeCurrencyGiven, defect == nil,
+                case .failure = MinorUnits.parse(field, currency: line.chargeCurrency, allowZero: allowZero)
+            {
+                defect = RecordDefect(
                     code: .chargeInvalid,
                     message:
-                        "charge_amount '\(text(chargeAmount))' is not an amount in \(line.chargeCurrency.code.uppercased())"
+                        "\(column.csvName) '\(text(field))' is not an amount in \(line.chargeCurrency.code.uppercased())"
                 )
             }
-            line.chargeAmount = minor
+            return thousandths
         }
-        let chargeFee = fields[.chargeFee]
-        if !chargeFee.isEmpty {
-            guard case .success(let minor) = MinorUnits.parse(chargeFee, currency: line.chargeCurrency, allowZero: true)
-            else {
-                return RecordDefect(
-                    code: .chargeInvalid,
-                    message:
-                        "charge_fee '\(text(chargeFee))' is not an amount in \(line.chargeCurrency.code.uppercased())")
-            }
-            line.chargeFee = minor
-        }
+        line.chargeAmount = readDecimal(.chargeAmount, allowZero: false)
+        line.chargeFee = readDecimal(.chargeFee, allowZero: true)
         let status = fields[.chargeStatus]
         if !status.isEmpty {
             if ByteCompare.equals(status, "succeeded") {
@@ -388,13 +411,13 @@ public final class LineChecker: RecordSink {
                 line.chargeStatus = .pending
             } else if ByteCompare.equals(status, "failed") {
                 line.chargeStatus = .failed
-            } else {
-                return RecordDefect(
+            } else if defect == nil {
+                defect = RecordDefect(
                     code: .chargeInvalid,
                     message: "charge_status '\(text(status))' is not succeeded, pending or failed")
             }
         }
-        return nil
+        return defect
     }
 
     /// Description and metadata, kept aside in the batch (most lines have neither).

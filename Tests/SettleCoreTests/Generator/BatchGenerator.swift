@@ -95,6 +95,10 @@ struct BatchGenerator {
         var rows: [GeneratedRow] = []
         // What each order's charge looks like, to size charge amounts once all lines exist.
         var chargeOfRow: [String?] = []
+        // The currency of each row's charge: its order's charge_currency, else the order's
+        // currency. A row may leave charge_currency empty (a USD payout of a JPY charge): its
+        // charge_amount is still written in the charge's currency, as an export writes it.
+        var chargeCurrencyOfRow: [Currency] = []
         let orders = random.int(1...8)
         for order in 0..<orders {
             var base = GeneratedRow(values: ["order_id": "\(order)"])
@@ -119,12 +123,17 @@ struct BatchGenerator {
                 base["payment_method_type"] = random.pick(["card", "card", "card", "sepa_debit", "us_bank_account", ""])
                 base["charge_currency"] = random.chance(10) ? random.pick(["eur", "usd"]) : currency.code
                 if random.chance(10) { base["charge_currency"] = "" }
-                if random.chance(50) { base["charge_fee"] = Self.format(Int64(random.int(0...300)), .usd) }
+                if random.chance(50) {
+                    // In the charge's currency, now and then in USD whatever the charge's is.
+                    let feeCurrency = random.chance(90) ? Currency(base["charge_currency"]) ?? currency : .usd
+                    base["charge_fee"] = Self.format(Int64(random.int(0...300)) * Self.unit(feeCurrency), feeCurrency)
+                }
                 if chargeKey == nil {
                     chargeKey =
                         base["payment_intent"].isEmpty ? "group:" + base.groupKey : "pi:" + base["payment_intent"]
                 }
             }
+            let orderChargeCurrency = Currency(base["charge_currency"]) ?? currency
             var orderDestinations: [String] = []
             for position in 0..<random.int(1...5) {
                 var row = base
@@ -190,6 +199,7 @@ struct BatchGenerator {
                 if random.chance(2) { row.malformed = true }
                 rows.append(row)
                 chargeOfRow.append(rowCharge)
+                chargeCurrencyOfRow.append(orderChargeCurrency)
             }
         }
         // Charge amounts near the limit: the transfers on each charge, give or take.
@@ -204,8 +214,7 @@ struct BatchGenerator {
         var unitOfCharge: [String: Int64] = [:]
         for (index, row) in rows.enumerated() {
             guard let key = chargeOfRow[index], unitOfCharge[key] == nil else { continue }
-            let currency = Currency(row["charge_currency"]) ?? Currency(row["currency"]) ?? .usd
-            unitOfCharge[key] = Self.unit(currency)
+            unitOfCharge[key] = Self.unit(chargeCurrencyOfRow[index])
         }
         for (key, total) in transfersOfCharge {
             let unit = unitOfCharge[key] ?? 1
@@ -216,7 +225,7 @@ struct BatchGenerator {
             guard let key = chargeOfRow[index], !rows[index]["charge_status"].isEmpty || random.chance(70) else {
                 continue
             }
-            let chargeCurrency = Currency(rows[index]["charge_currency"]) ?? Currency(rows[index]["currency"]) ?? .usd
+            let chargeCurrency = chargeCurrencyOfRow[index]
             var amount = amountOfCharge[key] ?? self.amount(chargeCurrency)
             // Now and then one line disagrees with the others: charge_mismatch.
             if random.chance(4) { amount += Self.unit(chargeCurrency) }
