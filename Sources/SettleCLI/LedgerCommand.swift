@@ -64,11 +64,15 @@ struct LedgerCommand {
                 throw LedgerHistory.failure(error, path: path)
             }
             defer { ledger.close() }
+            // Each folder opened once (its seals checked once): for its run and its payouts.
+            let opened = folders.map { folder in
+                Result { () throws(SettleError) in try PlanFolder.open(folder) }
+            }
             // The folders' runs made since the date: what they sent is listed below, so they
             // may be applied again on this ledger (an applied folder is refused on a ledger
             // that does not know its run).
-            let runs = folders.compactMap { folder -> String? in
-                guard let plan = try? PlanFolder.open(folder), !plan.runID.isEmpty,
+            let runs = opened.compactMap { result -> String? in
+                guard let plan = try? result.get(), !plan.runID.isEmpty,
                     let made = plan.plannedAt ?? RunID.time(of: plan.runID),
                     made.timeIntervalSince1970 >= Double(since) * 86_400
                 else { return nil }
@@ -85,9 +89,9 @@ struct LedgerCommand {
             // Payouts still processing are followed by the next runs: their lines are held as
             // the apply that sent them held them, with their records from the folders.
             var following = 0
-            for folder in folders where !report.processing.isEmpty {
+            for result in opened where !report.processing.isEmpty {
                 following += try onPlanFolder { () throws(SettleError) in
-                    let plan = try PlanFolder.open(folder)
+                    let plan = try result.get()
                     return try plan.holdFollowing(
                         report.processing, ledger: ledger,
                         records: SpoolRecords(folder: plan.folder, manifest: plan.manifest))

@@ -128,9 +128,7 @@ extension LedgerStore {
 
     /// The runs whose objects a `ledger rebuild` restored from Stripe (their plan folders were given).
     func rebuiltRuns() throws(LedgerError) -> Set<String> {
-        var value: String?
-        try db.query("SELECT value FROM settle_meta WHERE key = 'rebuilt_runs'") { row in value = row.text(0) }
-        return Set((value ?? "").split(separator: "\n").map(String.init))
+        Set((try meta("rebuilt_runs") ?? "").split(separator: "\n").map(String.init))
     }
 
     /// The runs, oldest first.

@@ -375,12 +375,8 @@ extension LedgerStore {
     /// The settled instructions a rebuild found at Stripe whose lines it could not learn (no
     /// plan folder given listed them); empty for a ledger never rebuilt.
     public func instructionsWithoutLines() throws(LedgerError) -> [String] {
-        var value: String?
-        try db.query("SELECT value FROM settle_meta WHERE key = 'instructions_without_lines'") { row in
-            value = row.text(0)
-        }
         // Instruction ids (`ins_` and hex digits), one a line.
-        return (value ?? "").split(separator: "\n").map(String.init)
+        (try meta("instructions_without_lines") ?? "").split(separator: "\n").map(String.init)
     }
 
     /// `settle ledger rebuild` on a lost ledger: a new one where the old one was (the mark

@@ -81,14 +81,20 @@ public enum OutputFolder {
         }
     }
 
+    /// Whether an apply of the folder's plan began (``applyingMark``, written before the first
+    /// request) or ended (the manifest's `apply`): requests of it may have reached Stripe.
+    public static func holdsAppliedRun(_ path: String, manifest: JSON?) -> Bool {
+        let mark = ((path as NSString).appendingPathComponent(spoolFolder) as NSString).appendingPathComponent(
+            applyingMark)
+        return manifest?["apply"] != nil || FileManager.default.fileExists(atPath: mark)
+    }
+
     /// A folder whose plan was applied, or began to be, holds a run's record: planning into
     /// it again would overwrite it (exit 73; re-applying the same plan is allowed).
     private static func refuseApplied(_ path: String) throws(SettleError) {
         let manifest = (path as NSString).appendingPathComponent("manifest.json")
-        let mark = ((path as NSString).appendingPathComponent(spoolFolder) as NSString).appendingPathComponent(
-            applyingMark)
         let json = FileManager.default.contents(atPath: manifest).flatMap { try? JSON.parse($0) }
-        guard json?["apply"] != nil || FileManager.default.fileExists(atPath: mark) else { return }
+        guard holdsAppliedRun(path, manifest: json) else { return }
         let run = json?["run_id"]?.stringValue.map { " (run \($0))" } ?? ""
         throw SettleError(
             .folderRefused,

@@ -37,11 +37,6 @@ extension PlanFolder {
         throws(SettleError) -> Adopted
     {
         typealias F = ResultsFile.Field
-        guard let reader = ResultsReader(path: path("results.csv")),
-            let index = LineIndex.Reader(path: path(LineIndex.name))
-        else {
-            throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv or its line index")
-        }
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
         func ledgerRead<T>(_ body: () throws(LedgerError) -> T) throws(SettleError) -> T {
             do {
@@ -53,17 +48,12 @@ extension PlanFolder {
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: run)
         var adopted = Adopted()
         let waits = "; it waits in the ledger for the next run"
-        _ = try Self.reading { () throws(WriteFailure) in try reader.next() }  // the header
-        while var row = try Self.reading({ () throws(WriteFailure) in try reader.next() }) {
-            guard let entry = try Self.reading({ () throws(WriteFailure) in try index.next() }) else {
-                throw SettleError(.internalError, "\(folder): results.csv has more rows than its line index")
-            }
-            guard row.count == ResultsFile.header.count else { continue }
+        try eachRow { (row, entry) throws(SettleError) in
             let status = text(row[F.status.rawValue])
             guard
                 status == LineStatus.planned.name || status == LineStatus.deferred.name
                     || status == LineStatus.unknown.name
-            else { continue }
+            else { return }
             let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
             let line = try ledgerRead { () throws(LedgerError) in try ledger.line(lineID) }
             var state: HeldLine.State
@@ -76,7 +66,7 @@ extension PlanFolder {
                 row[F.instructionID.rawValue] = Array((line?.instructionID ?? "").utf8)
             case .settled?:
                 if status != LineStatus.unknown.name { adopted.settledUnreported += 1 }
-                continue
+                return
             case .failed?:
                 // Released: never sent, or refused by Stripe (then the next run sends it again
                 // under the next attempt's key, as a re-apply would, and reports what Stripe says;
@@ -122,27 +112,36 @@ extension PlanFolder {
     {
         typealias F = ResultsFile.Field
         guard !payouts.isEmpty else { return 0 }
-        guard let reader = ResultsReader(path: path("results.csv")),
-            let index = LineIndex.Reader(path: path(LineIndex.name))
-        else {
-            throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv or its line index")
-        }
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: runID)
         var count = 0
-        _ = try Self.reading { () throws(WriteFailure) in try reader.next() }  // the header
-        while let row = try Self.reading({ () throws(WriteFailure) in try reader.next() }) {
-            guard let entry = try Self.reading({ () throws(WriteFailure) in try index.next() }) else {
-                throw SettleError(.internalError, "\(folder): results.csv has more rows than its line index")
-            }
-            guard row.count == ResultsFile.header.count,
-                payouts.contains(String(decoding: row[F.instructionID.rawValue], as: UTF8.self)),
+        try eachRow { (row, entry) throws(SettleError) in
+            guard payouts.contains(String(decoding: row[F.instructionID.rawValue], as: UTF8.self)),
                 row[F.kind.rawValue] == Array(LineKind.payout.name.utf8)
-            else { continue }
+            else { return }
             try held.add(row, status: nil, entry: entry, adopted: .following)
             count += 1
         }
         held.write()
         if let failure = held.failure { throw failure }
         return count
+    }
+
+    /// Each whole row of results.csv (after its header) with its line index entry, in order.
+    private func eachRow(_ body: (inout [[UInt8]], LineIndex.Entry) throws(SettleError) -> Void)
+        throws(SettleError)
+    {
+        guard let reader = ResultsReader(path: path("results.csv")),
+            let index = LineIndex.Reader(path: path(LineIndex.name))
+        else {
+            throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv or its line index")
+        }
+        _ = try Self.reading { () throws(WriteFailure) in try reader.next() }  // the header
+        while var row = try Self.reading({ () throws(WriteFailure) in try reader.next() }) {
+            guard let entry = try Self.reading({ () throws(WriteFailure) in try index.next() }) else {
+                throw SettleError(.internalError, "\(folder): results.csv has more rows than its line index")
+            }
+            guard row.count == ResultsFile.header.count else { continue }
+            try body(&row, entry)
+        }
     }
 }

@@ -88,13 +88,8 @@ public struct PlanFolder {
     /// Whether the plan was made with Stripe's facts looked up (`run`, `plan --online`).
     /// The run id the plan was written under (re-applies of the folder keep it).
     public var runID: String { manifest["run_id"]?.stringValue ?? "" }
-    /// Whether an apply of this plan began (`.settle/applying`, written before the first
-    /// request) or ended (the manifest's `apply`): requests of it may have reached Stripe.
-    public var wasApplied: Bool {
-        manifest["apply"] != nil
-            || FileManager.default.fileExists(
-                atPath: path((OutputFolder.spoolFolder as NSString).appendingPathComponent(OutputFolder.applyingMark)))
-    }
+    /// Whether an apply of this plan began or ended (``OutputFolder/holdsAppliedRun(_:manifest:)``).
+    public var wasApplied: Bool { OutputFolder.holdsAppliedRun(folder, manifest: manifest) }
     /// When the plan was made, to the millisecond (`planned_at_ms`); nil for a folder written
     /// before the manifest kept it (its run id says the second).
     public var plannedAt: Date? {

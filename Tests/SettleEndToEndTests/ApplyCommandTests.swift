@@ -34,6 +34,11 @@ import Testing
         let folder: URL
         var ledger: String { folder.appendingPathComponent("ledger.sqlite").path }
 
+        /// The ledger lost with everything beside it (its WAL, its mark), as a lost disk loses it.
+        func loseLedger() {
+            for suffix in ["", "-wal", "-shm", ".mark"] { try? FileManager.default.removeItem(atPath: ledger + suffix) }
+        }
+
         init(flags: [String] = []) throws {
             sandbox = try Sandbox(flags: flags)
             try sandbox.seed(ApplyCommandTests.fixtures)

@@ -62,9 +62,7 @@ import Testing
             Self.header + "D3,1003,payout,15.00,usd,ORDER1003,,,,,,,acct_drv,pm_ap_1,\n", asOf: "2026-12-01")
         #expect(first.status == 0, "\(first.stderr)")
         let payout = try #require(day1["D3"]?[10])
-        for suffix in ["", "-wal", "-shm", ".mark"] {
-            try? FileManager.default.removeItem(atPath: setup.ledger + suffix)
-        }
+        setup.loseLedger()
         let rebuilt = try SettleProcess.run(
             [
                 "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",

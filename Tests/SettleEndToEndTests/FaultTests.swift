@@ -343,17 +343,13 @@ import Testing
         #expect(try setup.sandbox.effects().count == made)
         // A new ledger where the lost one was: the folder applied on the lost one is refused
         // (its instructions would look unsent: paid again once Stripe's window passed).
-        for suffix in ["", "-wal", "-shm", ".mark"] {
-            try? FileManager.default.removeItem(atPath: setup.ledger + suffix)
-        }
+        setup.loseLedger()
         #expect(try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger]).status == 0)
         let elsewhere = try setup.apply("first")
         #expect(elsewhere.status == 78, "\(elsewhere.stderr)")
         #expect(elsewhere.stderr.contains("does not know that run"), "\(elsewhere.stderr)")
         #expect(try setup.sandbox.effects().count == made)
-        for suffix in ["", "-wal", "-shm", ".mark"] {
-            try? FileManager.default.removeItem(atPath: setup.ledger + suffix)
-        }
+        setup.loseLedger()
         // With the plan folder that made them, every line is known again.
         let rebuilt = try SettleProcess.run(
             rebuild + [setup.folder.appendingPathComponent("first").path], environment: ["STRIPE_API_KEY": testKey])
@@ -383,9 +379,7 @@ import Testing
         #expect(try setup.run([input], out: "first").status == 0)
         let made = try setup.sandbox.effects().count
         func startAgain() throws {
-            for suffix in ["", "-wal", "-shm", ".mark"] {
-                try? FileManager.default.removeItem(atPath: setup.ledger + suffix)
-            }
+            setup.loseLedger()
             #expect(try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger]).status == 0)
         }
         try startAgain()

@@ -984,17 +984,16 @@ extension Planner.ChargeFacts {
     func inexactAmount(of line: OrderLine, batch: Batch) -> String? {
         guard !line.chargeCurrencyGiven, !fromStripe else { return nil }
         let currency = inCurrency
-        for (column, value, allowZero) in [
-            ("charge_amount", line.chargeAmount, false), ("charge_fee", line.chargeFee, true),
-        ]
-        where value >= 0 {
-            guard case .failure = MinorUnits.minor(thousandths: value, currency: currency, allowZero: allowZero) else {
-                continue
-            }
+        // Called for every line on a charge: no array of the two columns, no text unless needed.
+        func inexact(_ column: String, _ value: Int64, allowZero: Bool) -> String? {
+            guard value >= 0,
+                case .failure = MinorUnits.minor(thousandths: value, currency: currency, allowZero: allowZero)
+            else { return nil }
             return
                 "\(column) \(MinorUnits.formatThousandths(value)) is not an amount in \(currency.code.uppercased()), the currency of \(key.name(batch))"
         }
-        return nil
+        return inexact("charge_amount", line.chargeAmount, allowZero: false)
+            ?? inexact("charge_fee", line.chargeFee, allowZero: true)
     }
 
     /// Stripe's answer replaces the export's columns: they no longer count, even to disagree.

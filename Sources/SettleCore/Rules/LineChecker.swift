@@ -391,7 +391,8 @@ public final class LineChecker: RecordSink {
             // is in; a number that is not an amount in it is still a number another line's
             // may disagree with.
             if line.chargeCurrencyGiven, defect == nil,
-                case .failure = MinorUnits.parse(field, currency: line.chargeCurrency, allowZero: allowZero)
+                case .failure = MinorUnits.minor(
+                    thousandths: thousandths, currency: line.chargeCurrency, allowZero: allowZero)
             {
                 defect = RecordDefect(
                     code: .chargeInvalid,
