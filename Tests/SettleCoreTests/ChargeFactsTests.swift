@@ -73,6 +73,44 @@ import Testing
         #expect(plan.reason("1-1").contains("more than the charge's 2999"))
     }
 
+    @Test func transfersInTwoCurrenciesOnAChargeOfNoStatedCurrencyMismatch() {
+        // STRIPE.md: a transfer's currency must be its charge's balance-transaction currency.
+        // With none stated, USD and EUR transfers on ch_2 cannot both be in it: Stripe would
+        // refuse one and the order would move in part. Whatever the line order.
+        func order(_ first: String, _ second: String, chargeCurrency: String = "") -> TestExport {
+            TestExport(Self.header)
+                .add([
+                    "line_id": "2-1", "order_id": "2", "amount": "50.00", "currency": first, "destination": "acct_a",
+                    "source_transaction": "ch_2", "charge_amount": "100.00", "charge_currency": chargeCurrency,
+                    "charge_status": "succeeded",
+                ])
+                .add([
+                    "line_id": "2-2", "order_id": "2", "amount": "40.00", "currency": second, "destination": "acct_b",
+                    "source_transaction": "ch_2", "charge_amount": "100.00", "charge_status": "succeeded",
+                ])
+                .add([
+                    "line_id": "2-3", "order_id": "2", "kind": "payout", "amount": "5.00", "currency": "usd",
+                    "recipient": "acct_r", "payout_method": "pm_ap_1",
+                ])
+        }
+        for (first, second) in [("usd", "eur"), ("eur", "usd")] {
+            let plan = order(first, second).plan()
+            #expect(plan.outcome("2-1") == (.rejected, "currency_mismatch"))
+            #expect(plan.outcome("2-2") == (.rejected, "currency_mismatch"))
+            #expect(plan.outcome("2-3") == (.rejected, "group_rejected"))
+            #expect(plan.reason("2-1").contains("in more than one currency"))
+            #expect(plan.instructions.isEmpty)
+        }
+        // One currency: the charge's, the order moves.
+        let same = order("eur", "eur").plan()
+        #expect(same.outcome("2-1") == (.planned, "") && same.outcome("2-2") == (.planned, ""))
+        // Stated on a line: only the transfer in another currency is the mismatch.
+        let stated = order("usd", "eur", chargeCurrency: "usd").plan()
+        #expect(stated.outcome("2-1") == (.rejected, "group_rejected"))
+        #expect(stated.outcome("2-2") == (.rejected, "currency_mismatch"))
+        #expect(stated.reason("2-2") == "the transfer is in EUR but charge ch_2 is in USD")
+    }
+
     @Test func anAmountNotExactInTheChargesCurrencyIsInvalid() {
         // 55.5 is a number, but not an amount in KRW, the charge's currency.
         let plan = Self.krwOrder(transferCharge: "", payoutCharge: "5541.5").plan()

@@ -184,6 +184,11 @@ enum Invariants {
                 let line = batch.lines[$0]
                 return line.kind == .transfer && [.planned, .deferred, .netted].contains(line.status)
             }
+            // A charge has one currency: every transfer that moves on it is in it (STRIPE.md).
+            let movingCurrencies = Set(moving.map { batch.lines[$0].currency })
+            if movingCurrencies.count > 1 || (currency != nil && movingCurrencies.contains { $0 != currency }) {
+                fail("transfers on \(key) move in \(movingCurrencies.map(\.code).sorted()), charge in \(currency?.code ?? "?")")
+            }
             if let limit, let currency, moving.allSatisfy({ batch.lines[$0].currency == currency }) {
                 // A charge the ledger already used up can only reject: nothing more may move.
                 let moved = moving.reduce(Int64(0)) { $0 + batch.lines[$1].amount }

@@ -82,6 +82,9 @@ public struct Planner {
         /// of it (``currencyRank(_:)``; within a rank, ``stricter(_:than:)``).
         var lineCurrency: Currency? = nil
         var lineCurrencyRank: UInt8 = 0
+        /// Transfers that count are in more than one currency and no line states the charge's:
+        /// at least one of them would not be in the charge's currency (``Planner/applyChargeRules``).
+        var transfersDisagreeOnCurrency = false
         var status: ChargeStatus = .unknown
         /// The facts are Stripe's, not the export's.
         var fromStripe = false
@@ -413,6 +416,13 @@ public struct Planner {
                 batch.set(
                     index, .rejected, .currencyMismatch,
                     "the transfer is in \(line.currency.code.uppercased()) but \(facts.key.name(batch)) is in \(currency.code.uppercased())"
+                )
+            } else if line.kind == .transfer, facts.currency == nil, facts.transfersDisagreeOnCurrency {
+                // No line says the charge's currency, but it has one: a transfer in another
+                // would be refused at Stripe, and its order would move in part.
+                batch.set(
+                    index, .rejected, .currencyMismatch,
+                    "the transfers on \(facts.key.name(batch)) are in more than one currency; a charge has one (give charge_currency)"
                 )
             } else if line.kind == .transfer {
                 charges.facts[slot].transfers += line.amount
@@ -893,6 +903,10 @@ extension Planner.ChargeFacts {
         }
         let rank = Self.currencyRank(line)
         if let known = lineCurrency, rank == lineCurrencyRank {
+            // Same rank as a transfer that counts: both are transfers that count.
+            if line.kind == .transfer, line.status != .rejected, known != line.currency {
+                transfersDisagreeOnCurrency = true
+            }
             if Self.stricter(line.currency, than: known) { lineCurrency = line.currency }
         } else if lineCurrency == nil || rank > lineCurrencyRank {
             lineCurrency = line.currency

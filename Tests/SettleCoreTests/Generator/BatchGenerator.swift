@@ -152,6 +152,8 @@ struct BatchGenerator {
                     if random.chance(40) {
                         row["destination_country"] = random.pick(["US", "GB", "FR", "JP", "AU", "CA", "BR"])
                     }
+                    // Now and then in another currency than its order's charge.
+                    if random.chance(4) { row["currency"] = random.pick(["eur", "jpy"]) }
                 } else if kind < 15 {
                     if random.chance(80) { row["kind"] = "payout" }
                     row["currency"] = random.chance(85) ? "usd" : "eur"
