@@ -187,7 +187,9 @@ enum Invariants {
             // A charge has one currency: every transfer that moves on it is in it (STRIPE.md).
             let movingCurrencies = Set(moving.map { batch.lines[$0].currency })
             if movingCurrencies.count > 1 || (currency != nil && movingCurrencies.contains { $0 != currency }) {
-                fail("transfers on \(key) move in \(movingCurrencies.map(\.code).sorted()), charge in \(currency?.code ?? "?")")
+                fail(
+                    "transfers on \(key) move in \(movingCurrencies.map(\.code).sorted()), charge in \(currency?.code ?? "?")"
+                )
             }
             if let limit, let currency, moving.allSatisfy({ batch.lines[$0].currency == currency }) {
                 // A charge the ledger already used up can only reject: nothing more may move.
