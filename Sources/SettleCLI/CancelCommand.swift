@@ -28,11 +28,20 @@ struct CancelCommand {
         do throws(LedgerError) {
             let held = Dictionary(
                 try store.heldLines([.waiting, .returned]).map { ($0.lineID, $0) }, uniquingKeysWith: { a, _ in a })
-            let cancellable = ids.filter { held[$0] != nil }
             var refused: [(String, String)] = []
             for id in ids where held[id] == nil {
                 refused.append((id, try store.lineHistory(id)?.status ?? "not_in_ledger"))
             }
+            // A group moves whole or not at all: a waiting line whose order has other waiting
+            // lines not named stays, or the rest of its order would move without it.
+            let partial = Self.partialOrders(named: ids, held: held, aliases: options.columns)
+            for id in ids {
+                guard let why = partial[id] else { continue }
+                log(
+                    .error, event: "cancel_refused", "line \(id) was not cancelled: \(why)",
+                    fields: [Log.Field("line_id", id), Log.Field("status", "waiting")])
+            }
+            let cancellable = ids.filter { held[$0] != nil && partial[$0] == nil }
             // The run first: a cancellation is never recorded without the run that made it.
             try store.recordRun(run)
             let changed = try store.endHolding(cancellable, to: .cancelled, run: runID)
@@ -49,10 +58,12 @@ struct CancelCommand {
                     .error, event: "cancel_refused", "line \(id) was not cancelled: \(why)",
                     fields: [Log.Field("line_id", id), Log.Field("status", status)])
             }
-            let code: ExitCode = refused.isEmpty && changed == cancellable.count ? .ok : .linesRejected
+            let code: ExitCode =
+                refused.isEmpty && partial.isEmpty && changed == cancellable.count ? .ok : .linesRejected
             run.endedAt = Date()
             run.exitStatus = Int(code.rawValue)
-            run.counts = "{\"cancelled\":\(changed),\"not_waiting\":\(refused.count)}"
+            run.counts =
+                "{\"cancelled\":\(changed),\"not_waiting\":\(refused.count),\"order_not_whole\":\(partial.count)}"
             try store.recordRun(run)
             log(
                 .info, event: "cancelled", "\(changed) lines cancelled by \(runID) in \(path)",
@@ -60,6 +71,79 @@ struct CancelCommand {
             return code
         } catch {
             throw LedgerHistory.failure(error, path: path)
+        }
+    }
+
+    /// Why each named waiting line whose order would not be cancelled whole stays: its group
+    /// has other waiting lines not named, or its group cannot be read from its record. Groups
+    /// are read from each line's own record and header, as the planner keys them
+    /// (docs/RULES.md): `transfer_group`, else `group_<payment_intent>`, else `order:<order_id>`.
+    static func partialOrders(named ids: [String], held: [String: HeldLine], aliases: [String: String])
+        -> [String: String]
+    {
+        guard ids.contains(where: { held[$0]?.state == .waiting }) else { return [:] }
+        var members: [String: [String]] = [:]
+        var groupOf: [String: HeldGroup] = [:]
+        for line in held.values where line.state == .waiting {
+            let group = HeldGroup(line, aliases: aliases)
+            groupOf[line.lineID] = group
+            if case .key(let key) = group { members[key, default: []].append(line.lineID) }
+        }
+        let named = Set(ids)
+        var partial: [String: String] = [:]
+        for id in ids {
+            switch groupOf[id] {
+            case .key(let key):
+                let others = members[key, default: []].filter { !named.contains($0) }.sorted()
+                guard !others.isEmpty else { continue }
+                partial[id] =
+                    "\(others.joined(separator: ", ")) of its order wait in the ledger too and would move without it; "
+                    + "name every waiting line of the order to cancel it"
+            case .unreadable:
+                partial[id] =
+                    "its order cannot be read from its record, so the rest of the order cannot be told apart "
+                    + "(give the --config its export was read with)"
+            case .alone, nil:
+                continue
+            }
+        }
+        return partial
+    }
+}
+
+/// The group of a held line, read from its own record and header.
+enum HeldGroup: Equatable {
+    case key(String)
+    /// No transfer_group, payment_intent or order_id: a group of its own.
+    case alone
+    /// Its header does not read as an export's (a column mapped by a config not given).
+    case unreadable
+
+    init(_ line: HeldLine, aliases: [String: String]) {
+        guard let header = CSVScanner.records(Array(line.header.utf8)).first,
+            let record = CSVScanner.records(line.record).first,
+            let layout = try? FileLayout.csv(
+                header: header.map { String(decoding: $0, as: UTF8.self) }, aliases: aliases)
+        else {
+            self = .unreadable
+            return
+        }
+        let guarded = layout.guardedCells
+        func value(_ column: Column) -> String {
+            guard let index = layout.index(of: column), index < record.count else { return "" }
+            return record[index].withUnsafeBytes { bytes in
+                let view = guarded?[index] == true ? CSVScanner.unguarded(bytes) : bytes
+                return String(decoding: view, as: UTF8.self)
+            }
+        }
+        if case let group = value(.transferGroup), !group.isEmpty {
+            self = .key(group)
+        } else if case let intent = value(.paymentIntent), !intent.isEmpty {
+            self = .key("group_" + intent)
+        } else if case let order = value(.orderID), !order.isEmpty {
+            self = .key("order:" + order)
+        } else {
+            self = .alone
         }
     }
 }

@@ -240,11 +240,11 @@ enum Help {
             name: "cancel", synopsis: ["settle cancel LINE_ID... [--ledger FILE]"],
             summary: "drop lines that wait in the ledger (recorded, reported)",
             description:
-                "Drops lines that wait in the ledger (deferred or not yet due) so that no later run brings them back. The cancellation is recorded in the ledger and reported by status. A line already sent cannot be cancelled.",
+                "Drops lines that wait in the ledger (deferred or not yet due) so that no later run brings them back. The cancellation is recorded in the ledger and reported by status. A line already sent cannot be cancelled. An order is cancelled whole or not at all: a line whose order has other waiting lines not named stays (name them all; give the --config its export was read with if it maps columns).",
             options: ["--ledger", "--config", "--log-format", "-q", "-v"],
             exits: [
                 (0, "every line named was waiting and is cancelled"),
-                (65, "some lines named were not waiting (unknown, or already sent)"),
+                (65, "some lines named were not waiting (unknown, or already sent), or not all waiting lines of their order were named"),
                 (75, "the ledger is in use by another settle process: try again"), (64, nil), (66, nil), (78, nil),
                 (70, nil),
             ],

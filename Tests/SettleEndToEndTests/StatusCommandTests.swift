@@ -19,7 +19,8 @@ import Testing
     static func waiting(_ id: String, amount: Int64, code: String, reason: String, at seconds: Int) -> HeldLine {
         HeldLine(
             lineID: id, state: .waiting, payee: "acct_\(id)", amountMinor: amount, currency: "usd", reasonCode: code,
-            reason: reason, source: "orders.csv:\(seconds)", header: "line_id,amount", record: Array("\(id)\n".utf8),
+            reason: reason, source: "orders.csv:\(seconds)", header: "line_id,order_id,amount,currency",
+            record: Array("\(id),order-\(id),\(amount / 100),usd\n".utf8),
             sinceRun: "run_1", sinceAt: at(seconds))
     }
 
@@ -246,7 +247,7 @@ import Testing
         #expect(runID.hasPrefix("cancel_"))
         #expect(cancel["command"] as? String == "cancel")
         #expect(cancel["exit_status"] as? Int == 65)
-        #expect(cancel["counts"] as? [String: Int] == ["cancelled": 1, "not_waiting": 2])
+        #expect(cancel["counts"] as? [String: Int] == ["cancelled": 1, "not_waiting": 2, "order_not_whole": 0])
 
         let line = try Self.object(
             try SettleProcess.run(["status", "--ledger", path, "--line", "wait-1", "--json"]).stdout)
@@ -260,6 +261,50 @@ import Testing
         #expect(try SettleProcess.run(["cancel", "wait-2", "--ledger", path]).status == 0)
         let after = try Self.object(try SettleProcess.run(["status", "--ledger", path, "--json"]).stdout)
         #expect((after["waiting"] as? [Any])?.isEmpty == true)
+    }
+
+    /// A group moves whole or not at all: cancelling one waiting line of an order whose other
+    /// lines wait too would let them move without it later. Named together, they go.
+    @Test func cancelTakesAWaitingOrderWholeOrNotAtAll() throws {
+        let path = try Self.ledger()
+        let header = "line_id,Order ID,transfer_group,payment_intent,amount,currency\n"
+        func line(_ id: String, _ record: String) -> HeldLine {
+            var held = Self.waiting(id, amount: 1000, code: "charge_pending", reason: "the charge is pending", at: 20)
+            held.header = header
+            held.record = Array((record + "\n").utf8)
+            return held
+        }
+        let store = try LedgerStore.open(path: path)
+        try store.hold([
+            line("o9-1", "o9-1,9,ORD9,,10.00,usd"), line("o9-2", "o9-2,9,ORD9,,10.00,usd"),
+            // One payment intent, no transfer_group: one group; its own order id does not split it.
+            line("pi-1", "pi-1,5,,pi_5,10.00,usd"), line("pi-2", "pi-2,6,,pi_5,10.00,usd"),
+            // By order id (mapped from "Order ID" by the config), and another order alone.
+            line("o7-1", "o7-1,7,,,10.00,usd"), line("o7-2", "o7-2,7,,,10.00,usd"), line("o8-1", "o8-1,8,,,10.00,usd"),
+        ])
+        store.close()
+        let config = SettleProcess.temporaryFolder().appendingPathComponent("settle.json")
+        try Data(#"{"columns": {"order_id": "Order ID"}}"#.utf8).write(to: config)
+        func cancel(_ ids: [String]) throws -> SettleProcess.Outcome {
+            try SettleProcess.run(["cancel"] + ids + ["--ledger", path, "--config", config.path])
+        }
+        let part = try cancel(["o9-1", "pi-2", "o7-1", "o8-1"])
+        #expect(part.status == 65, "\(part.stderr)")
+        #expect(
+            part.stderr.contains(
+                "line o9-1 was not cancelled: o9-2 of its order wait in the ledger too and would move without it"))
+        #expect(part.stderr.contains("line pi-2 was not cancelled: pi-1 of its order wait"))
+        #expect(part.stderr.contains("line o7-1 was not cancelled: o7-2 of its order wait"))
+        #expect(part.stdout.hasPrefix("cancelled o8-1: "))
+        #expect(!part.stdout.contains("o9-1") && !part.stdout.contains("pi-2") && !part.stdout.contains("o7-1"))
+        // Without the config that maps its order id, an order cannot be told apart: it stays.
+        let noConfig = try SettleProcess.run(["cancel", "o7-1", "o7-2", "--ledger", path])
+        #expect(noConfig.status == 65)
+        #expect(noConfig.stderr.contains("line o7-1 was not cancelled: its order cannot be read from its record"))
+        let whole = try cancel(["o9-2", "o9-1", "pi-1", "pi-2", "o7-1", "o7-2"])
+        #expect(whole.status == 0, "\(whole.stderr)")
+        let after = try Self.object(try SettleProcess.run(["status", "--ledger", path, "--json"]).stdout)
+        #expect((after["waiting"] as? [[String: Any]])?.map { $0["line_id"] as? String } == ["wait-1", "wait-2"])
     }
 
     @Test func noLedgerNotALedgerAndAMissingOneForCancel() throws {
