@@ -244,7 +244,10 @@ enum Help {
             options: ["--ledger", "--config", "--log-format", "-q", "-v"],
             exits: [
                 (0, "every line named was waiting and is cancelled"),
-                (65, "some lines named were not waiting (unknown, or already sent), or not all waiting lines of their order were named"),
+                (
+                    65,
+                    "some lines named were not waiting (unknown, or already sent), or not all waiting lines of their order were named"
+                ),
                 (75, "the ledger is in use by another settle process: try again"), (64, nil), (66, nil), (78, nil),
                 (70, nil),
             ],
