@@ -197,6 +197,50 @@ public enum CSVField {
         out.append(0x22)
     }
 
+    /// Appends an input cell of `errors.csv` or `deferred.csv`. A `text` column's cell gets
+    /// the formula guard as any text; an amount column's only when it is not a number (amounts
+    /// stay numbers, `-5.00` included; `=1+2` is no amount). A field with a stray quote is
+    /// written as it was read, not quoted (its guard, when it needs one, inside its opening
+    /// quote): fed back, it is the same malformed field. ``CorrectionCell/removeGuard()``
+    /// undoes exactly this guard.
+    public static func appendCell(_ cell: CorrectionCell, to out: inout [UInt8], text: Bool) {
+        cell.bytes.withUnsafeBytes { value in
+            let guardFormula = text || !isNumber(value)
+            guard cell.strayQuote else {
+                append(value, to: &out, guardFormula: guardFormula)
+                return
+            }
+            if guardFormula, value.first == 0x22, CSVScanner.needsGuard(UnsafeRawBufferPointer(rebasing: value[1...])) {
+                out.append(0x22)
+                out.append(0x27)
+                out.append(contentsOf: value[1...])
+            } else {
+                if guardFormula, CSVScanner.needsGuard(value) { out.append(0x27) }
+                out.append(contentsOf: value)
+            }
+        }
+    }
+
+    /// A cell a spreadsheet reads as a number: an optional sign, digits, an optional point.
+    static func isNumber(_ value: UnsafeRawBufferPointer) -> Bool {
+        var index = 0
+        if index < value.count, value[index] == 0x2B || value[index] == 0x2D { index += 1 }
+        var digits = 0
+        var point = false
+        while index < value.count {
+            let byte = value[index]
+            if byte >= 0x30 && byte <= 0x39 {
+                digits += 1
+            } else if byte == 0x2E && !point {
+                point = true
+            } else {
+                return false
+            }
+            index += 1
+        }
+        return digits > 0
+    }
+
     public static func append(_ value: String, to out: inout [UInt8], guardFormula: Bool) {
         var value = value
         value.withUTF8 { append(UnsafeRawBufferPointer($0), to: &out, guardFormula: guardFormula) }

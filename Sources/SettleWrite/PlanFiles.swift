@@ -44,37 +44,48 @@ public struct CorrectionLayout: Sendable {
 
     /// The input columns of one row in this layout: the spooled record's fields, each in its
     /// output column, with the guard a file settle wrote put on them removed.
+    public func inputValues(of row: CorrectionRow, records: any OriginalRecords) throws(WriteFailure) -> [[UInt8]] {
+        try inputCells(of: row, records: records).map(\.bytes)
+    }
+
+    /// ``inputValues(of:records:)`` with, per cell, whether it is a field with a stray quote
+    /// kept as read (``CorrectionCell/strayQuote``).
     ///
     /// A record whose cells do not line up with its file's columns (more or fewer) comes back
-    /// with as many more or fewer cells (``misaligned(_:map:columns:width:)``), so that its row
-    /// is rejected `malformed_record` again until a person fixes it. In a file settle wrote,
-    /// settle's reason cells are the last three of the row, whatever its count.
-    public func inputValues(of row: CorrectionRow, records: any OriginalRecords) throws(WriteFailure) -> [[UInt8]] {
-        guard row.spoolLength > 0 else { return [[UInt8]](repeating: [], count: names.count) }
+    /// with as many more or fewer cells (``misaligned(_:map:columns:width:)``), and a field with
+    /// a stray quote is written as it was read: either way its row is rejected
+    /// `malformed_record` again until a person fixes it. In a file settle wrote, settle's
+    /// reason cells are the last three of the row, whatever its count.
+    public func inputCells(of row: CorrectionRow, records: any OriginalRecords) throws(WriteFailure)
+        -> [CorrectionCell]
+    {
+        guard row.spoolLength > 0 else { return [CorrectionCell](repeating: CorrectionCell(), count: names.count) }
         let map = row.file < mapping.count ? mapping[row.file] : []
-        var fields: [[UInt8]]
+        var fields: [CorrectionCell]
         if row.reasonCode == ReasonCode.malformedRecord.code || row.reasonCode == ReasonCode.fieldTooLong.code {
             // The reader could not take the record as the header says: every byte as read.
             let bytes = try records.bytes(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
-            fields = bytes.withUnsafeBytes { CSVScanner.losslessFields(of: $0) }.map(\.value)
+            fields = bytes.withUnsafeBytes { CSVScanner.losslessFields(of: $0) }.map {
+                CorrectionCell(bytes: $0.value, strayQuote: $0.strayQuote)
+            }
         } else {
-            fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
+            fields = try records.fields(file: row.file, offset: row.spoolOffset, length: row.spoolLength).map {
+                CorrectionCell(bytes: $0)
+            }
         }
         // settle's own reason cells (a fed-back file: its columns dropped, -1, are the last).
         let reasonCells = map.reversed().prefix { $0 < 0 }.count
         let columns = map.count - reasonCells
         if fields.count >= reasonCells { fields.removeLast(reasonCells) }
-        // A cell carries the guard of the column it sits under; one past them is text, guarded.
-        if row.file < guardedInputs.count, let strip = guardedInputs[row.file] {
-            for position in fields.indices where position >= columns || (position < strip.count && strip[position]) {
-                fields[position] = fields[position].withUnsafeBytes { [UInt8](CSVScanner.unguarded($0)) }
-            }
+        // A file settle wrote: every cell may carry the guard (an amount one that is no number).
+        if row.file < guardedInputs.count, guardedInputs[row.file] != nil {
+            for position in fields.indices { fields[position].removeGuard() }
         }
         let csv = row.file < csvInputs.count && csvInputs[row.file]
         if csv, fields.count != columns {
             return CorrectionLayout.misaligned(fields, map: map, columns: columns, width: names.count)
         }
-        var values = [[UInt8]](repeating: [], count: names.count)
+        var values = [CorrectionCell](repeating: CorrectionCell(), count: names.count)
         for (position, value) in fields.enumerated() where position < columns && map[position] >= 0 {
             values[map[position]] = value
         }
@@ -87,8 +98,8 @@ public struct CorrectionLayout: Sendable {
     /// cells more or fewer than the header as the record had: it cannot be taken column by
     /// column (fed back unchanged it is `malformed_record` again), and a person who puts the
     /// missing cells in, or the extra ones where they belong, makes it a normal row.
-    static func misaligned(_ fields: [[UInt8]], map: [Int], columns: Int, width: Int) -> [[UInt8]] {
-        var values = [[UInt8]](repeating: [], count: width)
+    static func misaligned(_ fields: [CorrectionCell], map: [Int], columns: Int, width: Int) -> [CorrectionCell] {
+        var values = [CorrectionCell](repeating: CorrectionCell(), count: width)
         var lacking = [Bool](repeating: false, count: width)
         for position in 0..<columns where map[position] >= 0 {
             if position < fields.count {
@@ -139,6 +150,32 @@ public struct CorrectionLayout: Sendable {
 
     /// Header row names, with settle's three annotation columns.
     public var header: [String] { names + ["reason_code", "reason", "source"] }
+}
+
+/// One input cell of an `errors.csv` or `deferred.csv` row.
+public struct CorrectionCell: Equatable {
+    public var bytes: [UInt8] = []
+    /// A field with a stray quote, kept as read (`"1.00"5`, `say "hi" now`): written as it is,
+    /// not quoted, so that fed back unchanged it is the same malformed field (a quoted copy
+    /// would read as a clean value, and the line would move with nobody having fixed it).
+    public var strayQuote = false
+
+    public init(bytes: [UInt8] = [], strayQuote: Bool = false) {
+        self.bytes = bytes
+        self.strayQuote = strayQuote
+    }
+
+    /// The cell without the formula guard settle's writers put on it (``CSVField/appendCell(_:to:column:)``).
+    mutating func removeGuard() {
+        if strayQuote, bytes.count >= 3, bytes[0] == 0x22, bytes[1] == 0x27 {
+            // `"'=…"x`: the guard sits inside the opening quote.
+            let inner = bytes[1...].withUnsafeBytes { CSVScanner.unguarded($0).count }
+            if inner == bytes.count - 2 { bytes.remove(at: 1) }
+            return
+        }
+        let kept = bytes.withUnsafeBytes { CSVScanner.unguarded($0).count }
+        if kept < bytes.count { bytes.removeFirst(bytes.count - kept) }
+    }
 }
 
 /// One line for `errors.csv` or `deferred.csv`.
@@ -224,11 +261,11 @@ public enum CorrectionFile {
 
         public func add(_ row: CorrectionRow, records: any OriginalRecords) throws(WriteFailure) {
             let layout = self.layout
-            let values = try layout.inputValues(of: row, records: records)
+            let cells = try layout.inputCells(of: row, records: records)
             file.withBuffer { out in
-                for (column, value) in values.enumerated() {
-                    CSVField.append(
-                        value, to: &out, guardFormula: column < layout.guarded.count ? layout.guarded[column] : true)
+                for (column, cell) in cells.enumerated() {
+                    CSVField.appendCell(
+                        cell, to: &out, text: column < layout.guarded.count ? layout.guarded[column] : true)
                     out.append(0x2C)
                 }
                 CSVField.append(row.reasonCode, to: &out, guardFormula: true)

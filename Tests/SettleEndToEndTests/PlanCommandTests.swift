@@ -178,6 +178,9 @@ import Testing
     /// after a stray quote, fields past the header), and fed back unchanged it is rejected
     /// again. Before, `"1.00"5` came back as 1.00 and was planned (audit 5 #3), and so was a
     /// record with too many fields, its extra text folded into the last cell (audit 15 F3).
+    /// A field with a stray quote is written as it was read, not quoted: fed back it is the
+    /// same malformed record (quoted, `say "hi" now` read back clean and the line moved with
+    /// nobody having fixed it, audit 17 F1).
     /// An export's own `source` and `reason` columns are kept as extras, not taken for
     /// settle's (#10).
     @Test func correctionsKeepWhatTheExportSaid() throws {
@@ -188,6 +191,8 @@ import Testing
         S1,O1,"1.00"5,usd,acct_r1,shop,a
         S2,O2,2.00,usd,acct_r1,shop,b,acct_r2
         S3,O3,1.001,usd,acct_r1,app,xmas
+        S4,O4,5.00,usd,acct_r1,say "hi" now,c
+        S5,O5,=HYPERLINK("x"),usd,acct_r1,"=1"x,d
 
         """.write(to: input, atomically: true, encoding: .utf8)
         let out = folder.appendingPathComponent("out")
@@ -197,12 +202,17 @@ import Testing
         #expect(
             errors.split(separator: "\n").map(String.init) == [
                 "line_id,order_id,amount,currency,destination,source,reason,reason_code,reason,source",
-                #"S1,O1,""\#"1.00""5",usd,acct_r1,shop,a,malformed_record,text after a closing quote,"#
+                #"S1,O1,"1.00"5,usd,acct_r1,shop,a,malformed_record,text after a closing quote,"#
                     + "\(input.path):2",
                 #"S2,O2,2.00,usd,acct_r1,shop,b,acct_r2,malformed_record,"the record has 8 fields, the header 7","#
                     + "\(input.path):3",
                 "S3,O3,1.001,usd,acct_r1,app,xmas,amount_invalid,amount '1.001' has more decimals than USD allows,"
                     + "\(input.path):4",
+                #"S4,O4,5.00,usd,acct_r1,say "hi" now,c,malformed_record,a quote inside an unquoted field,"#
+                    + "\(input.path):5",
+                // An amount that is no number gets the formula guard too; one inside the quote.
+                #"S5,O5,'=HYPERLINK("x"),usd,acct_r1,"'=1"x,d,malformed_record,a quote inside an unquoted field,"#
+                    + "\(input.path):6",
             ], "\(errors)")
         let again = folder.appendingPathComponent("again")
         let fed = try SettleProcess.run([
@@ -211,8 +221,25 @@ import Testing
         #expect(fed.status == 65)
         #expect(
             SettleProcess.results(again).map { "\($0[0]) \($0[8]) \($0[11])" } == [
-                "S1 rejected amount_invalid", "S2 rejected malformed_record", "S3 rejected amount_invalid",
+                "S1 rejected malformed_record", "S2 rejected malformed_record", "S3 rejected amount_invalid",
+                "S4 rejected malformed_record", "S5 rejected malformed_record",
             ])
+        // Its rows the same bytes, the guards not doubled.
+        func inputCells(_ text: String) -> [String] {
+            text.split(separator: "\n").dropFirst().map { row in
+                row.split(separator: ",").prefix(6).joined(separator: ",")
+            }
+        }
+        let errorsAgain = SettleProcess.read(again.appendingPathComponent("errors.csv"))
+        #expect(inputCells(errorsAgain) == inputCells(errors))
+        // Fixed by a person (the quote made right), it moves.
+        let fixed = folder.appendingPathComponent("fixed.csv")
+        try SettleProcess.read(out.appendingPathComponent("errors.csv"))
+            .replacingOccurrences(of: #"say "hi" now"#, with: #""say ""hi"" now""#)
+            .write(to: fixed, atomically: true, encoding: .utf8)
+        let mended = folder.appendingPathComponent("mended")
+        _ = try SettleProcess.run(["plan", fixed.path, "--out", mended.path, "--as-of", "2026-11-29", "-q"])
+        #expect(SettleProcess.results(mended).first { $0[0] == "S4" }?[8] == "planned")
     }
 
     /// A record whose cells do not line up with the header (too many: an unquoted thousands
@@ -260,12 +287,12 @@ import Testing
             SettleProcess.read(errors).split(separator: "\n").map(String.init) == [
                 header,
                 "\(record),malformed_record,\"\(reason)\",\(input.path):3",
-                #"7-1,7,acct_A,usd,""\#"3.00""0",x,malformed_record,text after a closing quote,"# + "\(input.path):4",
+                #"7-1,7,acct_A,usd,"3.00"0,x,malformed_record,text after a closing quote,"# + "\(input.path):4",
             ])
 
         // Fed back unchanged: the same line, rejected the same way, its row the same.
         let again = try plan(errors, "again")
-        #expect(rows(again) == ["9-1    rejected malformed_record", "7-1    rejected amount_invalid"])
+        #expect(rows(again) == ["9-1    rejected malformed_record", "7-1    rejected malformed_record"])
         #expect(SettleProcess.results(again)[0][12] == reason)
         #expect(SettleProcess.results(again)[0][13] == "\(errors.path):2")
         let errorsAgain = SettleProcess.read(again.appendingPathComponent("errors.csv")).split(separator: "\n")

@@ -278,8 +278,9 @@ import Testing
             "line_id,order_id,amount,currency,note,reason_code,reason,source\n'=1,'abc,'-5,'+usd,\"'=a,b\",x,'-y,f:2\n"
         let (sink, failure, _) = try Self.read(text: Array(settleWritten.utf8))
         #expect(failure == nil)
-        // Text cells lose exactly the guard; the amount column keeps its bytes.
-        #expect(sink.records[0].fields == ["=1", "'abc", "'-5", "+usd", "=a,b", "x", "-y", "f:2"])
+        // Every cell loses exactly the guard: an amount cell has one when it is no number
+        // (settle writes `-5` as it is, and `'-5` as `''-5`).
+        #expect(sink.records[0].fields == ["=1", "'abc", "-5", "+usd", "=a,b", "x", "-y", "f:2"])
         let other = "line_id,order_id,amount,currency,note\n'=1,2,1.00,usd,'=x\n"
         let (plain, _, _) = try Self.read(text: Array(other.utf8))
         #expect(plain.records[0].fields == ["'=1", "2", "1.00", "usd", "'=x"])

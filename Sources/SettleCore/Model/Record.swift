@@ -36,12 +36,13 @@ public final class FileLayout: @unchecked Sendable {
     }
 
     /// For a file settle wrote (`errors.csv`, `deferred.csv`: its header ends in
-    /// `reason_code, reason, source`), per column whether its cells carry the formula guard;
-    /// nil for any other file. Reading such a file removes exactly that guard.
+    /// `reason_code, reason, source`), per column whether its cells may carry the formula
+    /// guard: every one (an amount column's cell has it when it is no number, `'=1+2`); nil
+    /// for any other file. Reading such a file removes exactly that guard.
     public var guardedCells: [Bool]? {
         let tail = names.suffix(3).map { $0.trimmingSpaces().lowercased() }
         guard tail == ["reason_code", "reason", "source"] else { return nil }
-        return roles.map(FileLayout.isGuarded)
+        return roles.map { _ in true }
     }
 
     /// settle's own `reason_code, reason, source` at the end of a file settle wrote: 3, else 0.

@@ -330,10 +330,14 @@ extension CSVScanner {
     /// The fields of a record that is malformed (text after a closing quote, a quote in an
     /// unquoted field, an unclosed quote), without losing a byte: a well-formed quoted field
     /// is unescaped as usual, any other field is its bytes as read, quotes included. With
-    /// each field, where its bytes start in the record. The record's line end is not a field.
-    public static func losslessFields(of record: UnsafeRawBufferPointer) -> [(value: [UInt8], start: Int)] {
+    /// each field, where its bytes start in the record, and whether it is a field with a stray
+    /// quote kept as read (`"1.00"5`, `b"c`: written back as they are, they read back the same
+    /// way, quote and all). The record's line end is not a field.
+    public static func losslessFields(of record: UnsafeRawBufferPointer) -> [(
+        value: [UInt8], start: Int, strayQuote: Bool
+    )] {
         let end = contentEnd(of: record)
-        var fields: [(value: [UInt8], start: Int)] = []
+        var fields: [(value: [UInt8], start: Int, strayQuote: Bool)] = []
         var index = 0
         while true {
             let start = index
@@ -357,6 +361,7 @@ extension CSVScanner {
                 }
                 if closed == nil { index = end }  // never closed: the rest is this field
             }
+            var strayQuote = false
             if let after = closed, after == end || record[after] == 0x2C {
                 index = after
             } else {
@@ -365,8 +370,10 @@ extension CSVScanner {
                 while stop < end, record[stop] != 0x2C { stop += 1 }
                 value = [UInt8](record[start..<stop])
                 index = stop
+                // Not an unclosed quote's rest (written as it is, it would swallow what follows).
+                strayQuote = value.contains(0x22) && (closed != nil || record[start] != 0x22)
             }
-            fields.append((value, start))
+            fields.append((value, start, strayQuote))
             guard index < end else { break }
             index += 1  // the comma
         }
