@@ -189,6 +189,34 @@ import Testing
         #expect(plan.instructions.map(\.amount) == [60, 40, 9900])
     }
 
+    /// Reversals that together exceed the transfer they net into are all to blame, whatever
+    /// the line order (the one that crossed the line carried the code, and which one that was
+    /// depended on the order of the file: audit 17 F3). A reversal with nothing to take from
+    /// keeps its own code.
+    @Test func reversalsThatTogetherExceedTheirTransferAreBlamedAlike() {
+        func reversal(_ id: String, _ amount: String, destination: String = "acct_rest") -> [String: String] {
+            [
+                "line_id": id, "order_id": "1", "kind": "reversal", "amount": amount, "currency": "usd",
+                "transfer_group": "ORDER1", "destination": destination,
+            ]
+        }
+        for order in [["a", "b", "z"], ["b", "a", "z"], ["z", "b", "a"]] {
+            let export = TestExport().transfer("1", order: "1", amount: "100.00")
+            let rows = [
+                "a": reversal("a", "30.00"), "b": reversal("b", "80.00"),
+                "z": reversal("z", "1.00", destination: "acct_none"),
+            ]
+            for id in order { export.add(rows[id]!) }
+            let plan = export.plan()
+            #expect(plan.outcome("a") == (.rejected, "reversal_exceeds_transfer"), "\(order)")
+            #expect(plan.outcome("b") == (.rejected, "reversal_exceeds_transfer"), "\(order)")
+            #expect(plan.outcome("z") == (.rejected, "reversal_target_unknown"), "\(order)")
+            #expect(plan.outcome("1") == (.rejected, "group_rejected"), "\(order)")
+            #expect(plan.reason("a") == "reversals of 110.00 net into a transfer of 100.00 to acct_rest: more than it")
+            #expect(plan.instructions.isEmpty)
+        }
+    }
+
     @Test func payoutsAggregatePerRecipient() throws {
         let export = TestExport()
             .payout("a", order: "1", amount: "5.00")

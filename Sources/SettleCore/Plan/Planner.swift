@@ -566,13 +566,6 @@ public struct Planner {
         }
     }
 
-    private func failGroup(
-        _ batch: Batch, group: ArraySlice<Int32>, culprit: Int32, _ code: ReasonCode, _ message: String
-    ) {
-        batch.set(Int(culprit), .rejected, code, message)
-        rejectGroup(batch, group: group)
-    }
-
     // MARK: - Forming instructions
 
     /// Space reused from one group to the next.
@@ -590,6 +583,14 @@ public struct Planner {
         var reversalCharges: [(line: Int32, charge: String)] = []
         /// This group's reversals by the Stripe id of the ledger's transfer they take from.
         var reversing: [String: Int64] = [:]
+        /// Each reversal line and what it takes from: a transfer of this run (its slot) or one
+        /// the ledger recorded (its Stripe id); the ones reversing more than is left, and the
+        /// lines with nothing to take from. All lines are weighed before any is blamed, so that
+        /// the line order never decides which line carries the reason.
+        var reversalTargets: [(line: Int32, slot: Int, stripeID: String)] = []
+        var exceededSlots: Set<Int> = []
+        var exceededTransfers: [String: Int64] = [:]
+        var targetUnknown: [Int32] = []
         /// Kept across groups: the transfers settle made that reversal lines name (by symbol),
         /// and what this run's formed groups already reverse of each (by Stripe id).
         var namedTransfers: [Symbol: RecordedTransfer] = [:]
@@ -597,6 +598,10 @@ public struct Planner {
 
         mutating func reset() {
             reversing.removeAll(keepingCapacity: true)
+            reversalTargets.removeAll(keepingCapacity: true)
+            exceededSlots.removeAll(keepingCapacity: true)
+            exceededTransfers.removeAll(keepingCapacity: true)
+            targetUnknown.removeAll(keepingCapacity: true)
             transfers.removeAll(keepingCapacity: true)
             netted.removeAll(keepingCapacity: true)
             reversals.removeAll(keepingCapacity: true)
@@ -644,7 +649,7 @@ public struct Planner {
                     // Never more than is left of a transfer settle made (the ledger knows it);
                     // Stripe alone knows what is left of any other.
                     if let recorded = scratch.namedTransfers[line.transfer] {
-                        guard takeFrom(recorded, line.amount, culprit: index, batch, group, &scratch) else { return }
+                        takeFrom(recorded, line.amount, line: index, &scratch)
                         if line.charge.isNone, !recorded.charge.isEmpty {
                             scratch.reversalCharges.append((index, recorded.charge))
                         }
@@ -668,13 +673,8 @@ public struct Planner {
             if let slot = nettingTarget(of: line, in: scratch.transfers, batch: batch) {
                 scratch.netted[slot] += line.amount
                 scratch.transferMembers.append((Int32(slot), index))
-                if scratch.netted[slot] > scratch.transfers[slot].amount {
-                    failGroup(
-                        batch, group: group, culprit: index, .reversalExceedsTransfer,
-                        "the reversal of \(MinorUnits.format(line.amount, currency: line.currency)) is larger than what is left of the transfer it nets into (\(MinorUnits.format(scratch.transfers[slot].amount - scratch.netted[slot] + line.amount, currency: line.currency)))"
-                    )
-                    return
-                }
+                scratch.reversalTargets.append((index, slot, ""))
+                if scratch.netted[slot] > scratch.transfers[slot].amount { scratch.exceededSlots.insert(slot) }
                 continue
             }
             let recorded = history?.recordedTransfer(
@@ -686,11 +686,8 @@ public struct Planner {
                     batch.set(Int(index), .deferred, .scheduled, wait)
                     continue
                 }
-                failGroup(
-                    batch, group: group, culprit: index, .reversalTargetUnknown,
-                    "no transfer to \(batch.text(line.payee)) in group \(batch.text(line.group)) in this run or in the ledger"
-                )
-                return
+                scratch.targetUnknown.append(index)
+                continue
             }
             // Reversal lines of one group and destination aimed at the ledger's transfer are one call.
             let slot: Int
@@ -707,8 +704,12 @@ public struct Planner {
                 scratch.reversals.append(instruction)
             }
             scratch.reversalMembers.append((Int32(slot), index))
-            guard takeFrom(recorded, line.amount, culprit: index, batch, group, &scratch) else { return }
+            takeFrom(recorded, line.amount, line: index, &scratch)
             if line.charge.isNone, !recorded.charge.isEmpty { scratch.reversalCharges.append((index, recorded.charge)) }
+        }
+        guard scratch.exceededSlots.isEmpty, scratch.exceededTransfers.isEmpty, scratch.targetUnknown.isEmpty else {
+            blameReversals(batch, group: group, scratch: scratch)
+            return
         }
         // The group is formed: what it reverses is no longer left for the groups after it.
         for (stripeID, amount) in scratch.reversing { scratch.reversedInRun[stripeID, default: 0] += amount }
@@ -755,21 +756,42 @@ public struct Planner {
 
     /// Counts a reversal line against what is left of a transfer settle made: the ledger's
     /// remainder, less what this run's earlier groups and this group already reverse of it.
-    /// Past it, the group is rejected (false).
-    private func takeFrom(
-        _ recorded: RecordedTransfer, _ amount: Int64, culprit: Int32, _ batch: Batch, _ group: ArraySlice<Int32>,
-        _ scratch: inout GroupScratch
-    ) -> Bool {
+    /// Past it, the transfer is exceeded (``blameReversals(_:group:scratch:)``).
+    private func takeFrom(_ recorded: RecordedTransfer, _ amount: Int64, line: Int32, _ scratch: inout GroupScratch) {
         scratch.reversing[recorded.stripeID, default: 0] += amount
+        scratch.reversalTargets.append((line, -1, recorded.stripeID))
         let left = recorded.remaining - scratch.reversedInRun[recorded.stripeID, default: 0]
-        let reversing = scratch.reversing[recorded.stripeID, default: 0]
-        guard reversing > left else { return true }
-        let currency = batch.lines[Int(culprit)].currency
-        failGroup(
-            batch, group: group, culprit: culprit, .reversalExceedsTransfer,
-            "reversals of \(MinorUnits.format(reversing, currency: currency)) exceed what is left of transfer \(recorded.stripeID) (\(MinorUnits.format(left, currency: currency)))"
-        )
-        return false
+        if scratch.reversing[recorded.stripeID, default: 0] > left { scratch.exceededTransfers[recorded.stripeID] = left }
+    }
+
+    /// A group whose reversals exceed what they take from, or have nothing to take from, is
+    /// rejected: every reversal line on an exceeded transfer is `reversal_exceeds_transfer`
+    /// (together they exceed it; which one came last in the file does not matter), every one
+    /// with no transfer `reversal_target_unknown`, the others `group_rejected`.
+    private func blameReversals(_ batch: Batch, group: ArraySlice<Int32>, scratch: GroupScratch) {
+        for (index, slot, stripeID) in scratch.reversalTargets {
+            let currency = batch.lines[Int(index)].currency
+            if slot >= 0, scratch.exceededSlots.contains(slot) {
+                let transfer = scratch.transfers[slot].amount
+                batch.set(
+                    Int(index), .rejected, .reversalExceedsTransfer,
+                    "reversals of \(MinorUnits.format(scratch.netted[slot], currency: currency)) net into a transfer of \(MinorUnits.format(transfer, currency: currency)) to \(batch.text(scratch.transfers[slot].payee)): more than it"
+                )
+            } else if slot < 0, let left = scratch.exceededTransfers[stripeID] {
+                batch.set(
+                    Int(index), .rejected, .reversalExceedsTransfer,
+                    "reversals of \(MinorUnits.format(scratch.reversing[stripeID, default: 0], currency: currency)) exceed what is left of transfer \(stripeID) (\(MinorUnits.format(left, currency: currency)))"
+                )
+            }
+        }
+        for index in scratch.targetUnknown {
+            let line = batch.lines[Int(index)]
+            batch.set(
+                Int(index), .rejected, .reversalTargetUnknown,
+                "no transfer to \(batch.text(line.payee)) in group \(batch.text(line.group)) in this run or in the ledger"
+            )
+        }
+        rejectGroup(batch, group: group)
     }
 
     /// Why a reversal without `transfer` that has no transfer to take from yet waits for one
