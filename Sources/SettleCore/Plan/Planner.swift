@@ -761,7 +761,9 @@ public struct Planner {
         scratch.reversing[recorded.stripeID, default: 0] += amount
         scratch.reversalTargets.append((line, -1, recorded.stripeID))
         let left = recorded.remaining - scratch.reversedInRun[recorded.stripeID, default: 0]
-        if scratch.reversing[recorded.stripeID, default: 0] > left { scratch.exceededTransfers[recorded.stripeID] = left }
+        if scratch.reversing[recorded.stripeID, default: 0] > left {
+            scratch.exceededTransfers[recorded.stripeID] = left
+        }
     }
 
     /// A group whose reversals exceed what they take from, or have nothing to take from, is
