@@ -230,6 +230,11 @@ public final class ApplyEngine {
         report.keyRefused = keyRefused
         report.ledgerFailure = ledgerFailure.map { "\($0)" }
         report.interrupted = interruption.caughtSignal.map { "signal \($0)" }
+        report.refusedOrders = cascade?.refusedOrders ?? [:]
+        for (order, refusals) in unmoved {
+            guard let (id, refusal) = refusals.min(by: { $0.key < $1.key }) else { continue }
+            report.refusedOrders[order] = "instruction \(id) of order \(order) failed at Stripe: \(refusal)"
+        }
         return report
     }
 

@@ -263,6 +263,10 @@ public struct ApplyReport: Sendable {
     public var interrupted: String? = nil
     /// Answers that were not Stripe's (redirects, HTML, unreadable bodies): all retried.
     public var notStripeAnswers = 0
+    /// The orders (group keys) this run stopped for good: a fact Stripe refused, or a
+    /// transfer or reversal Stripe refused; with why. Their lines the plan deferred do not
+    /// wait for a later run: an order moves whole or not at all.
+    public var refusedOrders: [String: String] = [:]
 }
 
 /// Why a run could not start or had to stop.

@@ -49,6 +49,13 @@ public struct OrderStops: Sendable {
     /// Whether the facts stop this order.
     public func contains(_ order: String) -> Bool { own[order] != nil }
 
+    /// The orders a refused fact stops, with the refusal's message.
+    public var refusedOrders: [String: String] {
+        var refused: [String: String] = [:]
+        for case (let order, .refused(_, let message)) in own { refused[order] = message }
+        return refused
+    }
+
     /// Why an order may not move for its facts; nil when it may.
     public func verdict(ofOrder order: String) -> OrderVerdict? {
         switch own[order] {

@@ -17,6 +17,7 @@ extension PlanFolder {
             unreached: InstructionOutcome.notSent(reason: "apply did not reach this instruction; run again").lineResult,
             mode: mode, apiBase: options.apiBase, appliedAt: Log.timestamp(), startedAt: startedAt)
         run.resolved = Set(report.resolved.keys)
+        run.refusedOrders = report.refusedOrders
         run.splitInstructions = outcomes.splitInstructions
         run.lineResultOfLine = { line, instruction in
             guard let found = outcomes[line: line, of: instruction] else { return nil }

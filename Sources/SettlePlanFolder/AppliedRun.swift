@@ -19,6 +19,9 @@ public struct AppliedRun: Sendable {
     public var lineResultOfLine: @Sendable (String, String) -> (LineResult, instruction: String?)? = { _, _ in nil }
     /// Instructions an earlier run left open that this run confirmed or sent again.
     public var resolved: Set<String> = []
+    /// Orders (group keys) the run stopped for good, with why: their lines the plan deferred
+    /// are rejected `group_rejected`, not left to move later without the rest of the order.
+    public var refusedOrders: [String: String] = [:]
     public var requests = 0
     public var retries = 0
     public var rateLimited = 0

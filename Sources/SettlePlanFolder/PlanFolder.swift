@@ -311,6 +311,14 @@ public struct PlanFolder {
                             set(&row, .failed, code: code, reason: "sent by a later run and refused: " + message)
                             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                         }
+                    } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
+                        !report.refusedOrders.isEmpty,
+                        let refusal = report.refusedOrders[text(row[F.group.rawValue]).trimmingFormulaGuard()]
+                    {
+                        // Its order was stopped for good at apply: it does not move later alone.
+                        set(
+                            &row, .rejected, code: ReasonCode.groupRejected.code,
+                            reason: "its order moves whole or not at all, and Stripe refused part of it: \(refusal)")
                     } else if status == LineStatus.unknown.name {
                         // Sent by an earlier run: the engine resolved it first; the ledger has the answer.
                         let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()

@@ -639,6 +639,51 @@ import Testing
         #expect(setup.results("d3").isEmpty)
     }
 
+    /// An order stopped for good at apply takes its dated line with it: the line the plan
+    /// deferred (`transfer_on` tomorrow) is rejected `group_rejected`, not held in the ledger
+    /// to move alone on its date. Before, it waited and the next run transferred it, for an
+    /// order whose payout method Stripe refused (an offline plan) or whose other transfer
+    /// Stripe refused (audit 18 F1, F5).
+    @Test(arguments: ["unusable payout method", "transfer refused"])
+    func anOrderStoppedAtApplyTakesItsDatedLinesWithIt(_ stop: String) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(#"{"accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#)
+        let header =
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method,transfer_on\n"
+        let refused =
+            stop == "transfer refused"
+            ? "D2,970,transfer,20.00,usd,ORDER970,acct_shut,ch_e970,100.00,usd,succeeded,,,\n"
+            : "D2,970,payout,5.00,usd,ORDER970,,,,,,acct_c9,pm_ap_arch,\n"
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try
+            (header + "D1,970,transfer,40.00,usd,ORDER970,acct_r1,ch_e970,100.00,usd,succeeded,,,2026-11-30\n" + refused
+            + "E1,971,transfer,30.00,usd,ORDER971,acct_r2,ch_e971,100.00,usd,succeeded,,,2026-11-30\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        if stop == "transfer refused" {
+            #expect(try setup.run([input], out: "d1").status == 65)
+        } else {
+            #expect(try SettleProcess.run(setup.arguments("plan", [input.path], out: "d1")).status == 0)
+            #expect(try setup.apply("d1").status == 65)
+        }
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("d1").map { ($0[0], $0[8] + " " + $0[11]) })
+        #expect(rows["D1"] == "rejected group_rejected")
+        #expect(
+            rows["D2"]
+                == (stop == "transfer refused" ? "failed transfers_not_allowed" : "rejected payout_method_unusable"))
+        // Another order's dated line still waits.
+        #expect(rows["E1"] == "deferred scheduled")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("d1/errors.csv"))
+        #expect(errors.contains("D1,970,transfer,40.00,usd,ORDER970,acct_r1,"), "\(errors)")
+        let deferred = SettleProcess.read(setup.folder.appendingPathComponent("d1/deferred.csv"))
+        #expect(!deferred.contains("D1,") && deferred.contains("E1,"), "\(deferred)")
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
+        let waiting = try #require(
+            (try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])?["waiting"]
+                as? [[String: Any]])
+        #expect(waiting.map { $0["line_id"] as? String } == ["E1"])
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
     /// A charge still pending at Stripe when an offline plan is applied: its order waits in
     /// the ledger (deferred `charge_pending`) and the next run, once the charge succeeded,
     /// settles it with nothing fed by hand.
