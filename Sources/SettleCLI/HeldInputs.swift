@@ -115,13 +115,14 @@ enum HeldInputs {
     }
 
     /// Lines of payouts that came back are `failed` in this run, with Stripe's reason, so
-    /// they go to its errors.csv to be fixed and fed back.
-    static func markReturned(_ files: [File], batch: Batch) {
+    /// they go to its errors.csv to be fixed and fed back: the ledger's copy, or the copy of
+    /// an export that lists the line again with the same money content (it replaced the
+    /// ledger's; before, it was planned as a new line and paid again, and the return was
+    /// reported nowhere: audit 18 F2).
+    static func markReturned(_ held: [HeldLine], batch: Batch) {
         var returned: [Symbol: HeldLine] = [:]
-        for file in files {
-            for held in file.lines.values where held.state == .returned {
-                returned[batch.symbols.intern(held.lineID)] = held
-            }
+        for line in held where line.state == .returned {
+            returned[batch.symbols.intern(line.lineID)] = line
         }
         guard !returned.isEmpty else { return }
         for index in batch.lines.indices where batch.lines[index].status != .rejected {

@@ -138,7 +138,7 @@ struct Pipeline {
             }
             reports.append(report)
         }
-        HeldInputs.markReturned(heldFiles, batch: checker.batch)
+        HeldInputs.markReturned(held, batch: checker.batch)
         checker.finishReading()
         log(
             .debug, event: "inputs_read",

@@ -239,6 +239,12 @@ public struct PlanFolder {
         var held: HeldLines? =
             report.ledgerFailure == nil
             ? HeldLines(layout: layout, ledger: ledger, records: records, run: run) : nil
+        // Payouts that came back (learned by this apply, or earlier and not reported yet)
+        // whose lines this plan lists as already settled: this run is the one that reports them.
+        var cameBack: [String: HeldLine] = [:]
+        if report.ledgerFailure == nil, let lines = try? ledger.heldLines([.returned]) {
+            for line in lines { cameBack[line.lineID] = line }
+        }
         var counts: [LineStatus: Int] = [:]
         // Lines the apply did not send (they wait in the ledger): the run is to be tried again.
         var unsent = 0
@@ -311,6 +317,14 @@ public struct PlanFolder {
                             set(&row, .failed, code: code, reason: "sent by a later run and refused: " + message)
                             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                         }
+                    } else if status == LineStatus.alreadySettled.name, !cameBack.isEmpty,
+                        let back = cameBack[text(row[F.lineID.rawValue]).trimmingFormulaGuard()]
+                    {
+                        // Its payout came back: failed here, with Stripe's reason, for errors.csv
+                        // (left as it was, the ledger released it and no run reported it: audit 18 F2).
+                        set(&row, .failed, code: back.reasonCode, reason: back.reason)
+                        let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
+                        sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
                     } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
                         !report.refusedOrders.isEmpty,
                         let refusal = report.refusedOrders[text(row[F.group.rawValue]).trimmingFormulaGuard()]

@@ -138,6 +138,44 @@ import Testing
         #expect(rows.first?[12].contains("the payout \(payout) was returned") == true, "\(rows)")
     }
 
+    /// An export that lists again the line of a payout that came back (order systems export
+    /// orders again) does not hide the return: the run that learns it reports that line
+    /// `failed` with Stripe's reason, in its errors.csv and in payouts_returned, whether it
+    /// is a `run` or a plan made before the apply that learned it. Before, a `run` paid it
+    /// again as a new line and an offline plan's `already_settled` row released it from the
+    /// ledger: no run ever reported the return (audit 18 F2).
+    @Test(arguments: ["run", "plan then apply"])
+    func aReexportedLineOfAPayoutThatCameBackIsReportedFailed(_ how: String) throws {
+        let setup = try Setup()
+        _ = try payThenComeBack(setup, "D4", order: "1004", status: "returned", reason: "payout_method_closed")
+        let again = Self.header + "D4,1004,payout,15.00,usd,ORDER1004,,,,,,,acct_drv,pm_ap_1,\n"
+        let rows: [String: [String]]
+        if how == "run" {
+            let (second, day2) = try day(setup, "day2", again, asOf: "2026-12-02")
+            #expect(second.status == 65, "\(second.stderr)")
+            rows = day2
+        } else {
+            let input = setup.folder.appendingPathComponent("again.csv")
+            try again.write(to: input, atomically: true, encoding: .utf8)
+            let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "day2"))
+            #expect(plan.status == 0, "\(plan.stderr)")
+            #expect(setup.results("day2").first?[8] == "already_settled")
+            let apply = try setup.apply("day2")
+            #expect(apply.status == 65, "\(apply.stderr)")
+            rows = Dictionary(uniqueKeysWithValues: setup.results("day2").map { ($0[0], $0) })
+        }
+        #expect(rows["D4"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(rows)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+        #expect(errors.contains("D4,1004,payout,15.00,usd,ORDER1004"), "\(errors)")
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("day2/summary.csv"))
+        #expect(summary.contains(",usd,payouts_returned,1,15.00,1500\n"), "\(summary)")
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 1)
+        // Reported once: the next run has nothing of it.
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(day3.isEmpty, "\(day3)")
+    }
+
     /// A payout whose answer was lost failed at Stripe before any run learned it, and the
     /// next run comes after Stripe's idempotency window: its look-up finds the payout, made
     /// and back, and that run (the one that learns it) reports the line `failed` with
