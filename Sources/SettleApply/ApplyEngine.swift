@@ -61,6 +61,10 @@ public final class ApplyEngine {
     /// What Stripe refused of a plan made offline, with the orders that may not move.
     private var cascade: OrderStops?
     private var obstacles = Obstacles()
+    /// The charges an offline plan's facts check found at Stripe, and the instructions that
+    /// draw on each (``ApplyReport/lookedUpCharges``).
+    private var lookedUpCharges: [ChargeFact] = []
+    private var chargeOfInstruction: [String: String] = [:]
     /// Per aggregated payout, the order of each of its lines of an order that stops
     /// (``payoutOrders``, read once, after every transfer was answered).
     private var payoutOrdersSeen: [String: [String: String]] = [:]
@@ -170,6 +174,8 @@ public final class ApplyEngine {
         planFailure = nil
         cascade = nil
         obstacles = Obstacles()
+        lookedUpCharges = []
+        chargeOfInstruction = [:]
         payoutOrdersSeen = [:]
         unmoved = [:]
         unsettled = [:]
@@ -231,6 +237,8 @@ public final class ApplyEngine {
         report.ledgerFailure = ledgerFailure.map { "\($0)" }
         report.interrupted = interruption.caughtSignal.map { "signal \($0)" }
         report.refusedOrders = cascade?.refusedOrders ?? [:]
+        report.lookedUpCharges = lookedUpCharges
+        report.chargeOfInstruction = chargeOfInstruction
         for (order, refusals) in unmoved {
             guard let (id, refusal) = refusals.min(by: { $0.key < $1.key }) else { continue }
             report.refusedOrders[order] = "instruction \(id) of order \(order) failed at Stripe: \(refusal)"
@@ -549,8 +557,9 @@ public final class ApplyEngine {
             {
                 methods.append((instruction.preflight.recipient ?? instruction.payee, method))
             }
-            if let charge = instruction.preflight.charge, seenCharges.insert(charge).inserted {
-                charges.append(charge)
+            if let charge = instruction.preflight.charge {
+                chargeOfInstruction[instruction.id] = charge
+                if seenCharges.insert(charge).inserted { charges.append(charge) }
             }
         }
         guard !methods.isEmpty || !charges.isEmpty else { return }
@@ -559,6 +568,7 @@ public final class ApplyEngine {
         let facts = try lookup.run(payoutMethods: methods, charges: charges)
         let unavailable = facts.unavailable
         if !unavailable.isEmpty { throw .factsUnavailable(unavailable) }
+        lookedUpCharges = facts.charges
         for fact in facts.payoutMethods {
             guard case .refused(let why) = fact.verdict else { continue }
             obstacles.methods[Obstacles.key(recipient: fact.recipient, method: fact.method)] = .refused(

@@ -3,6 +3,7 @@ import SettleApply
 import SettleCore
 import SettleLedger
 import SettlePlanFolder
+import SettleWrite
 
 extension PlanFolder {
     /// Rewrites the folder's outcome files with what the engine reported, each
@@ -18,6 +19,13 @@ extension PlanFolder {
             mode: mode, apiBase: options.apiBase, appliedAt: Log.timestamp(), startedAt: startedAt)
         run.resolved = Set(report.resolved.keys)
         run.refusedOrders = report.refusedOrders
+        run.chargeOfInstruction = report.chargeOfInstruction
+        run.lookedUpCharges = report.lookedUpCharges.compactMap { fact in
+            guard let currency = fact.currency, let amount = fact.amountMinor else { return nil }
+            return ChargeRow(
+                charge: fact.charge, currency: currency, status: fact.status ?? "", gross: amount,
+                fee: fact.feeMinor ?? 0)
+        }
         run.splitInstructions = outcomes.splitInstructions
         run.lineResultOfLine = { line, instruction in
             guard let found = outcomes[line: line, of: instruction] else { return nil }

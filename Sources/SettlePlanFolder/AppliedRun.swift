@@ -22,6 +22,10 @@ public struct AppliedRun: Sendable {
     /// Orders (group keys) the run stopped for good, with why: their lines the plan deferred
     /// are rejected `group_rejected`, not left to move later without the rest of the order.
     public var refusedOrders: [String: String] = [:]
+    /// Charges apply learned of that charges.csv does not list (an offline plan's charge with
+    /// no facts), and the charge of each instruction drawing on one: counted like the others.
+    public var lookedUpCharges: [ChargeRow] = []
+    public var chargeOfInstruction: [String: String] = [:]
     public var requests = 0
     public var retries = 0
     public var rateLimited = 0

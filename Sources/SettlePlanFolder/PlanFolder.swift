@@ -228,8 +228,25 @@ public struct PlanFolder {
         // what waits), and adds to the counts, the sums, the corrections and the held lines.
         // Memory holds one row, the per-status counters and the rows of errors.csv and
         // deferred.csv; what is kept per instruction waits in a spill on disk.
-        let planned = try PlanFolder.plannedCharges(
+        var planned = try PlanFolder.plannedCharges(
             FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
+        // Charges the plan named with no facts, which apply looked up: counted as if known.
+        var slotOfLookedUp: [String: Int] = [:]
+        for row in report.lookedUpCharges {
+            if let slot = planned.firstIndex(where: { $0.charge == row.charge }) {
+                slotOfLookedUp[row.charge] = slot
+            } else {
+                slotOfLookedUp[row.charge] = planned.count
+                planned.append(row)
+            }
+        }
+        /// The charges.csv row of a line the plan tied to no charge: its instruction's, if apply looked it up.
+        func lookedUpSlot(_ row: [[UInt8]]) -> Int? {
+            guard !slotOfLookedUp.isEmpty,
+                let charge = report.chargeOfInstruction[text(row[F.instructionID.rawValue])]
+            else { return nil }
+            return slotOfLookedUp[charge]
+        }
         var sumsOfRows: OutcomeSums
         do throws(LedgerError) {
             sumsOfRows = try OutcomeSums(manifest: manifest, charges: planned)
@@ -363,7 +380,7 @@ public struct PlanFolder {
                 try held?.add(row, status: status, entry: entry)
                 guard let status else { continue }
                 do throws(LedgerError) {
-                    try sumsOfRows.add(row, status: status, charge: entry.charge)
+                    try sumsOfRows.add(row, status: status, charge: entry.charge ?? lookedUpSlot(row))
                 } catch {
                     throw SettleError(.internalError, "\(folder): the scratch table for the sums failed: \(error)")
                 }

@@ -684,6 +684,28 @@ import Testing
         #expect(try setup.sandbox.effects().isEmpty)
     }
 
+    /// A charge an offline plan names with no charge columns is looked up at apply, and the
+    /// rewritten charges.csv and summary.csv count it in that run like a charge the plan
+    /// knew: its gross and fee, what moved on it, retained. Before, it had no row and its
+    /// gross was counted in no run, ever (summary's retained was −52.93: audit 18 F4).
+    @Test func applyOfAnOfflinePlanCountsTheChargesItLookedUp() throws {
+        let setup = try Setup()
+        let rows = try offlineApply(
+            setup,
+            charges:
+                #"{"charges": [{"id": "ch_nf1", "amount": 8105, "currency": "usd", "status": "succeeded", "fee": 243}]}"#,
+            lines: "F1,980,transfer,52.93,usd,ORDER980,acct_r1,ch_nf1,,,,,\n", exit: 0)
+        #expect(rows["F1"]?[8] == "settled")
+        let charges = SettleProcess.read(setup.folder.appendingPathComponent("plan/charges.csv"))
+        // Counted in this run: the row begins and ends with the run id.
+        let row = try #require(charges.split(separator: "\n").last.map(String.init))
+        let run = try #require(row.split(separator: ",").first.map(String.init))
+        #expect(row == "\(run),ch_nf1,usd,succeeded,81.05,2.43,0.00,52.93,0.00,0.00,25.69,\(run)", "\(charges)")
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("plan/summary.csv"))
+        #expect(summary.contains(",usd,charges_gross,1,81.05,8105\n"), "\(summary)")
+        #expect(summary.contains(",usd,platform_retained,,25.69,2569\n"), "\(summary)")
+    }
+
     /// A charge still pending at Stripe when an offline plan is applied: its order waits in
     /// the ledger (deferred `charge_pending`) and the next run, once the charge succeeded,
     /// settles it with nothing fed by hand.
