@@ -232,7 +232,10 @@ struct Applier {
         }
     }
 
-    func apply(folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply") throws(CommandFailure)
+    /// `ledgerProbed`: `run` asked ``earlierLedgerCheck(_:configuration:)`` before planning.
+    func apply(
+        folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply", ledgerProbed: Bool = false
+    ) throws(CommandFailure)
         -> ExitCode
     {
         let started = Date()
@@ -266,7 +269,7 @@ struct Applier {
         }
         // From here the folder is this run's record, even if the process is killed.
         try onPlanFolder { () throws(SettleError) in try OutputFolder.markApplying(folder, runID: plan.runID) }
-        let firstSendCheck = try earlierLedgerCheck(ledger, configuration: configuration)
+        let firstSendCheck = ledgerProbed ? nil : try earlierLedgerCheck(ledger, configuration: configuration)
         do {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
             engine.netted = netted
@@ -287,7 +290,18 @@ struct Applier {
                 fields: [Log.Field("instructions", instructions.overview.count), .file(folder)])
             report = try engine.run(instructions, checkFacts: !plan.madeOnline)
         } catch {
-            throw Applier.failure(error, folder: folder)
+            let failure = Applier.failure(error, folder: folder)
+            // Refused before anything was sent: the run ended there (the next run does not take
+            // its folder's lines over as those of a killed run).
+            switch error {
+            case .configuration, .keyRefused, .factsUnavailable:
+                var record = plan.applyRecord(mode: mode, startedAt: started)
+                record.endedAt = Date()
+                record.exitStatus = Int(failure.code.rawValue)
+                try? ledger.recordRun(record)
+            default: break
+            }
+            throw failure
         }
         if progressMode == .terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
         let exit = try plan.rewrite(

@@ -27,7 +27,12 @@ struct Commands {
     /// without a lock.
     /// With `lookUp`, Stripe's facts are looked up (read-only) after reading and before
     /// planning, and sealed in the plan (`run`, `plan --online`).
-    func planToFolder(mode: String, ledger: LedgerStore? = nil, lookUp: ApplyConfiguration? = nil)
+    /// `beforeWriting`: a check of the plan before any of its files is written (run: what
+    /// apply will need), so that a refusal leaves no plan folder that says all is planned.
+    func planToFolder(
+        mode: String, ledger: LedgerStore? = nil, lookUp: ApplyConfiguration? = nil,
+        beforeWriting: (SettlementPlan) throws(CommandFailure) -> Void = { _ in }
+    )
         throws(CommandFailure) -> (String, PlanOutputs.Written)
     {
         guard !options.inputs.isEmpty else {
@@ -82,6 +87,7 @@ struct Commands {
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(
             history: history, spoolFolder: folder, facts: factsStep, held: held)
         try history?.checkReads()
+        try beforeWriting(plan)
         let written = try PlanOutputs(folder: folder, options: options).write(
             plan, inputs: inputs, mode: mode, log: log, ledger: history.map { (options.ledger, $0.store) },
             facts: lookUp == nil ? nil : lookup.looked, plannedAt: plannedAt)
@@ -142,18 +148,37 @@ struct Commands {
         let configuration = try applier.configuration(key: try applier.credentials())
         try Pipeline.checkInputsOpen(options.inputs)
         let ledger = try LedgerHistory.openToSettle(path: options.ledger)
+        // A new ledger where settle paid before is refused before anything is read or written
+        // (audit 19: it was found at the first send, after the plan folder said all planned).
+        if let earlierLedger = try applier.earlierLedgerCheck(ledger, configuration: configuration) {
+            do throws(ApplyError) {
+                try earlierLedger()
+            } catch {
+                throw Applier.failure(error, folder: options.out ?? "")
+            }
+        }
         // Payouts Stripe accepted earlier are followed first: those that came back are part
         // of this run's errors.csv.
         try applier.followPayouts(configuration: configuration, ledger: ledger, folder: options.out ?? "")
         // The lines of a run that was killed are part of this one (the ledger takes them over).
         applier.adoptRunsNotEnded(ledger, except: options.out ?? "")
-        let (folder, written) = try planToFolder(mode: "run", ledger: ledger, lookUp: configuration)
+        let (folder, written) = try planToFolder(mode: "run", ledger: ledger, lookUp: configuration) {
+            (plan) throws(CommandFailure) in
+            // What apply would refuse at once (78) is refused before the folder says "planned".
+            if (configuration.financialAccount ?? "").isEmpty, plan.instructions.contains(where: { $0.kind == .payout })
+            {
+                throw CommandFailure(
+                    .configuration,
+                    "the batch pays payouts, and no financial account is configured to pay them from "
+                        + "(--financial-account or financial_account in the config file); nothing was written or sent")
+            }
+        }
         let planned = written.counts[.planned] ?? 0
         log(
             .info, event: "plan_ready",
             "planned \(HumanFormat.count(planned)) lines in \(HumanFormat.count(written.instructions)) instructions; applying them",
             fields: [.lines(planned), Log.Field("instructions", written.instructions)])
-        return try applier.apply(folder: folder, ledger: ledger, mode: "run")
+        return try applier.apply(folder: folder, ledger: ledger, mode: "run", ledgerProbed: true)
     }
 
     func status() throws(CommandFailure) -> ExitCode {

@@ -392,8 +392,38 @@ import Testing
         #expect(later.status == 78, "\(later.stderr)")
         #expect(later.stderr.contains("settle already paid from this Stripe account"), "\(later.stderr)")
         #expect(try setup.sandbox.effects().count == made)
+        // Refused before anything was read or written: no folder that says all is planned,
+        // no run left open in the ledger for the next one to take over (audit 19 F1).
+        #expect(!FileManager.default.fileExists(atPath: setup.folder.appendingPathComponent("later").path))
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
+        let runs = try #require(
+            (try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])?["runs"]
+                as? [[String: Any]])
+        #expect(runs.isEmpty, "\(runs)")
         try ApplyCommandTests.expectPaidExactlyOnce(
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(2), payouts: 2 * 250)
+    }
+
+    /// `run` of a batch that pays payouts with no financial account configured is refused,
+    /// 78, before its plan folder is written: apply would refuse it at once, and the folder
+    /// would say every line planned and exit 0 (audit 19 F1). A batch without payouts runs.
+    @Test func aRunWithPayoutsAndNoFinancialAccountWritesNothing() throws {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 2, in: setup.folder)
+        var arguments = setup.arguments("run", [input.path], out: "nofa")
+        let at = arguments.firstIndex(of: "--financial-account")!
+        arguments.removeSubrange(at...(at + 1))
+        let refused = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+        #expect(refused.status == 78, "\(refused.stderr)")
+        #expect(refused.stderr.contains("no financial account is configured"), "\(refused.stderr)")
+        let folder = setup.folder.appendingPathComponent("nofa")
+        for name in ["results.csv", "manifest.json", "instructions.jsonl", "report.html"] {
+            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(name).path), "\(name)")
+        }
+        #expect(try setup.sandbox.effects().isEmpty)
+        // The same folder is used once the account is given.
+        let fixed = try setup.run([input], out: "nofa")
+        #expect(fixed.status == 0, "\(fixed.stderr)")
     }
 
     /// A ledger has one name: a symlink is followed to its file (one lock, one mark, one
