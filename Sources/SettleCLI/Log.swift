@@ -115,6 +115,11 @@ final class Log: @unchecked Sendable {
     /// Logs one event: `log(.info, event: "plan_written", "plan written to out", fields: [.lines(36)])`.
     func callAsFunction(_ level: Level, event: String, _ message: String, fields: [Field] = []) {
         guard enabled(level) else { return }
+        let message = Log.withoutKeys(message)
+        let fields = fields.map { field in
+            guard case .string(let value) = field.value else { return field }
+            return Field(field.key, .string(Log.withoutKeys(value)))
+        }
         let line = json ? jsonLine(level, event: event, message, fields) : textLine(level, message, fields)
         lock.lock()
         defer { lock.unlock() }
@@ -166,6 +171,37 @@ final class Log: @unchecked Sendable {
             }
         }
         return line + "\n"
+    }
+
+    /// The text with anything shaped like a Stripe secret or restricted key (`sk_live_…`,
+    /// `rk_test_…`) replaced by `[redacted]`: a key pasted where a value goes (a config value,
+    /// an option) is echoed by the error that refuses it, whether or not it is the key in use.
+    static func withoutKeys(_ text: String) -> String {
+        guard text.contains("k_live_") || text.contains("k_test_") else { return text }
+        let bytes = Array(text.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        func isKeyByte(_ byte: UInt8) -> Bool {
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+        }
+        while index < bytes.count {
+            let rest = bytes[index...]
+            if let prefix = ["sk_live_", "sk_test_", "rk_live_", "rk_test_"].first(where: {
+                rest.starts(with: $0.utf8)
+            }) {
+                var end = index + prefix.utf8.count
+                while end < bytes.count, isKeyByte(bytes[end]) { end += 1 }
+                if end > index + prefix.utf8.count {
+                    out.append(contentsOf: "[redacted]".utf8)
+                    index = end
+                    continue
+                }
+            }
+            out.append(bytes[index])
+            index += 1
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// ISO 8601 in UTC; log lines carry milliseconds, files whole seconds.

@@ -140,19 +140,25 @@ struct Options {
     /// `--metrics-file` as the command line gives it (before a `--`), for a run whose options
     /// did not parse: monitoring still sees why it stopped. nil when not given.
     static func metricsFileOnCommandLine(_ arguments: [String]) -> String? {
-        var path: String?
+        valueOnCommandLine("--metrics-file", arguments)
+    }
+
+    /// The last value of `option` on the command line, read without parsing the rest (for
+    /// what must hold when the options do not parse: the metrics file, the log format).
+    static func valueOnCommandLine(_ option: String, _ arguments: [String]) -> String? {
+        var value: String?
         var index = 1
         while index < arguments.count, arguments[index] != "--" {
             let argument = arguments[index]
             index += 1
-            if argument == "--metrics-file", index < arguments.count {
-                path = arguments[index]
+            if argument == option, index < arguments.count {
+                value = arguments[index]
                 index += 1
-            } else if argument.hasPrefix("--metrics-file=") {
-                path = String(argument.dropFirst("--metrics-file=".count))
+            } else if argument.hasPrefix(option + "=") {
+                value = String(argument.dropFirst(option.count + 1))
             }
         }
-        return path.flatMap { $0.isEmpty ? nil : $0 }
+        return value.flatMap { $0.isEmpty ? nil : $0 }
     }
 
     mutating func set(_ name: String, _ value: String, source: String, usage code: ExitCode) throws(CommandFailure) {
@@ -187,7 +193,13 @@ struct Options {
             }
             apiBase = value
         case "api-key-file": apiKeyFile = value
-        case "stripe-version": stripeVersion = value
+        case "stripe-version":
+            // Sent as a header: empty, or with a space or control character, it would change
+            // what is asked of Stripe (no header: the account's default API version).
+            guard !value.isEmpty, value.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+                throw CommandFailure(code, "\(source): '\(value)' is not a Stripe API version (like 2026-10-28.endive)")
+            }
+            stripeVersion = value
         case "rate":
             guard let number = Int(value), number > 0 else {
                 throw CommandFailure(code, "\(source): '\(value)' is not a positive whole number")

@@ -23,7 +23,8 @@ public enum Settle {
             print("settle \(version) (Stripe-Version \(stripeVersion), v2 \(previewVersion))")
             return .ok
         }
-        var log = Log(format: "text", verbosity: 0)
+        // As asked even when the options do not parse: a script reading JSON gets its error as JSON.
+        var log = Log(format: Options.valueOnCommandLine("--log-format", arguments) ?? "text", verbosity: 0)
         var parsed: Options?
         let code: ExitCode
         do throws(CommandFailure) {
@@ -45,7 +46,7 @@ public enum Settle {
             log(
                 .error, event: "command_failed", error.message,
                 fields: error.fields)
-            if error.code == .usage {
+            if error.code == .usage, Options.valueOnCommandLine("--log-format", arguments) != "json" {
                 let name = arguments.first.flatMap { Help.command(named: $0)?.name }
                 FileHandle.standardError.write(Data(Help.usage(of: name).utf8))
             }

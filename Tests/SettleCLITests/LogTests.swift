@@ -55,6 +55,25 @@ import Testing
         #expect(object["field_event"] as? String == "other")
     }
 
+    /// A key pasted where a value goes is echoed by the error that refuses it: whatever is
+    /// shaped like a secret or restricted key never reaches the log, in the message or a
+    /// field, as text or JSON (audit 19 F4).
+    @Test func anythingShapedLikeAKeyIsRedacted() throws {
+        for format in ["text", "json"] {
+            let (log, lines) = Self.log(format, verbosity: 1)
+            log(
+                .error, event: "command_failed", "settle.json: financial_account 'sk_live_51AbC9xyz' is not fa_…",
+                fields: [Log.Field("file", "/keys/rk_test_9Zz"), .lines(2)])
+            let line = try #require(lines.all.first)
+            #expect(!line.contains("sk_live_51AbC9xyz") && !line.contains("rk_test_9Zz"), "\(line)")
+            #expect(line.contains("financial_account '[redacted]' is not fa_"), "\(line)")
+            #expect(line.contains("/keys/[redacted]"), "\(line)")
+        }
+        // Only keys: the words around them, and a bare prefix, stay.
+        #expect(Log.withoutKeys("risk_test_ is a prefix; ask_live_x") == "risk_test_ is a prefix; a[redacted]")
+        #expect(Log.withoutKeys("no key here") == "no key here")
+    }
+
     @Test func textShowsFieldsOnlyWhenVerbose() {
         let (quiet, quietLines) = Self.log("text")
         quiet(.info, event: "plan_written", "plan written", fields: [.lines(36), .file("out dir")])

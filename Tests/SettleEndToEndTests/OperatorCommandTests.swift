@@ -80,6 +80,32 @@ import Testing
         #expect(events["lines_rejected"]?["level"] as? String == "warning")
     }
 
+    /// The error that stops a command is JSON too when the options asked for it, even when
+    /// they do not parse (a bad config file, 78; a bad option, 64, without the usage text),
+    /// and a key pasted into a config value is not echoed (audit 19 F4, F5).
+    @Test func theStoppingErrorIsJSONAndNeverEchoesAKey() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let config = folder.appendingPathComponent("settle.json")
+        try Data(#"{"financial_account": "sk_live_51PastedByMistake", "rate": 5}"#.utf8).write(to: config)
+        let out = folder.appendingPathComponent("out").path
+        for (arguments, status) in [
+            (["plan", Self.sample, "--out", out, "--config", config.path, "--log-format", "json"], Int32(78)),
+            (["plan", Self.sample, "--out", out, "--rate", "fast", "--log-format=json"], 64),
+            // No Stripe-Version header at all would ask for the account's default version.
+            (["plan", Self.sample, "--out", out, "--stripe-version", "", "--log-format", "json"], 64),
+        ] {
+            let outcome = try SettleProcess.run(arguments)
+            #expect(outcome.status == status, "\(outcome.stderr)")
+            let lines = outcome.stderr.split(separator: "\n")
+            #expect(lines.count == 1, "\(outcome.stderr)")
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data((lines.first ?? "").utf8)) as? [String: Any],
+                "not JSON: \(outcome.stderr)")
+            #expect(object["event"] as? String == "command_failed")
+            #expect(!outcome.stderr.contains("sk_live_51PastedByMistake"))
+        }
+    }
+
     @Test func aRejectedFileIsAnEventWithItsPlace() throws {
         let folder = SettleProcess.temporaryFolder()
         let input = folder.appendingPathComponent("cut.csv.gz")
