@@ -266,7 +266,7 @@ enum Help {
             ],
             summary: "create a ledger; copy it safely; rebuild it from Stripe",
             description:
-                "init creates an empty ledger (apply and run refuse a missing one). backup copies the ledger consistently while it may be in use (SQLite's backup, not cp). rebuild --since DATE reads Stripe's transfers and outbound payments made by settle since DATE (their metadata) and rebuilds the ledger from them, read-only on Stripe's side. Stripe's objects do not list their lines: give the plan folders that made them, whose instructions.jsonl do; an instruction whose lines no folder lists makes rebuild exit 78, and plan, run, validate and apply refuse the ledger until a rebuild knows them.",
+                "init creates an empty ledger (apply and run refuse a missing one). backup copies the ledger consistently while it may be in use (SQLite's backup, not cp); a backup put back in place is refused until a rebuild over it has brought it up to date from Stripe (an older copy would pay again what was sent since it was made). rebuild --since DATE reads Stripe's transfers and outbound payments made by settle since DATE (their metadata) and rebuilds the ledger from them, read-only on Stripe's side. Stripe's objects do not list their lines: give the plan folders that made them, whose instructions.jsonl do; an instruction whose lines no folder lists makes rebuild exit 78, and plan, run, validate and apply refuse the ledger until a rebuild knows them.",
             options: [
                 "--ledger", "--since", "--api-base", "--api-key-file", "--live", "--stripe-version", "--rate",
                 "--concurrency", "--config", "--log-format", "-q", "-v",

@@ -54,7 +54,7 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
                 "the ledger \(path) is damaged (\(message)): restore it from a backup or recover it with `settle ledger rebuild --since DATE`"
         case .behindMark(let path, let message):
             return
-                "the ledger \(path) lost commits (\(message)): restore the latest backup or recover it with `settle ledger rebuild --since DATE`; nothing was sent"
+                "the ledger \(path) lost commits (\(message)): it may be a backup, older than what was sent since. Nothing was sent. Bring it up to date from Stripe over it: `settle ledger rebuild --since DATE --ledger \(path) PLAN_FOLDER...` (DATE: a day before the backup was made; the plan folders applied since give back their lines); a backup is never used as it is"
         case .alreadyExists(let path):
             return
                 "\(path) already has a ledger (or its mark): settle ledger init never replaces one; use `settle ledger rebuild` to recover a lost ledger"
