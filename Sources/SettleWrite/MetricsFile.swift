@@ -1,3 +1,4 @@
+import Glibc
 public import SettleCore
 
 /// What one run did, for monitoring (`--metrics-file`).
@@ -117,9 +118,13 @@ public enum MetricsFile {
         return out
     }
 
-    /// Writes the file atomically (temporary name in the same folder, fsync, rename).
+    /// Writes the file atomically (temporary name in the same folder, fsync, rename). It is
+    /// for a collector that may run as another user (node_exporter's textfile): it keeps the
+    /// permissions the file has, 0644 when new; it holds no secret and no money detail.
     public static func write(_ metrics: RunMetrics, path: String) throws(WriteFailure) {
         let file = try OutputFile(path: path)
+        var existing = stat()
+        file.setMode(stat(path, &existing) == 0 ? existing.st_mode & 0o7777 : 0o644)
         file.append(render(metrics))
         file.endRow()
         try file.commit()
