@@ -66,7 +66,18 @@ struct StatusCommand {
         if let lineID = options.lineID {
             pairs += [("line_id", .string(lineID)), ("status", .string("not_in_ledger")), ("history", .array([]))]
         } else {
-            pairs += [("runs", .array([])), ("waiting", .array([])), ("unknown", .array([])), ("failed", .array([]))]
+            // The keys of a ledger's status, at zero: a script reads one shape either way.
+            pairs += [
+                (
+                    "lines",
+                    .object(["settled", "unknown", "failed", "waiting"].map { ($0, .int(0)) })
+                ),
+                (
+                    "instructions",
+                    .object([LedgerStatus.settled, .inFlight, .unknown, .failed].map { ($0.rawValue, .int(0)) })
+                ),
+                ("runs", .array([])), ("waiting", .array([])), ("unknown", .array([])), ("failed", .array([])),
+            ]
         }
         print(JSON.object(pairs).encoded())
     }

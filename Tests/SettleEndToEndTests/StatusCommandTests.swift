@@ -316,6 +316,12 @@ import Testing
         let noneJSON = try Self.object(try SettleProcess.run(["status", "--ledger", missing, "--json"]).stdout)
         #expect(noneJSON["ledger_exists"] as? Bool == false)
         #expect((noneJSON["runs"] as? [Any])?.isEmpty == true)
+        // The shape of a ledger's status, at zero (audit 19 F8: lines and instructions missing).
+        #expect(noneJSON["lines"] as? [String: Int] == ["settled": 0, "unknown": 0, "failed": 0, "waiting": 0])
+        #expect(
+            noneJSON["instructions"] as? [String: Int] == ["settled": 0, "in_flight": 0, "unknown": 0, "failed": 0])
+        let ledger = try Self.object(try SettleProcess.run(["status", "--ledger", try Self.ledger(), "--json"]).stdout)
+        #expect(Set(noneJSON.keys) == Set(ledger.keys))
 
         let bogus = folder.appendingPathComponent("bogus.sqlite")
         try Data("not a database at all".utf8).write(to: bogus)
