@@ -100,8 +100,14 @@ struct Options {
                 onlyInputs = true
                 continue
             }
-            if argument == "-q" { options.verbosity -= 1; continue }
-            if argument == "-v" { options.verbosity += 1; continue }
+            // `-v`, `-vv`, `-qq`: each letter one step.
+            if argument.count >= 2, argument.hasPrefix("-"),
+                argument.dropFirst().allSatisfy({ $0 == "v" || $0 == "q" }),
+                Set(argument.dropFirst()).count == 1
+            {
+                options.verbosity += argument.dropFirst().first == "v" ? argument.count - 1 : -(argument.count - 1)
+                continue
+            }
             guard argument.hasPrefix("--") else { throw CommandFailure(.usage, "unknown option \(argument)") }
             var name = String(argument.dropFirst(2))
             var value: String? = nil
@@ -139,6 +145,9 @@ struct Options {
 
     /// `--metrics-file` as the command line gives it (before a `--`), for a run whose options
     /// did not parse: monitoring still sees why it stopped. nil when not given.
+    /// ISO 3166 region codes, as Foundation knows them.
+    static let countries = Set(Locale.Region.isoRegions.map(\.identifier))
+
     static func metricsFileOnCommandLine(_ arguments: [String]) -> String? {
         valueOnCommandLine("--metrics-file", arguments)
     }
@@ -171,8 +180,11 @@ struct Options {
             }
             if name == "as-of" { asOf = day } else { since = day }
         case "platform-country":
-            guard value.count == 2, value.allSatisfy({ $0.isLetter && $0.isASCII }) else {
-                throw CommandFailure(code, "\(source): '\(value)' is not a 2-letter country code")
+            // An ISO 3166 country (UK read as GB): a typo would change every cross-border verdict.
+            guard value.count == 2, value.allSatisfy({ $0.isLetter && $0.isASCII }),
+                value.uppercased() == "UK" || Options.countries.contains(value.uppercased())
+            else {
+                throw CommandFailure(code, "\(source): '\(value)' is not a 2-letter ISO 3166 country code")
             }
             platformCountry = value.uppercased()
         case "financial-account":

@@ -93,6 +93,8 @@ import Testing
             (["plan", Self.sample, "--out", out, "--rate", "fast", "--log-format=json"], 64),
             // No Stripe-Version header at all would ask for the account's default version.
             (["plan", Self.sample, "--out", out, "--stripe-version", "", "--log-format", "json"], 64),
+            // Not a country: every cross-border verdict would be wrong.
+            (["validate", Self.sample, "--platform-country", "ZZ", "--log-format", "json"], 64),
         ] {
             let outcome = try SettleProcess.run(arguments)
             #expect(outcome.status == status, "\(outcome.stderr)")
@@ -104,6 +106,15 @@ import Testing
             #expect(object["event"] as? String == "command_failed")
             #expect(!outcome.stderr.contains("sk_live_51PastedByMistake"))
         }
+    }
+
+    /// `-vv` is two `-v`, `-qq` two `-q`; `uk` is the United Kingdom.
+    @Test func repeatedShortFlagsAndUKParse() throws {
+        let verbose = try SettleProcess.run(["validate", Self.sample, "-vv", "--platform-country", "uk"])
+        #expect(verbose.status == 65, "\(verbose.stderr)")
+        #expect(verbose.stderr.contains("settle: debug: "))
+        let quiet = try SettleProcess.run(["validate", Self.sample, "-qq"])
+        #expect(quiet.status == 65 && quiet.stderr.isEmpty, "\(quiet.stderr)")
     }
 
     @Test func aRejectedFileIsAnEventWithItsPlace() throws {
