@@ -235,6 +235,26 @@ extension LedgerStore {
         return result
     }
 
+    /// Payouts Stripe posted whose last attempt was sent at or after `since`: a posted payout
+    /// may still be returned by the recipient's bank (``PayoutFollow`` watches them for a while).
+    public func postedPayouts(sentSince since: Date) throws(LedgerError) -> [(
+        instruction: String, stripeID: String, sentAt: Date
+    )] {
+        var result: [(String, String, Date)] = []
+        try db.query(
+            """
+            SELECT id, stripe_id, first_sent_at FROM instructions
+            WHERE kind = 'payout' AND status = 'settled' AND payout_status = 'posted' AND stripe_id IS NOT NULL
+              AND last_sent_at >= ?
+            ORDER BY rowid
+            """, [.integer(Int64(since.timeIntervalSince1970 * 1000))]
+        ) { row in
+            result.append(
+                (row.text(0) ?? "", row.text(1) ?? "", Date(timeIntervalSince1970: Double(row.integer(2)) / 1000)))
+        }
+        return result
+    }
+
     /// Records a payout's status at Stripe. `failed`, `returned`, `canceled`: the money came
     /// back, so the instruction and its lines are failed (released for a new attempt) with
     /// Stripe's reason, and its following lines become returned.
@@ -262,10 +282,12 @@ extension LedgerStore {
                 "UPDATE instructions SET status = 'failed', error_code = ?, error_message = ? WHERE id = ?",
                 [.text(code), .text(message), .text(id)])
             try db.run("UPDATE lines SET status = 'failed' WHERE instruction_id = ?", [.text(id)])
+            // Its lines: followed (still processing), or released when it posted (a return
+            // after posting); each row names the payout that last paid its line.
             try db.run(
                 """
-                UPDATE held_lines SET state = 'returned', reason_code = ?, reason = ?
-                WHERE instruction_id = ? AND state = 'following'
+                UPDATE held_lines SET state = 'returned', reason_code = ?, reason = ?, ended_run = NULL, ended_at = NULL
+                WHERE instruction_id = ? AND state IN ('following', 'released')
                 """, [.text(code), .text(message), .text(id)])
         }
     }

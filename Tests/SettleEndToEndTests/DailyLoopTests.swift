@@ -176,6 +176,41 @@ import Testing
         #expect(day3.isEmpty, "\(day3)")
     }
 
+    /// A payout the recipient's bank returns after Stripe posted it is learned too: for
+    /// ``PayoutFollow/returnWindow`` each run lists the outbound payments made since the oldest
+    /// posted one, and the run that sees it came back reports its line `failed`, in its
+    /// errors.csv and payouts_returned, once. Before, a posted payout was never asked about
+    /// again: its line stayed settled for ever (audit 18 F3).
+    @Test func aPayoutReturnedAfterItPostedIsReportedFailed() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1", Self.header + "D5,1005,payout,15.00,usd,ORDER1005,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let payout = try #require(day1["D5"]?[10])
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(payout)/status", json: #"{"status": "posted"}"#)
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(day2.isEmpty)
+        #expect(second.stderr.contains("1 posted"), "\(second.stderr)")
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(payout)/status",
+            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 65, "\(third.stderr)")
+        #expect(day3["D5"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day3)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day3/errors.csv"))
+        #expect(errors.contains("D5,1005,payout,15.00,usd,ORDER1005"), "\(errors)")
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("day3/summary.csv"))
+        #expect(summary.contains(",usd,payouts_returned,1,15.00,1500\n"), "\(summary)")
+        let (fourth, day4) = try day(setup, "day4", Self.header, asOf: "2026-12-04")
+        #expect(fourth.status == 0, "\(fourth.stderr)")
+        #expect(day4.isEmpty, "\(day4)")
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 1)
+    }
+
     /// A payout whose answer was lost failed at Stripe before any run learned it, and the
     /// next run comes after Stripe's idempotency window: its look-up finds the payout, made
     /// and back, and that run (the one that learns it) reports the line `failed` with

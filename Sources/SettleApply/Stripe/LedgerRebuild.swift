@@ -36,23 +36,12 @@ public struct LedgerRebuild {
         ledger: LedgerStore, since: Int64, runs: [String] = [],
         linesOf: (Set<String>) throws(ApplyError) -> [String: [LedgerLineClaim]] = { _ in [:] }
     ) throws(ApplyError) -> Report {
-        let api = try StripeAPI(configuration: configuration)
-        let client = try HTTPClient.forStripe(configuration)
+        var stripe = try StripeGet(configuration: configuration)
         var report = Report()
         var objects: [LedgerStore.RestoredObject] = []
         func get(_ path: String) throws(ApplyError) -> JSON {
-            var last = ""
-            for attempt in 0..<configuration.maxTries {
-                report.requests += 1
-                let outcome = client.perform(api.request(method: "GET", path: path))
-                if case .response(let response) = outcome, response.status == 401 || response.status == 403 {
-                    throw .keyRefused("Stripe refused the API key (HTTP \(response.status))")
-                }
-                if case .object(let body) = StripeAnswer(outcome) { return body }
-                last = StripeAPI.summary(outcome)
-                usleep(UInt32(min(8_000_000, 250_000 << attempt)))
-            }
-            throw .factsUnavailable(["GET \(path.prefix(60)): \(last)"])
+            defer { report.requests = stripe.requests }
+            return try stripe.object(path)
         }
         // Transfers, newest first, page by page; each one's reversals.
         var cursor: String?
@@ -105,32 +94,27 @@ public struct LedgerRebuild {
             cursor = page["has_more"] == .bool(true) ? items.last?["id"]?.stringValue : nil
         } while cursor != nil
         // Outbound payments (v2): every recipient, from the date on.
-        let sinceText = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(since)))
-        var next: String? =
-            "/v2/money_management/outbound_payments" + StripeAPI.query([("created_gte", sinceText), ("limit", "100")])
-        while let path = next {
-            let page = try get(path)
-            for payment in page["data"]?.arrayValue ?? [] {
-                guard let id = payment["id"]?.stringValue,
-                    let instruction = payment["metadata"]?["settle_instruction"]?.stringValue
-                else { continue }
-                // A payout that failed or came back moved nothing: it stays for a new attempt.
-                let status = payment["status"]?.stringValue ?? ""
-                guard !["failed", "canceled", "returned"].contains(status) else { continue }
-                report.payouts += 1
-                objects.append(
-                    .init(
-                        instructionID: instruction, kind: "payout", stripeID: id, group: "",
-                        payee: payment["to"]?["recipient"]?.stringValue ?? "", charge: "",
-                        currency: payment["amount"]?["currency"]?.stringValue ?? "usd",
-                        amountMinor: payment["amount"]?["value"]?.intValue ?? 0,
-                        path: "/v2/money_management/outbound_payments",
-                        idempotencyKey: IdempotencyKey.make(instruction: instruction, attempt: 1),
-                        payoutStatus: status.isEmpty ? "processing" : status))
-                if status != "posted" { report.processing.insert(instruction) }
-            }
-            next = page["next_page_url"]?.stringValue.flatMap { api.path(of: $0) }
+        try stripe.outboundPayments(since: Date(timeIntervalSince1970: TimeInterval(since))) {
+            (payment) throws(ApplyError) in
+            guard let id = payment["id"]?.stringValue,
+                let instruction = payment["metadata"]?["settle_instruction"]?.stringValue
+            else { return }
+            // A payout that failed or came back moved nothing: it stays for a new attempt.
+            let status = payment["status"]?.stringValue ?? ""
+            guard !["failed", "canceled", "returned"].contains(status) else { return }
+            report.payouts += 1
+            objects.append(
+                .init(
+                    instructionID: instruction, kind: "payout", stripeID: id, group: "",
+                    payee: payment["to"]?["recipient"]?.stringValue ?? "", charge: "",
+                    currency: payment["amount"]?["currency"]?.stringValue ?? "usd",
+                    amountMinor: payment["amount"]?["value"]?.intValue ?? 0,
+                    path: "/v2/money_management/outbound_payments",
+                    idempotencyKey: IdempotencyKey.make(instruction: instruction, attempt: 1),
+                    payoutStatus: status.isEmpty ? "processing" : status))
+            if status != "posted" { report.processing.insert(instruction) }
         }
+        report.requests = stripe.requests
         let lines = try linesOf(Set(objects.map(\.instructionID)))
         do {
             report.added = try ledger.restore(objects, lines: lines, runs: runs)
