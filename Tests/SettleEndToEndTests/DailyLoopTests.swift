@@ -48,6 +48,26 @@ import Testing
         return payout
     }
 
+    /// The line of a payout that came back, reported `failed` by the run in `folder`: `record`
+    /// (its original strings) in that run's errors.csv, the payout in payouts_returned when
+    /// `returned`, one payout at Stripe, and reported once: the run of the day after (`next`)
+    /// has nothing of it.
+    func expectReportedOnce(
+        _ setup: Setup, in folder: String, record: String, returned: String? = nil, next: String
+    ) throws {
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/errors.csv"))
+        #expect(errors.contains(record), "\(errors)")
+        if let returned {
+            let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))
+            #expect(summary.contains(",usd,payouts_returned,1,\(returned)\n"), "\(summary)")
+        }
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.count == 1, "\(payouts)")
+        let (after, rows) = try day(setup, "after-\(folder)", Self.header, asOf: next)
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(rows.isEmpty, "\(rows)")
+    }
+
     /// A ledger rebuilt while a payout is still processing follows it like the ledger that
     /// sent it: the run that learns Stripe returned it reports the line failed, in its
     /// errors.csv with its original strings (audit 16: a rebuilt ledger recorded no payout
@@ -165,15 +185,8 @@ import Testing
             rows = Dictionary(uniqueKeysWithValues: setup.results("day2").map { ($0[0], $0) })
         }
         #expect(rows["D4"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(rows)")
-        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
-        #expect(errors.contains("D4,1004,payout,15.00,usd,ORDER1004"), "\(errors)")
-        let summary = SettleProcess.read(setup.folder.appendingPathComponent("day2/summary.csv"))
-        #expect(summary.contains(",usd,payouts_returned,1,15.00,1500\n"), "\(summary)")
-        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 1)
-        // Reported once: the next run has nothing of it.
-        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
-        #expect(third.status == 0, "\(third.stderr)")
-        #expect(day3.isEmpty, "\(day3)")
+        try expectReportedOnce(
+            setup, in: "day2", record: "D4,1004,payout,15.00,usd,ORDER1004", returned: "15.00,1500", next: "2026-12-03")
     }
 
     /// A payout the recipient's bank returns after Stripe posted it is learned too: for
@@ -201,14 +214,8 @@ import Testing
         let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
         #expect(third.status == 65, "\(third.stderr)")
         #expect(day3["D5"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day3)")
-        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day3/errors.csv"))
-        #expect(errors.contains("D5,1005,payout,15.00,usd,ORDER1005"), "\(errors)")
-        let summary = SettleProcess.read(setup.folder.appendingPathComponent("day3/summary.csv"))
-        #expect(summary.contains(",usd,payouts_returned,1,15.00,1500\n"), "\(summary)")
-        let (fourth, day4) = try day(setup, "day4", Self.header, asOf: "2026-12-04")
-        #expect(fourth.status == 0, "\(fourth.stderr)")
-        #expect(day4.isEmpty, "\(day4)")
-        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 1)
+        try expectReportedOnce(
+            setup, in: "day3", record: "D5,1005,payout,15.00,usd,ORDER1005", returned: "15.00,1500", next: "2026-12-04")
     }
 
     /// A payout whose answer was lost failed at Stripe before any run learned it, and the
@@ -266,14 +273,7 @@ import Testing
         let rows = setup.results("day1")
         #expect(rows.map { [$0[0], $0[8], $0[11]] } == [["R1", "failed", "payout_method_declined"]], "\(rows)")
         #expect(rows.first?[12].contains(payout) == true, "\(rows)")
-        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day1/errors.csv"))
-        #expect(errors.contains("R1,1101,payout,15.00,usd,ORDER1101"), "\(errors)")
-        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
-        #expect(payouts.count == 1, "\(payouts)")
-        // Reported once: the next run has nothing of it.
-        let (next, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
-        #expect(next.status == 0, "\(next.stderr)")
-        #expect(day2.isEmpty, "\(day2)")
+        try expectReportedOnce(setup, in: "day1", record: "R1,1101,payout,15.00,usd,ORDER1101", next: "2026-12-02")
     }
 
     /// A transfer and its reversal of one run cancel out (`netted`): nothing is sent, and the
