@@ -33,8 +33,15 @@ import Testing
         return (outcome, rows)
     }
 
+    /// Stripe reports `payout` in `status` (for `reason`, when it came back).
+    func setStatus(_ setup: Setup, _ payout: String, _ status: String, reason: String = "") throws {
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(payout)/status",
+            json: reason.isEmpty ? #"{"status": "\#(status)"}"# : #"{"status": "\#(status)", "reason": "\#(reason)"}"#)
+    }
+
     /// Day 1 pays `line` (a payout line of 15.00 to acct_drv) and Stripe then reports the
-    /// payout `status` for `reason`; returns the payout's id.
+    /// payout `status` (for `reason`, when it came back); returns the payout's id.
     func payThenComeBack(_ setup: Setup, _ id: String, order: String, status: String, reason: String) throws -> String {
         try setup.sandbox.seed(Self.fixtures)
         let (first, day1) = try day(
@@ -42,9 +49,7 @@ import Testing
             Self.header + "\(id),\(order),payout,15.00,usd,ORDER\(order),,,,,,,acct_drv,pm_ap_1,\n", asOf: "2026-12-01")
         #expect(first.status == 0, "\(first.stderr)")
         let payout = try #require(day1[id]?[10])
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/outbound_payments/\(payout)/status",
-            json: #"{"status": "\#(status)", "reason": "\#(reason)"}"#)
+        try setStatus(setup, payout, status, reason: reason)
         return payout
     }
 
@@ -91,9 +96,7 @@ import Testing
             ], environment: ["STRIPE_API_KEY": testKey])
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
         #expect(rebuilt.stderr.contains("1 payout(s) Stripe has not posted yet are followed"), "\(rebuilt.stderr)")
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/outbound_payments/\(payout)/status",
-            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(second.status == 65, "\(second.stderr)")
         #expect(day2["D3"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day2)")
@@ -196,21 +199,12 @@ import Testing
     /// again: its line stayed settled for ever (audit 18 F3).
     @Test func aPayoutReturnedAfterItPostedIsReportedFailed() throws {
         let setup = try Setup()
-        try setup.sandbox.seed(Self.fixtures)
-        let (first, day1) = try day(
-            setup, "day1", Self.header + "D5,1005,payout,15.00,usd,ORDER1005,,,,,,,acct_drv,pm_ap_1,\n",
-            asOf: "2026-12-01")
-        #expect(first.status == 0, "\(first.stderr)")
-        let payout = try #require(day1["D5"]?[10])
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/outbound_payments/\(payout)/status", json: #"{"status": "posted"}"#)
+        let payout = try payThenComeBack(setup, "D5", order: "1005", status: "posted", reason: "")
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(second.status == 0, "\(second.stderr)")
         #expect(day2.isEmpty)
         #expect(second.stderr.contains("1 posted"), "\(second.stderr)")
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/outbound_payments/\(payout)/status",
-            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
         let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
         #expect(third.status == 65, "\(third.stderr)")
         #expect(day3["D5"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day3)")
@@ -241,9 +235,7 @@ import Testing
         _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
         let made = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
         let payout = try #require(made.first?["id"] as? String)
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/outbound_payments/\(payout)/status",
-            json: #"{"status": "failed", "reason": "payout_method_declined"}"#)
+        try setStatus(setup, payout, "failed", reason: "payout_method_declined")
         _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": 2764800}"#)
 
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2027-01-02")
@@ -378,9 +370,7 @@ import Testing
         let (first, day1) = try day(setup, "day1", order, asOf: "2026-12-01")
         #expect(first.status == 0, "\(first.stderr)")
         let payout = try #require(day1["P2"]?[10])
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/outbound_payments/\(payout)/status",
-            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(second.status == 65, "\(second.stderr)")
         #expect(day2["P2"]?[8] == "failed" && day2["P2"]?[11] == "payout_method_closed", "\(day2)")
@@ -476,9 +466,7 @@ import Testing
 
         // Overnight: the debit succeeds at Stripe; the payout comes back.
         _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/outbound_payments/\(payout)/status",
-            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
 
         // Day 2: only today's export; the ledger brings back what waits.
         let (second, day2) = try day(
