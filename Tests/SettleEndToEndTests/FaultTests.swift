@@ -404,6 +404,35 @@ import Testing
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(2), payouts: 2 * 250)
     }
 
+    /// The same when the newest page of Stripe's transfers is all from a run earlier the same
+    /// day: the probe also asks for the newest made before the window, and finds the older
+    /// run's. Before, it read only the newest 100, all recent, and a re-run on a new ledger paid
+    /// again the re-exported lines of the day before.
+    @Test func aNewLedgerIsRefusedWhenTodaysObjectsFillStripesNewestPage() throws {
+        let setup = try Setup()
+        // Yesterday: two transfers (no payout: Stripe's newest payouts would show that run).
+        let yesterday = setup.folder.appendingPathComponent("yesterday.csv")
+        let lines = try String(contentsOf: try ApplyCommandTests.export(orders: 2, in: setup.folder), encoding: .utf8)
+            .split(separator: "\n").filter { !$0.hasPrefix("P") }
+        try (lines.joined(separator: "\n") + "\n").write(to: yesterday, atomically: true, encoding: .utf8)
+        #expect(try setup.run([yesterday], out: "yesterday").status == 0)
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": 90000}"#)
+        // Today's export lists yesterday's two orders again, and more than 100 new transfers.
+        let more = (1...20).map {
+            "X\($0),X\($0),transfer,1.00,usd,ORDERX\($0),acct_r1,ch_x\($0),100.00,usd,succeeded,,\n"
+        }
+        let today = try ApplyCommandTests.export(orders: 89, in: setup.folder, extra: more.joined())
+        let first = try setup.run([today], out: "today", extra: ["--rate", "100", "--concurrency", "16"])
+        #expect(first.status == 0, "\(first.stderr)")
+        let made = try setup.sandbox.effects().count
+        setup.loseLedger()
+        #expect(try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger]).status == 0)
+        let again = try setup.run([today], out: "again", extra: ["--rate", "100", "--concurrency", "16"])
+        #expect(again.status == 78, "\(again.stderr)")
+        #expect(again.stderr.contains("settle already paid from this Stripe account"), "\(again.stderr)")
+        #expect(try setup.sandbox.effects().count == made)
+    }
+
     /// `run` of a batch that pays payouts with no financial account configured is refused,
     /// 78, before its plan folder is written: apply would refuse it at once, and the folder
     /// would say every line planned and exit 0 (audit 19 F1). A batch without payouts runs.

@@ -11,7 +11,9 @@ import SettleHTTP
 /// one (audit 16: paid twice). Stripe's newest transfers and outbound payments say whether
 /// settle made objects there before (`metadata[settle_instruction]`): one made more than
 /// ``window`` before Stripe's own time means this account was settled with a ledger this one
-/// is not. Two requests, only while the ledger has sent nothing.
+/// is not. Two requests, only while the ledger has sent nothing; when a page of the newest
+/// 100 is full and all of it newer than the window (a run earlier the same day), one more
+/// for the newest 100 made before the window, so the days before are still seen.
 public struct EarlierLedgerProbe {
     public let configuration: ApplyConfiguration
     /// Less than Stripe's 24 h: an object this old may no longer be replayed by its key.
@@ -25,8 +27,8 @@ public struct EarlierLedgerProbe {
         public var created: Date
     }
 
-    /// The oldest such object among Stripe's newest 100 transfers and 100 outbound
-    /// payments; nil when there is none. Throws when Stripe cannot say (the caller decides).
+    /// The oldest such object among Stripe's newest 100 transfers and 100 outbound payments
+    /// (and, past a full page, the newest 100 made before the window); nil when there is none. Throws when Stripe cannot say (the caller decides).
     public func earlierObject() throws(ApplyError) -> Found? {
         let api = try StripeAPI(configuration: configuration)
         let client = try HTTPClient.forStripe(configuration)
@@ -35,10 +37,8 @@ public struct EarlierLedgerProbe {
             guard let id, let created, now.timeIntervalSince(created) > Self.window else { return }
             if found == nil || created < found!.created { found = Found(stripeID: id, created: created) }
         }
-        for path in [
-            "/v1/transfers" + StripeAPI.query([("limit", "100")]),
-            "/v2/money_management/outbound_payments" + StripeAPI.query([("limit", "100")]),
-        ] {
+        /// One page: Stripe's time, and whether the page was full (there are older ones).
+        func page(_ path: String) throws(ApplyError) -> (now: Date, full: Bool) {
             let outcome = client.perform(api.request(method: "GET", path: path))
             ProcessTally.add(requests: 1, retries: 0)
             if case .response(let response) = outcome, response.status == 401 || response.status == 403 {
@@ -49,7 +49,8 @@ public struct EarlierLedgerProbe {
             else {
                 throw .factsUnavailable(["GET \(path.prefix(50)): \(StripeAPI.summary(outcome))"])
             }
-            for object in body["data"]?.arrayValue ?? [] where object["metadata"]?["settle_instruction"] != nil {
+            let items = body["data"]?.arrayValue ?? []
+            for object in items where object["metadata"]?["settle_instruction"] != nil {
                 let created: Date? =
                     switch object["created"] {
                     case .int(let seconds)?: Date(timeIntervalSince1970: TimeInterval(seconds))
@@ -58,6 +59,21 @@ public struct EarlierLedgerProbe {
                     }
                 consider(object["id"]?.stringValue, created, now: now)
             }
+            return (now, items.count >= 100)
+        }
+        // The newest 100 of each; when they are all newer than the window and there are more
+        // (a run earlier the same day fills the page), the newest 100 made before the window,
+        // by Stripe's time.
+        let transfers = try page("/v1/transfers" + StripeAPI.query([("limit", "100")]))
+        if found == nil, transfers.full {
+            let before = Int64(transfers.now.addingTimeInterval(-Self.window).timeIntervalSince1970)
+            _ = try page("/v1/transfers" + StripeAPI.query([("created[lte]", String(before)), ("limit", "100")]))
+        }
+        let payouts = try page("/v2/money_management/outbound_payments" + StripeAPI.query([("limit", "100")]))
+        if found == nil, payouts.full {
+            let before = ISO8601DateFormatter().string(from: payouts.now.addingTimeInterval(-Self.window))
+            _ = try page(
+                "/v2/money_management/outbound_payments" + StripeAPI.query([("created_lte", before), ("limit", "100")]))
         }
         return found
     }
