@@ -98,16 +98,22 @@ struct Applier {
     /// Asks Stripe for every payout the ledger holds as processing (SPEC: each run does so
     /// first): posted ones are done, those that came back are held as `returned` for the
     /// next plan's errors.csv. A payout Stripe cannot tell about now waits for the next run.
-    func followPayouts(configuration: ApplyConfiguration, ledger: LedgerStore, folder: String) throws(CommandFailure) {
+    /// Returns how many could not be checked now: the run then ends 75 (an outcome not known
+    /// yet; cron mails), and the next run asks again.
+    @discardableResult
+    func followPayouts(configuration: ApplyConfiguration, ledger: LedgerStore, folder: String) throws(CommandFailure)
+        -> Int
+    {
         do {
             let followed = try PayoutFollow(configuration: configuration).run(ledger: ledger, runID: "follow")
-            guard followed.checked + followed.unavailable > 0 else { return }
+            guard followed.checked + followed.unavailable > 0 else { return 0 }
             log(
                 followed.cameBack.isEmpty ? .info : .warning, event: "payouts_followed",
                 "\(followed.checked) earlier payout(s) checked at Stripe: \(followed.posted) posted, "
                     + "\(followed.cameBack.count) came back, \(followed.stillProcessing) still processing"
                     + (followed.unavailable > 0 ? ", \(followed.unavailable) could not be checked (next run)" : ""),
                 fields: [Log.Field("checked", followed.checked), Log.Field("came_back", followed.cameBack.count)])
+            return followed.unavailable
         } catch {
             throw Applier.failure(error, folder: folder)
         }
@@ -197,8 +203,9 @@ struct Applier {
     /// whether settle paid from this account before, longer ago than Stripe's idempotency
     /// window (``EarlierLedgerProbe``): then this is a new ledger where another one settled (a
     /// lost one, its mark lost too), and everything would be paid again. 78, nothing sent.
-    /// Stripe not answering the question is no verdict: the apply goes on. nil for a ledger
-    /// that has sent before.
+    /// Stripe not answering the question stops the run too, 75, nothing sent: the run's own
+    /// requests could not tell a key Stripe forgot (audit 21: an outage of the listing let a
+    /// new ledger pay everything again). nil for a ledger that has sent before.
     func earlierLedgerCheck(_ ledger: LedgerStore, configuration: ApplyConfiguration) throws(CommandFailure)
         -> (() throws(ApplyError) -> Void)?
     {
@@ -218,9 +225,11 @@ struct Applier {
             } catch {
                 if case .keyRefused = error { throw error }
                 log(
-                    .warning, event: "earlier_ledger_unknown",
+                    .error, event: "earlier_ledger_unknown",
                     "could not ask Stripe whether settle paid from this account before this new ledger: \(error)")
-                return
+                throw .transport(
+                    "could not ask Stripe whether settle paid from this account before this new ledger (\(error)); "
+                        + "nothing was sent, run again later")
             }
             guard let found else { return }
             throw .configuration(
@@ -232,9 +241,11 @@ struct Applier {
         }
     }
 
-    /// `ledgerProbed`: `run` asked ``earlierLedgerCheck(_:configuration:)`` before planning.
+    /// `ledgerProbed`: `run` asked ``earlierLedgerCheck(_:configuration:)`` before planning;
+    /// `followedUnavailable`: the payouts `run` could not check at Stripe before planning.
     func apply(
-        folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply", ledgerProbed: Bool = false
+        folder: String, ledger givenLedger: LedgerStore? = nil, mode: String = "apply", ledgerProbed: Bool = false,
+        followedUnavailable: Int = 0
     ) throws(CommandFailure)
         -> ExitCode
     {
@@ -254,7 +265,10 @@ struct Applier {
         adoptRunsNotEnded(ledger, except: folder)
         // apply on its own follows the payouts too (run did before planning): those that came
         // back are held as returned, and the next plan or run reports them failed.
-        if givenLedger == nil { try followPayouts(configuration: configuration, ledger: ledger, folder: folder) }
+        var unfollowed = followedUnavailable
+        if givenLedger == nil {
+            unfollowed = try followPayouts(configuration: configuration, ledger: ledger, folder: folder)
+        }
         let instructions = plan.instructions()
         let netted = try onPlanFolder { () throws(SettleError) in try NettedLines.read(folder: plan.folder) }
         let progressMode = options.progressMode
@@ -294,7 +308,7 @@ struct Applier {
             // Refused before anything was sent: the run ended there (the next run does not take
             // its folder's lines over as those of a killed run).
             switch error {
-            case .configuration, .keyRefused, .factsUnavailable:
+            case .configuration, .keyRefused, .factsUnavailable, .transport:
                 var record = plan.applyRecord(mode: mode, startedAt: started)
                 record.endedAt = Date()
                 record.exitStatus = Int(failure.code.rawValue)
@@ -306,7 +320,7 @@ struct Applier {
         if progressMode == .terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
         let exit = try plan.rewrite(
             outcomes: report.outcomes, ledger: ledger, report: report, mode: mode, options: options, log: log,
-            startedAt: started)
+            startedAt: started, unfollowed: unfollowed)
         let seconds = report.elapsed.components.seconds
         log(
             .info, event: "applied",

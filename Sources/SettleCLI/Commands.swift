@@ -159,7 +159,8 @@ struct Commands {
         }
         // Payouts Stripe accepted earlier are followed first: those that came back are part
         // of this run's errors.csv.
-        try applier.followPayouts(configuration: configuration, ledger: ledger, folder: options.out ?? "")
+        let unfollowed = try applier.followPayouts(
+            configuration: configuration, ledger: ledger, folder: options.out ?? "")
         // The lines of a run that was killed are part of this one (the ledger takes them over).
         applier.adoptRunsNotEnded(ledger, except: options.out ?? "")
         let (folder, written) = try planToFolder(mode: "run", ledger: ledger, lookUp: configuration) {
@@ -178,7 +179,8 @@ struct Commands {
             .info, event: "plan_ready",
             "planned \(HumanFormat.count(planned)) lines in \(HumanFormat.count(written.instructions)) instructions; applying them",
             fields: [.lines(planned), Log.Field("instructions", written.instructions)])
-        return try applier.apply(folder: folder, ledger: ledger, mode: "run", ledgerProbed: true)
+        return try applier.apply(
+            folder: folder, ledger: ledger, mode: "run", ledgerProbed: true, followedUnavailable: unfollowed)
     }
 
     func status() throws(CommandFailure) -> ExitCode {

@@ -11,7 +11,7 @@ extension PlanFolder {
     /// records the run for `--metrics-file`.
     func rewrite(
         outcomes: InstructionOutcomes, ledger: LedgerStore, report: ApplyReport, mode: String,
-        options: Options, log: Log, startedAt: Date = Date()
+        options: Options, log: Log, startedAt: Date = Date(), unfollowed: Int = 0
     ) throws(CommandFailure) -> ExitCode {
         var run = AppliedRun(
             lineResult: { outcomes[$0]?.lineResult },
@@ -41,6 +41,7 @@ extension PlanFolder {
         run.keyRefused = report.keyRefused
         run.ledgerFailure = report.ledgerFailure
         run.interrupted = report.interrupted
+        run.unfollowedPayouts = unfollowed
         let manifest = self.manifest
         let rewritten = try onPlanFolder { () throws(SettleError) in
             try rewrite(

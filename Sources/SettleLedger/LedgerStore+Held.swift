@@ -237,20 +237,28 @@ extension LedgerStore {
 
     /// Payouts Stripe posted whose last attempt was sent at or after `since`: a posted payout
     /// may still be returned by the recipient's bank (``PayoutFollow`` watches them for a while).
+    /// `sentAt`: when it was sent, by this machine's clock; `stripeDate`: Stripe's `Date` of
+    /// the first answer that names it, when one was recorded (Stripe's time is what counts).
     public func postedPayouts(sentSince since: Date) throws(LedgerError) -> [(
-        instruction: String, stripeID: String, sentAt: Date
+        instruction: String, stripeID: String, sentAt: Date, stripeDate: String?
     )] {
-        var result: [(String, String, Date)] = []
+        var result: [(String, String, Date, String?)] = []
         try db.query(
             """
-            SELECT id, stripe_id, first_sent_at FROM instructions
-            WHERE kind = 'payout' AND status = 'settled' AND payout_status = 'posted' AND stripe_id IS NOT NULL
-              AND last_sent_at >= ?
-            ORDER BY rowid
+            SELECT i.id, i.stripe_id, i.first_sent_at,
+                   (SELECT a.stripe_date FROM attempts a
+                    WHERE a.instruction_id = i.id AND a.stripe_date IS NOT NULL ORDER BY a.seq LIMIT 1)
+            FROM instructions i
+            WHERE i.kind = 'payout' AND i.status = 'settled' AND i.payout_status = 'posted'
+              AND i.stripe_id IS NOT NULL AND i.last_sent_at >= ?
+            ORDER BY i.rowid
             """, [.integer(Int64(since.timeIntervalSince1970 * 1000))]
         ) { row in
             result.append(
-                (row.text(0) ?? "", row.text(1) ?? "", Date(timeIntervalSince1970: Double(row.integer(2)) / 1000)))
+                (
+                    row.text(0) ?? "", row.text(1) ?? "", Date(timeIntervalSince1970: Double(row.integer(2)) / 1000),
+                    row.text(3)
+                ))
         }
         return result
     }

@@ -38,6 +38,9 @@ public struct AppliedRun: Sendable {
     public var ledgerFailure: String?
     /// A signal stopped the run's sending (exit 75).
     public var interrupted: String?
+    /// Payouts of earlier runs Stripe could not be asked about now (exit 75: an outcome not
+    /// known yet; the next run asks again).
+    public var unfollowedPayouts = 0
     /// `apply` or `run`.
     public var mode: String
     public var apiBase: String

@@ -426,7 +426,9 @@ public struct PlanFolder {
                 == true,
             applied: true)
         // The files say what the process exits with, on every path.
-        if report.ledgerFailure != nil || report.interrupted != nil || chargesFailure != nil || unsent > 0 {
+        if report.ledgerFailure != nil || report.interrupted != nil || chargesFailure != nil || unsent > 0
+            || report.unfollowedPayouts > 0
+        {
             exit = exit.combined(with: .tryAgain)
         }
         if report.keyRefused != nil { exit = .configuration }

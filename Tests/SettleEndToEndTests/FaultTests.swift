@@ -388,6 +388,17 @@ import Testing
         #expect(try setup.sandbox.effects().count == made)
         try startAgain()
         _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": 90000}"#)
+        // Stripe cannot say (every listing of transfers 500s): no verdict is no go-ahead, 75,
+        // nothing sent. Before, a warning, and every transfer went out again (audit 21 F1).
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/faults",
+            json: #"{"rules": [{"method": "GET", "path_prefix": "/v1/transfers", "action": "status", "status": 500}]}"#)
+        let unknown = try setup.run([input], out: "unknown")
+        #expect(unknown.status == 75, "\(unknown.stderr)")
+        #expect(
+            unknown.stderr.contains("could not ask Stripe whether settle paid from this account"), "\(unknown.stderr)")
+        #expect(try setup.sandbox.effects().count == made)
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
         let later = try setup.run([input], out: "later")
         #expect(later.status == 78, "\(later.stderr)")
         #expect(later.stderr.contains("settle already paid from this Stripe account"), "\(later.stderr)")

@@ -28,27 +28,20 @@ public struct EarlierLedgerProbe {
     }
 
     /// The oldest such object among Stripe's newest 100 transfers and 100 outbound payments
-    /// (and, past a full page, the newest 100 made before the window); nil when there is none. Throws when Stripe cannot say (the caller decides).
+    /// (and, past a full page, the newest 100 made before the window); nil when there is none.
+    /// Each page is retried until Stripe answers; throws when it cannot say.
     public func earlierObject() throws(ApplyError) -> Found? {
-        let api = try StripeAPI(configuration: configuration)
-        let client = try HTTPClient.forStripe(configuration)
+        var stripe = try StripeGet(configuration: configuration)
         var found: Found?
         func consider(_ id: String?, _ created: Date?, now: Date) {
             guard let id, let created, now.timeIntervalSince(created) > Self.window else { return }
             if found == nil || created < found!.created { found = Found(stripeID: id, created: created) }
         }
-        /// One page: Stripe's time, and whether the page was full (there are older ones).
+        /// One page (retried until Stripe answers): Stripe's time, and whether the page was
+        /// full (there are older ones).
         func page(_ path: String) throws(ApplyError) -> (now: Date, full: Bool) {
-            let outcome = client.perform(api.request(method: "GET", path: path))
-            ProcessTally.add(requests: 1, retries: 0)
-            if case .response(let response) = outcome, response.status == 401 || response.status == 403 {
-                throw .keyRefused("Stripe refused the API key (HTTP \(response.status))")
-            }
-            guard case .response(let response) = outcome, case .object(let body) = StripeAnswer(outcome),
-                let now = response.header("date").flatMap(Self.httpDate)
-            else {
-                throw .factsUnavailable(["GET \(path.prefix(50)): \(StripeAPI.summary(outcome))"])
-            }
+            let (body, date) = try stripe.answer(path)
+            guard let now = date else { throw .factsUnavailable(["GET \(path.prefix(50)): no Date header"]) }
             let items = body["data"]?.arrayValue ?? []
             for object in items where object["metadata"]?["settle_instruction"] != nil {
                 let created: Date? =
@@ -76,15 +69,6 @@ public struct EarlierLedgerProbe {
                 "/v2/money_management/outbound_payments" + StripeAPI.query([("created_lte", before), ("limit", "100")]))
         }
         return found
-    }
-
-    /// An HTTP `Date` header (RFC 7231: `Sun, 06 Nov 1994 08:49:37 GMT`).
-    static func httpDate(_ text: String) -> Date? {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: text)
     }
 }
 

@@ -35,7 +35,7 @@ public struct PayoutFollow {
         } catch {
             throw .ledger(error)
         }
-        let posted: [(instruction: String, stripeID: String, sentAt: Date)]
+        let posted: [(instruction: String, stripeID: String, sentAt: Date, stripeDate: String?)]
         do {
             posted = try ledger.postedPayouts(sentSince: configuration.now().addingTimeInterval(-Self.returnWindow))
         } catch {
@@ -95,9 +95,14 @@ public struct PayoutFollow {
     /// returned, canceled), as answers; none when Stripe cannot list them now (the next run
     /// asks again).
     private func returnsAfterPosting(
-        _ posted: [(instruction: String, stripeID: String, sentAt: Date)], report: inout Report
+        _ posted: [(instruction: String, stripeID: String, sentAt: Date, stripeDate: String?)], report: inout Report
     ) throws(ApplyError) -> [(instruction: String, status: String, reason: String?, alreadyPosted: Bool)] {
-        guard let oldest = posted.map(\.sentAt).min() else { return [] }
+        // Made when Stripe said it answered (its clock is the one `created_gte` compares
+        // with), else when this machine sent it, whichever is earlier.
+        let made = posted.map { payout in
+            min(payout.sentAt, payout.stripeDate.flatMap(StripeGet.httpDate) ?? payout.sentAt)
+        }
+        guard let oldest = made.min() else { return [] }
         let instructionOf = Dictionary(posted.map { ($0.stripeID, $0.instruction) }, uniquingKeysWith: { a, _ in a })
         var found: [(instruction: String, status: String, reason: String?, alreadyPosted: Bool)] = []
         var stripe = try StripeGet(configuration: configuration)
