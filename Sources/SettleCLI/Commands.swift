@@ -171,7 +171,7 @@ struct Commands {
                 throw CommandFailure(
                     .configuration,
                     "the batch pays payouts, and no financial account is configured to pay them from "
-                        + "(--financial-account or financial_account in the config file); nothing was written or sent")
+                        + "(--financial-account or financial_account in the config file); no plan was written and nothing was sent")
             }
         }
         let planned = written.counts[.planned] ?? 0
