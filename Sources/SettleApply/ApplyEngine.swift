@@ -211,7 +211,11 @@ public final class ApplyEngine {
         if keyRefused == nil, ledgerFailure == nil, checkFacts { try self.checkFacts(plan) }
         if keyRefused == nil, ledgerFailure == nil {
             do {
-                try ledger.recordNetted(netted, run: runID, at: configuration.now())
+                // Not those of an order a refused fact stops: it moves nothing, netted or not.
+                let refused = cascade?.refusedOrders ?? [:]
+                try ledger.recordNetted(
+                    refused.isEmpty ? netted : netted.filter { refused[$0.group] == nil }, run: runID,
+                    at: configuration.now())
             } catch {
                 fail(error)
             }
@@ -237,6 +241,7 @@ public final class ApplyEngine {
         report.ledgerFailure = ledgerFailure.map { "\($0)" }
         report.interrupted = interruption.caughtSignal.map { "signal \($0)" }
         report.refusedOrders = cascade?.refusedOrders ?? [:]
+        report.stoppedBeforeSending = Set(report.refusedOrders.keys)
         report.lookedUpCharges = lookedUpCharges
         report.chargeOfInstruction = chargeOfInstruction
         for (order, refusals) in unmoved {
@@ -551,15 +556,16 @@ public final class ApplyEngine {
         var seenCharges: Set<String> = []
         try plan.rewind()
         while let instruction = try plan.next() {
+            // Every instruction's, decided or not: a re-apply's files count the charge too.
+            if let charge = instruction.preflight.charge { chargeOfInstruction[instruction.id] = charge }
             guard try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil else { continue }
             if let method = instruction.preflight.payoutMethod, let key = Obstacles.methodKey(instruction),
                 seenMethods.insert(key).inserted
             {
                 methods.append((instruction.preflight.recipient ?? instruction.payee, method))
             }
-            if let charge = instruction.preflight.charge {
-                chargeOfInstruction[instruction.id] = charge
-                if seenCharges.insert(charge).inserted { charges.append(charge) }
+            if let charge = instruction.preflight.charge, seenCharges.insert(charge).inserted {
+                charges.append(charge)
             }
         }
         guard !methods.isEmpty || !charges.isEmpty else { return }

@@ -267,6 +267,9 @@ public struct ApplyReport: Sendable {
     /// transfer or reversal Stripe refused; with why. Their lines the plan deferred do not
     /// wait for a later run: an order moves whole or not at all.
     public var refusedOrders: [String: String] = [:]
+    /// Those of ``refusedOrders`` stopped before anything was sent (a fact Stripe refused of
+    /// an offline plan): their netted lines were not recorded either.
+    public var stoppedBeforeSending: Set<String> = []
     /// The charges an offline plan named with no facts, as Stripe described them when apply
     /// checked them, and the instructions that draw on each: charges.csv and summary.csv
     /// count them like the charges a plan knew (an offline plan knew nothing of them).

@@ -163,15 +163,20 @@ struct Commands {
             configuration: configuration, ledger: ledger, folder: options.out ?? "")
         // The lines of a run that was killed are part of this one (the ledger takes them over).
         applier.adoptRunsNotEnded(ledger, except: options.out ?? "")
+        let out = options.out ?? ""
+        let outExisted = FileManager.default.fileExists(atPath: out)
         let (folder, written) = try planToFolder(mode: "run", ledger: ledger, lookUp: configuration) {
             (plan) throws(CommandFailure) in
-            // What apply would refuse at once (78) is refused before the folder says "planned".
+            // What apply would refuse at once (78) is refused before the folder says "planned";
+            // a folder this run made (holding only the spool of what it read) goes too.
             if (configuration.financialAccount ?? "").isEmpty, plan.instructions.contains(where: { $0.kind == .payout })
             {
+                if !outExisted { try? FileManager.default.removeItem(atPath: out) }
                 throw CommandFailure(
                     .configuration,
                     "the batch pays payouts, and no financial account is configured to pay them from "
-                        + "(--financial-account or financial_account in the config file); no plan was written and nothing was sent")
+                        + "(--financial-account or financial_account in the config file); no plan was written and nothing was sent"
+                )
             }
         }
         let planned = written.counts[.planned] ?? 0

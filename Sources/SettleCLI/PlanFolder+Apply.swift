@@ -19,6 +19,7 @@ extension PlanFolder {
             mode: mode, apiBase: options.apiBase, appliedAt: Log.timestamp(), startedAt: startedAt)
         run.resolved = Set(report.resolved.keys)
         run.refusedOrders = report.refusedOrders
+        run.stoppedBeforeSending = report.stoppedBeforeSending
         run.chargeOfInstruction = report.chargeOfInstruction
         run.lookedUpCharges = report.lookedUpCharges.compactMap { fact in
             guard let currency = fact.currency, let amount = fact.amountMinor else { return nil }

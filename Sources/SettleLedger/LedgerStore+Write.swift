@@ -214,13 +214,18 @@ extension LedgerStore {
         public var kind: String
         public var amountMinor: Int64
         public var currency: String
+        /// Its order's group (an order stopped at apply records none of its lines).
+        public var group: String
 
-        public init(lineID: String, content: String, kind: String, amountMinor: Int64, currency: String) {
+        public init(
+            lineID: String, content: String, kind: String, amountMinor: Int64, currency: String, group: String = ""
+        ) {
             self.lineID = lineID
             self.content = content
             self.kind = kind
             self.amountMinor = amountMinor
             self.currency = currency
+            self.group = group
         }
     }
 

@@ -22,6 +22,9 @@ public struct AppliedRun: Sendable {
     /// Orders (group keys) the run stopped for good, with why: their lines the plan deferred
     /// are rejected `group_rejected`, not left to move later without the rest of the order.
     public var refusedOrders: [String: String] = [:]
+    /// Those of ``refusedOrders`` stopped before anything was sent: their netted lines were
+    /// not recorded as settled, and are rejected with the order.
+    public var stoppedBeforeSending: Set<String> = []
     /// Charges apply learned of that charges.csv does not list (an offline plan's charge with
     /// no facts), and the charge of each instruction drawing on one: counted like the others.
     public var lookedUpCharges: [ChargeRow] = []

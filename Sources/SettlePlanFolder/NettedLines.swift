@@ -5,7 +5,7 @@ public import SettleWrite
 
 /// `.settle/netted.jsonl`: the lines of the plan that netted to zero (a transfer and its
 /// reversal in one run cancel out: no call, so no instruction carries them), one JSON object
-/// a line: `line_id, content, kind, amount_minor, currency`. Sealed with the plan; its apply
+/// a line: `line_id, content, kind, amount_minor, currency, group` (`group` since 2026-12-05). Sealed with the plan; its apply
 /// records them in the ledger as settled, so a later export of either line is
 /// `already_settled` and the money never moves for it.
 public enum NettedLines {
@@ -21,6 +21,7 @@ public enum NettedLines {
                 ("kind", .string(line.kind.name)),
                 ("amount_minor", .int(line.amount)),
                 ("currency", .string(line.currency.code)),
+                ("group", .string(batch.text(line.group))),
             ])
             file.withBuffer { out in
                 object.append(to: &out)
@@ -48,7 +49,8 @@ public enum NettedLines {
             }
             lines.append(
                 LedgerStore.NettedLine(
-                    lineID: id, content: content, kind: kind, amountMinor: amount, currency: currency))
+                    lineID: id, content: content, kind: kind, amountMinor: amount, currency: currency,
+                    group: object["group"]?.stringValue ?? ""))
         }
         return lines
     }

@@ -230,7 +230,8 @@ public struct PlanFolder {
         // deferred.csv; what is kept per instruction waits in a spill on disk.
         var planned = try PlanFolder.plannedCharges(
             FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
-        // Charges the plan named with no facts, which apply looked up: counted as if known.
+        // Charges the plan named with no facts, which apply looked up: counted as if known (a
+        // re-apply finds their rows in the charges.csv the first apply wrote).
         var slotOfLookedUp: [String: Int] = [:]
         for row in report.lookedUpCharges {
             if let slot = planned.firstIndex(where: { $0.charge == row.charge }) {
@@ -239,6 +240,9 @@ public struct PlanFolder {
                 slotOfLookedUp[row.charge] = planned.count
                 planned.append(row)
             }
+        }
+        for charge in Set(report.chargeOfInstruction.values) where slotOfLookedUp[charge] == nil {
+            if let slot = planned.firstIndex(where: { $0.charge == charge }) { slotOfLookedUp[charge] = slot }
         }
         /// The charges.csv row of a line the plan tied to no charge: its instruction's, if apply looked it up.
         func lookedUpSlot(_ row: [[UInt8]]) -> Int? {
@@ -342,14 +346,29 @@ public struct PlanFolder {
                         set(&row, .failed, code: back.reasonCode, reason: back.reason)
                         let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
                         sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
-                    } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
-                        !report.refusedOrders.isEmpty,
-                        let refusal = report.refusedOrders[text(row[F.group.rawValue]).trimmingFormulaGuard()]
+                    } else if status == LineStatus.deferred.name || status == LineStatus.netted.name,
+                        row[F.instructionID.rawValue].isEmpty, !report.refusedOrders.isEmpty,
+                        case let group = text(row[F.group.rawValue]).trimmingFormulaGuard(),
+                        let refusal = report.refusedOrders[group],
+                        status == LineStatus.deferred.name || report.stoppedBeforeSending.contains(group)
                     {
-                        // Its order was stopped for good at apply: it does not move later alone.
+                        // Its order was stopped for good at apply: it does not move later alone
+                        // (deferred); stopped before anything was sent, its netted lines were
+                        // not recorded as settled either (after a send, what netted stays so).
+                        let before = StoppedOrder.Before(
+                            status: status, code: text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
+                            reason: text(row[F.reason.rawValue]).trimmingFormulaGuard())
                         set(
                             &row, .rejected, code: ReasonCode.groupRejected.code,
-                            reason: "its order moves whole or not at all, and Stripe refused part of it: \(refusal)")
+                            reason: StoppedOrder.reason(refusal, before: before))
+                    } else if status == LineStatus.rejected.name, row[F.instructionID.rawValue].isEmpty,
+                        report.refusedOrders[text(row[F.group.rawValue]).trimmingFormulaGuard()] == nil,
+                        let before = StoppedOrder.before(text(row[F.reason.rawValue]).trimmingFormulaGuard()),
+                        let restored = LineStatus(name: before.status)
+                    {
+                        // An earlier attempt stopped its order, and this one (a re-apply) did not:
+                        // the order moves again, and this line is what the plan said it was.
+                        set(&row, restored, code: before.code, reason: before.reason)
                     } else if status == LineStatus.unknown.name {
                         // Sent by an earlier run: the engine resolved it first; the ledger has the answer.
                         let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
@@ -541,5 +560,35 @@ extension String {
         guard hasPrefix("'") else { return self }
         var text = self
         return text.withUTF8 { String(decoding: CSVScanner.unguarded(UnsafeRawBufferPointer($0)), as: UTF8.self) }
+    }
+}
+
+/// The reason of a line an order stop at apply rejected (deferred or netted in the plan),
+/// with what the plan said of it, so that a re-apply that no longer stops the order gives
+/// it back (the rewrite reads only the last results.csv).
+enum StoppedOrder {
+    struct Before: Equatable {
+        var status: String
+        var code: String
+        var reason: String
+    }
+
+    static let prefix = "its order moves whole or not at all, and Stripe refused part of it: "
+    static let marker = "; planned as "
+
+    static func reason(_ refusal: String, before: Before) -> String {
+        prefix + refusal + marker + before.status + "/" + before.code + ": " + before.reason
+    }
+
+    /// What the plan said of a line ``reason(_:before:)`` wrote; nil for any other reason.
+    static func before(_ reason: String) -> Before? {
+        guard reason.hasPrefix(prefix), let mark = reason.range(of: marker, options: .backwards) else { return nil }
+        let rest = reason[mark.upperBound...]
+        guard let colon = rest.range(of: ": "), let slash = rest[..<colon.lowerBound].firstIndex(of: "/") else {
+            return nil
+        }
+        return Before(
+            status: String(rest[..<slash]), code: String(rest[rest.index(after: slash)..<colon.lowerBound]),
+            reason: String(rest[colon.upperBound...]))
     }
 }

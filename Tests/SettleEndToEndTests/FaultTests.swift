@@ -456,10 +456,8 @@ import Testing
         let refused = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
         #expect(refused.status == 78, "\(refused.stderr)")
         #expect(refused.stderr.contains("no financial account is configured"), "\(refused.stderr)")
-        let folder = setup.folder.appendingPathComponent("nofa")
-        for name in ["results.csv", "manifest.json", "instructions.jsonl", "report.html"] {
-            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(name).path), "\(name)")
-        }
+        // The folder it made goes (it held only the spool of what was read: audit 20 F4).
+        #expect(!FileManager.default.fileExists(atPath: setup.folder.appendingPathComponent("nofa").path))
         #expect(try setup.sandbox.effects().isEmpty)
         // The same folder is used once the account is given.
         let fixed = try setup.run([input], out: "nofa")
@@ -713,7 +711,10 @@ import Testing
     /// deferred (`transfer_on` tomorrow) is rejected `group_rejected`, not held in the ledger
     /// to move alone on its date. Before, it waited and the next run transferred it, for an
     /// order whose payout method Stripe refused (an offline plan) or whose other transfer
-    /// Stripe refused (audit 18 F1, F5).
+    /// Stripe refused (audit 18 F1, F5). Stopped before anything was sent (the facts of an
+    /// offline plan), its netted transfer and refund are rejected too, not recorded as settled
+    /// (audit 20 F3). Once the refusal is put right, a re-apply of the folder moves the order
+    /// whole: its dated line waits again (audit 20 F1: it stayed rejected while the rest moved).
     @Test(arguments: ["unusable payout method", "transfer refused"])
     func anOrderStoppedAtApplyTakesItsDatedLinesWithIt(_ stop: String) throws {
         let setup = try Setup()
@@ -727,6 +728,8 @@ import Testing
         let input = setup.folder.appendingPathComponent("orders.csv")
         try
             (header + "D1,970,transfer,40.00,usd,ORDER970,acct_r1,ch_e970,100.00,usd,succeeded,,,2026-11-30\n" + refused
+            + "D3,970,transfer,5.00,usd,ORDER970,acct_r2,ch_e970,100.00,usd,succeeded,,,\n"
+            + "D4,970,reversal,5.00,usd,ORDER970,acct_r2,,,,,,,\n"
             + "E1,971,transfer,30.00,usd,ORDER971,acct_r2,ch_e971,100.00,usd,succeeded,,,2026-11-30\n")
             .write(to: input, atomically: true, encoding: .utf8)
         if stop == "transfer refused" {
@@ -735,23 +738,45 @@ import Testing
             #expect(try SettleProcess.run(setup.arguments("plan", [input.path], out: "d1")).status == 0)
             #expect(try setup.apply("d1").status == 65)
         }
-        let rows = Dictionary(uniqueKeysWithValues: setup.results("d1").map { ($0[0], $0[8] + " " + $0[11]) })
-        #expect(rows["D1"] == "rejected group_rejected")
+        func rows() -> [String: String] {
+            Dictionary(uniqueKeysWithValues: setup.results("d1").map { ($0[0], $0[8] + " " + $0[11]) })
+        }
+        func waiting() throws -> [String?] {
+            let status = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
+            let waiting = try #require(
+                (try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])?["waiting"]
+                    as? [[String: Any]])
+            return waiting.map { $0["line_id"] as? String }.sorted { ($0 ?? "") < ($1 ?? "") }
+        }
+        #expect(rows()["D1"] == "rejected group_rejected")
         #expect(
-            rows["D2"]
+            rows()["D2"]
                 == (stop == "transfer refused" ? "failed transfers_not_allowed" : "rejected payout_method_unusable"))
+        // Netted before the send (run): recorded, it stays so; stopped before (the offline
+        // plan's facts): rejected with the order.
+        let netted = stop == "transfer refused" ? "netted " : "rejected group_rejected"
+        #expect(rows()["D3"] == netted && rows()["D4"] == netted, "\(rows())")
         // Another order's dated line still waits.
-        #expect(rows["E1"] == "deferred scheduled")
+        #expect(rows()["E1"] == "deferred scheduled")
         let errors = SettleProcess.read(setup.folder.appendingPathComponent("d1/errors.csv"))
         #expect(errors.contains("D1,970,transfer,40.00,usd,ORDER970,acct_r1,"), "\(errors)")
         let deferred = SettleProcess.read(setup.folder.appendingPathComponent("d1/deferred.csv"))
         #expect(!deferred.contains("D1,") && deferred.contains("E1,"), "\(deferred)")
-        let status = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
-        let waiting = try #require(
-            (try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])?["waiting"]
-                as? [[String: Any]])
-        #expect(waiting.map { $0["line_id"] as? String } == ["E1"])
+        #expect(try waiting() == ["E1"])
         #expect(try setup.sandbox.effects().isEmpty)
+
+        // Put right at Stripe, the folder applied again: the order moves whole.
+        try setup.sandbox.seed(
+            stop == "transfer refused"
+                ? #"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#
+                : #"{"payout_methods": [{"id": "pm_ap_arch", "recipient": "acct_c9"}]}"#)
+        let again = try setup.apply("d1")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(rows()["D2"] == "settled ", "\(rows())")
+        #expect(rows()["D1"] == "deferred scheduled", "\(rows())")
+        #expect(rows()["D3"] == "netted " && rows()["D4"] == "netted ", "\(rows())")
+        #expect(try waiting() == ["D1", "E1"])
+        #expect(try setup.sandbox.effects().count == 1)
     }
 
     /// A charge an offline plan names with no charge columns is looked up at apply, and the
@@ -771,9 +796,17 @@ import Testing
         let row = try #require(charges.split(separator: "\n").last.map(String.init))
         let run = try #require(row.split(separator: ",").first.map(String.init))
         #expect(row == "\(run),ch_nf1,usd,succeeded,81.05,2.43,0.00,52.93,0.00,0.00,25.69,\(run)", "\(charges)")
-        let summary = SettleProcess.read(setup.folder.appendingPathComponent("plan/summary.csv"))
-        #expect(summary.contains(",usd,charges_gross,1,81.05,8105\n"), "\(summary)")
-        #expect(summary.contains(",usd,platform_retained,,25.69,2569\n"), "\(summary)")
+        // A re-apply (nothing left to send, nothing looked up) keeps counting it (audit 20 F2:
+        // transferred 0.00, charges_gross 0, retained −52.93).
+        for attempt in ["first", "again"] {
+            if attempt == "again" { #expect(try setup.apply("plan").status == 0) }
+            let charges = SettleProcess.read(setup.folder.appendingPathComponent("plan/charges.csv"))
+            #expect(
+                charges.hasSuffix(",ch_nf1,usd,succeeded,81.05,2.43,0.00,52.93,0.00,0.00,25.69,\(run)\n"), "\(charges)")
+            let summary = SettleProcess.read(setup.folder.appendingPathComponent("plan/summary.csv"))
+            #expect(summary.contains(",usd,charges_gross,1,81.05,8105\n"), "\(attempt): \(summary)")
+            #expect(summary.contains(",usd,platform_retained,,25.69,2569\n"), "\(attempt): \(summary)")
+        }
     }
 
     /// A charge still pending at Stripe when an offline plan is applied: its order waits in
