@@ -40,10 +40,43 @@ final class Interruption: @unchecked Sendable {
         return caught == 0 ? nil : caught
     }
 
-    /// Gives the signals back their default handling.
+    /// Gives the signals back the handling they had outside the send (``StopSignals``, else
+    /// the default).
     func end() {
         for source in sources { source.cancel() }
         sources = []
-        for number in Interruption.numbers { Glibc.signal(number, SIG_DFL) }
+        for number in Interruption.numbers { Glibc.signal(number, StopSignals.installed ? stopHandler : SIG_DFL) }
     }
+}
+
+/// Outside the send (reading, the look-ups, planning, writing the files): SIGTERM or SIGINT
+/// ends the process at once with 75, "run again later". Nothing is half-done that matters:
+/// every file is written under a temporary name and renamed, and the ledger commits whole
+/// transactions (an interrupted one is rolled back); what a send did is in the ledger, and
+/// the next run or a re-apply goes on from it. While sending, ``Interruption`` takes over
+/// (the calls in flight are answered and recorded first).
+public enum StopSignals {
+    nonisolated(unsafe) static var installed = false
+
+    public static func install() {
+        installed = true
+        // A parent may have started us with them blocked (a mask is inherited): unblocked
+        // here, the process's first thread takes them.
+        var set = sigset_t()
+        sigemptyset(&set)
+        for number in [SIGTERM, SIGINT] {
+            sigaddset(&set, number)
+            Glibc.signal(number, stopHandler)
+        }
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+}
+
+private let stopMessage: StaticString =
+    "settle: stopped by a signal (exit 75): nothing is lost and nothing will be paid twice; run again\n"
+
+/// Async-signal-safe: one write(2), then _exit.
+private func stopHandler(_ signal: Int32) {
+    _ = stopMessage.withUTF8Buffer { write(2, $0.baseAddress, $0.count) }
+    _exit(75)
 }

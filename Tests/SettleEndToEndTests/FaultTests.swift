@@ -1390,6 +1390,34 @@ extension CrashPointTests {
         return (input, rows)
     }
 
+    /// SIGTERM before the send (here while `run` looks up its payout methods, each answer
+    /// slow): exit 75 at once, nothing sent, and the next run settles everything once.
+    /// Before, the process ended by the signal (143) outside the send.
+    @Test func sigtermBeforeTheSendIs75() throws {
+        let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "400"])
+        let input = try ApplyCommandTests.export(orders: 3, in: setup.folder)
+        let process = try SettleProcess.start(
+            setup.arguments("run", [input.path], out: "day", extra: ["--concurrency", "1"]),
+            environment: ["STRIPE_API_KEY": testKey])
+        // Its folder made: it reads, then looks up its payout methods (slow answers), then sends.
+        let spool = setup.folder.appendingPathComponent("day/.settle").path
+        var waited = 0
+        while !FileManager.default.fileExists(atPath: spool), waited < 600 {
+            usleep(10_000)
+            waited += 1
+        }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        #expect(
+            process.terminationReason == .exit && process.terminationStatus == 75,
+            "\(process.terminationReason == .exit) \(process.terminationStatus) after \(waited) waits")
+        #expect(try setup.sandbox.effects().isEmpty)
+        let again = try setup.run([input], out: "day")
+        #expect(again.status == 0, "\(again.stderr)")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(3), payouts: 3 * 250)
+    }
+
     @Test func sigtermStopsSendingAndTheFolderTellsTheTruth() throws {
         let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "150"])
         _ = try Self.interruptedRun(setup)
