@@ -266,6 +266,10 @@ public struct PlanFolder {
         if report.ledgerFailure == nil, let lines = try? ledger.heldLines([.returned]) {
             for line in lines { cameBack[line.lineID] = line }
         }
+        // Lines this plan deferred that `settle cancel` dropped since: a re-apply does not
+        // hold them again (audit 23: it did, and the next run paid a cancelled line).
+        let cancelled: Set<String> =
+            reapplied && report.ledgerFailure == nil ? (try? ledger.heldLineIDs([.cancelled])) ?? [] : []
         var counts: [LineStatus: Int] = [:]
         // Lines the apply did not send (they wait in the ledger): the run is to be tried again.
         var unsent = 0
@@ -279,6 +283,7 @@ public struct PlanFolder {
             _ = try Self.reading { () throws(WriteFailure) in try reader.next() }  // the header
             while var row = try Self.reading({ () throws(WriteFailure) in try reader.next() }) {
                 rowCount += 1
+                var keepCancelled = false
                 guard let entry = try Self.reading({ () throws(WriteFailure) in try index.next() }) else {
                     throw SettleError(
                         .internalError, "\(folder): results.csv has more rows than its line index (\(rowCount - 1))")
@@ -324,6 +329,14 @@ public struct PlanFolder {
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)
+                    } else if status == LineStatus.deferred.name, !cancelled.isEmpty,
+                        row[F.instructionID.rawValue].isEmpty,
+                        cancelled.contains(text(row[F.lineID.rawValue]).trimmingFormulaGuard())
+                    {
+                        keepCancelled = true
+                        set(
+                            &row, .deferred, code: text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
+                            reason: "settle cancel dropped it after this plan: it does not wait in the ledger any more")
                     } else if status == LineStatus.deferred.name, reapplied, row[F.instructionID.rawValue].isEmpty,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
                         line.status == .settled || line.status == .failed
@@ -396,7 +409,7 @@ public struct PlanFolder {
                 ResultsReader.append(row, to: results)
                 guard row.count == ResultsFile.header.count else { continue }
                 let status = LineStatus(name: text(row[F.status.rawValue]))
-                try held?.add(row, status: status, entry: entry)
+                if !keepCancelled { try held?.add(row, status: status, entry: entry) }
                 guard let status else { continue }
                 do throws(LedgerError) {
                     try sumsOfRows.add(row, status: status, charge: entry.charge ?? lookedUpSlot(row))

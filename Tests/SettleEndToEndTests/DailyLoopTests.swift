@@ -222,6 +222,38 @@ import Testing
             setup, in: "day3", record: "D5,1005,payout,15.00,usd,ORDER1005", returned: "15.00,1500", next: "2026-12-04")
     }
 
+    /// A line `settle cancel` dropped stays dropped when the folder that deferred it is applied
+    /// again: the re-apply neither holds it again nor lets a later run pay it (audit 23: the
+    /// re-apply held it, and the next run transferred a cancelled line once its charge
+    /// succeeded).
+    @Test func aReapplyNeverBringsBackACancelledLine() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "C1,1301,transfer,30.00,usd,ORDER1301,acct_rest,ch_becs1,50.00,usd,pending,au_becs_debit,,,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(day1["C1"].map { [$0[8], $0[11]] } == ["deferred", "charge_pending"])
+        let cancel = try SettleProcess.run(["cancel", "C1", "--ledger", setup.ledger])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        let again = try setup.apply("day1")
+        #expect(again.status == 0, "\(again.stderr)")
+        let row = try #require(setup.results("day1").first)
+        #expect(row[8] == "deferred" && row[12].contains("settle cancel dropped it"), "\(row)")
+        let line = try SettleProcess.run(["status", "--ledger", setup.ledger, "--line", "C1", "--json"])
+        #expect(
+            line.stdout.contains("\"status\":\"cancelled\"") || line.stdout.contains("\"status\": \"cancelled\""),
+            "\(line.stdout)")
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(day2.isEmpty, "\(day2)")
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
     /// A payout whose answer was lost failed at Stripe before any run learned it, and the
     /// next run comes after Stripe's idempotency window: its look-up finds the payout, made
     /// and back, and that run (the one that learns it) reports the line `failed` with
