@@ -476,6 +476,16 @@ public final class ApplyEngine {
         if elsewhere.count == instruction.lines.count, settledAsListed {
             return .alreadySettled(stripeID: first.held.stripeID ?? "")
         }
+        if settledAsListed {
+            // Some of its lines another plan settled as listed (an overlapping export applied
+            // first), the others not: sent as planned it would pay those twice, and it cannot
+            // be cut here. It waits: the next run reports the settled lines already settled and
+            // plans the others alone (audit 23: all of them were line_conflict, in errors.csv).
+            return .notSent(
+                reason:
+                    "line \(first.line.lineID) of it was settled by instruction \(first.held.instructionID) of another "
+                    + "plan; the next run plans its other lines without it")
+        }
         return .rejected(
             code: "line_conflict",
             message:

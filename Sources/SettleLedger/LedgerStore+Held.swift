@@ -319,6 +319,16 @@ extension LedgerStore {
 }
 
 extension LedgerStore {
+    /// A held line's state and the run that ended its holding (nil: never held, or still held
+    /// with no end).
+    public func heldLineEnd(_ id: String) throws(LedgerError) -> (state: HeldLine.State, endedRun: String?)? {
+        var found: (HeldLine.State, String?)?
+        try db.query("SELECT state, ended_run FROM held_lines WHERE line_id = ?", [.text(id)]) { row in
+            if let state = HeldLine.State(rawValue: row.text(0) ?? "") { found = (state, row.text(1)) }
+        }
+        return found
+    }
+
     /// The ids of the lines held in the given states (without their records).
     public func heldLineIDs(_ states: [HeldLine.State]) throws(LedgerError) -> Set<String> {
         var result: Set<String> = []

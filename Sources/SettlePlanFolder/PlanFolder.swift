@@ -208,7 +208,6 @@ public struct PlanFolder {
         }
         let layout = correctionLayout
         let run = manifest["run_id"]?.stringValue ?? "run_unknown"
-        let reapplied = nextAttempt > 1
         /// A line's own result when its instruction's lines each have one (a payout split at
         /// apply), naming in the row the instruction that holds it.
         func splitResult(_ row: inout [[UInt8]], of instruction: String) -> LineResult? {
@@ -266,10 +265,6 @@ public struct PlanFolder {
         if report.ledgerFailure == nil, let lines = try? ledger.heldLines([.returned]) {
             for line in lines { cameBack[line.lineID] = line }
         }
-        // Lines this plan deferred that `settle cancel` dropped since: a re-apply does not
-        // hold them again (audit 23: it did, and the next run paid a cancelled line).
-        let cancelled: Set<String> =
-            reapplied && report.ledgerFailure == nil ? (try? ledger.heldLineIDs([.cancelled])) ?? [] : []
         var counts: [LineStatus: Int] = [:]
         // Lines the apply did not send (they wait in the ledger): the run is to be tried again.
         var unsent = 0
@@ -283,7 +278,7 @@ public struct PlanFolder {
             _ = try Self.reading { () throws(WriteFailure) in try reader.next() }  // the header
             while var row = try Self.reading({ () throws(WriteFailure) in try reader.next() }) {
                 rowCount += 1
-                var keepCancelled = false
+                var holdAgain = true
                 guard let entry = try Self.reading({ () throws(WriteFailure) in try index.next() }) else {
                     throw SettleError(
                         .internalError, "\(folder): results.csv has more rows than its line index (\(rowCount - 1))")
@@ -329,15 +324,8 @@ public struct PlanFolder {
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)
-                    } else if status == LineStatus.deferred.name, !cancelled.isEmpty,
-                        row[F.instructionID.rawValue].isEmpty,
-                        cancelled.contains(text(row[F.lineID.rawValue]).trimmingFormulaGuard())
-                    {
-                        keepCancelled = true
-                        set(
-                            &row, .deferred, code: text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
-                            reason: "settle cancel dropped it after this plan: it does not wait in the ledger any more")
-                    } else if status == LineStatus.deferred.name, reapplied, row[F.instructionID.rawValue].isEmpty,
+                    } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
+                        report.ledgerFailure == nil,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
                         line.status == .settled || line.status == .failed
                     {
@@ -351,6 +339,22 @@ public struct PlanFolder {
                             set(&row, .failed, code: code, reason: "sent by a later run and refused: " + message)
                             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                         }
+                    } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
+                        report.ledgerFailure == nil,
+                        let end = try? ledger.heldLineEnd(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                        !PlanFolder.stillItsOwn(end, run: run)
+                    {
+                        // Dropped by `settle cancel`, or taken up by a later run (settled,
+                        // rejected, reported) since this plan: it does not wait again (audit 22,
+                        // 23: a re-apply held it again, and a later run paid a cancelled line or
+                        // one a later run had rejected charge_failed).
+                        holdAgain = false
+                        set(
+                            &row, .deferred, code: text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
+                            reason: end.state == .cancelled
+                                ? "settle cancel dropped it after this plan: it does not wait in the ledger any more"
+                                : "run \(end.endedRun ?? "") took it up after this plan: it does not wait in the ledger any more"
+                        )
                     } else if status == LineStatus.alreadySettled.name, !cameBack.isEmpty,
                         let back = cameBack[text(row[F.lineID.rawValue]).trimmingFormulaGuard()]
                     {
@@ -377,10 +381,17 @@ public struct PlanFolder {
                     } else if status == LineStatus.rejected.name, row[F.instructionID.rawValue].isEmpty,
                         report.refusedOrders[text(row[F.group.rawValue]).trimmingFormulaGuard()] == nil,
                         let before = StoppedOrder.before(text(row[F.reason.rawValue]).trimmingFormulaGuard()),
-                        let restored = LineStatus(name: before.status)
+                        let restored = LineStatus(name: before.status),
+                        case let id = text(row[F.lineID.rawValue]).trimmingFormulaGuard(),
+                        // Unknown to the ledger, or netted as the plan said (this apply records
+                        // the netted lines of an order it no longer stops before this rewrite).
+                        (try? ledger.line(id)).map({ $0.instructionID.isEmpty && before.status == "netted" }) ?? true,
+                        PlanFolder.stillItsOwn(try? ledger.heldLineEnd(id), run: run)
                     {
                         // An earlier attempt stopped its order, and this one (a re-apply) did not:
-                        // the order moves again, and this line is what the plan said it was.
+                        // the order moves again, and this line is what the plan said it was
+                        // (unless a later run took it up meanwhile, or settle cancel dropped it:
+                        // then it stays as the stop left it, audit 22).
                         set(&row, restored, code: before.code, reason: before.reason)
                     } else if status == LineStatus.unknown.name {
                         // Sent by an earlier run: the engine resolved it first; the ledger has the answer.
@@ -409,7 +420,7 @@ public struct PlanFolder {
                 ResultsReader.append(row, to: results)
                 guard row.count == ResultsFile.header.count else { continue }
                 let status = LineStatus(name: text(row[F.status.rawValue]))
-                if !keepCancelled { try held?.add(row, status: status, entry: entry) }
+                if holdAgain { try held?.add(row, status: status, entry: entry) }
                 guard let status else { continue }
                 do throws(LedgerError) {
                     try sumsOfRows.add(row, status: status, charge: entry.charge ?? lookedUpSlot(row))
@@ -573,6 +584,16 @@ extension String {
         guard hasPrefix("'") else { return self }
         var text = self
         return text.withUTF8 { String(decoding: CSVScanner.unguarded(UnsafeRawBufferPointer($0)), as: UTF8.self) }
+    }
+}
+
+extension PlanFolder {
+    /// Whether a line's holding in the ledger leaves it to this folder's run: never held, or
+    /// held, or released by this run itself; not when `settle cancel` dropped it or another
+    /// run took it up.
+    static func stillItsOwn(_ end: (state: HeldLine.State, endedRun: String?)?, run: String) -> Bool {
+        guard let end else { return true }
+        return end.state != .cancelled && (end.state != .released || end.endedRun == run)
     }
 }
 

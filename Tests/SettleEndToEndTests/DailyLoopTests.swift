@@ -222,11 +222,12 @@ import Testing
             setup, in: "day3", record: "D5,1005,payout,15.00,usd,ORDER1005", returned: "15.00,1500", next: "2026-12-04")
     }
 
-    /// A line `settle cancel` dropped stays dropped when the folder that deferred it is applied
-    /// again: the re-apply neither holds it again nor lets a later run pay it (audit 23: the
-    /// re-apply held it, and the next run transferred a cancelled line once its charge
-    /// succeeded).
-    @Test func aReapplyNeverBringsBackACancelledLine() throws {
+    /// A line `settle cancel` dropped, or a later run took up (its charge failed: rejected
+    /// `charge_failed`), stays so when the folder that deferred it is applied again: the
+    /// re-apply neither holds it again nor lets a later run pay it (audits 22, 23: the re-apply
+    /// held it, and the next run transferred it once its charge succeeded).
+    @Test(arguments: ["cancelled", "rejected by a later run"])
+    func aReapplyNeverBringsBackALineThatNoLongerWaits(_ how: String) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
         let (first, day1) = try day(
@@ -236,19 +237,25 @@ import Testing
             asOf: "2026-12-01")
         #expect(first.status == 0, "\(first.stderr)")
         #expect(day1["C1"].map { [$0[8], $0[11]] } == ["deferred", "charge_pending"])
-        let cancel = try SettleProcess.run(["cancel", "C1", "--ledger", setup.ledger])
-        #expect(cancel.status == 0, "\(cancel.stderr)")
+        if how == "cancelled" {
+            let cancel = try SettleProcess.run(["cancel", "C1", "--ledger", setup.ledger])
+            #expect(cancel.status == 0, "\(cancel.stderr)")
+        } else {
+            _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "failed"}"#)
+            let (later, rows) = try day(setup, "later", Self.header, asOf: "2026-12-02")
+            #expect(later.status == 65, "\(later.stderr)")
+            #expect(rows["C1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(rows)")
+        }
         let again = try setup.apply("day1")
         #expect(again.status == 0, "\(again.stderr)")
         let row = try #require(setup.results("day1").first)
-        #expect(row[8] == "deferred" && row[12].contains("settle cancel dropped it"), "\(row)")
-        let line = try SettleProcess.run(["status", "--ledger", setup.ledger, "--line", "C1", "--json"])
+        #expect(row[8] == "deferred" && row[12].contains("does not wait in the ledger any more"), "\(row)")
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
         #expect(
-            line.stdout.contains("\"status\":\"cancelled\"") || line.stdout.contains("\"status\": \"cancelled\""),
-            "\(line.stdout)")
+            status.stdout.contains("\"waiting\":[]") || status.stdout.contains("\"waiting\": []"), "\(status.stdout)")
         _ = try setup.sandbox.control(
             "POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
-        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-03")
         #expect(second.status == 0, "\(second.stderr)")
         #expect(day2.isEmpty, "\(day2)")
         #expect(try setup.sandbox.effects().isEmpty)
