@@ -960,7 +960,8 @@ public final class ApplyEngine {
     private func dispatch(_ instruction: Instruction, params: JSON, attempt: Int) -> LedgerDispatch {
         LedgerDispatch(
             id: instruction.id, kind: instruction.kind.name, group: instruction.group, payee: instruction.payee,
-            charge: instruction.charge, currency: instruction.currency, amountMinor: instruction.amountMinor,
+            charge: instruction.charge.isEmpty ? instruction.ledgerCharge : instruction.charge,
+            currency: instruction.currency, amountMinor: instruction.amountMinor,
             method: instruction.method, path: instruction.path, params: params.encoded(sortingKeys: true),
             stripeContext: instruction.stripeContext, attempt: attempt,
             idempotencyKey: IdempotencyKey.make(instruction: instruction.id, attempt: attempt),

@@ -59,6 +59,7 @@ extension Instruction {
             lines: try Self.lines(object, kind: kind), group: facts.group, payee: facts.payee,
             charge: facts.charge, currency: facts.currency, amountMinor: facts.amountMinor,
             preflight: facts.preflight)
+        if kind == .transfer, facts.charge.isEmpty { ledgerCharge = try object.optionalString("charge_key") ?? "" }
     }
 
     /// `lines` (the ids) zipped with `line_claims` (`[amount_minor, content]` each; a

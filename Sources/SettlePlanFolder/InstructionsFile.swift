@@ -85,6 +85,9 @@ public enum InstructionsFile {
         json.closeArray()
         switch instruction.kind {
         case .transfer:
+            if instruction.charge.isNone, let intent = plan.paymentIntentOfTransfer[instruction.linesStart] {
+                json.key("charge_key"); json.symbol(intent, batch)
+            }
             if instruction.needsChargeLookup {
                 json.key("preflight")
                 json.open()

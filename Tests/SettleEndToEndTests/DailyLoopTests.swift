@@ -464,6 +464,39 @@ import Testing
         #expect(rows.map { [$0[1], $0[6], $0[7], $0[10]] } == [["ch_card1", "20.00", "10.00", "70.00"]], "\(rows)")
     }
 
+    /// A charge known only by its payment intent (charge facts, no `source_transaction`) is
+    /// one charge across runs too: the ledger records the transfer under the payment intent,
+    /// and a later run's transfer past the charge is `over_allocated`; charges.csv says what
+    /// moved before. Before, day 2 moved 60.00 more on a 100.00 charge (audit 23 F2: Stripe
+    /// cannot refuse it, the platform's balance paid the excess).
+    @Test func aChargeKnownByItsPaymentIntentIsOneChargeAcrossRuns() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let header =
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,payment_intent,charge_amount,charge_currency,charge_status\n"
+        func day(_ name: String, _ line: String) throws -> (Int32, [String: [String]]) {
+            let input = setup.folder.appendingPathComponent("\(name).csv")
+            try (header + line).write(to: input, atomically: true, encoding: .utf8)
+            let outcome = try setup.run([input], out: name)
+            return (outcome.status, Dictionary(uniqueKeysWithValues: setup.results(name).map { ($0[0], $0) }))
+        }
+        let (first, day1) = try day(
+            "day1", "I1,1401,transfer,70.00,usd,ORDER1401,acct_rest,pi_Z,100.00,usd,succeeded\n")
+        #expect(first == 0 && day1["I1"]?[8] == "settled", "\(day1)")
+        let (second, day2) = try day(
+            "day2", "I2,1402,transfer,60.00,usd,ORDER1402,acct_rest,pi_Z,100.00,usd,succeeded\n")
+        #expect(second == 65)
+        #expect(day2["I2"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(day2)")
+        let charges = SettleProcess.read(setup.folder.appendingPathComponent("day2/charges.csv"))
+        #expect(charges.contains(",pi_Z,usd,succeeded,100.00,0.00,70.00,0.00,0.00,0.00,30.00,"), "\(charges)")
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+        #expect(transfers.count == 1)
+        // Within the charge it moves.
+        let (third, day3) = try day(
+            "day3", "I3,1403,transfer,30.00,usd,ORDER1403,acct_rest,pi_Z,100.00,usd,succeeded\n")
+        #expect(third == 0 && day3["I3"]?[8] == "settled", "\(day3)")
+    }
+
     /// A refund a day after its order moved touches the charge of the ledger's transfer:
     /// charges.csv has its row, with the reversal and what is retained. Before,
     /// a run of reversals only had no charges.csv row at all (audit r5).

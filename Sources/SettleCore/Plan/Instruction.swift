@@ -68,6 +68,9 @@ public struct Instruction: Sendable, Equatable {
     public var currency: String
     public var amountMinor: Int64
     public var preflight: Preflight
+    /// What the ledger records as the charge of a transfer that names none but draws on one
+    /// known by its payment intent (instructions.jsonl `charge_key`); empty otherwise.
+    public var ledgerCharge = ""
 
     public init(
         id: String, kind: Kind, method: String = "POST", path: String, idempotencyKey: String? = nil,

@@ -203,6 +203,11 @@ public struct Planner {
             for instruction in transfers.instructions {
                 let lines = transfers.lines[instruction.linesStart..<instruction.linesStart + instruction.linesCount]
                 append(instruction, lines, to: plan)
+                if instruction.charge.isNone, let first = lines.first,
+                    case .paymentIntent(let intent)? = charges[line: Int(first)]?.key, let row = plan.instructions.last
+                {
+                    plan.paymentIntentOfTransfer[row.linesStart] = intent
+                }
             }
             transfers.instructions.removeAll(keepingCapacity: true)
             transfers.lines.removeAll(keepingCapacity: true)
@@ -467,7 +472,15 @@ public struct Planner {
             else { continue }
             // Asked or not, nothing earlier is 0 until the ledger says otherwise.
             charges.facts[slot].earlier = 0
-            guard history != nil, case .named(let charge) = charges.facts[slot].key else { continue }
+            // Named charges, and those known by their payment intent (the ledger records a
+            // transfer that names no charge under its payment intent: ``SettlementPlan/paymentIntentOfTransfer``).
+            guard history != nil else { continue }
+            let charge: Symbol
+            switch charges.facts[slot].key {
+            case .named(let named): charge = named
+            case .paymentIntent(let intent): charge = intent
+            case .group: continue
+            }
             keys.append((batch.symbols.bytes(charge), line.currency))
             slots.append(slot)
             if keys.count == Planner.lookUpBatch { lookUp(&charges) }

@@ -16,6 +16,11 @@ public final class SettlementPlan: @unchecked Sendable {
     public var charges: [ChargeTotal] = []
     /// Reversal lines naming no charge whose transfer the ledger records with one: that charge.
     public var ledgerChargeOfLine: [Int32: Symbol] = [:]
+    /// Transfers that name no charge but draw on one known by its payment intent (lines with
+    /// charge facts and a `payment_intent`, no `source_transaction`), by their rows' first
+    /// line position: that payment intent, which the ledger records as the transfer's charge,
+    /// so later runs count it toward the charge's amount (instructions.jsonl `charge_key`).
+    public var paymentIntentOfTransfer: [Int: Symbol] = [:]
     /// What Stripe said before the plan (``StripeFacts/empty`` offline), for the record.
     public var facts: StripeFacts = .empty
 
