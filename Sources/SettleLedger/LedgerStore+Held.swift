@@ -319,12 +319,15 @@ extension LedgerStore {
 }
 
 extension LedgerStore {
-    /// A held line's state and the run that ended its holding (nil: never held, or still held
-    /// with no end).
-    public func heldLineEnd(_ id: String) throws(LedgerError) -> (state: HeldLine.State, endedRun: String?)? {
-        var found: (HeldLine.State, String?)?
-        try db.query("SELECT state, ended_run FROM held_lines WHERE line_id = ?", [.text(id)]) { row in
-            if let state = HeldLine.State(rawValue: row.text(0) ?? "") { found = (state, row.text(1)) }
+    /// A held line's state, and the run that ended its holding and when (nil: never held).
+    public func heldLineEnd(_ id: String) throws(LedgerError) -> (
+        state: HeldLine.State, endedRun: String?, endedAt: Date?
+    )? {
+        var found: (HeldLine.State, String?, Date?)?
+        try db.query("SELECT state, ended_run, ended_at FROM held_lines WHERE line_id = ?", [.text(id)]) { row in
+            if let state = HeldLine.State(rawValue: row.text(0) ?? "") {
+                found = (state, row.text(1), row.isNull(2) ? nil : Date(ledgerMilliseconds: row.integer(2)))
+            }
         }
         return found
     }

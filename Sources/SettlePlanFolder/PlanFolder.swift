@@ -342,7 +342,7 @@ public struct PlanFolder {
                     } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
                         report.ledgerFailure == nil,
                         let end = try? ledger.heldLineEnd(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
-                        !PlanFolder.stillItsOwn(end, run: run)
+                        !PlanFolder.stillItsOwn(end, run: run, plannedAt: plannedAt)
                     {
                         // Dropped by `settle cancel`, or taken up by a later run (settled,
                         // rejected, reported) since this plan: it does not wait again (audit 22,
@@ -386,7 +386,7 @@ public struct PlanFolder {
                         // Unknown to the ledger, or netted as the plan said (this apply records
                         // the netted lines of an order it no longer stops before this rewrite).
                         (try? ledger.line(id)).map({ $0.instructionID.isEmpty && before.status == "netted" }) ?? true,
-                        PlanFolder.stillItsOwn(try? ledger.heldLineEnd(id), run: run)
+                        PlanFolder.stillItsOwn(try? ledger.heldLineEnd(id), run: run, plannedAt: plannedAt)
                     {
                         // An earlier attempt stopped its order, and this one (a re-apply) did not:
                         // the order moves again, and this line is what the plan said it was
@@ -588,12 +588,18 @@ extension String {
 }
 
 extension PlanFolder {
-    /// Whether a line's holding in the ledger leaves it to this folder's run: never held, or
-    /// held, or released by this run itself; not when `settle cancel` dropped it or another
-    /// run took it up.
-    static func stillItsOwn(_ end: (state: HeldLine.State, endedRun: String?)?, run: String) -> Bool {
-        guard let end else { return true }
-        return end.state != .cancelled && (end.state != .released || end.endedRun == run)
+    /// Whether a line's holding in the ledger leaves it to this folder's run: not when, after
+    /// the plan was made (`plannedAt`), `settle cancel` dropped it or another run took it up.
+    /// What ended before the plan is the plan's own input (a line fed again, re-submitted
+    /// after a cancel): it is this plan's to hold (audit 24: a fresh run's own deferred line
+    /// was not held, and was lost). A folder that does not say when it was planned holds.
+    static func stillItsOwn(
+        _ end: (state: HeldLine.State, endedRun: String?, endedAt: Date?)?, run: String, plannedAt: Date?
+    ) -> Bool {
+        guard let end, end.state == .cancelled || end.state == .released, end.endedRun != run,
+            let plannedAt, let endedAt = end.endedAt, endedAt >= plannedAt
+        else { return true }
+        return false
     }
 }
 

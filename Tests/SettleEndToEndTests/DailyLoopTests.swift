@@ -250,15 +250,33 @@ import Testing
         #expect(again.status == 0, "\(again.stderr)")
         let row = try #require(setup.results("day1").first)
         #expect(row[8] == "deferred" && row[12].contains("does not wait in the ledger any more"), "\(row)")
-        let status = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
-        #expect(
-            status.stdout.contains("\"waiting\":[]") || status.stdout.contains("\"waiting\": []"), "\(status.stdout)")
+        func waiting() throws -> Bool {
+            let status = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
+            return !(status.stdout.contains("\"waiting\":[]") || status.stdout.contains("\"waiting\": []"))
+        }
+        #expect(try !waiting())
         _ = try setup.sandbox.control(
             "POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-03")
         #expect(second.status == 0, "\(second.stderr)")
         #expect(day2.isEmpty, "\(day2)")
         #expect(try setup.sandbox.effects().isEmpty)
+        // Put back on purpose (its row fed into a new run) while its charge waits again: that
+        // run's own deferred line is held, and paid once when the charge succeeds (audit 24 N1:
+        // it was taken for one a later run had taken up, not held, and lost).
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "pending"}"#)
+        let resubmitted = try String(
+            contentsOf: setup.folder.appendingPathComponent("day1/deferred.csv"), encoding: .utf8)
+        let (back, rows) = try day(setup, "back", resubmitted, asOf: "2026-12-04")
+        #expect(back.status == 0, "\(back.stderr)")
+        #expect(rows["C1"].map { [$0[8], $0[11]] } == ["deferred", "charge_pending"], "\(rows)")
+        #expect(try waiting())
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-05")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(day3["C1"]?[8] == "settled", "\(day3)")
+        #expect(try setup.sandbox.effects().count == 1)
     }
 
     /// A payout whose answer was lost failed at Stripe before any run learned it, and the
