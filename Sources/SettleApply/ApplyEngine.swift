@@ -436,6 +436,15 @@ public final class ApplyEngine {
         // which came back since: this folder never sends them again (as for a whole payout).
         var cameBack: [String: (InstructionOutcome, instruction: String?)] = [:]
         let aggregated = instruction.kind == .payout && instruction.group.isEmpty
+        // Lines `settle cancel` dropped since the plan was made are never sent by it (audit 24
+        // N7: a re-apply paid a cancelled payout line its first apply had held back). An
+        // aggregated payout goes for its other lines; any other instruction waits whole.
+        let cancelled = try ledger.cancelledLines(instruction.lines.map(\.lineID), since: plannedAt)
+        if !cancelled.isEmpty {
+            let dropped = InstructionOutcome.notSent(reason: "settle cancel dropped it after this plan")
+            guard aggregated, cancelled.count < instruction.lines.count else { return dropped }
+            for id in cancelled { cameBack[id] = (dropped, nil) }
+        }
         for line in instruction.lines {
             guard let held = try ledger.line(line.lineID), held.instructionID != instruction.id else { continue }
             guard held.status == .failed else {

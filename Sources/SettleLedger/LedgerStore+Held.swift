@@ -332,6 +332,18 @@ extension LedgerStore {
         return found
     }
 
+    /// Of `ids`, those `settle cancel` dropped at or after `since` (any time when nil).
+    public func cancelledLines(_ ids: [String], since: Date?) throws(LedgerError) -> Set<String> {
+        var result: Set<String> = []
+        for id in ids {
+            try db.query(
+                "SELECT 1 FROM held_lines WHERE line_id = ? AND state = 'cancelled' AND (ended_at IS NULL OR ended_at >= ?)",
+                [.text(id), .integer(since?.ledgerMilliseconds ?? 0)]
+            ) { _ in result.insert(id) }
+        }
+        return result
+    }
+
     /// The ids of the lines held in the given states (without their records).
     public func heldLineIDs(_ states: [HeldLine.State]) throws(LedgerError) -> Set<String> {
         var result: Set<String> = []

@@ -321,6 +321,17 @@ public struct PlanFolder {
                         // on a fact Stripe refused or held back), or a payout it made that came
                         // back since (settled before, failed now): its outcome now is this one.
                         // (The plan's own rejected and deferred lines have no instruction.)
+                        if result.status == .planned, held != nil {
+                            // Not sent this time either: it waits, as in the first attempt; unless
+                            // settle cancel dropped it since the plan (it is not held again).
+                            let ownLine = PlanFolder.stillItsOwn(
+                                try? ledger.heldLineEnd(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                                run: run, plannedAt: plannedAt)
+                            if ownLine { unsent += 1 }
+                            result = LineResult(
+                                status: .deferred, stripeID: "", reasonCode: ReasonCode.scheduled.code,
+                                reason: result.reason + (ownLine ? "; it waits in the ledger for the next run" : ""))
+                        }
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)
@@ -420,6 +431,15 @@ public struct PlanFolder {
                 ResultsReader.append(row, to: results)
                 guard row.count == ResultsFile.header.count else { continue }
                 let status = LineStatus(name: text(row[F.status.rawValue]))
+                // Whatever made it deferred, a line cancelled or taken up by another run since the
+                // plan was made is not held again (audit 24 N7: one its apply held back).
+                if holdAgain, status == .deferred, report.ledgerFailure == nil,
+                    !PlanFolder.stillItsOwn(
+                        try? ledger.heldLineEnd(text(row[F.lineID.rawValue]).trimmingFormulaGuard()), run: run,
+                        plannedAt: plannedAt)
+                {
+                    holdAgain = false
+                }
                 if holdAgain { try held?.add(row, status: status, entry: entry) }
                 guard let status else { continue }
                 do throws(LedgerError) {

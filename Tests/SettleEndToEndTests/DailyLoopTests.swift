@@ -279,6 +279,36 @@ import Testing
         #expect(try setup.sandbox.effects().count == 1)
     }
 
+    /// A payout line its apply held back (its order's transfer without a known outcome) and
+    /// `settle cancel` then dropped is not sent by a re-apply of the folder, which resolves
+    /// the transfer (audit 24 N7: the re-apply paid the cancelled line).
+    @Test func aReapplyNeverSendsALineCancelledSinceThePlan() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/faults",
+            json: #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "action": "drop_after_commit"}]}"#)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header + "K1,1501,transfer,30.00,usd,ORDER1501,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+                + "K2,1501,payout,10.00,usd,ORDER1501,,,,,,,acct_drv,pm_ap_1,\n", asOf: "2026-12-01")
+        #expect(first.status == 75, "\(first.stderr)")
+        #expect(day1["K1"]?[8] == "unknown" && day1["K2"]?[8] == "deferred", "\(day1)")
+        let cancel = try SettleProcess.run(["cancel", "K2", "--ledger", setup.ledger])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        let again = try setup.apply("day1")
+        #expect(again.status == 0, "\(again.stderr)")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("day1").map { ($0[0], $0) })
+        #expect(rows["K1"]?[8] == "settled", "\(rows)")
+        #expect(rows["K2"]?[8] == "deferred" && rows["K2"]?[12].contains("settle cancel") == true, "\(rows)")
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.isEmpty)
+        let (next, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(day2.isEmpty, "\(day2)")
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.isEmpty)
+    }
+
     /// A payout whose answer was lost failed at Stripe before any run learned it, and the
     /// next run comes after Stripe's idempotency window: its look-up finds the payout, made
     /// and back, and that run (the one that learns it) reports the line `failed` with
