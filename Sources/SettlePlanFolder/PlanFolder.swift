@@ -259,6 +259,15 @@ public struct PlanFolder {
         var held: HeldLines? =
             report.ledgerFailure == nil
             ? HeldLines(layout: layout, ledger: ledger, records: records, run: run) : nil
+        // Orders with a transfer or reversal Stripe refused since the plan, as the ledger
+        // stands (this attempt's, an earlier attempt's, another run's): they stay stopped
+        // until that refusal is put right (audit 25: a re-apply that did not send the refused
+        // transfer again took the order for moving, and a later run paid its dated line).
+        let refusedInLedger: [String: String] =
+            report.ledgerFailure == nil
+            ? ((try? ledger.refusedOrders(since: plannedAt ?? .distantPast)) ?? [:]).mapValues {
+                "instruction \($0.instruction) failed at Stripe: \($0.reason)"
+            } : [:]
         // Payouts that came back (learned by this apply, or earlier and not reported yet)
         // whose lines this plan lists as already settled: this run is the one that reports them.
         var cameBack: [String: HeldLine] = [:]
@@ -375,9 +384,10 @@ public struct PlanFolder {
                         let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
                         sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
                     } else if status == LineStatus.deferred.name || status == LineStatus.netted.name,
-                        row[F.instructionID.rawValue].isEmpty, !report.refusedOrders.isEmpty,
+                        row[F.instructionID.rawValue].isEmpty,
+                        !report.refusedOrders.isEmpty || !refusedInLedger.isEmpty,
                         case let group = text(row[F.group.rawValue]).trimmingFormulaGuard(),
-                        let refusal = report.refusedOrders[group],
+                        let refusal = report.refusedOrders[group] ?? refusedInLedger[group],
                         status == LineStatus.deferred.name || report.stoppedBeforeSending.contains(group)
                     {
                         // Its order was stopped for good at apply: it does not move later alone
@@ -390,7 +400,8 @@ public struct PlanFolder {
                             &row, .rejected, code: ReasonCode.groupRejected.code,
                             reason: StoppedOrder.reason(refusal, before: before))
                     } else if status == LineStatus.rejected.name, row[F.instructionID.rawValue].isEmpty,
-                        report.refusedOrders[text(row[F.group.rawValue]).trimmingFormulaGuard()] == nil,
+                        case let group = text(row[F.group.rawValue]).trimmingFormulaGuard(),
+                        report.refusedOrders[group] == nil, refusedInLedger[group] == nil,
                         let before = StoppedOrder.before(text(row[F.reason.rawValue]).trimmingFormulaGuard()),
                         let restored = LineStatus(name: before.status),
                         case let id = text(row[F.lineID.rawValue]).trimmingFormulaGuard(),
