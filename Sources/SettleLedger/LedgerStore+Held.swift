@@ -344,6 +344,16 @@ extension LedgerStore {
         return result
     }
 
+    /// The lines held in the given states: the run that began holding each, and when.
+    public func heldLineStarts(_ states: [HeldLine.State]) throws(LedgerError) -> [String: (run: String, at: Date)] {
+        var result: [String: (run: String, at: Date)] = [:]
+        let list = states.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        try db.query("SELECT line_id, since_run, since_at FROM held_lines WHERE state IN (\(list))") { row in
+            result[row.text(0) ?? ""] = (row.text(1) ?? "", Date(ledgerMilliseconds: row.integer(2)))
+        }
+        return result
+    }
+
     /// The ids of the lines held in the given states (without their records).
     public func heldLineIDs(_ states: [HeldLine.State]) throws(LedgerError) -> Set<String> {
         var result: Set<String> = []

@@ -22,22 +22,31 @@ extension PlanFolder {
         let run: String
         private let header: String
         /// Only lines the ledger holds can leave the queue: one update each, not one per line.
-        private let heldNow: Set<String>
+        /// Each held line: the run that began holding it, and when.
+        private let heldNow: [String: (run: String, at: Date)]
+        /// When this folder's plan was made: a line another run began holding after it is that
+        /// run's, not this folder's to release (audit 25 A2: a re-applied old folder released
+        /// the hold a later fed-back plan had put on a dated line, which was then lost).
+        private let plannedAt: Date?
         private var hold: [HeldLine] = []
         private var release: [String] = []
         /// The ledger failed: nothing more is recorded (the run exits 75).
         private(set) var failure: SettleError?
 
-        init(layout: CorrectionLayout, ledger: LedgerStore, records: any SpoolRecordSource, run: String) {
+        init(
+            layout: CorrectionLayout, ledger: LedgerStore, records: any SpoolRecordSource, run: String,
+            plannedAt: Date? = nil
+        ) {
+            self.plannedAt = plannedAt
             self.layout = layout
             self.ledger = ledger
             self.records = records
             self.run = run
             header = String(decoding: CorrectionFile.inputHeader(layout), as: UTF8.self)
             do throws(LedgerError) {
-                heldNow = try ledger.heldLineIDs([.waiting, .returned, .unresolved])
+                heldNow = try ledger.heldLineStarts([.waiting, .returned, .unresolved])
             } catch {
-                heldNow = []
+                heldNow = [:]
                 failure = SettleError(.ledgerFailed, "the ledger could not tell which lines wait: \(error)")
             }
         }
@@ -92,7 +101,11 @@ extension PlanFolder {
             default:
                 // An export's copy that conflicts with the held line leaves it held: the
                 // held copy has a row of its own in this run.
-                if heldNow.contains(id), text(.reasonCode) != ReasonCode.lineConflict.code { release.append(id) }
+                if let start = heldNow[id], text(.reasonCode) != ReasonCode.lineConflict.code,
+                    start.run == run || plannedAt.map({ start.at < $0 }) ?? true
+                {
+                    release.append(id)
+                }
             }
             if hold.count + release.count >= Self.chunk { write() }
         }

@@ -258,7 +258,7 @@ public struct PlanFolder {
         }
         var held: HeldLines? =
             report.ledgerFailure == nil
-            ? HeldLines(layout: layout, ledger: ledger, records: records, run: run) : nil
+            ? HeldLines(layout: layout, ledger: ledger, records: records, run: run, plannedAt: plannedAt) : nil
         // Orders with a transfer or reversal Stripe refused since the plan, as the ledger
         // stands (this attempt's, an earlier attempt's, another run's): they stay stopped
         // until that refusal is put right (audit 25: a re-apply that did not send the refused

@@ -180,18 +180,6 @@ import Testing
         let after = Date().timeIntervalSince1970
         #expect(outcome.status == 65)
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() == ["out", "settle.prom"])
-        // For node_exporter, which may run as another user: 0644 when new, and the mode an
-        // operator gave it kept on every rewrite (audit 19 F7: always 0600).
-        func mode() throws -> Int {
-            try #require(try FileManager.default.attributesOfItem(atPath: metricsPath)[.posixPermissions] as? Int)
-        }
-        #expect(try mode() == 0o644)
-        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: metricsPath)
-        _ = try SettleProcess.run([
-            "plan", Self.sample, "--out", folder.appendingPathComponent("out2").path, "--as-of", "2026-11-29", "-q",
-            "--metrics-file", metricsPath,
-        ])
-        #expect(try mode() == 0o640)
         let metrics = try Self.parseMetrics(metricsPath)
         #expect(metrics["settle_last_run_exit_status"] == 65)
         #expect(metrics["settle_lines{status=\"planned\"}"] == 15)
@@ -263,6 +251,18 @@ import Testing
         #expect(badConfig.status == 78, "\(badConfig.stderr)")
         #expect(try Self.parseMetrics(badConfigMetrics)["settle_last_run_exit_status"] == 78)
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("bad-config").path))
+        // For node_exporter, which may run as another user: 0644 when new, and the mode an
+        // operator gave it kept on every rewrite (audit 19 F7: always 0600).
+        func mode() throws -> Int {
+            try #require(try FileManager.default.attributesOfItem(atPath: metricsPath)[.posixPermissions] as? Int)
+        }
+        #expect(try mode() == 0o644)
+        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: metricsPath)
+        _ = try SettleProcess.run([
+            "plan", Self.sample, "--out", folder.appendingPathComponent("out2").path, "--as-of", "2026-11-29", "-q",
+            "--metrics-file", metricsPath,
+        ])
+        #expect(try mode() == 0o640)
     }
 
     // MARK: report.html
