@@ -309,6 +309,34 @@ import Testing
         #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.isEmpty)
     }
 
+    /// An order rejected whole (its payout method unusable), fed back fixed: the later run
+    /// holds its dated line. Re-applying the older folder does not release that hold, and the
+    /// line is paid on its date (audit 25 A2: the re-apply released it, and it was lost while
+    /// the rest of the order moved).
+    @Test func aReappliedOlderFolderLeavesALaterHoldAlone() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_a1601", "amount": 10000, "currency": "usd", "status": "succeeded"}]}"#)
+        let header =
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method,transfer_on\n"
+        let dated = "A1,1601,transfer,11.59,usd,ORDER1601,acct_r1,ch_a1601,100.00,usd,succeeded,,,2026-12-03\n"
+        let due = "A2,1601,transfer,22.20,usd,ORDER1601,acct_r2,ch_a1601,100.00,usd,succeeded,,,\n"
+        let (first, day1) = try day(
+            setup, "day1", header + dated + due + "A3,1601,payout,5.00,usd,ORDER1601,,,,,,acct_c9,pm_ap_arch,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 65 && day1["A1"]?[8] == "rejected", "\(day1)")
+        let (fixed, day2) = try day(
+            setup, "day2", header + dated + due + "A3,1601,payout,5.00,usd,ORDER1601,,,,,,acct_c0,pm_ap_c0,\n",
+            asOf: "2026-12-02")
+        #expect(fixed.status == 0, "\(fixed.stderr)")
+        #expect(day2["A1"]?[8] == "deferred" && day2["A2"]?[8] == "settled" && day2["A3"]?[8] == "settled", "\(day2)")
+        _ = try setup.apply("day1")
+        let (third, day3) = try day(setup, "day3", header, asOf: "2026-12-03")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(day3["A1"]?[8] == "settled", "\(day3)")
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }.count == 2)
+    }
+
     /// A payout whose answer was lost failed at Stripe before any run learned it, and the
     /// next run comes after Stripe's idempotency window: its look-up finds the payout, made
     /// and back, and that run (the one that learns it) reports the line `failed` with
