@@ -64,6 +64,8 @@ public final class ApplyEngine {
     /// The charges an offline plan's facts check found at Stripe, and the instructions that
     /// draw on each (``ApplyReport/lookedUpCharges``).
     private var lookedUpCharges: [ChargeFact] = []
+    /// Whether `settle cancel` dropped any line since the plan was made (asked once a run).
+    private var cancelledSincePlan: Bool?
     private var chargeOfInstruction: [String: String] = [:]
     /// Per aggregated payout, the order of each of its lines of an order that stops
     /// (``payoutOrders``, read once, after every transfer was answered).
@@ -176,6 +178,7 @@ public final class ApplyEngine {
         obstacles = Obstacles()
         lookedUpCharges = []
         chargeOfInstruction = [:]
+        cancelledSincePlan = nil
         payoutOrdersSeen = [:]
         unmoved = [:]
         unsettled = [:]
@@ -439,7 +442,11 @@ public final class ApplyEngine {
         // Lines `settle cancel` dropped since the plan was made are never sent by it (audit 24
         // N7: a re-apply paid a cancelled payout line its first apply had held back). An
         // aggregated payout goes for its other lines; any other instruction waits whole.
-        let cancelled = try ledger.cancelledLines(instruction.lines.map(\.lineID), since: plannedAt)
+        // Asked of the ledger once a run: no cancel since the plan (the usual case), no query a line.
+        if cancelledSincePlan == nil { cancelledSincePlan = try ledger.anyCancelled(since: plannedAt) }
+        let cancelled =
+            cancelledSincePlan == true
+            ? try ledger.cancelledLines(instruction.lines.map(\.lineID), since: plannedAt) : []
         if !cancelled.isEmpty {
             let dropped = InstructionOutcome.notSent(reason: "settle cancel dropped it after this plan")
             guard aggregated, cancelled.count < instruction.lines.count else { return dropped }

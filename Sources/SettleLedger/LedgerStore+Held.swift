@@ -332,6 +332,16 @@ extension LedgerStore {
         return found
     }
 
+    /// Whether `settle cancel` dropped any line at or after `since` (any time when nil).
+    public func anyCancelled(since: Date?) throws(LedgerError) -> Bool {
+        var found = false
+        try db.query(
+            "SELECT 1 FROM held_lines WHERE state = 'cancelled' AND (ended_at IS NULL OR ended_at >= ?) LIMIT 1",
+            [.integer(since?.ledgerMilliseconds ?? 0)]
+        ) { _ in found = true }
+        return found
+    }
+
     /// Of `ids`, those `settle cancel` dropped at or after `since` (any time when nil).
     public func cancelledLines(_ ids: [String], since: Date?) throws(LedgerError) -> Set<String> {
         var result: Set<String> = []

@@ -338,12 +338,16 @@ import Testing
             ])
         let again = folder.appendingPathComponent("again")
         #expect(
-            try SettleProcess.run(["plan", errors.path, "--out", again.path, "--as-of", "2026-11-29", "-q"]).status
-                == 65)
-        #expect(
-            SettleProcess.results(again).map { "\($0[0]) \($0[8]) \($0[11])" } == [
+            try Self.fedBack(errors, into: again) == [
                 "2-1 rejected malformed_record", "3-1 rejected malformed_record",
             ])
+    }
+
+    /// `errors` planned again into `again` (exit 65): each row's line id, status and reason code.
+    static func fedBack(_ errors: URL, into again: URL) throws -> [String] {
+        let outcome = try SettleProcess.run(["plan", errors.path, "--out", again.path, "--as-of", "2026-11-29", "-q"])
+        #expect(outcome.status == 65, "\(outcome.stderr)")
+        return SettleProcess.results(again).map { "\($0[0]) \($0[8]) \($0[11])" }
     }
 
     /// An extra column named twice in one file is two columns of errors.csv: the second's
@@ -372,10 +376,7 @@ import Testing
             ])
         let again = folder.appendingPathComponent("again")
         #expect(
-            try SettleProcess.run(["plan", errors.path, "--out", again.path, "--as-of", "2026-11-29", "-q"]).status
-                == 65)
-        #expect(
-            SettleProcess.results(again).map { "\($0[0]) \($0[8]) \($0[11])" } == [
+            try Self.fedBack(errors, into: again) == [
                 "1-1 rejected amount_invalid", "2-1 rejected malformed_record",
             ])
         #expect(
