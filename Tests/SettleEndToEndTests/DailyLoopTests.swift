@@ -337,6 +337,52 @@ import Testing
         #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }.count == 2)
     }
 
+    /// An order's transfer ends `unknown` (its first answer lost, the retry refused), so its
+    /// payout and its dated transfer wait. The next run learns Stripe refused the transfer
+    /// and stops the order. Re-applying that run's folder — twice, and with the account
+    /// put right in between, as an operator might — never gives the order's waiting lines
+    /// back: neither the payout nor the dated transfer is ever sent (audit 25 A1: the
+    /// re-apply revived the dated line, and the run on its date transferred it alone).
+    @Test func aReapplyNeverRevivesAnOrderStoppedByALaterRefusal() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_a2501", "amount": 10000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
+        )
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/faults",
+            json:
+                #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "status", "status": 500}]}"#
+        )
+        let header =
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method,transfer_on\n"
+        let order =
+            "U1,2501,transfer,50.00,usd,ORDER2501,acct_ok,ch_a2501,100.00,usd,succeeded,,,\n"
+            + "U2,2501,transfer,30.00,usd,ORDER2501,acct_shut,ch_a2501,100.00,usd,succeeded,,,\n"
+            + "U3,2501,transfer,7.00,usd,ORDER2501,acct_ok2,ch_a2501,100.00,usd,succeeded,,,2026-12-12\n"
+            + "U4,2501,payout,10.00,usd,ORDER2501,,,,,,acct_c0,pm_ap_c0,\n"
+        let (first, day1) = try day(setup, "day1", header + order, asOf: "2026-12-10")
+        #expect(first.status == 75, "\(first.stderr)")
+        #expect(day1["U2"]?[8] == "unknown" && day1["U4"]?[8] == "deferred" && day1["U3"]?[8] == "deferred", "\(day1)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        let (second, day2) = try day(setup, "day2", header, asOf: "2026-12-11")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["U2"].map { [$0[8], $0[11]] } == ["failed", "transfers_not_allowed"], "\(day2)")
+        #expect(day2["U3"]?[8] == "rejected" && day2["U4"]?[8] == "rejected", "\(day2)")
+        let stopped = { (rows: [String: [String]]) in ["U3", "U4"].map { rows[$0].map { [$0[8], $0[11]] } } }
+        _ = try setup.apply("day2")
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/fixtures", json: #"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#)
+        _ = try setup.apply("day2")
+        let reapplied = Dictionary(setup.results("day2").map { ($0[0], $0) }, uniquingKeysWith: { first, _ in first })
+        #expect(stopped(reapplied) == stopped(day2), "\(reapplied)")
+        for (name, asOf) in [("day3", "2026-12-12"), ("day4", "2026-12-13")] {
+            let (later, rows) = try day(setup, name, header, asOf: asOf)
+            #expect(later.status == 0 && rows.isEmpty, "\(name): \(rows) \(later.stderr)")
+        }
+        let moved = try setup.sandbox.effects().compactMap { $0["amount"] as? Int }
+        #expect(moved == [5000], "only U1's transfer moved: \(moved)")
+    }
+
     /// A payout whose answer was lost failed at Stripe before any run learned it, and the
     /// next run comes after Stripe's idempotency window: its look-up finds the payout, made
     /// and back, and that run (the one that learns it) reports the line `failed` with
