@@ -333,6 +333,13 @@ public final class ApplyEngine {
         }
     }
 
+    /// An earlier run's open instruction this apply found made: marked in the ledger, with
+    /// its outcome, until a folder reports its lines `settled` (this one, when it has their
+    /// rows; else the next that does), so one day's sums count the object (audit 24 N8).
+    private func noteUnreported(_ dispatch: LedgerDispatch) {
+        enqueue(.unreported(instruction: dispatch.id, run: runID.isEmpty ? nil : runID))
+    }
+
     /// Looks the instruction's object up by `metadata[settle_instruction]`, page by page.
     private func enqueueLookup(
         _ row: LedgerInstruction, scheduler: CallScheduler, after cursor: String?, earlier: Set<String>
@@ -346,7 +353,11 @@ public final class ApplyEngine {
                 outcome, ending, instruction: dispatch.id, kind: dispatch.kind, api: self.api, earlier: earlier)
             {
             case .found(let id, let cameBack, let reason):
-                self.record(dispatch, .settled(stripeID: id), outcome: outcome, label: "lookup_found")
+                if self.record(dispatch, .settled(stripeID: id), outcome: outcome, label: "lookup_found"),
+                    cameBack == nil
+                {
+                    self.noteUnreported(dispatch)
+                }
                 self.resolved[dispatch.id] = .settled(stripeID: id)
                 if let cameBack {
                     // Made, and back already: this run reports it (after the look-ups).
@@ -397,6 +408,7 @@ public final class ApplyEngine {
             if case .notSent(let text) = verdict { verdict = .unknown(text) }
             if case .keyRefused(let text, _) = verdict { verdict = .unknown(text) }
             let result = self.conclude(dispatch, verdict, outcome: outcome, label: "resend")
+            if case .settled = result { self.noteUnreported(dispatch) }
             self.resolved[row.id] = result
         }
         call.onRetry = { [unowned self] outcome in self.recordCall(dispatch, outcome: outcome, label: "retry") }

@@ -100,6 +100,17 @@ extension LedgerStore {
         return found
     }
 
+    /// Instructions an earlier run left open that an apply found made and no folder has
+    /// reported yet (``schemaVersion7``): the next folder with a row of their lines reports them.
+    public func unreportedOutcomes() throws(LedgerError) -> Set<String> {
+        guard version >= 7 else { return [] }
+        var found: Set<String> = []
+        try db.query("SELECT instruction_id FROM unreported_outcomes") { row in
+            if let id = row.text(0) { found.insert(id) }
+        }
+        return found
+    }
+
     /// The orders (groups) with a transfer or reversal that Stripe refused when it was sent at
     /// or after `since`, whose lines that refusal still holds (no later attempt or other
     /// instruction settled them): each order's first such instruction, with Stripe's code and

@@ -50,6 +50,10 @@ extension LedgerStore {
                         SELECT id, stripe_id, attempt FROM instructions WHERE id = ? AND stripe_id IS NOT NULL
                         """, [.text(dispatch.id)])
                 }
+                // A new attempt is reported by its own run: no mark of the old one carries over.
+                if version >= 7 {
+                    try db.run("DELETE FROM unreported_outcomes WHERE instruction_id = ?", [.text(dispatch.id)])
+                }
             }
         }
         for claim in dispatch.lines {
@@ -151,6 +155,9 @@ extension LedgerStore {
         case call(LedgerCall)
         /// ``notePayoutStatus(instruction:status:)``.
         case payoutStatus(instruction: String, status: String)
+        /// An instruction an earlier run left open, found made by an apply that may not
+        /// report it (``unreportedOutcomes()``): written with its outcome, in one commit.
+        case unreported(instruction: String, run: String?)
     }
 
     /// Commits answers that came in together, in order, in one transaction (one sync of the
@@ -169,6 +176,12 @@ extension LedgerStore {
                     try db.run(
                         "UPDATE instructions SET payout_status = ? WHERE id = ? AND kind = 'payout'",
                         [.text(status), .text(id)])
+                case .unreported(let id, let run):
+                    try db.run(
+                        """
+                        INSERT OR IGNORE INTO unreported_outcomes (instruction_id, resolved_by, resolved_at)
+                        VALUES (?, ?, ?)
+                        """, [.text(id), SQLiteValue(run), .integer(Date().ledgerMilliseconds)])
                 }
             }
         }
@@ -415,5 +428,15 @@ extension LedgerStore {
         var found = false
         try db.query("SELECT 1 FROM settle_meta WHERE key = 'rebuild_unfinished'") { _ in found = true }
         return found
+    }
+
+    /// Forgets the marks of ``unreportedOutcomes()`` that a folder has now reported.
+    public func markReported(_ instructions: some Collection<String>) throws(LedgerError) {
+        guard version >= 7, !instructions.isEmpty else { return }
+        try db.transaction { () throws(LedgerError) in
+            for id in instructions {
+                try db.run("DELETE FROM unreported_outcomes WHERE instruction_id = ?", [.text(id)])
+            }
+        }
     }
 }

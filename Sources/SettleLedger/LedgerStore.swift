@@ -9,7 +9,7 @@ import Glibc
 /// a crash or power loss. Use one store from one thread.
 public final class LedgerStore {
     /// The schema this build reads and writes (older ledgers are migrated on open).
-    public static let schemaVersion = 6
+    public static let schemaVersion = 7
 
     /// The ledger file.
     public let path: String
@@ -352,6 +352,7 @@ public final class LedgerStore {
         if version < 4 { try db.execute(Self.schemaVersion4) }
         if version < 5 { try db.execute(Self.schemaVersion5) }
         if version < 6 { try db.execute(Self.schemaVersion6) }
+        if version < 7 { try db.execute(Self.schemaVersion7) }
         try db.run(
             """
             INSERT INTO settle_meta(key, value) VALUES ('schema_version', ?)
@@ -429,6 +430,18 @@ public final class LedgerStore {
             stripe_id      TEXT NOT NULL,
             attempt        INTEGER NOT NULL,
             PRIMARY KEY (instruction_id, stripe_id)
+        );
+        """
+
+    /// Version 7: instructions an earlier run left `unknown` that an apply of another plan
+    /// found made, which no folder has reported yet. The next folder whose rows carry their
+    /// lines (its own `unknown` row, a later run's `already_settled` row) reports them
+    /// `settled`, so that the object is counted in one day's sums (audit 24 N8: counted in none).
+    static let schemaVersion7 = """
+        CREATE TABLE IF NOT EXISTS unreported_outcomes (
+            instruction_id TEXT PRIMARY KEY,
+            resolved_by    TEXT,
+            resolved_at    INTEGER NOT NULL
         );
         """
 

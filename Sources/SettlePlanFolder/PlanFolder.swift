@@ -268,6 +268,10 @@ public struct PlanFolder {
             ? ((try? ledger.refusedOrders(since: plannedAt ?? .distantPast)) ?? [:]).mapValues {
                 "instruction \($0.instruction) failed at Stripe: \($0.reason)"
             } : [:]
+        // Earlier runs' open instructions found made by an apply that did not report them.
+        let unreported =
+            report.ledgerFailure == nil ? ((try? ledger.unreportedOutcomes()) ?? []) : Set<String>()
+        var reportedNow: Set<String> = []
         // Payouts that came back (learned by this apply, or earlier and not reported yet)
         // whose lines this plan lists as already settled: this run is the one that reports them.
         var cameBack: [String: HeldLine] = [:]
@@ -383,6 +387,15 @@ public struct PlanFolder {
                         set(&row, .failed, code: back.reasonCode, reason: back.reason)
                         let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
                         sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
+                    } else if status == LineStatus.alreadySettled.name, !unreported.isEmpty,
+                        let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                        line.status == .settled, unreported.contains(line.instructionID)
+                    {
+                        // Sent by an earlier run that never learned the outcome, found made by an
+                        // apply of another plan that had no row of it: this folder is the first to
+                        // report it, and counts it as moved (audit 24 N8: no day counted it).
+                        set(&row, .settled, stripeID: line.stripeID ?? "")
+                        row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                     } else if status == LineStatus.deferred.name || status == LineStatus.netted.name,
                         row[F.instructionID.rawValue].isEmpty,
                         !report.refusedOrders.isEmpty || !refusedInLedger.isEmpty,
@@ -420,7 +433,9 @@ public struct PlanFolder {
                         let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
                         if let line = try? ledger.line(lineID) {
                             switch line.status {
-                            case .settled where report.resolved.contains(line.instructionID):
+                            case .settled
+                            where report.resolved.contains(line.instructionID)
+                                || unreported.contains(line.instructionID):
                                 // Sent by an earlier run that stopped; this run confirmed or re-sent it:
                                 // it counts as moved by this run (the earlier one could not say), under
                                 // its instruction, so the days' summaries add up to what Stripe made.
@@ -442,6 +457,11 @@ public struct PlanFolder {
                 ResultsReader.append(row, to: results)
                 guard row.count == ResultsFile.header.count else { continue }
                 let status = LineStatus(name: text(row[F.status.rawValue]))
+                if status == .settled, !unreported.isEmpty,
+                    case let instruction = text(row[F.instructionID.rawValue]), unreported.contains(instruction)
+                {
+                    reportedNow.insert(instruction)
+                }
                 // Whatever made it deferred, a line cancelled or taken up by another run since the
                 // plan was made is not held again (audit 24 N7: one its apply held back).
                 if holdAgain, status == .deferred, report.ledgerFailure == nil,
@@ -595,6 +615,12 @@ public struct PlanFolder {
         }
         let countsText = JSON.object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }).encoded()
         var rewritten = Rewritten(exit: exit, counts: counts, sums: sums)
+        do {
+            // Reported now, in this folder's files: no later folder reports them again.
+            try ledger.markReported(reportedNow)
+        } catch {
+            rewritten.runRecordProblem = "\(error)"
+        }
         do {
             var record = applyRecord(mode: report.mode, startedAt: report.startedAt)
             record.endedAt = Date()

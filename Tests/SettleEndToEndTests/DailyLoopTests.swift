@@ -337,6 +337,56 @@ import Testing
         #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }.count == 2)
     }
 
+    /// A transfer whose answer was lost (`unknown`) is found made by the apply of another
+    /// folder, which has no row of it. The next run reports the line `settled` and counts
+    /// it in its summary, once: the days' `transferred` adds up to what Stripe holds, and a
+    /// re-apply of the transfer's own folder afterwards says `already_settled` (audit 24 N8:
+    /// every folder said `already_settled`, and no day counted the 50.10).
+    @Test func anUnknownFoundMadeByAnotherFoldersApplyIsCountedOnce() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (zero, _) = try day(
+            setup, "day0",
+            Self.header + "K0,2600,transfer,1.00,usd,ORDER2600,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-09")
+        #expect(zero.status == 0, "\(zero.stderr)")
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/faults",
+            json:
+                #"{"rules": [{"method": "POST", "on": "retry", "action": "status", "status": 400, "code": "parameter_invalid"}, {"method": "POST", "nth": 1, "action": "drop_after_commit"}]}"#
+        )
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header + "K1,2601,transfer,50.10,usd,ORDER2601,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-10")
+        #expect(first.status == 75 && day1["K1"]?[8] == "unknown", "\(day1) \(first.stderr)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        let other = try setup.apply("day0")
+        #expect(other.status == 0, "\(other.stderr)")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-11")
+        #expect(second.status == 0, "\(second.stderr)")
+        let made = try setup.sandbox.effects().filter { $0["amount"] as? Int == 5010 }.compactMap {
+            $0["id"] as? String
+        }
+        #expect(made.count == 1)
+        #expect(day2["K1"].map { [$0[8], $0[10]] } == ["settled", made.first ?? "?"], "\(day2)")
+        let again = try setup.apply("day1")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(setup.results("day1").first?[8] == "already_settled", "\(setup.results("day1"))")
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-12")
+        #expect(third.status == 0 && day3.isEmpty, "\(day3)")
+        func transferred(_ folder: String) -> Int {
+            let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))
+            var total = 0
+            for line in summary.split(separator: "\n") {
+                let cells = line.split(separator: ",", omittingEmptySubsequences: false)
+                if cells.count == 7, cells[2] == "usd", cells[3] == "transferred" { total += Int(cells[6]) ?? 0 }
+            }
+            return total
+        }
+        #expect(["day0", "day1", "day2", "day3"].map(transferred) == [100, 0, 5010, 0])
+    }
+
     /// An order's transfer ends `unknown` (its first answer lost, the retry refused), so its
     /// payout and its dated transfer wait. The next run learns Stripe refused the transfer
     /// and stops the order. Re-applying that run's folder — twice, and with the account
