@@ -38,6 +38,12 @@ public final class ApplyEngine {
     /// When the plan was made (from its run id); nil when not known. A payout made after it
     /// that came back is not this plan's to send again (``cameBack(_:)``).
     public var plannedAt: Date?
+    /// The orders of the plan another run took up after the plan was made (one of their lines
+    /// settled, rejected, reported or cancelled by it), each with why: nothing of them is
+    /// sent, so an old folder applied late or again never moves an order a later run has
+    /// decided (audit 26 B1, B2: a re-apply paid such an order's payout, and its dated line,
+    /// rejected by the later run, was never paid).
+    public var takenUpOrders: [String: String] = [:]
     /// For a plan made offline: the orders of each aggregated payout's lines, by instruction
     /// id (an aggregated payout names no group), asked only when Stripe refuses a fact the
     /// plan depends on. Without it such a payout stands alone.
@@ -211,13 +217,16 @@ public final class ApplyEngine {
         self.interruption = interruption
         defer { interruption.end() }
         try resolveUnresolved()
+        if keyRefused == nil, ledgerFailure == nil { try stopOrdersRefusedElsewhere(plan) }
         if keyRefused == nil, ledgerFailure == nil, checkFacts { try self.checkFacts(plan) }
         if keyRefused == nil, ledgerFailure == nil {
             do {
                 // Not those of an order a refused fact stops: it moves nothing, netted or not.
                 let refused = cascade?.refusedOrders ?? [:]
+                let takenUp = takenUpOrders
                 try ledger.recordNetted(
-                    refused.isEmpty ? netted : netted.filter { refused[$0.group] == nil }, run: runID,
+                    refused.isEmpty && takenUp.isEmpty
+                        ? netted : netted.filter { refused[$0.group] == nil && takenUp[$0.group] == nil }, run: runID,
                     at: configuration.now())
             } catch {
                 fail(error)
@@ -250,6 +259,10 @@ public final class ApplyEngine {
         for (order, refusals) in unmoved {
             guard let (id, refusal) = refusals.min(by: { $0.key < $1.key }) else { continue }
             report.refusedOrders[order] = "instruction \(id) of order \(order) failed at Stripe: \(refusal)"
+        }
+        // Its rows that wait (dated, pending) stop with it: never held again here.
+        for (order, message) in takenUpOrders where report.refusedOrders[order] == nil {
+            report.refusedOrders[order] = message
         }
         return report
     }
@@ -486,11 +499,23 @@ public final class ApplyEngine {
             return nil
         }
         let settledAsListed = elsewhere.allSatisfy { $0.held.status == .settled && $0.held.content == $0.line.content }
-        if settledAsListed, aggregated {
-            // An aggregated payout: the lines settled elsewhere are reported so, and the
-            // others may still go as a payout of their own (``hold(_:)``).
+        if aggregated {
+            // An aggregated payout: the lines settled elsewhere are reported so, a line another
+            // instruction holds with other content is a conflict of its own, and the others may
+            // still go as a payout of their own (``hold(_:)``): one line taken up by a later run
+            // never holds back the other orders' pay (audit 26 B7: the whole payout was
+            // line_conflict, after another order's transfer had gone).
             var done = cameBack
             for (line, held) in elsewhere {
+                guard held.status == .settled, held.content == line.content else {
+                    done[line.lineID] = (
+                        .rejected(
+                            code: "line_conflict",
+                            message: "line \(line.lineID) is already \(held.status.rawValue) in instruction "
+                                + "\(held.instructionID), with other content"), nil
+                    )
+                    continue
+                }
                 let stripeID = held.stripeID ?? ""
                 let maker = try ledger.instruction(held.instructionID)
                 let ours = !runID.isEmpty && maker?.settledBy == runID
@@ -574,10 +599,11 @@ public final class ApplyEngine {
         guard !payoutOrdersRead else { return }
         payoutOrdersRead = true
         let (cascade, unmoved, unsettled, refused) = (self.cascade, self.unmoved, self.unsettled, self.refusedInLedger)
+        let takenUp = takenUpOrders
         payoutOrdersSeen =
             try payoutOrders? { _, order in
                 cascade?.contains(order) == true || unmoved[order] != nil || unsettled[order] != nil
-                    || refused?[order] != nil
+                    || refused?[order] != nil || takenUp[order] != nil
             } ?? [:]
     }
 
@@ -688,10 +714,32 @@ public final class ApplyEngine {
         }
     }
 
+    /// Orders with a transfer or reversal that another run sent after this plan was made and
+    /// Stripe refused (not one of this plan's instructions, which this apply may retry): that
+    /// run decided the order, and nothing of it moves here (audit 26 B6: a re-apply retried
+    /// the order's other transfer, and the order moved in part). Added to ``takenUpOrders``.
+    private func stopOrdersRefusedElsewhere(_ plan: any InstructionSource) throws(ApplyError) {
+        guard let plannedAt else { return }
+        let refusals = try ledgerDo { () throws(LedgerError) in try ledger.refusals(since: plannedAt) }
+        guard !refusals.isEmpty else { return }
+        var own: Set<String> = []
+        try plan.rewind()
+        while let instruction = try plan.next() {
+            if refusals[instruction.group] != nil { own.insert(instruction.id) }
+        }
+        for (order, list) in refusals where takenUpOrders[order] == nil {
+            guard let (id, reason) = list.first(where: { !own.contains($0.instruction) }) else { continue }
+            takenUpOrders[order] =
+                "instruction \(id) of this order, sent by another run after this plan, was refused by Stripe "
+                + "(\(reason)), so the order is that run's now (its files say what became of it): nothing of it moves here"
+        }
+    }
+
     /// Why an order may not move now, or nil: what Stripe said of a plan made offline
     /// (``OrderStops``), a transfer or reversal of it Stripe refused in this run, or one whose
     /// outcome is not known yet (the rest of the order waits for the next run to learn it).
     private func orderStop(_ order: String) -> OrderStops.OrderVerdict? {
+        if let message = takenUpOrders[order] { return .takenUp(message: message) }
         if let verdict = cascade?.verdict(ofOrder: order) { return verdict }
         if let (id, refusal) = unmoved[order]?.min(by: { $0.key < $1.key }) {
             return .refused(message: "instruction \(id) of order \(order) failed at Stripe: \(refusal)")
@@ -724,7 +772,7 @@ public final class ApplyEngine {
         }
         guard
             cascade != nil || !unmoved.isEmpty || !unsettled.isEmpty || !done.isEmpty
-                || refusedInLedger?.isEmpty == false
+                || refusedInLedger?.isEmpty == false || !takenUpOrders.isEmpty
         else { return nil }
         let own = obstacles.of(instruction)
         let isPayout = instruction.kind == .payout

@@ -30,6 +30,8 @@ public struct OrderStops: Sendable {
         case pending(message: String)
         /// A transfer or reversal of it has no known outcome yet: its payouts wait.
         case unsettled(message: String)
+        /// Another run took up a line of it after the plan was made: it is that run's.
+        case takenUp(message: String)
     }
 
     /// Each order's own obstacle (a refusal beats a pending charge).
@@ -86,6 +88,8 @@ public struct OrderStops: Sendable {
             return .rejected(
                 code: ReasonCode.scheduled.code,
                 message: "waits for the next run: \(message); the next run resolves it first, then plans this line")
+        case (.takenUp(let message), _):
+            return .rejected(code: ReasonCode.groupRejected.code, message: "not sent: \(message)")
         }
     }
 }

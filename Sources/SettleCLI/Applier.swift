@@ -272,6 +272,22 @@ struct Applier {
         let instructions = plan.instructions()
         let netted = try onPlanFolder { () throws(SettleError) in try NettedLines.read(folder: plan.folder) }
         let progressMode = options.progressMode
+        // To the millisecond where the manifest says it (a payout sent earlier in the same
+        // second is not "made after this plan": audit 12, a fix fed back at once was refused).
+        let plannedAt = plan.plannedAt ?? RunID.time(of: plan.runID)
+        // Orders a later run took up since this plan (a late apply, a re-apply after other
+        // runs): that run decided them, and this apply moves nothing of them.
+        var takenUpOrders: [String: String] = [:]
+        if let plannedAt {
+            let taken: [String: String]
+            do {
+                taken = try ledger.linesTakenUp(since: plannedAt, notBy: plan.runID)
+            } catch {
+                throw CommandFailure(
+                    .tryAgain, "the ledger could not say which lines later runs took up (\(error)); nothing was sent")
+            }
+            takenUpOrders = try onPlanFolder { () throws(SettleError) in try plan.ordersTakenUp(taken) }
+        }
         let report: ApplyReport
         // The run is in the ledger before anything is sent (not ended): a killed run is listed
         // too, and the folder, once marked, is known to this ledger (``refuseIfAppliedElsewhere``).
@@ -289,9 +305,8 @@ struct Applier {
             engine.netted = netted
             engine.runID = plan.runID
             engine.beforeFirstSend = firstSendCheck
-            // To the millisecond where the manifest says it (a payout sent earlier in the same
-            // second is not "made after this plan": audit 12, a fix fed back at once was refused).
-            engine.plannedAt = plan.plannedAt ?? RunID.time(of: plan.runID)
+            engine.plannedAt = plannedAt
+            engine.takenUpOrders = takenUpOrders
             engine.payoutOrders = { (wanted) throws(ApplyError) in
                 do {
                     return try plan.payoutOrders(where: wanted)

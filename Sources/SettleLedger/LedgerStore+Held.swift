@@ -332,6 +332,20 @@ extension LedgerStore {
         return found
     }
 
+    /// The lines whose holding another run than `run` ended (released: settled, rejected,
+    /// reported, fed again; or cancelled) at or after `since`, each with that run: lines a
+    /// later run took up after a plan was made (``PlanFolder/stillItsOwn``, for all at once).
+    public func linesTakenUp(since: Date, notBy run: String) throws(LedgerError) -> [String: String] {
+        var found: [String: String] = [:]
+        try db.query(
+            """
+            SELECT line_id, ended_run FROM held_lines
+            WHERE state IN ('released', 'cancelled') AND ended_at >= ? AND (ended_run IS NULL OR ended_run != ?)
+            """, [.integer(since.ledgerMilliseconds), .text(run)]
+        ) { row in found[row.text(0) ?? ""] = row.text(1) ?? "" }
+        return found
+    }
+
     /// Whether `settle cancel` dropped any line at or after `since` (any time when nil).
     public func anyCancelled(since: Date?) throws(LedgerError) -> Bool {
         var found = false

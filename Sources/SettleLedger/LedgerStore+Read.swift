@@ -116,7 +116,12 @@ extension LedgerStore {
     /// instruction settled them): each order's first such instruction, with Stripe's code and
     /// message. A payout of such an order does not go (the order moves whole or not at all).
     public func refusedOrders(since: Date) throws(LedgerError) -> [String: (instruction: String, reason: String)] {
-        var found: [String: (instruction: String, reason: String)] = [:]
+        try refusals(since: since).compactMapValues(\.first)
+    }
+
+    /// Every such refusal (``refusedOrders(since:)``) of each order, by instruction id.
+    public func refusals(since: Date) throws(LedgerError) -> [String: [(instruction: String, reason: String)]] {
+        var found: [String: [(instruction: String, reason: String)]] = [:]
         try db.query(
             """
             SELECT i.group_key, i.id, COALESCE(i.error_code, ''), COALESCE(i.error_message, '') FROM instructions i
@@ -126,8 +131,8 @@ extension LedgerStore {
             ORDER BY i.id
             """, [.text(LedgerOutcome.notSentCode), .integer(since.ledgerMilliseconds)]
         ) { row in
-            let group = row.text(0) ?? ""
-            if found[group] == nil { found[group] = (row.text(1) ?? "", "\(row.text(2) ?? ""): \(row.text(3) ?? "")") }
+            found[row.text(0) ?? "", default: []].append(
+                (row.text(1) ?? "", "\(row.text(2) ?? ""): \(row.text(3) ?? "")"))
         }
         return found
     }

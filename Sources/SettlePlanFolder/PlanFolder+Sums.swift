@@ -17,6 +17,8 @@ extension PlanFolder {
         let runID: String
         var sums: ControlSums
         var charges: [ChargeRow]
+        /// The charges (rows of ``charges``) a settled transfer of the folder drew on.
+        private var paidFrom: Set<Int> = []
         /// Per instruction: currency; transfer, reversal and payout amounts settled, and the
         /// number of its settled reversal lines.
         private let objects: Spill
@@ -53,9 +55,17 @@ extension PlanFolder {
             // Stripe refused a transfer because its charge failed (the export said it had
             // succeeded), or an offline plan's charge was found failed: the charge is failed.
             if status == .failed || status == .rejected, text(.reasonCode) == ReasonCode.chargeFailed.code,
-                kind == .transfer, let slot = charge, slot < charges.count
+                kind == .transfer, let slot = charge, slot < charges.count, !paidFrom.contains(slot)
             {
                 charges[slot].status = ChargeStatus.failed.name
+            }
+            // Stripe accepted a transfer funded by it: whatever the plan knew, the charge has not
+            // failed (put right since, and the folder applied again). Its gross counts, in the run
+            // that moves money from it (audit 26 B4: it stayed failed, and no day counted it).
+            if status == .settled, kind == .transfer, let slot = charge, slot < charges.count,
+                paidFrom.insert(slot).inserted, charges[slot].status == ChargeStatus.failed.name
+            {
+                charges[slot].status = ChargeStatus.succeeded.name
             }
             if kind == .reversal, amount > 0, status == .netted {
                 sums.addNetted(currency: currency, amount: amount)

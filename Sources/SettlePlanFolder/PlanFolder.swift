@@ -146,6 +146,32 @@ public struct PlanFolder {
         return orders
     }
 
+    /// The orders (groups) of this plan with a line another run took up after the plan was
+    /// made (`taken`: line id → that run), each with why it may not move in this apply.
+    public func ordersTakenUp(_ taken: [String: String]) throws(SettleError) -> [String: String] {
+        typealias F = ResultsFile.Field
+        guard !taken.isEmpty else { return [:] }
+        guard let reader = ResultsReader(path: path("results.csv")) else {
+            throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv")
+        }
+        func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self).trimmingFormulaGuard() }
+        var orders: [String: String] = [:]
+        do {
+            _ = try reader.next()  // the header
+            while let row = try reader.next() {
+                guard row.count == ResultsFile.header.count, case let line = text(row[F.lineID.rawValue]),
+                    let run = taken[line], case let order = text(row[F.group.rawValue]), orders[order] == nil
+                else { continue }
+                orders[order] =
+                    "run \(run) took up line \(line) of this order after this plan, so the order is that run's now "
+                    + "(its files say what became of it): nothing of it moves here"
+            }
+        } catch {
+            throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
+        }
+        return orders
+    }
+
     /// The SHA-256 of bytes, in hex: how the manifest seals a file.
     public static func sha256(_ data: Data) -> String {
         let hasher = SHA256()
@@ -216,6 +242,19 @@ public struct PlanFolder {
             else { return nil }
             if let holder = own.instruction { row[F.instructionID.rawValue] = Array(holder.utf8) }
             return own.0
+        }
+        /// The ledger's claim of a row's line when this plan's run paid it in another instruction
+        /// than the one the row names: the row names the payout of some of its lines an earlier
+        /// attempt sent (refused), and a re-apply sent the aggregated payout whole. The line is
+        /// settled by that one (audit 26 B3: the folder said failed, in errors.csv, and its
+        /// paid_out missed the line).
+        func paidSince(_ row: [[UInt8]]) -> LedgerLine? {
+            guard report.ledgerFailure == nil, !row[F.instructionID.rawValue].isEmpty,
+                let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                line.status == .settled, line.instructionID != text(row[F.instructionID.rawValue]),
+                (try? ledger.instruction(line.instructionID))??.settledBy == run
+            else { return nil }
+            return line
         }
         /// What Stripe said when it refused a line's instruction, as the ledger recorded it.
         func refusal(_ line: LedgerLine) -> (code: String, message: String) {
@@ -345,9 +384,17 @@ public struct PlanFolder {
                                 status: .deferred, stripeID: "", reasonCode: ReasonCode.scheduled.code,
                                 reason: result.reason + (ownLine ? "; it waits in the ledger for the next run" : ""))
                         }
+                        if result.status == .failed || result.status == .rejected, let line = paidSince(row) {
+                            result = LineResult(
+                                status: .settled, stripeID: line.stripeID ?? "", reasonCode: "", reason: "")
+                            row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
+                        }
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)
+                    } else if status == LineStatus.failed.name, let line = paidSince(row) {
+                        set(&row, .settled, stripeID: line.stripeID ?? "")
+                        row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                     } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
                         report.ledgerFailure == nil,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),

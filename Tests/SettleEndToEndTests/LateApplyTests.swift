@@ -1,0 +1,188 @@
+import Foundation
+import SettleTestSupport
+import Testing
+
+/// An old plan folder applied again (or late) after later runs on the same ledger decided
+/// some of its orders (audit 26): it never moves an order a later run took up, never holds
+/// back one order's pay for another's, and reports what its own run paid.
+@Suite struct LateApplyTests {
+    typealias Setup = ApplyCommandTests.Setup
+
+    static let header =
+        "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method,transfer_on\n"
+
+    /// `command` (`run` or `plan`) of `text` into the folder `name`, as of `asOf`.
+    func step(_ setup: Setup, _ command: String, _ name: String, _ text: String, asOf: String) throws
+        -> SettleProcess.Outcome
+    {
+        let input = setup.folder.appendingPathComponent("\(name).csv")
+        try text.write(to: input, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments(command, [input.path], out: name)
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = asOf
+        return try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+    }
+
+    func rows(_ setup: Setup, _ name: String) -> [String: [String]] {
+        Dictionary(setup.results(name).map { ($0[0], $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    func faults(_ setup: Setup, _ rules: String) throws {
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": \#(rules)}"#)
+    }
+
+    /// A usd measure of a folder's summary.csv, in minor units.
+    func measure(_ setup: Setup, _ folder: String, _ name: String) -> Int? {
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))
+        for line in summary.split(separator: "\n") {
+            let cells = line.split(separator: ",", omittingEmptySubsequences: false)
+            if cells.count == 7, cells[2] == "usd", cells[3] == name { return Int(cells[6]) }
+        }
+        return nil
+    }
+
+    /// Amounts Stripe holds, per object type.
+    func moved(_ setup: Setup, _ type: String) throws -> [Int] {
+        try setup.sandbox.effects().filter { $0["type"] as? String == type }.compactMap { $0["amount"] as? Int }
+    }
+
+    /// A dated transfer waits while its order's other transfer ends `unknown`. The next run
+    /// learns Stripe refused that transfer and rejects the order, dated line included. The
+    /// account is then put right and the old folder applied again: it sends nothing of the
+    /// order, which the later run decided (audit 26 B1: the re-apply sent the refused transfer
+    /// again, and the dated line, rejected by the later run, was never paid).
+    @Test func aReapplyMovesNothingOfAnOrderALaterRunRejected() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_la1", "amount": 5000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
+        )
+        let order =
+            "LA1,2701,transfer,30.00,usd,ORDER2701,acct_ok,ch_la1,50.00,usd,succeeded,,,2026-12-14\n"
+            + "LA2,2701,transfer,6.47,usd,ORDER2701,acct_shut,ch_la1,50.00,usd,succeeded,,,\n"
+        #expect(try step(setup, "plan", "day1", Self.header + order, asOf: "2026-12-12").status == 0)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "status", "status": 500}]"#)
+        let first = try setup.apply("day1")
+        #expect(first.status == 75, "\(first.stderr)")
+        #expect(rows(setup, "day1")["LA2"]?[8] == "unknown" && rows(setup, "day1")["LA1"]?[8] == "deferred")
+        try faults(setup, "[]")
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-13").status == 65)
+        let day2 = rows(setup, "day2")
+        #expect(day2["LA2"]?[8] == "failed" && day2["LA1"].map { [$0[8], $0[11]] } == ["rejected", "group_rejected"])
+        try setup.sandbox.seed(#"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#)
+        let again = try setup.apply("day1")
+        #expect(again.status == 65, "\(again.stderr)")
+        let reapplied = rows(setup, "day1")
+        #expect(reapplied.values.map { $0[8] }.sorted() == ["deferred", "failed"], "\(reapplied)")
+        #expect(reapplied["LA2"].map { [$0[8], $0[11]] } == ["failed", "transfers_not_allowed"], "\(reapplied)")
+        #expect(reapplied["LA1"]?[12].contains("took it up after this plan") == true, "\(reapplied)")
+        for (name, asOf) in [("day3", "2026-12-14"), ("day4", "2026-12-15")] {
+            let later = try step(setup, "run", name, Self.header, asOf: asOf)
+            #expect(later.status == 0 && rows(setup, name).isEmpty, "\(name): \(rows(setup, name))")
+        }
+        #expect(try moved(setup, "transfer") == [], "the order moves whole or not at all")
+    }
+
+    /// Stripe refused a transfer of an order when a later run sent it. The old folder, whose
+    /// own transfer of the order Stripe had refused, is applied again after the charge is put
+    /// right: it does not retry its transfer, since the later run decided the order (audit 26
+    /// B6: it sent it, and the order moved in part).
+    @Test func aReapplyDoesNotRetryAnOrderAnotherRunSawRefused() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_la2", "amount": 9000, "currency": "usd", "status": "failed"}]}"#)
+        let export =
+            Self.header + "LB1,2702,transfer,22.69,usd,ORDER2702,acct_ok,ch_la2,90.00,usd,succeeded,,,2026-12-11\n"
+            + "LB2,2702,transfer,32.14,usd,ORDER2702,acct_ok2,ch_la2,90.00,usd,succeeded,,,\n"
+        #expect(try step(setup, "run", "day1", export, asOf: "2026-12-10").status == 65)
+        #expect(rows(setup, "day1")["LB2"].map { [$0[8], $0[11]] } == ["failed", "charge_failed"])
+        #expect(try step(setup, "run", "day2", export, asOf: "2026-12-11").status == 65)
+        #expect(
+            rows(setup, "day2")["LB1"].map { [$0[8], $0[11]] } == ["failed", "charge_failed"], "\(rows(setup, "day2"))")
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_la2/status", json: #"{"status": "succeeded"}"#)
+        _ = try setup.apply("day1")
+        #expect(rows(setup, "day1")["LB2"]?[8] != "settled", "\(rows(setup, "day1"))")
+        #expect(try step(setup, "run", "day3", Self.header, asOf: "2026-12-12").status == 0)
+        #expect(try moved(setup, "transfer") == [], "the order moves whole or not at all")
+    }
+
+    /// Two orders share a courier's aggregated payout. The plan's payout method is refused, so
+    /// nothing moves; a later run pays one order's line on another method. The old folder is
+    /// applied again once the method is put right: the other order moves whole, its transfer
+    /// and its line of the payout, paid on its own (audit 26 B7: the whole payout was refused
+    /// `line_conflict` after the other order's transfer had gone).
+    @Test func aReapplyPaysTheOtherOrdersOfAPayoutALaterRunPaidInPart() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_la3", "amount": 7258, "currency": "usd", "status": "succeeded"}], "payout_methods": [{"id": "pm_la_r", "recipient": "acct_c1", "restricted": true}, {"id": "pm_la_b", "recipient": "acct_c1"}]}"#
+        )
+        let payout = "LC1,2703,payout,11.31,usd,ORDER2703,,,,,,acct_c1,pm_la_r,\n"
+        let other =
+            "LC2,2704,transfer,38.07,usd,ORDER2704,acct_ok,ch_la3,72.58,usd,succeeded,,,\n"
+            + "LC3,2704,payout,24.51,usd,ORDER2704,,ch_la3,72.58,usd,succeeded,acct_c1,pm_la_r,\n"
+        #expect(try step(setup, "plan", "day1", Self.header + payout + other, asOf: "2026-12-10").status == 0)
+        #expect(try setup.apply("day1").status == 65)
+        #expect(rows(setup, "day1").values.allSatisfy { $0[8] == "rejected" }, "\(rows(setup, "day1"))")
+        let fed = try step(
+            setup, "run", "day2", Self.header + payout.replacingOccurrences(of: "pm_la_r", with: "pm_la_b"),
+            asOf: "2026-12-11")
+        #expect(fed.status == 0 && rows(setup, "day2")["LC1"]?[8] == "settled", "\(fed.stderr)")
+        try setup.sandbox.seed(#"{"payout_methods": [{"id": "pm_la_r", "recipient": "acct_c1"}]}"#)
+        _ = try setup.apply("day1")
+        let day1 = rows(setup, "day1")
+        #expect(day1["LC1"].map { [$0[8], $0[11]] } == ["rejected", "line_conflict"], "\(day1)")
+        #expect(day1["LC2"]?[8] == "settled" && day1["LC3"]?[8] == "settled", "\(day1)")
+        #expect(try moved(setup, "transfer") == [3807])
+        #expect(try moved(setup, "outbound_payment").sorted() == [1131, 2451])
+    }
+
+    /// An aggregated payout's refused line went alone at the first apply (its order could move,
+    /// another could not) and was refused; put right, a re-apply sends the aggregated payout
+    /// whole. Each line it paid is `settled` in the folder with that payout, and the folder's
+    /// paid_out is what Stripe paid (audit 26 B3: the line stayed failed, in errors.csv).
+    @Test func aReapplyReportsEveryLineItsAggregatedPayoutPaid() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_la4", "amount": 10000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}], "payout_methods": [{"id": "pm_la_x", "recipient": "acct_c2"}]}"#
+        )
+        let text =
+            Self.header + "LD1,2705,transfer,6.84,usd,ORDER2705,acct_shut,ch_la4,100.00,usd,succeeded,,,\n"
+            + "LD2,2705,payout,15.38,usd,ORDER2705,,ch_la4,100.00,usd,succeeded,acct_c2,pm_la_x,\n"
+            + "LD3,2706,transfer,8.69,usd,ORDER2706,acct_ok,ch_la4,100.00,usd,succeeded,,,\n"
+            + "LD4,2706,payout,3.00,usd,ORDER2706,,ch_la4,100.00,usd,succeeded,acct_c2,pm_la_x,\n"
+        let planned = try step(setup, "plan", "day1", text, asOf: "2026-12-10")
+        #expect(planned.status == 0, "\(planned.stderr)")
+        try setup.sandbox.seed(#"{"payout_methods": [{"id": "pm_la_x", "recipient": "acct_c2", "archived": true}]}"#)
+        #expect(try setup.apply("day1").status == 65)
+        #expect(rows(setup, "day1")["LD4"]?[8] == "failed" || rows(setup, "day1")["LD4"]?[8] == "rejected")
+        try setup.sandbox.seed(
+            #"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}], "payout_methods": [{"id": "pm_la_x", "recipient": "acct_c2"}]}"#
+        )
+        _ = try setup.apply("day1")
+        let paid = try moved(setup, "outbound_payment")
+        let day1 = rows(setup, "day1")
+        #expect(paid.reduce(0, +) == 1838, "\(paid)")
+        #expect(["LD1", "LD2", "LD3", "LD4"].map { day1[$0]?[8] } == Array(repeating: "settled", count: 4), "\(day1)")
+        #expect(measure(setup, "day1", "paid_out") == 1838)
+    }
+
+    /// A charge the export said succeeded had failed at Stripe, so its order was refused; once
+    /// it is put right, the folder applied again moves the order, and its summary counts the
+    /// charge's gross (audit 26 B4: the charge stayed failed in the folder's charges.csv, and
+    /// no day counted its gross: retained was negative).
+    @Test func aChargePutRightCountsItsGrossWhenItsFolderIsAppliedAgain() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_la5", "amount": 9000, "currency": "usd", "status": "failed"}]}"#)
+        let text =
+            Self.header + "LE1,2707,transfer,30.00,usd,ORDER2707,acct_ok,ch_la5,90.00,usd,succeeded,,,\n"
+            + "LE2,2707,transfer,20.00,usd,ORDER2707,acct_ok2,ch_la5,90.00,usd,succeeded,,,\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10").status == 65)
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_la5/status", json: #"{"status": "succeeded"}"#)
+        let again = try setup.apply("day1")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try moved(setup, "transfer").sorted() == [2000, 3000])
+        #expect(measure(setup, "day1", "charges_gross") == 9000)
+        #expect(measure(setup, "day1", "platform_retained").map { $0 >= 0 } == true)
+    }
+}
