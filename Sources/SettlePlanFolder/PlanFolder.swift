@@ -256,6 +256,11 @@ public struct PlanFolder {
             else { return nil }
             return line
         }
+        /// Whether the refusal the ledger holds for a line was sent after this plan was made.
+        func refusedSincePlan(_ line: LedgerLine) -> Bool {
+            guard let plannedAt, let refused = try? ledger.instruction(line.instructionID) else { return true }
+            return refused.lastSentAt >= plannedAt
+        }
         /// What Stripe said when it refused a line's instruction, as the ledger recorded it.
         func refusal(_ line: LedgerLine) -> (code: String, message: String) {
             let failed = try? ledger.instruction(line.instructionID)
@@ -398,11 +403,13 @@ public struct PlanFolder {
                     } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
                         report.ledgerFailure == nil,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
-                        line.status == .settled || line.status == .failed
+                        line.status == .settled || (line.status == .failed && refusedSincePlan(line))
                     {
                         // A line this plan deferred that a later run settled or sent and saw
                         // refused: not waiting any more (not held again, nor in deferred.csv).
-                        // One released unsent by a stopped run still waits.
+                        // One released unsent by a stopped run still waits, and so does one
+                        // refused before the plan (the plan's own input, exported again: audit
+                        // 26 B9, it was reported refused and its order's payout waited alone).
                         if line.status == .settled {
                             set(&row, .alreadySettled, stripeID: line.stripeID ?? "", reason: "settled by a later run")
                             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)

@@ -83,6 +83,67 @@ import Testing
         #expect(try moved(setup, "transfer") == [], "the order moves whole or not at all")
     }
 
+    /// An order's first transfer ends `unknown`, so its second waits. The next run (plan, then
+    /// apply) learns Stripe refused the first and rejects the second. Nothing is put right,
+    /// and that folder is applied again as it was: the second transfer still does not go
+    /// (audit 26 B8: it was transferred, and the order moved in part).
+    @Test func aReapplyAsItWasMovesNothingOfAnOrderItsApplySawRefused() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_la6", "amount": 9495, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
+        )
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "status", "status": 500}]"#)
+        let text =
+            Self.header + "LF1,2708,transfer,68.30,usd,ORDER2708,acct_shut,ch_la6,94.95,usd,succeeded,,,\n"
+            + "LF2,2708,transfer,25.65,usd,ORDER2708,acct_ok,ch_la6,94.95,usd,succeeded,,,\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-12").status == 75)
+        #expect(rows(setup, "day1")["LF1"]?[8] == "unknown" && rows(setup, "day1")["LF2"]?[8] == "deferred")
+        try faults(setup, "[]")
+        let planned = try step(setup, "plan", "day2", Self.header, asOf: "2026-12-13")
+        #expect(planned.status == 75, "the plan has a line whose outcome is not known: \(planned.stderr)")
+        #expect(try setup.apply("day2").status == 65)
+        #expect(
+            rows(setup, "day2")["LF2"].map { [$0[8], $0[11]] } == ["rejected", "group_rejected"],
+            "\(rows(setup, "day2"))")
+        #expect(try setup.apply("day2").status == 65)
+        #expect(rows(setup, "day2")["LF2"]?[8] == "rejected", "\(rows(setup, "day2"))")
+        #expect(try step(setup, "run", "day3", Self.header, asOf: "2026-12-14").status == 0)
+        #expect(try moved(setup, "transfer") == [], "the order moves whole or not at all")
+    }
+
+    /// A bank debit's order waits; once the debit succeeds, a run sends its transfer and Stripe
+    /// refuses it. The order system then exports the order again, still saying `pending`, and
+    /// it is planned offline and applied: the refused transfer and the payout wait together, and
+    /// the next run, which learns the debit succeeded, sends the transfer first and stops the
+    /// order when Stripe refuses it again: the payout is never paid (audit 26 B9: the folder
+    /// reported the transfer refused and held the payout alone, and the next run paid it).
+    @Test func aStaleExportOfARefusedOrderKeepsItWhole() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_la7", "amount": 10541, "currency": "usd", "status": "pending", "payment_method_type": "us_bank_account"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}], "payout_methods": [{"id": "pm_la_g", "recipient": "acct_c2"}]}"#
+        )
+        let header =
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,payment_method_type,recipient,payout_method\n"
+        let text =
+            header + "LG1,2709,transfer,72.53,usd,ORDER2709,acct_shut,ch_la7,105.41,usd,pending,us_bank_account,,\n"
+            + "LG2,2709,payout,23.88,usd,ORDER2709,,ch_la7,105.41,usd,pending,us_bank_account,acct_c2,pm_la_g\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10").status == 0)
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_la7/status", json: #"{"status": "succeeded"}"#)
+        #expect(try step(setup, "run", "day2", header, asOf: "2026-12-11").status == 65)
+        #expect(rows(setup, "day2")["LG1"].map { [$0[8], $0[11]] } == ["failed", "transfers_not_allowed"])
+        #expect(try step(setup, "plan", "day3", text, asOf: "2026-12-12").status == 0)
+        _ = try setup.apply("day3")
+        let day3 = rows(setup, "day3")
+        #expect(day3["LG1"]?[8] == "deferred" && day3["LG2"]?[8] == "deferred", "\(day3)")
+        _ = try step(setup, "run", "day4", header, asOf: "2026-12-13")
+        #expect(
+            rows(setup, "day4")["LG2"].map { [$0[8], $0[11]] } == ["rejected", "group_rejected"],
+            "\(rows(setup, "day4"))")
+        #expect(try moved(setup, "outbound_payment") == [], "no payout for an order Stripe refused a transfer of")
+    }
+
     /// Stripe refused a transfer of an order when a later run sent it. The old folder, whose
     /// own transfer of the order Stripe had refused, is applied again after the charge is put
     /// right: it does not retry its transfer, since the later run decided the order (audit 26
