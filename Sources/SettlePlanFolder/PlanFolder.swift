@@ -489,10 +489,13 @@ public struct PlanFolder {
                             switch line.status {
                             case .settled
                             where report.resolved.contains(line.instructionID)
-                                || unreported.contains(line.instructionID):
-                                // Sent by an earlier run that stopped; this run confirmed or re-sent it:
-                                // it counts as moved by this run (the earlier one could not say), under
-                                // its instruction, so the days' summaries add up to what Stripe made.
+                                || unreported.contains(line.instructionID)
+                                || report.lineResult(line.instructionID)?.status == .settled:
+                                // Sent by an earlier run that stopped; this run confirmed or re-sent it
+                                // (or sent it again, under the next attempt's key, after another run
+                                // learned the first was refused: audit 26 B5): it counts as moved by
+                                // this run, under its instruction, so the days' summaries add up to
+                                // what Stripe made.
                                 set(&row, .settled, stripeID: line.stripeID ?? "")
                                 row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                             case .settled:

@@ -144,6 +144,34 @@ import Testing
         #expect(try moved(setup, "outbound_payment") == [], "no payout for an order Stripe refused a transfer of")
     }
 
+    /// A transfer ends `unknown`; the apply of another folder resolves it as refused; put
+    /// right, its own folder applied again sends it under the next attempt's key. The folder
+    /// says `settled`, and its summary counts it (audit 26 B5: `already_settled` "settled by an
+    /// earlier run", and no day counted the transfer).
+    @Test func aReapplyThatSendsAnUnknownLineAgainReportsItSettled() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_la8", "amount": 5000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
+        )
+        let other = Self.header + "LH0,2710,transfer,1.00,usd,ORDER2710,acct_ok,ch_la8,50.00,usd,succeeded,,,\n"
+        #expect(try step(setup, "run", "day0", other, asOf: "2026-12-11").status == 0)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "status", "status": 500}]"#)
+        let text = Self.header + "LH1,2711,transfer,6.47,usd,ORDER2711,acct_shut,ch_la8,50.00,usd,succeeded,,,\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-12").status == 75)
+        #expect(rows(setup, "day1")["LH1"]?[8] == "unknown")
+        try faults(setup, "[]")
+        _ = try setup.apply("day0")
+        try setup.sandbox.seed(#"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#)
+        let again = try setup.apply("day1")
+        #expect(again.status == 0, "\(again.stderr)")
+        let made = try setup.sandbox.effects().filter { $0["amount"] as? Int == 647 }.compactMap { $0["id"] as? String }
+        #expect(made.count == 1)
+        #expect(rows(setup, "day1")["LH1"].map { [$0[8], $0[10]] } == ["settled", made.first ?? "?"])
+        #expect(measure(setup, "day1", "transferred") == 647)
+    }
+
     /// Stripe refused a transfer of an order when a later run sent it. The old folder, whose
     /// own transfer of the order Stripe had refused, is applied again after the charge is put
     /// right: it does not retry its transfer, since the later run decided the order (audit 26
