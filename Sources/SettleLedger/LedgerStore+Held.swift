@@ -332,15 +332,21 @@ extension LedgerStore {
         return found
     }
 
-    /// The lines whose holding another run than `run` ended (released: settled, rejected,
-    /// reported, fed again; or cancelled) at or after `since`, each with that run: lines a
-    /// later run took up after a plan was made (``PlanFolder/stillItsOwn``, for all at once).
+    /// The lines whose holding another run than `run` ended at or after `since` without moving
+    /// them (rejected, reported failed, or cancelled; not settled, not netted), each with that
+    /// run: lines a later run decided against after a plan was made. A line a later run moved
+    /// is no such decision: its order moved there too.
     public func linesTakenUp(since: Date, notBy run: String) throws(LedgerError) -> [String: String] {
         var found: [String: String] = [:]
+        let netted =
+            version >= 4 ? "AND NOT EXISTS (SELECT 1 FROM netted_lines n WHERE n.line_id = h.line_id)" : ""
         try db.query(
             """
-            SELECT line_id, ended_run FROM held_lines
-            WHERE state IN ('released', 'cancelled') AND ended_at >= ? AND (ended_run IS NULL OR ended_run != ?)
+            SELECT h.line_id, h.ended_run FROM held_lines h
+            WHERE h.state IN ('released', 'cancelled') AND h.ended_at >= ?
+              AND (h.ended_run IS NULL OR h.ended_run != ?)
+              AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.line_id = h.line_id AND l.status = 'settled')
+              \(netted)
             """, [.integer(since.ledgerMilliseconds), .text(run)]
         ) { row in found[row.text(0) ?? ""] = row.text(1) ?? "" }
         return found

@@ -172,6 +172,32 @@ import Testing
         #expect(measure(setup, "day1", "transferred") == 647)
     }
 
+    /// A plan made offline brings back an order's dated line and carries a new line of the
+    /// order; the next day's run pays the dated line before that plan is applied. Applied
+    /// late, the plan still sends its new line: a later run that moved a line of the order
+    /// decided nothing against it.
+    @Test func aLateApplySendsTheRestOfAnOrderALaterRunMoved() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_la9", "amount": 9000, "currency": "usd", "status": "succeeded"}]}"#)
+        let line = { (id: String, amount: String, on: String) in
+            "\(id),2712,transfer,\(amount),usd,ORDER2712,acct_ok,ch_la9,90.00,usd,succeeded,,,\(on)\n"
+        }
+        #expect(
+            try step(
+                setup, "run", "day0", Self.header + line("LI1", "10.00", "2026-12-12") + line("LI2", "20.00", ""),
+                asOf: "2026-12-10"
+            ).status == 0)
+        #expect(try step(setup, "plan", "day1", Self.header + line("LI3", "5.00", ""), asOf: "2026-12-11").status == 0)
+        #expect(rows(setup, "day1")["LI1"]?[8] == "deferred" && rows(setup, "day1")["LI3"]?[8] == "planned")
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-12").status == 0)
+        #expect(rows(setup, "day2")["LI1"]?[8] == "settled")
+        let late = try setup.apply("day1")
+        #expect(late.status == 0, "\(late.stderr)")
+        #expect(rows(setup, "day1")["LI3"]?[8] == "settled", "\(rows(setup, "day1"))")
+        #expect(try moved(setup, "transfer").sorted() == [500, 1000, 2000])
+    }
+
     /// Stripe refused a transfer of an order when a later run sent it. The old folder, whose
     /// own transfer of the order Stripe had refused, is applied again after the charge is put
     /// right: it does not retry its transfer, since the later run decided the order (audit 26
