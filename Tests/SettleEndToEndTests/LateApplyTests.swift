@@ -22,6 +22,25 @@ import Testing
         return try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
     }
 
+    /// A ledger and a sandbox holding `fixtures`.
+    func started(_ fixtures: String) throws -> Setup {
+        let setup = try Setup()
+        try setup.sandbox.seed(fixtures)
+        return setup
+    }
+
+    /// An export of one order (`<prefix>1` 30.00, dated `dated` when given, and `<prefix>2`
+    /// 20.00) on charge `ch_<prefix>` of 90.00, which failed at Stripe while the export says
+    /// it succeeded; and a ledger and a sandbox that knows the charge.
+    func orderOnAFailedCharge(_ prefix: String, dated: String = "") throws -> (Setup, String) {
+        let setup = try started(
+            #"{"charges": [{"id": "ch_\#(prefix)", "amount": 9000, "currency": "usd", "status": "failed"}]}"#)
+        let line = { (n: Int, amount: String, on: String) in
+            "\(prefix)\(n),ORD\(prefix),transfer,\(amount),usd,ORDER\(prefix),acct_ok\(n),ch_\(prefix),90.00,usd,succeeded,,,\(on)\n"
+        }
+        return (setup, Self.header + line(1, "30.00", dated) + line(2, "20.00", ""))
+    }
+
     func rows(_ setup: Setup, _ name: String) -> [String: [String]] {
         Dictionary(setup.results(name).map { ($0[0], $0) }, uniquingKeysWith: { first, _ in first })
     }
@@ -51,8 +70,7 @@ import Testing
     /// order, which the later run decided (audit 26 B1: the re-apply sent the refused transfer
     /// again, and the dated line, rejected by the later run, was never paid).
     @Test func aReapplyMovesNothingOfAnOrderALaterRunRejected() throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(
+        let setup = try started(
             #"{"charges": [{"id": "ch_la1", "amount": 5000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
         )
         let order =
@@ -88,8 +106,7 @@ import Testing
     /// and that folder is applied again as it was: the second transfer still does not go
     /// (audit 26 B8: it was transferred, and the order moved in part).
     @Test func aReapplyAsItWasMovesNothingOfAnOrderItsApplySawRefused() throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(
+        let setup = try started(
             #"{"charges": [{"id": "ch_la6", "amount": 9495, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
         )
         try faults(
@@ -120,8 +137,7 @@ import Testing
     /// order when Stripe refuses it again: the payout is never paid (audit 26 B9: the folder
     /// reported the transfer refused and held the payout alone, and the next run paid it).
     @Test func aStaleExportOfARefusedOrderKeepsItWhole() throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(
+        let setup = try started(
             #"{"charges": [{"id": "ch_la7", "amount": 10541, "currency": "usd", "status": "pending", "payment_method_type": "us_bank_account"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}], "payout_methods": [{"id": "pm_la_g", "recipient": "acct_c2"}]}"#
         )
         let header =
@@ -149,8 +165,7 @@ import Testing
     /// says `settled`, and its summary counts it (audit 26 B5: `already_settled` "settled by an
     /// earlier run", and no day counted the transfer).
     @Test func aReapplyThatSendsAnUnknownLineAgainReportsItSettled() throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(
+        let setup = try started(
             #"{"charges": [{"id": "ch_la8", "amount": 5000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
         )
         let other = Self.header + "LH0,2710,transfer,1.00,usd,ORDER2710,acct_ok,ch_la8,50.00,usd,succeeded,,,\n"
@@ -177,8 +192,7 @@ import Testing
     /// late, the plan still sends its new line: a later run that moved a line of the order
     /// decided nothing against it.
     @Test func aLateApplySendsTheRestOfAnOrderALaterRunMoved() throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(
+        let setup = try started(
             #"{"charges": [{"id": "ch_la9", "amount": 9000, "currency": "usd", "status": "succeeded"}]}"#)
         let line = { (id: String, amount: String, on: String) in
             "\(id),2712,transfer,\(amount),usd,ORDER2712,acct_ok,ch_la9,90.00,usd,succeeded,,,\(on)\n"
@@ -203,18 +217,13 @@ import Testing
     /// right: it does not retry its transfer, since the later run decided the order (audit 26
     /// B6: it sent it, and the order moved in part).
     @Test func aReapplyDoesNotRetryAnOrderAnotherRunSawRefused() throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(
-            #"{"charges": [{"id": "ch_la2", "amount": 9000, "currency": "usd", "status": "failed"}]}"#)
-        let export =
-            Self.header + "LB1,2702,transfer,22.69,usd,ORDER2702,acct_ok,ch_la2,90.00,usd,succeeded,,,2026-12-11\n"
-            + "LB2,2702,transfer,32.14,usd,ORDER2702,acct_ok2,ch_la2,90.00,usd,succeeded,,,\n"
+        let (setup, export) = try orderOnAFailedCharge("LB", dated: "2026-12-11")
         #expect(try step(setup, "run", "day1", export, asOf: "2026-12-10").status == 65)
         #expect(rows(setup, "day1")["LB2"].map { [$0[8], $0[11]] } == ["failed", "charge_failed"])
         #expect(try step(setup, "run", "day2", export, asOf: "2026-12-11").status == 65)
         #expect(
             rows(setup, "day2")["LB1"].map { [$0[8], $0[11]] } == ["failed", "charge_failed"], "\(rows(setup, "day2"))")
-        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_la2/status", json: #"{"status": "succeeded"}"#)
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_LB/status", json: #"{"status": "succeeded"}"#)
         _ = try setup.apply("day1")
         #expect(rows(setup, "day1")["LB2"]?[8] != "settled", "\(rows(setup, "day1"))")
         #expect(try step(setup, "run", "day3", Self.header, asOf: "2026-12-12").status == 0)
@@ -227,8 +236,7 @@ import Testing
     /// and its line of the payout, paid on its own (audit 26 B7: the whole payout was refused
     /// `line_conflict` after the other order's transfer had gone).
     @Test func aReapplyPaysTheOtherOrdersOfAPayoutALaterRunPaidInPart() throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(
+        let setup = try started(
             #"{"charges": [{"id": "ch_la3", "amount": 7258, "currency": "usd", "status": "succeeded"}], "payout_methods": [{"id": "pm_la_r", "recipient": "acct_c1", "restricted": true}, {"id": "pm_la_b", "recipient": "acct_c1"}]}"#
         )
         let payout = "LC1,2703,payout,11.31,usd,ORDER2703,,,,,,acct_c1,pm_la_r,\n"
@@ -256,8 +264,7 @@ import Testing
     /// whole. Each line it paid is `settled` in the folder with that payout, and the folder's
     /// paid_out is what Stripe paid (audit 26 B3: the line stayed failed, in errors.csv).
     @Test func aReapplyReportsEveryLineItsAggregatedPayoutPaid() throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(
+        let setup = try started(
             #"{"charges": [{"id": "ch_la4", "amount": 10000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}], "payout_methods": [{"id": "pm_la_x", "recipient": "acct_c2"}]}"#
         )
         let text =
@@ -288,14 +295,9 @@ import Testing
     /// charge's gross (audit 26 B4: the charge stayed failed in the folder's charges.csv, and
     /// no day counted its gross: retained was negative).
     @Test func aChargePutRightCountsItsGrossWhenItsFolderIsAppliedAgain() throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(
-            #"{"charges": [{"id": "ch_la5", "amount": 9000, "currency": "usd", "status": "failed"}]}"#)
-        let text =
-            Self.header + "LE1,2707,transfer,30.00,usd,ORDER2707,acct_ok,ch_la5,90.00,usd,succeeded,,,\n"
-            + "LE2,2707,transfer,20.00,usd,ORDER2707,acct_ok2,ch_la5,90.00,usd,succeeded,,,\n"
+        let (setup, text) = try orderOnAFailedCharge("LE")
         #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10").status == 65)
-        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_la5/status", json: #"{"status": "succeeded"}"#)
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_LE/status", json: #"{"status": "succeeded"}"#)
         let again = try setup.apply("day1")
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try moved(setup, "transfer").sorted() == [2000, 3000])
