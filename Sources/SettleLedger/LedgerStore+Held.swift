@@ -340,10 +340,12 @@ extension LedgerStore {
         var found: [String: String] = [:]
         let netted =
             version >= 4 ? "AND NOT EXISTS (SELECT 1 FROM netted_lines n WHERE n.line_id = h.line_id)" : ""
+        // `+h.state`: searched by when the holding ended (`held_lines_by_end`, the few since the
+        // plan), not by state (every line ever released).
         try db.query(
             """
             SELECT h.line_id, h.ended_run FROM held_lines h
-            WHERE h.state IN ('released', 'cancelled') AND h.ended_at >= ?
+            WHERE +h.state IN ('released', 'cancelled') AND h.ended_at >= ?
               AND (h.ended_run IS NULL OR h.ended_run != ?)
               AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.line_id = h.line_id AND l.status = 'settled')
               \(netted)

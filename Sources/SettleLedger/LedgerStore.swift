@@ -437,12 +437,15 @@ public final class LedgerStore {
     /// found made, which no folder has reported yet. The next folder whose rows carry their
     /// lines (its own `unknown` row, a later run's `already_settled` row) reports them
     /// `settled`, so that the object is counted in one day's sums (audit 24 N8: counted in none).
+    /// Held lines by when their holding ended: every apply asks which ended since its plan
+    /// (``linesTakenUp(since:notBy:)``).
     static let schemaVersion7 = """
         CREATE TABLE IF NOT EXISTS unreported_outcomes (
             instruction_id TEXT PRIMARY KEY,
             resolved_by    TEXT,
             resolved_at    INTEGER NOT NULL
         );
+        CREATE INDEX IF NOT EXISTS held_lines_by_end ON held_lines(ended_at) WHERE ended_at IS NOT NULL;
         """
 
     /// The `held_lines` table, its states those of ``HeldLine/State`` (a ledger made new has
