@@ -727,10 +727,16 @@ public final class ApplyEngine {
         while let instruction = try plan.next() {
             if refusals[instruction.group] != nil { own.insert(instruction.id) }
         }
+        // What this apply resolved itself stops its order already (``noteMoved(_:_:)``), and
+        // this run's files report it.
         for (order, list) in refusals where takenUpOrders[order] == nil {
-            guard let (id, reason) = list.first(where: { !own.contains($0.instruction) }) else { continue }
+            guard
+                let (id, reason) = list.first(where: {
+                    !own.contains($0.instruction) && resolved[$0.instruction] == nil
+                })
+            else { continue }
             takenUpOrders[order] =
-                "instruction \(id) of this order, sent by another run after this plan, was refused by Stripe "
+                "instruction \(id) of this order, sent by another run, was refused by Stripe after this plan was made "
                 + "(\(reason)), so the order is that run's now (its files say what became of it): nothing of it moves here"
         }
     }
