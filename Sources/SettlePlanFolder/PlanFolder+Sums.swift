@@ -44,8 +44,12 @@ extension PlanFolder {
             chargeLines = try Spill()
         }
 
-        /// One row of the rewritten results.csv; `charge`: its row in charges.csv (line index).
-        mutating func add(_ row: [[UInt8]], status: LineStatus, charge: Int?) throws(LedgerError) {
+        /// One row of the rewritten results.csv; `charge`: its row in charges.csv (line index);
+        /// `madeAndBack`: a failed payout line whose object this run made (it came back since):
+        /// the object counts as made, not on the charge.
+        mutating func add(_ row: [[UInt8]], status: LineStatus, charge: Int?, madeAndBack: Bool = false)
+            throws(LedgerError)
+        {
             func text(_ field: F) -> String { String(decoding: row[field.rawValue], as: UTF8.self) }
             let kind = LineKind.allCases.first { $0.name == text(.kind) }
             let currency = text(.currency)
@@ -69,6 +73,9 @@ extension PlanFolder {
             }
             if kind == .reversal, amount > 0, status == .netted {
                 sums.addNetted(currency: currency, amount: amount)
+            }
+            if madeAndBack, kind == .payout, amount > 0, !instruction.isEmpty {
+                try objects.add(instruction, first: currency, numbers: [0, 0, amount, 0])
             }
             guard status == .settled, let kind, amount > 0 else { return }
             let moves: [Int64] =

@@ -261,6 +261,14 @@ public struct PlanFolder {
             guard let plannedAt, let refused = try? ledger.instruction(line.instructionID) else { return true }
             return refused.lastSentAt >= plannedAt
         }
+        /// Whether the payout a row names is one this plan's run made that came back since.
+        func madeHereAndBack(_ row: [[UInt8]]) -> Bool {
+            guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
+                let made = try? ledger.instruction(text(row[F.instructionID.rawValue])), made.status == .failed,
+                let object = made.stripeID, !object.isEmpty, made.settledBy == run
+            else { return false }
+            return true
+        }
         /// What Stripe said when it refused a line's instruction, as the ledger recorded it.
         func refusal(_ line: LedgerLine) -> (code: String, message: String) {
             let failed = try? ledger.instruction(line.instructionID)
@@ -336,6 +344,9 @@ public struct PlanFolder {
             while var row = try Self.reading({ () throws(WriteFailure) in try reader.next() }) {
                 rowCount += 1
                 var holdAgain = true
+                // A payout this folder's run made that came back since: still an object this run
+                // created (summary.csv's paid_out), though its line is failed now.
+                var madeAndBack = false
                 guard let entry = try Self.reading({ () throws(WriteFailure) in try index.next() }) else {
                     throw SettleError(
                         .internalError, "\(folder): results.csv has more rows than its line index (\(rowCount - 1))")
@@ -394,12 +405,36 @@ public struct PlanFolder {
                                 status: .settled, stripeID: line.stripeID ?? "", reasonCode: "", reason: "")
                             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                         }
+                        if result.status == .failed, status == LineStatus.settled.name, madeHereAndBack(row) {
+                            // Counted as made, as the first apply counted it; its return is counted
+                            // by the run that reports it: this one when it is the first to (audit
+                            // 24 N4: the re-apply dropped it from paid_out after another run had
+                            // counted the return, and the days' net was off by it).
+                            madeAndBack = true
+                            if cameBack[text(row[F.lineID.rawValue]).trimmingFormulaGuard()] != nil {
+                                let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
+                                sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
+                            }
+                        }
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
                             reason: result.reason)
                     } else if status == LineStatus.failed.name, let line = paidSince(row) {
                         set(&row, .settled, stripeID: line.stripeID ?? "")
                         row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
+                    } else if status == LineStatus.settled.name, !row[F.instructionID.rawValue].isEmpty,
+                        let result = report.lineResult(text(row[F.instructionID.rawValue])),
+                        result.status == .alreadySettled, !result.stripeID.isEmpty,
+                        case let made = text(row[F.stripeID.rawValue]).trimmingFormulaGuard(), made != result.stripeID,
+                        text(row[F.kind.rawValue]) == LineKind.payout.name
+                    {
+                        // The payout this folder's run made came back, and a later run paid the line
+                        // again: it is settled by that payout, and the one this run made still
+                        // counts as made (audit 24 N2: the row kept the payout that came back).
+                        madeAndBack = true
+                        set(
+                            &row, .alreadySettled, stripeID: result.stripeID,
+                            reason: "the payout \(made) of this run came back; a later run paid the line again")
                     } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
                         report.ledgerFailure == nil,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
@@ -531,7 +566,8 @@ public struct PlanFolder {
                 if holdAgain { try held?.add(row, status: status, entry: entry) }
                 guard let status else { continue }
                 do throws(LedgerError) {
-                    try sumsOfRows.add(row, status: status, charge: entry.charge ?? lookedUpSlot(row))
+                    try sumsOfRows.add(
+                        row, status: status, charge: entry.charge ?? lookedUpSlot(row), madeAndBack: madeAndBack)
                 } catch {
                     throw SettleError(.internalError, "\(folder): the scratch table for the sums failed: \(error)")
                 }

@@ -66,7 +66,11 @@ public struct ChargeRow: Sendable, Equatable {
 
     /// How this run counts the charge, given the run the ledger says counted it.
     public func counting(runID: String) -> Counting {
-        ChargeRow.counting(status: status, countedEarlier: firstRun.map { $0 != runID } ?? false, moves: moves)
+        // Counted by this run at an earlier apply of its folder: it stays this run's, also when
+        // what moved of it since came back (audit 24 N5: a re-apply after the only payout on
+        // the charge came back dropped its gross from every day).
+        ChargeRow.counting(
+            status: status, countedEarlier: firstRun.map { $0 != runID } ?? false, moves: moves || firstRun == runID)
     }
 
     /// How a run counts a charge of this status: `countedEarlier` when another run counted it.
