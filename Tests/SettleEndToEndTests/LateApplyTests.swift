@@ -212,8 +212,8 @@ import Testing
         #expect(try moved(setup, "transfer").sorted() == [500, 1000, 2000])
     }
 
-    /// A run pays an order's transfer and payout and another order's payout; Stripe returns the
-    /// first payout. The folder is applied again before or after the next run reports the
+    /// A run pays an order's transfer and two other orders' payouts; Stripe returns one payout,
+    /// the only money its order's charge moved. The folder is applied again before or after the next run reports the
     /// return, or after a run of the fed-back line paid it again: the re-applied summary still
     /// counts every payout its run made, the return is counted once, by the run that reports it,
     /// and the charge's gross stays counted, so the days join up with Stripe (audit 24 N2, N4,
@@ -222,12 +222,12 @@ import Testing
     @Test(arguments: ["before", "after", "paid again"])
     func aReappliedFolderKeepsCountingThePayoutsItsRunMade(_ order: String) throws {
         let setup = try started(
-            #"{"charges": [{"id": "ch_lj", "amount": 10000, "currency": "usd", "status": "succeeded", "fee": 300}], "payout_methods": [{"id": "pm_lj", "recipient": "acct_c2"}]}"#
+            #"{"charges": [{"id": "ch_lj", "amount": 10000, "currency": "usd", "status": "succeeded", "fee": 300}, {"id": "ch_lj2", "amount": 5000, "currency": "usd", "status": "succeeded", "fee": 150}], "payout_methods": [{"id": "pm_lj", "recipient": "acct_c2"}]}"#
         )
         let perLine = ["--payouts", "per-line"]
         let text =
             Self.header + "LJ1,2713,transfer,50.00,usd,ORDER2713,acct_ok,ch_lj,100.00,usd,succeeded,,,\n"
-            + "LJ2,2713,payout,10.00,usd,ORDER2713,,ch_lj,100.00,usd,succeeded,acct_c2,pm_lj,\n"
+            + "LJ2,2715,payout,10.00,usd,ORDER2715,,ch_lj2,50.00,usd,succeeded,acct_c2,pm_lj,\n"
             + "LJ3,2714,payout,5.00,usd,ORDER2714,,,,,,acct_c2,pm_lj,\n"
         #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: perLine).status == 0)
         let returned = try #require(rows(setup, "day1")["LJ2"]?[10])
@@ -240,7 +240,7 @@ import Testing
         if order == "paid again" {
             let fed = setup.folder.appendingPathComponent("day2/errors.csv")
             let fix = try String(contentsOf: fed, encoding: .utf8)
-            #expect(fix.contains("LJ2,2713,payout"), "\(fix)")
+            #expect(fix.contains("LJ2,2715,payout"), "\(fix)")
             #expect(try step(setup, "run", "day3", fix, asOf: "2026-12-12", extra: perLine).status == 0)
             folders.append("day3")
         }
@@ -251,7 +251,8 @@ import Testing
         }
         let live = try moved(setup, "outbound_payment").reduce(0, +) - 1000
         #expect(net == live, "the days' paid_out less their returns \(net), at Stripe \(live)")
-        #expect(folders.reduce(0) { $0 + (measure(setup, $1, "charges_gross") ?? 0) } == 10000)
+        // The returned payout was the only money its order's charge moved: its gross stays counted.
+        #expect(folders.reduce(0) { $0 + (measure(setup, $1, "charges_gross") ?? 0) } == 15000)
         if order == "paid again" {
             let again = try #require(rows(setup, "day3")["LJ2"]?[10])
             #expect(rows(setup, "day1")["LJ2"].map { [$0[8], $0[10]] } == ["already_settled", again])
