@@ -261,6 +261,17 @@ public struct PlanFolder {
             guard let plannedAt, let refused = try? ledger.instruction(line.instructionID) else { return true }
             return refused.lastSentAt >= plannedAt
         }
+        /// An instruction whose lines other instructions settled (overlapping plans) is
+        /// `already_settled` as a whole: each row names the object and instruction that hold
+        /// its own line (audit 24 N6: every row named the first line's transfer).
+        func ownObject(_ row: inout [[UInt8]], _ result: inout LineResult) {
+            guard result.status == .alreadySettled, report.ledgerFailure == nil,
+                let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                line.status == .settled, let object = line.stripeID, !object.isEmpty, object != result.stripeID
+            else { return }
+            result.stripeID = object
+            row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
+        }
         /// Whether the payout a row names is one this plan's run made that came back since.
         func madeHereAndBack(_ row: [[UInt8]]) -> Bool {
             guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
@@ -363,6 +374,7 @@ public struct PlanFolder {
                             lastInstruction = (instruction, result)
                         }
                         if let own = splitResult(&row, of: instruction) { result = own }
+                        ownObject(&row, &result)
                         if result.status == .planned, held != nil {
                             unsent += 1
                             // Never sent (the run stopped, the key was refused, every try was
@@ -383,6 +395,7 @@ public struct PlanFolder {
                         status != LineStatus.settled.name || result.status == .failed
                     {
                         if let own = splitResult(&row, of: text(row[F.instructionID.rawValue])) { result = own }
+                        ownObject(&row, &result)
                         // A re-apply of this folder sent again what Stripe refused in an earlier
                         // attempt (under the next attempt's key), or what an earlier attempt
                         // did not send (its order's payout after a refused transfer, its order

@@ -259,6 +259,34 @@ import Testing
         }
     }
 
+    /// Two overlapping exports of one order, planned offline: the smaller applied first, the
+    /// larger then waits (one of its transfer's lines is settled), and the next run pays the
+    /// rest alone. The larger folder applied again says `already_settled` for each line with
+    /// the transfer that holds that line (audit 24 N6: both rows named the first line's).
+    @Test func anOverlappingFolderAppliedAgainNamesEachLinesOwnTransfer() throws {
+        let setup = try started(
+            #"{"charges": [{"id": "ch_lk", "amount": 10000, "currency": "usd", "status": "succeeded", "fee": 300}]}"#)
+        let line = { (id: String, amount: String) in
+            "\(id),2716,transfer,\(amount),usd,ORDER2716,acct_ok,ch_lk,100.00,usd,succeeded,,,\n"
+        }
+        #expect(
+            try step(
+                setup, "plan", "full", Self.header + line("LK1", "70.00") + line("LK2", "20.00"), asOf: "2026-12-01"
+            ).status == 0)
+        #expect(try step(setup, "plan", "part", Self.header + line("LK1", "70.00"), asOf: "2026-12-01").status == 0)
+        #expect(try setup.apply("part").status == 0)
+        #expect(try setup.apply("full").status == 75)
+        #expect(try step(setup, "run", "next", Self.header, asOf: "2026-12-02").status == 0)
+        let part = try #require(rows(setup, "part")["LK1"]?[10])
+        let next = try #require(rows(setup, "next")["LK2"]?[10])
+        #expect(part != next && rows(setup, "next")["LK2"]?[8] == "settled")
+        #expect(try setup.apply("full").status == 0)
+        let full = rows(setup, "full")
+        #expect(full["LK1"].map { [$0[8], $0[10]] } == ["already_settled", part], "\(full)")
+        #expect(full["LK2"].map { [$0[8], $0[10]] } == ["already_settled", next], "\(full)")
+        #expect(try moved(setup, "transfer").sorted() == [2000, 7000])
+    }
+
     /// Stripe refused a transfer of an order when a later run sent it. The old folder, whose
     /// own transfer of the order Stripe had refused, is applied again after the charge is put
     /// right: it does not retry its transfer, since the later run decided the order (audit 26
