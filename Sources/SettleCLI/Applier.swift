@@ -287,6 +287,15 @@ struct Applier {
                     .tryAgain, "the ledger could not say which lines later runs took up (\(error)); nothing was sent")
             }
             takenUpOrders = try onPlanFolder { () throws(SettleError) in try plan.ordersTakenUp(taken) }
+            do {
+                for (order, why) in try ledger.ordersDecided(since: plannedAt, notBy: plan.runID)
+                where takenUpOrders[order] == nil {
+                    takenUpOrders[order] = why
+                }
+            } catch {
+                throw CommandFailure(
+                    .tryAgain, "the ledger could not say which orders later runs decided (\(error)); nothing was sent")
+            }
         }
         let report: ApplyReport
         // The run is in the ledger before anything is sent (not ended): a killed run is listed

@@ -354,6 +354,47 @@ extension LedgerStore {
         return found
     }
 
+    /// Records the orders a run's files decided against: each with the line that decided it
+    /// (rejected by a rule, refused by Stripe) and why, at `at`: when the run's plan was made,
+    /// so that a re-apply of an old folder does not date its old decisions after newer plans.
+    public func recordDecidedOrders(_ orders: [String: (line: String, reason: String)], run: String, at: Date)
+        throws(LedgerError)
+    {
+        guard version >= 7, !orders.isEmpty else { return }
+        let now = at.ledgerMilliseconds
+        try db.transaction { () throws(LedgerError) in
+            for (order, decided) in orders {
+                try db.run(
+                    """
+                    INSERT INTO decided_orders (group_key, run_id, line_id, reason, decided_at) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT(group_key, run_id) DO UPDATE SET line_id = excluded.line_id,
+                        reason = excluded.reason, decided_at = excluded.decided_at
+                    """, [.text(order), .text(run), .text(decided.line), .text(decided.reason), .integer(now)])
+            }
+        }
+    }
+
+    /// The orders another run than `run`, planned after `since`, decided against (its apply's
+    /// files rejected or saw refused a line of them), each with why (``recordDecidedOrders``).
+    public func ordersDecided(since: Date, notBy run: String) throws(LedgerError) -> [String: String] {
+        guard version >= 7 else { return [:] }
+        var found: [String: String] = [:]
+        try db.query(
+            """
+            SELECT group_key, run_id, line_id, reason FROM decided_orders
+            WHERE decided_at > ? AND run_id != ? ORDER BY decided_at
+            """, [.integer(since.ledgerMilliseconds), .text(run)]
+        ) { row in
+            let order = row.text(0) ?? ""
+            guard found[order] == nil else { return }
+            found[order] =
+                "run \(row.text(1) ?? "") decided against this order after this plan (line \(row.text(2) ?? ""): "
+                + "\(row.text(3) ?? "")), so the order is that run's now (its files say what became of it): "
+                + "nothing of it moves here"
+        }
+        return found
+    }
+
     /// Whether `settle cancel` dropped any line at or after `since` (any time when nil).
     public func anyCancelled(since: Date?) throws(LedgerError) -> Bool {
         var found = false

@@ -438,7 +438,8 @@ public final class LedgerStore {
     /// lines (its own `unknown` row, a later run's `already_settled` row) reports them
     /// `settled`, so that the object is counted in one day's sums (audit 24 N8: counted in none).
     /// Held lines by when their holding ended: every apply asks which ended since its plan
-    /// (``linesTakenUp(since:notBy:)``).
+    /// (``linesTakenUp(since:notBy:)``). The orders each applied run decided against
+    /// (``ordersDecided(since:notBy:)``).
     static let schemaVersion7 = """
         CREATE TABLE IF NOT EXISTS unreported_outcomes (
             instruction_id TEXT PRIMARY KEY,
@@ -446,6 +447,17 @@ public final class LedgerStore {
             resolved_at    INTEGER NOT NULL
         );
         CREATE INDEX IF NOT EXISTS held_lines_by_end ON held_lines(ended_at) WHERE ended_at IS NOT NULL;
+        -- Orders an applied run decided against (a line of them rejected by a rule or refused by
+        -- Stripe in its files): an older folder applied after that moves nothing of them.
+        CREATE TABLE IF NOT EXISTS decided_orders (
+            group_key  TEXT NOT NULL,
+            run_id     TEXT NOT NULL,
+            line_id    TEXT NOT NULL,
+            reason     TEXT NOT NULL,
+            decided_at INTEGER NOT NULL,
+            PRIMARY KEY (group_key, run_id)
+        );
+        CREATE INDEX IF NOT EXISTS decided_orders_by_time ON decided_orders(decided_at);
         """
 
     /// The `held_lines` table, its states those of ``HeldLine/State`` (a ledger made new has

@@ -146,6 +146,13 @@ public struct PlanFolder {
         return orders
     }
 
+    /// Reason codes of rows that decide nothing about their order: a copy of a line (the line
+    /// itself is elsewhere), or a line that follows its order's fate (the deciding line has
+    /// its own code).
+    static let copyOrFollower: Set<String> = [
+        ReasonCode.duplicateLineID.code, ReasonCode.lineConflict.code, ReasonCode.groupRejected.code,
+    ]
+
     /// The orders (groups) of this plan with a line another run took up after the plan was
     /// made (`taken`: line id → that run), each with why it may not move in this apply.
     public func ordersTakenUp(_ taken: [String: String]) throws(SettleError) -> [String: String] {
@@ -335,6 +342,9 @@ public struct PlanFolder {
         let unreported =
             report.ledgerFailure == nil ? ((try? ledger.unreportedOutcomes()) ?? []) : Set<String>()
         var reportedNow: Set<String> = []
+        // The orders this run decided against (a line rejected by a rule or refused by Stripe),
+        // for older folders applied after it (``LedgerStore/ordersDecided(since:notBy:)``).
+        var decidedOrders: [String: (line: String, reason: String)] = [:]
         // Payouts that came back (learned by this apply, or earlier and not reported yet)
         // whose lines this plan lists as already settled: this run is the one that reports them.
         var cameBack: [String: HeldLine] = [:]
@@ -589,6 +599,9 @@ public struct PlanFolder {
                     status == .rejected || status == .failed ? .rejected : status == .deferred ? .deferred : nil
                 if let target {
                     func cell(_ field: F) -> String { text(row[field.rawValue]).trimmingFormulaGuard() }
+                    if target == .rejected, !Self.copyOrFollower.contains(cell(.reasonCode)), !cell(.group).isEmpty {
+                        decidedOrders[cell(.group)] = (cell(.lineID), "\(cell(.reasonCode)): \(cell(.reason))")
+                    }
                     corrections[target]!.append(
                         CorrectionRow(
                             file: entry.file, spoolOffset: entry.offset, spoolLength: entry.length,
@@ -724,6 +737,7 @@ public struct PlanFolder {
         do {
             // Reported now, in this folder's files: no later folder reports them again.
             try ledger.markReported(reportedNow)
+            if let plannedAt { try ledger.recordDecidedOrders(decidedOrders, run: run, at: plannedAt) }
         } catch {
             rewritten.runRecordProblem = "\(error)"
         }

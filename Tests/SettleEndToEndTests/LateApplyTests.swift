@@ -287,6 +287,33 @@ import Testing
         #expect(try moved(setup, "transfer").sorted() == [2000, 7000])
     }
 
+    /// Stripe refuses an order's transfer, so its payout is not sent. The next day the order
+    /// system exports the order again with a new line a rule rejects, so that run rejects the
+    /// whole order, though it held none of its lines. The account is put right and the old
+    /// folder applied again: it neither retries the transfer nor pays the payout, as the
+    /// later run decided the order (a limit until now: only lines a run held, and Stripe's
+    /// refusals, were in the ledger).
+    @Test func aReapplyMovesNothingOfAnOrderALaterRunRejectedByARule() throws {
+        let setup = try started(
+            #"{"charges": [{"id": "ch_lm", "amount": 9000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}], "payout_methods": [{"id": "pm_lm", "recipient": "acct_c2"}]}"#
+        )
+        let order =
+            Self.header + "LM1,2717,transfer,30.00,usd,ORDER2717,acct_shut,ch_lm,90.00,usd,succeeded,,,\n"
+            + "LM2,2717,payout,12.00,usd,ORDER2717,,ch_lm,90.00,usd,succeeded,acct_c2,pm_lm,\n"
+        #expect(try step(setup, "run", "day1", order, asOf: "2026-12-10").status == 65)
+        #expect(rows(setup, "day1").mapValues { $0[8] } == ["LM1": "failed", "LM2": "rejected"])
+        let changed = order + "LM3,2717,transfer,1.234,usd,ORDER2717,acct_ok,ch_lm,90.00,usd,succeeded,,,\n"
+        #expect(try step(setup, "run", "day2", changed, asOf: "2026-12-11").status == 65)
+        #expect(
+            rows(setup, "day2").mapValues { $0[11] } == [
+                "LM1": "group_rejected", "LM2": "group_rejected", "LM3": "amount_invalid",
+            ])
+        try setup.sandbox.seed(#"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#)
+        _ = try setup.apply("day1")
+        #expect(rows(setup, "day1")["LM1"]?[8] != "settled" && rows(setup, "day1")["LM2"]?[8] != "settled")
+        #expect(try moved(setup, "transfer") == [] && moved(setup, "outbound_payment") == [])
+    }
+
     /// Stripe refused a transfer of an order when a later run sent it. The old folder, whose
     /// own transfer of the order Stripe had refused, is applied again after the charge is put
     /// right: it does not retry its transfer, since the later run decided the order (audit 26
