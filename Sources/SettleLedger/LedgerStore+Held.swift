@@ -333,9 +333,11 @@ extension LedgerStore {
     }
 
     /// The lines whose holding another run than `run` ended at or after `since` without moving
-    /// them (rejected, reported failed, or cancelled; not settled, not netted), each with that
-    /// run: lines a later run decided against after a plan was made. A line a later run moved
-    /// is no such decision: its order moved there too.
+    /// them (rejected, reported failed, or cancelled; not settled, not netted), each with who
+    /// ended it ("run …", or "settle cancel"): lines a later run decided against after a plan was
+    /// made. A line a later run moved is no such decision: its order moved there too; nor is a
+    /// line whose payout Stripe made and that came back (audit 27 C1, C2: its return, reported
+    /// by a later run, stopped the order's waiting lines in an older folder, and one was lost).
     public func linesTakenUp(since: Date, notBy run: String) throws(LedgerError) -> [String: String] {
         var found: [String: String] = [:]
         let netted =
@@ -344,13 +346,19 @@ extension LedgerStore {
         // plan), not by state (every line ever released).
         try db.query(
             """
-            SELECT h.line_id, h.ended_run FROM held_lines h
+            SELECT h.line_id, h.ended_run, h.state FROM held_lines h
             WHERE +h.state IN ('released', 'cancelled') AND h.ended_at >= ?
               AND (h.ended_run IS NULL OR h.ended_run != ?)
-              AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.line_id = h.line_id AND l.status = 'settled')
+              AND NOT EXISTS (
+                SELECT 1 FROM lines l JOIN instructions i ON i.id = l.instruction_id
+                WHERE l.line_id = h.line_id
+                  AND (l.status = 'settled' OR (i.kind = 'payout' AND COALESCE(i.stripe_id, '') <> '')))
               \(netted)
             """, [.integer(since.ledgerMilliseconds), .text(run)]
-        ) { row in found[row.text(0) ?? ""] = row.text(1) ?? "" }
+        ) { row in
+            found[row.text(0) ?? ""] =
+                row.text(2) == HeldLine.State.cancelled.rawValue ? "settle cancel" : "run \(row.text(1) ?? "")"
+        }
         return found
     }
 

@@ -154,7 +154,8 @@ public struct PlanFolder {
     ]
 
     /// The orders (groups) of this plan with a line another run took up after the plan was
-    /// made (`taken`: line id → that run), each with why it may not move in this apply.
+    /// made (`taken`: line id → who: "run …" or "settle cancel"), each with why it may not move
+    /// in this apply.
     public func ordersTakenUp(_ taken: [String: String]) throws(SettleError) -> [String: String] {
         typealias F = ResultsFile.Field
         guard !taken.isEmpty else { return [:] }
@@ -170,8 +171,10 @@ public struct PlanFolder {
                     let run = taken[line], case let order = text(row[F.group.rawValue]), orders[order] == nil
                 else { continue }
                 orders[order] =
-                    "run \(run) took up line \(line) of this order after this plan, so the order is that run's now "
-                    + "(its files say what became of it): nothing of it moves here"
+                    run == "settle cancel"
+                    ? "settle cancel dropped line \(line) of this order after this plan: nothing of it moves here"
+                    : "\(run) took up line \(line) of this order after this plan, so the order is that run's now "
+                        + "(its files say what became of it): nothing of it moves here"
             }
         } catch {
             throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
@@ -278,6 +281,16 @@ public struct PlanFolder {
             else { return }
             result.stripeID = object
             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
+        }
+        /// Whether a failed payout row's payout was made by Stripe and came back (this run's or
+        /// another's): its return decides nothing against the order (audit 27 C1).
+        func cameBackPayout(_ row: [[UInt8]]) -> Bool {
+            guard text(row[F.kind.rawValue]) == LineKind.payout.name, text(row[F.status.rawValue]) == "failed",
+                let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                let made = try? ledger.instruction(line.instructionID), made.status == .failed,
+                let object = made.stripeID
+            else { return false }
+            return !object.isEmpty
         }
         /// Whether the payout a row names is one this plan's run made that came back since.
         func madeHereAndBack(_ row: [[UInt8]]) -> Bool {
@@ -599,7 +612,9 @@ public struct PlanFolder {
                     status == .rejected || status == .failed ? .rejected : status == .deferred ? .deferred : nil
                 if let target {
                     func cell(_ field: F) -> String { text(row[field.rawValue]).trimmingFormulaGuard() }
-                    if target == .rejected, !Self.copyOrFollower.contains(cell(.reasonCode)), !cell(.group).isEmpty {
+                    if target == .rejected, !Self.copyOrFollower.contains(cell(.reasonCode)), !cell(.group).isEmpty,
+                        !madeAndBack, !cameBackPayout(row)
+                    {
                         decidedOrders[cell(.group)] = (cell(.lineID), "\(cell(.reasonCode)): \(cell(.reason))")
                     }
                     corrections[target]!.append(

@@ -314,6 +314,36 @@ import Testing
         #expect(try moved(setup, "transfer") == [] && moved(setup, "outbound_payment") == [])
     }
 
+    /// An order's payout is paid and comes back, and the next run reports it while the order's
+    /// dated transfer still waits. The folder is applied again to retry another order: the
+    /// return decided nothing against the order (its payout moved), so its dated transfer
+    /// keeps waiting and goes on its date (audit 27 C1: the re-apply rejected it, released its
+    /// hold, and it was never sent).
+    @Test func aPayoutThatCameBackDecidesNothingAgainstItsOrder() throws {
+        let setup = try started(
+            #"{"charges": [{"id": "ch_ln", "amount": 9000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}], "payout_methods": [{"id": "pm_ln", "recipient": "acct_c2"}]}"#
+        )
+        let text =
+            Self.header + "LN1,2718,transfer,30.00,usd,ORDER2718,acct_ok,ch_ln,90.00,usd,succeeded,,,\n"
+            + "LN2,2718,transfer,20.00,usd,ORDER2718,acct_ok2,ch_ln,90.00,usd,succeeded,,,2026-12-14\n"
+            + "LN3,2718,payout,10.00,usd,ORDER2718,,ch_ln,90.00,usd,succeeded,acct_c2,pm_ln,\n"
+            + "LN4,2719,transfer,7.00,usd,ORDER2719,acct_shut,,,,,,,\n"
+        #expect(try step(setup, "plan", "day1", text, asOf: "2026-12-12").status == 0)
+        #expect(try setup.apply("day1").status == 65)
+        let payout = try #require(rows(setup, "day1")["LN3"]?[10])
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(payout)/status",
+            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-13").status == 65)
+        #expect(rows(setup, "day2")["LN3"]?[8] == "failed" && rows(setup, "day2")["LN2"]?[8] == "deferred")
+        try setup.sandbox.seed(#"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#)
+        _ = try setup.apply("day1")
+        #expect(rows(setup, "day1")["LN4"]?[8] == "settled" && rows(setup, "day1")["LN2"]?[8] == "deferred")
+        _ = try step(setup, "run", "day3", Self.header, asOf: "2026-12-14")
+        #expect(rows(setup, "day3")["LN2"]?[8] == "settled", "\(rows(setup, "day3"))")
+        #expect(try moved(setup, "transfer").sorted() == [700, 2000, 3000])
+    }
+
     /// Stripe refused a transfer of an order when a later run sent it. The old folder, whose
     /// own transfer of the order Stripe had refused, is applied again after the charge is put
     /// right: it does not retry its transfer, since the later run decided the order (audit 26
