@@ -336,8 +336,9 @@ extension LedgerStore {
     /// them (rejected, reported failed, or cancelled; not settled, not netted), each with who
     /// ended it ("run …", or "settle cancel"): lines a later run decided against after a plan was
     /// made. A line a later run moved is no such decision: its order moved there too; nor is a
-    /// line whose payout Stripe made and that came back (audit 27 C1, C2: its return, reported
-    /// by a later run, stopped the order's waiting lines in an older folder, and one was lost).
+    /// payout line Stripe refused or whose payout came back, which stops no other line of its
+    /// order (payouts go last; audit 27 C1, C2: such a payout, reported by a later run, stopped
+    /// the order's waiting lines in an older folder, and one was lost).
     public func linesTakenUp(since: Date, notBy run: String) throws(LedgerError) -> [String: String] {
         var found: [String: String] = [:]
         let netted =
@@ -352,7 +353,7 @@ extension LedgerStore {
               AND NOT EXISTS (
                 SELECT 1 FROM lines l JOIN instructions i ON i.id = l.instruction_id
                 WHERE l.line_id = h.line_id
-                  AND (l.status = 'settled' OR (i.kind = 'payout' AND COALESCE(i.stripe_id, '') <> '')))
+                  AND (l.status = 'settled' OR i.kind = 'payout'))
               \(netted)
             """, [.integer(since.ledgerMilliseconds), .text(run)]
         ) { row in

@@ -282,16 +282,6 @@ public struct PlanFolder {
             result.stripeID = object
             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
         }
-        /// Whether a failed payout row's payout was made by Stripe and came back (this run's or
-        /// another's): its return decides nothing against the order (audit 27 C1).
-        func cameBackPayout(_ row: [[UInt8]]) -> Bool {
-            guard text(row[F.kind.rawValue]) == LineKind.payout.name, text(row[F.status.rawValue]) == "failed",
-                let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
-                let made = try? ledger.instruction(line.instructionID), made.status == .failed,
-                let object = made.stripeID
-            else { return false }
-            return !object.isEmpty
-        }
         /// Whether the payout a row names is one this plan's run made that came back since.
         func madeHereAndBack(_ row: [[UInt8]]) -> Bool {
             guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
@@ -355,7 +345,8 @@ public struct PlanFolder {
         let unreported =
             report.ledgerFailure == nil ? ((try? ledger.unreportedOutcomes()) ?? []) : Set<String>()
         var reportedNow: Set<String> = []
-        // The orders this run decided against (a line rejected by a rule or refused by Stripe),
+        // The orders this run decided against (a line rejected by a rule or refused by Stripe;
+        // not a payout Stripe refused or that came back, which stops no other line of its order),
         // for older folders applied after it (``LedgerStore/ordersDecided(since:notBy:)``).
         var decidedOrders: [String: (line: String, reason: String)] = [:]
         // Payouts that came back (learned by this apply, or earlier and not reported yet)
@@ -613,7 +604,7 @@ public struct PlanFolder {
                 if let target {
                     func cell(_ field: F) -> String { text(row[field.rawValue]).trimmingFormulaGuard() }
                     if target == .rejected, !Self.copyOrFollower.contains(cell(.reasonCode)), !cell(.group).isEmpty,
-                        !madeAndBack, !cameBackPayout(row)
+                        !(status == .failed && cell(.kind) == LineKind.payout.name)
                     {
                         decidedOrders[cell(.group)] = (cell(.lineID), "\(cell(.reasonCode)): \(cell(.reason))")
                     }
