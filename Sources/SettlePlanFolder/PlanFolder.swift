@@ -146,6 +146,10 @@ public struct PlanFolder {
         return orders
     }
 
+    /// The end of the reason of a line whose payout this run made came back, and that a later
+    /// run paid again (a re-apply counts that payout as made at every attempt).
+    static let cameBackPaidAgain = " of this run came back; a later run paid the line again"
+
     /// Reason codes of rows that decide nothing about their order: a copy of a line (the line
     /// itself is elsewhere), or a line that follows its order's fate (the deciding line has
     /// its own code).
@@ -432,10 +436,14 @@ public struct PlanFolder {
                                 status: .settled, stripeID: line.stripeID ?? "", reasonCode: "", reason: "")
                             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                         }
-                        if result.status == .failed, status == LineStatus.settled.name, madeHereAndBack(row) {
-                            // Counted as made, as the first apply counted it; its return is counted
-                            // by the run that reports it: this one when it is the first to (audit
-                            // 24 N4: the re-apply dropped it from paid_out after another run had
+                        if result.status == .failed,
+                            status == LineStatus.settled.name || status == LineStatus.failed.name,
+                            madeHereAndBack(row)
+                        {
+                            // Counted as made, as the first apply counted it (at every re-apply:
+                            // audit 28 F3, the second one dropped it); its return is counted by
+                            // the run that reports it: this one when it is the first to (audit 24
+                            // N4: the re-apply dropped it from paid_out after another run had
                             // counted the return, and the days' net was off by it).
                             madeAndBack = true
                             if cameBack[text(row[F.lineID.rawValue]).trimmingFormulaGuard()] != nil {
@@ -461,7 +469,13 @@ public struct PlanFolder {
                         madeAndBack = true
                         set(
                             &row, .alreadySettled, stripeID: result.stripeID,
-                            reason: "the payout \(made) of this run came back; a later run paid the line again")
+                            reason: "the payout \(made)\(Self.cameBackPaidAgain)")
+                    } else if status == LineStatus.alreadySettled.name,
+                        text(row[F.kind.rawValue]) == LineKind.payout.name,
+                        text(row[F.reason.rawValue]).hasSuffix(Self.cameBackPaidAgain)
+                    {
+                        // As the last attempt said (above): still counted as made (audit 28 F3).
+                        madeAndBack = true
                     } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
                         report.ledgerFailure == nil,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
