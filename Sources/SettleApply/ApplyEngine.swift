@@ -723,18 +723,30 @@ public final class ApplyEngine {
         let refusals = try ledgerDo { () throws(LedgerError) in try ledger.refusals(since: plannedAt) }
         guard !refusals.isEmpty else { return }
         var own: Set<String> = []
+        var ownLines: Set<String> = []
         try plan.rewind()
         while let instruction = try plan.next() {
-            if refusals[instruction.group] != nil { own.insert(instruction.id) }
+            guard refusals[instruction.group] != nil else { continue }
+            own.insert(instruction.id)
+            for line in instruction.lines { ownLines.insert(line.lineID) }
         }
         // What this apply resolved itself stops its order already (``noteMoved(_:_:)``), and
-        // this run's files report it.
+        // this run's files report it. A refused instruction whose every line this plan sends
+        // in an instruction of its own is one this plan supersedes (a fix fed back, planned
+        // while the old folder was applied again: audit 28 F1), not a decision against it.
+        func superseded(_ id: String) throws(ApplyError) -> Bool {
+            guard !ownLines.isEmpty else { return false }
+            let lines = try ledgerDo { () throws(LedgerError) in try ledger.lines(ofInstruction: id) }
+            return !lines.isEmpty && lines.allSatisfy { ownLines.contains($0) }
+        }
         for (order, list) in refusals where takenUpOrders[order] == nil {
-            guard
-                let (id, reason) = list.first(where: {
-                    !own.contains($0.instruction) && resolved[$0.instruction] == nil
-                })
-            else { continue }
+            var decisive: (instruction: String, reason: String)?
+            for refusal in list where !own.contains(refusal.instruction) && resolved[refusal.instruction] == nil {
+                if try superseded(refusal.instruction) { continue }
+                decisive = refusal
+                break
+            }
+            guard let (id, reason) = decisive else { continue }
             takenUpOrders[order] =
                 "instruction \(id) of this order, sent by another run, was refused by Stripe after this plan was made "
                 + "(\(reason)), so the order is that run's now (its files say what became of it): nothing of it moves here"

@@ -367,6 +367,30 @@ import Testing
         #expect(try moved(setup, "transfer").sorted() == [700, 2000, 3000])
     }
 
+    /// Stripe refuses an order's transfer; the order is fed back fixed (another destination)
+    /// and planned offline. The old folder is applied again as it was in between, and Stripe
+    /// refuses its transfer again. The fix's apply still moves the order whole: the old refused
+    /// transfer is one the fix supersedes, not another run's decision (audit 28 F1: the fix was
+    /// rejected `group_rejected` and moved nothing).
+    @Test func aFixPlannedOfflineMovesAfterTheOldFolderIsAppliedAgain() throws {
+        let setup = try started(
+            #"{"charges": [{"id": "ch_lo", "amount": 5000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}], "payout_methods": [{"id": "pm_lo", "recipient": "acct_c2"}]}"#
+        )
+        let order = { (destination: String) in
+            Self.header + "LO1,2720,transfer,6.47,usd,ORDER2720,\(destination),ch_lo,50.00,usd,succeeded,,,\n"
+                + "LO2,2720,payout,5.00,usd,ORDER2720,,ch_lo,50.00,usd,succeeded,acct_c2,pm_lo,\n"
+        }
+        #expect(try step(setup, "plan", "day1", order("acct_shut"), asOf: "2026-12-10").status == 0)
+        #expect(try setup.apply("day1").status == 65)
+        #expect(rows(setup, "day1").mapValues { $0[8] } == ["LO1": "failed", "LO2": "rejected"])
+        #expect(try step(setup, "plan", "day2", order("acct_ok"), asOf: "2026-12-11").status == 0)
+        #expect(try setup.apply("day1").status == 65)
+        let fixed = try setup.apply("day2")
+        #expect(fixed.status == 0, "\(fixed.stderr)")
+        #expect(rows(setup, "day2").mapValues { $0[8] } == ["LO1": "settled", "LO2": "settled"])
+        #expect(try moved(setup, "transfer") == [647] && moved(setup, "outbound_payment") == [500])
+    }
+
     /// Stripe refused a transfer of an order when a later run sent it. The old folder, whose
     /// own transfer of the order Stripe had refused, is applied again after the charge is put
     /// right: it does not retry its transfer, since the later run decided the order (audit 26
