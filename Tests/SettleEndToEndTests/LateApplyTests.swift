@@ -41,6 +41,15 @@ import Testing
         return (setup, Self.header + line(1, "30.00", dated) + line(2, "20.00", ""))
     }
 
+    /// A ledger and a sandbox that knows a succeeded charge, `acct_shut` (transfers disabled,
+    /// until a test puts it right) and, when given, a payout method of `acct_c2`.
+    func startedWithAShutAccount(charge: String, amount: Int, method: String? = nil) throws -> Setup {
+        let methods = method.map { #", "payout_methods": [{"id": "\#($0)", "recipient": "acct_c2"}]"# } ?? ""
+        return try started(
+            #"{"charges": [{"id": "\#(charge)", "amount": \#(amount), "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]\#(methods)}"#
+        )
+    }
+
     func rows(_ setup: Setup, _ name: String) -> [String: [String]] {
         Dictionary(setup.results(name).map { ($0[0], $0) }, uniquingKeysWith: { first, _ in first })
     }
@@ -70,9 +79,7 @@ import Testing
     /// order, which the later run decided (audit 26 B1: the re-apply sent the refused transfer
     /// again, and the dated line, rejected by the later run, was never paid).
     @Test func aReapplyMovesNothingOfAnOrderALaterRunRejected() throws {
-        let setup = try started(
-            #"{"charges": [{"id": "ch_la1", "amount": 5000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
-        )
+        let setup = try startedWithAShutAccount(charge: "ch_la1", amount: 5000)
         let order =
             "LA1,2701,transfer,30.00,usd,ORDER2701,acct_ok,ch_la1,50.00,usd,succeeded,,,2026-12-14\n"
             + "LA2,2701,transfer,6.47,usd,ORDER2701,acct_shut,ch_la1,50.00,usd,succeeded,,,\n"
@@ -106,9 +113,7 @@ import Testing
     /// and that folder is applied again as it was: the second transfer still does not go
     /// (audit 26 B8: it was transferred, and the order moved in part).
     @Test func aReapplyAsItWasMovesNothingOfAnOrderItsApplySawRefused() throws {
-        let setup = try started(
-            #"{"charges": [{"id": "ch_la6", "amount": 9495, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
-        )
+        let setup = try startedWithAShutAccount(charge: "ch_la6", amount: 9495)
         try faults(
             setup,
             #"[{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "status", "status": 500}]"#)
@@ -165,9 +170,7 @@ import Testing
     /// says `settled`, and its summary counts it (audit 26 B5: `already_settled` "settled by an
     /// earlier run", and no day counted the transfer).
     @Test func aReapplyThatSendsAnUnknownLineAgainReportsItSettled() throws {
-        let setup = try started(
-            #"{"charges": [{"id": "ch_la8", "amount": 5000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
-        )
+        let setup = try startedWithAShutAccount(charge: "ch_la8", amount: 5000)
         let other = Self.header + "LH0,2710,transfer,1.00,usd,ORDER2710,acct_ok,ch_la8,50.00,usd,succeeded,,,\n"
         #expect(try step(setup, "run", "day0", other, asOf: "2026-12-11").status == 0)
         try faults(
@@ -299,9 +302,7 @@ import Testing
     /// later run decided the order (a limit until now: only lines a run held, and Stripe's
     /// refusals, were in the ledger).
     @Test func aReapplyMovesNothingOfAnOrderALaterRunRejectedByARule() throws {
-        let setup = try started(
-            #"{"charges": [{"id": "ch_lm", "amount": 9000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}], "payout_methods": [{"id": "pm_lm", "recipient": "acct_c2"}]}"#
-        )
+        let setup = try startedWithAShutAccount(charge: "ch_lm", amount: 9000, method: "pm_lm")
         let order =
             Self.header + "LM1,2717,transfer,30.00,usd,ORDER2717,acct_shut,ch_lm,90.00,usd,succeeded,,,\n"
             + "LM2,2717,payout,12.00,usd,ORDER2717,,ch_lm,90.00,usd,succeeded,acct_c2,pm_lm,\n"
@@ -326,9 +327,7 @@ import Testing
     /// on its date (audit 27 C1: the re-apply rejected it, released its hold, and it was lost).
     @Test(arguments: ["came back", "refused"])
     func aPayoutsFateDecidesNothingAgainstItsOrder(_ fate: String) throws {
-        let setup = try started(
-            #"{"charges": [{"id": "ch_ln", "amount": 9000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}], "payout_methods": [{"id": "pm_ln", "recipient": "acct_c2"}]}"#
-        )
+        let setup = try startedWithAShutAccount(charge: "ch_ln", amount: 9000, method: "pm_ln")
         let text =
             Self.header + "LN1,2718,transfer,30.00,usd,ORDER2718,acct_ok,ch_ln,90.00,usd,succeeded,,,\n"
             + "LN2,2718,transfer,20.00,usd,ORDER2718,acct_ok2,ch_ln,90.00,usd,succeeded,,,2026-12-14\n"
@@ -373,9 +372,7 @@ import Testing
     /// transfer is one the fix supersedes, not another run's decision (audit 28 F1: the fix was
     /// rejected `group_rejected` and moved nothing).
     @Test func aFixPlannedOfflineMovesAfterTheOldFolderIsAppliedAgain() throws {
-        let setup = try started(
-            #"{"charges": [{"id": "ch_lo", "amount": 5000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}], "payout_methods": [{"id": "pm_lo", "recipient": "acct_c2"}]}"#
-        )
+        let setup = try startedWithAShutAccount(charge: "ch_lo", amount: 5000, method: "pm_lo")
         let order = { (destination: String) in
             Self.header + "LO1,2720,transfer,6.47,usd,ORDER2720,\(destination),ch_lo,50.00,usd,succeeded,,,\n"
                 + "LO2,2720,payout,5.00,usd,ORDER2720,,ch_lo,50.00,usd,succeeded,acct_c2,pm_lo,\n"
@@ -443,9 +440,7 @@ import Testing
     /// whole. Each line it paid is `settled` in the folder with that payout, and the folder's
     /// paid_out is what Stripe paid (audit 26 B3: the line stayed failed, in errors.csv).
     @Test func aReapplyReportsEveryLineItsAggregatedPayoutPaid() throws {
-        let setup = try started(
-            #"{"charges": [{"id": "ch_la4", "amount": 10000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}], "payout_methods": [{"id": "pm_la_x", "recipient": "acct_c2"}]}"#
-        )
+        let setup = try startedWithAShutAccount(charge: "ch_la4", amount: 10000, method: "pm_la_x")
         let text =
             Self.header + "LD1,2705,transfer,6.84,usd,ORDER2705,acct_shut,ch_la4,100.00,usd,succeeded,,,\n"
             + "LD2,2705,payout,15.38,usd,ORDER2705,,ch_la4,100.00,usd,succeeded,acct_c2,pm_la_x,\n"
