@@ -130,8 +130,6 @@ public final class OutputFile {
         return nil
     }
 
-    /// Flushes, syncs and renames into place (and syncs the folder); returns the file's SHA-256.
-    @discardableResult
     /// Gives the file these permissions instead of 0600 (a file for another reader, such as
     /// node_exporter's metrics textfile).
     func setMode(_ mode: mode_t) {
@@ -140,6 +138,8 @@ public final class OutputFile {
         }
     }
 
+    /// Flushes, syncs and renames into place (and syncs the folder); returns the file's SHA-256.
+    @discardableResult
     public func commit() throws(WriteFailure) -> String {
         flush()
         func fail(_ message: String) -> WriteFailure {
