@@ -280,22 +280,16 @@ struct Applier {
         var takenUpOrders: [String: String] = [:]
         if let plannedAt {
             let taken: [String: String]
+            let decided: [String: String]
             do {
                 taken = try ledger.linesTakenUp(since: plannedAt, notBy: plan.runID)
+                decided = try ledger.ordersDecided(since: plannedAt, notBy: plan.runID)
             } catch {
                 throw CommandFailure(
-                    .tryAgain, "the ledger could not say which lines later runs took up (\(error)); nothing was sent")
+                    .tryAgain, "the ledger could not say what later runs decided (\(error)); nothing was sent")
             }
             takenUpOrders = try onPlanFolder { () throws(SettleError) in try plan.ordersTakenUp(taken) }
-            do {
-                for (order, why) in try ledger.ordersDecided(since: plannedAt, notBy: plan.runID)
-                where takenUpOrders[order] == nil {
-                    takenUpOrders[order] = why
-                }
-            } catch {
-                throw CommandFailure(
-                    .tryAgain, "the ledger could not say which orders later runs decided (\(error)); nothing was sent")
-            }
+            takenUpOrders.merge(decided) { takenUp, _ in takenUp }
         }
         let report: ApplyReport
         // The run is in the ledger before anything is sent (not ended): a killed run is listed

@@ -49,6 +49,13 @@ extension PlanFolder {
                 run, ledger: ledger, records: SpoolRecords(folder: folder, manifest: manifest),
                 reportFacts: { exit in PlanReport.facts(manifest: manifest, mode: mode, exit: exit) })
         }
+        if let problem = rewritten.notesProblem {
+            log(
+                .warning, event: "ledger_notes_not_recorded",
+                "the ledger did not note which outcomes this run reported and which orders it decided against "
+                    + "(a later folder may report an outcome again, an older folder applied later may move such "
+                    + "an order): \(problem)")
+        }
         if let problem = rewritten.runRecordProblem {
             log(
                 .warning, event: "run_not_recorded",

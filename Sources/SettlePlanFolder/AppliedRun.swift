@@ -85,6 +85,9 @@ extension PlanFolder {
         public var sums: ControlSums
         /// Why the run could not be recorded in the ledger's runs (`settle status`), or nil.
         public var runRecordProblem: String? = nil
+        /// Why the ledger could not note what this run reported (outcomes other folders'
+        /// applies learned) or decided against (its orders), or nil.
+        public var notesProblem: String? = nil
     }
 }
 

@@ -125,25 +125,31 @@ public struct PlanFolder {
     ///   what is kept, not the plan).
     public func payoutOrders(where wanted: (String, String) -> Bool) throws(SettleError) -> [String: [String: String]] {
         typealias F = ResultsFile.Field
+        var orders: [String: [String: String]] = [:]
+        try eachResult { row, text in
+            guard text(row[F.kind.rawValue]) == "payout", !row[F.instructionID.rawValue].isEmpty else { return }
+            let (instruction, order) = (text(row[F.instructionID.rawValue]), text(row[F.group.rawValue]))
+            guard wanted(instruction, order) else { return }
+            orders[instruction, default: [:]][text(row[F.lineID.rawValue])] = order
+        }
+        return orders
+    }
+
+    /// Each row of results.csv (header aside, with all its cells), and a cell's text without
+    /// the formula guard.
+    private func eachResult(_ body: ([[UInt8]], ([UInt8]) -> String) -> Void) throws(SettleError) {
         guard let reader = ResultsReader(path: path("results.csv")) else {
             throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv")
         }
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self).trimmingFormulaGuard() }
-        var orders: [String: [String: String]] = [:]
         do {
             _ = try reader.next()  // the header
             while let row = try reader.next() {
-                guard row.count == ResultsFile.header.count, text(row[F.kind.rawValue]) == "payout",
-                    !row[F.instructionID.rawValue].isEmpty
-                else { continue }
-                let (instruction, order) = (text(row[F.instructionID.rawValue]), text(row[F.group.rawValue]))
-                guard wanted(instruction, order) else { continue }
-                orders[instruction, default: [:]][text(row[F.lineID.rawValue])] = order
+                if row.count == ResultsFile.header.count { body(row, text) }
             }
         } catch {
             throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
         }
-        return orders
     }
 
     /// The end of the reason of a line whose payout this run made came back, and that a later
@@ -163,25 +169,16 @@ public struct PlanFolder {
     public func ordersTakenUp(_ taken: [String: String]) throws(SettleError) -> [String: String] {
         typealias F = ResultsFile.Field
         guard !taken.isEmpty else { return [:] }
-        guard let reader = ResultsReader(path: path("results.csv")) else {
-            throw SettleError(.notAPlanFolder, "\(folder) lacks results.csv")
-        }
-        func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self).trimmingFormulaGuard() }
         var orders: [String: String] = [:]
-        do {
-            _ = try reader.next()  // the header
-            while let row = try reader.next() {
-                guard row.count == ResultsFile.header.count, case let line = text(row[F.lineID.rawValue]),
-                    let run = taken[line], case let order = text(row[F.group.rawValue]), orders[order] == nil
-                else { continue }
-                orders[order] =
-                    run == "settle cancel"
-                    ? "settle cancel dropped line \(line) of this order after this plan: nothing of it moves here"
-                    : "\(run) took up line \(line) of this order after this plan, so the order is that run's now "
-                        + "(its files say what became of it): nothing of it moves here"
-            }
-        } catch {
-            throw SettleError(.folderUnwritable, "cannot read \(error.path): \(error.message)")
+        try eachResult { row, text in
+            guard case let line = text(row[F.lineID.rawValue]), let run = taken[line],
+                case let order = text(row[F.group.rawValue]), orders[order] == nil
+            else { return }
+            orders[order] =
+                run == "settle cancel"
+                ? "settle cancel dropped line \(line) of this order after this plan: nothing of it moves here"
+                : "\(run) took up line \(line) of this order after this plan, so the order is that run's now "
+                    + "(its files say what became of it): nothing of it moves here"
         }
         return orders
     }
@@ -294,6 +291,14 @@ public struct PlanFolder {
             else { return false }
             return true
         }
+        /// A row this apply did not send: deferred; when it `waits` (still this folder's line),
+        /// counted as unsent (the run exits 75) and said to wait in the ledger.
+        func unsentResult(_ result: LineResult, waits: Bool) -> LineResult {
+            if waits { unsent += 1 }
+            return LineResult(
+                status: .deferred, stripeID: "", reasonCode: ReasonCode.scheduled.code,
+                reason: result.reason + (waits ? "; it waits in the ledger for the next run" : ""))
+        }
         /// What Stripe said when it refused a line's instruction, as the ledger recorded it.
         func refusal(_ line: LedgerLine) -> (code: String, message: String) {
             let failed = try? ledger.instruction(line.instructionID)
@@ -394,14 +399,11 @@ public struct PlanFolder {
                         if let own = splitResult(&row, of: instruction) { result = own }
                         ownObject(&row, &result)
                         if result.status == .planned, held != nil {
-                            unsent += 1
                             // Never sent (the run stopped, the key was refused, every try was
                             // rate-limited or could not connect): it waits in the ledger
                             // (deferred), and the next run sends it (or a re-apply of this folder
                             // does; the ledger's line claims keep it once).
-                            result = LineResult(
-                                status: .deferred, stripeID: "", reasonCode: ReasonCode.scheduled.code,
-                                reason: result.reason + "; it waits in the ledger for the next run")
+                            result = unsentResult(result, waits: true)
                         }
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
@@ -423,13 +425,11 @@ public struct PlanFolder {
                         if result.status == .planned, held != nil {
                             // Not sent this time either: it waits, as in the first attempt; unless
                             // settle cancel dropped it since the plan (it is not held again).
-                            let ownLine = PlanFolder.stillItsOwn(
-                                try? ledger.heldLineEnd(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
-                                run: run, plannedAt: plannedAt)
-                            if ownLine { unsent += 1 }
-                            result = LineResult(
-                                status: .deferred, stripeID: "", reasonCode: ReasonCode.scheduled.code,
-                                reason: result.reason + (ownLine ? "; it waits in the ledger for the next run" : ""))
+                            result = unsentResult(
+                                result,
+                                waits: PlanFolder.stillItsOwn(
+                                    try? ledger.heldLineEnd(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                                    run: run, plannedAt: plannedAt))
                         }
                         if result.status == .failed || result.status == .rejected, let line = paidSince(row) {
                             result = LineResult(
@@ -759,7 +759,7 @@ public struct PlanFolder {
             try ledger.markReported(reportedNow)
             if let plannedAt { try ledger.recordDecidedOrders(decidedOrders, run: run, at: plannedAt) }
         } catch {
-            rewritten.runRecordProblem = "\(error)"
+            rewritten.notesProblem = "\(error)"
         }
         do {
             var record = applyRecord(mode: report.mode, startedAt: report.startedAt)
