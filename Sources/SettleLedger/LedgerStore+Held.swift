@@ -60,6 +60,12 @@ public struct HeldLine: Sendable, Equatable {
     }
 }
 
+/// How a line's holding ended (released by a run, or cancelled), and by which run when one did.
+public struct HeldLineEnd: Sendable, Equatable {
+    public var state: HeldLine.State
+    public var endedRun: String?
+}
+
 /// A run as the ledger records it.
 public struct LedgerRun: Sendable, Equatable {
     public var id: String
@@ -319,14 +325,21 @@ extension LedgerStore {
 }
 
 extension LedgerStore {
-    /// A held line's state, and the run that ended its holding and when (nil: never held).
-    public func heldLineEnd(_ id: String) throws(LedgerError) -> (
-        state: HeldLine.State, endedRun: String?, endedAt: Date?
-    )? {
-        var found: (HeldLine.State, String?, Date?)?
-        try db.query("SELECT state, ended_run, ended_at FROM held_lines WHERE line_id = ?", [.text(id)]) { row in
-            if let state = HeldLine.State(rawValue: row.text(0) ?? "") {
-                found = (state, row.text(1), row.isNull(2) ? nil : Date(ledgerMilliseconds: row.integer(2)))
+    /// The lines whose holding another run than `run` (or `settle cancel`) ended at or after
+    /// `since`, each with how (released or cancelled) and by which run: lines no longer an
+    /// older plan's to hold again. One indexed query (`held_lines_by_end`: the few since the
+    /// plan), where the rewrite after apply used to ask line by line.
+    public func holdsEnded(since: Date, notBy run: String) throws(LedgerError) -> [String: HeldLineEnd] {
+        var found: [String: HeldLineEnd] = [:]
+        try db.query(
+            """
+            SELECT line_id, state, ended_run FROM held_lines
+            WHERE +state IN ('released', 'cancelled') AND ended_at >= ?
+              AND (ended_run IS NULL OR ended_run != ?)
+            """, [.integer(since.ledgerMilliseconds), .text(run)]
+        ) { row in
+            if let state = HeldLine.State(rawValue: row.text(1) ?? "") {
+                found[row.text(0) ?? ""] = HeldLineEnd(state: state, endedRun: row.text(2))
             }
         }
         return found

@@ -350,6 +350,14 @@ public struct PlanFolder {
             ? ((try? ledger.refusedOrders(since: plannedAt ?? .distantPast)) ?? [:]).mapValues {
                 "instruction \($0.instruction) failed at Stripe: \($0.reason)"
             } : [:]
+        // Lines whose holding another run took up, or `settle cancel` dropped, after the plan
+        // was made: not this folder's to hold again. What ended before the plan is the plan's
+        // own input (a line fed again, re-submitted after a cancel): it is this plan's to hold
+        // (audit 24: a fresh run's own deferred line was not held, and was lost). A folder that
+        // does not say when it was planned holds. One query, not one per deferred row.
+        let endedElsewhere: [String: HeldLineEnd] =
+            report.ledgerFailure == nil
+            ? plannedAt.flatMap { try? ledger.holdsEnded(since: $0, notBy: run) } ?? [:] : [:]
         // Earlier runs' open instructions found made by an apply that did not report them.
         let unreported =
             report.ledgerFailure == nil ? ((try? ledger.unreportedOutcomes()) ?? []) : Set<String>()
@@ -427,9 +435,7 @@ public struct PlanFolder {
                             // settle cancel dropped it since the plan (it is not held again).
                             result = unsentResult(
                                 result,
-                                waits: PlanFolder.stillItsOwn(
-                                    try? ledger.heldLineEnd(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
-                                    run: run, plannedAt: plannedAt))
+                                waits: endedElsewhere[text(row[F.lineID.rawValue]).trimmingFormulaGuard()] == nil)
                         }
                         if result.status == .failed || result.status == .rejected, let line = paidSince(row) {
                             result = LineResult(
@@ -495,8 +501,7 @@ public struct PlanFolder {
                         }
                     } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
                         report.ledgerFailure == nil,
-                        let end = try? ledger.heldLineEnd(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
-                        !PlanFolder.stillItsOwn(end, run: run, plannedAt: plannedAt)
+                        let end = endedElsewhere[text(row[F.lineID.rawValue]).trimmingFormulaGuard()]
                     {
                         // Dropped by `settle cancel`, or taken up by a later run (settled,
                         // rejected, reported) since this plan: it does not wait again (audit 22,
@@ -551,7 +556,7 @@ public struct PlanFolder {
                         // Unknown to the ledger, or netted as the plan said (this apply records
                         // the netted lines of an order it no longer stops before this rewrite).
                         (try? ledger.line(id)).map({ $0.instructionID.isEmpty && before.status == "netted" }) ?? true,
-                        PlanFolder.stillItsOwn(try? ledger.heldLineEnd(id), run: run, plannedAt: plannedAt)
+                        endedElsewhere[id] == nil
                     {
                         // An earlier attempt stopped its order, and this one (a re-apply) did not:
                         // the order moves again, and this line is what the plan said it was
@@ -598,9 +603,7 @@ public struct PlanFolder {
                 // Whatever made it deferred, a line cancelled or taken up by another run since the
                 // plan was made is not held again (audit 24 N7: one its apply held back).
                 if holdAgain, status == .deferred, report.ledgerFailure == nil,
-                    !PlanFolder.stillItsOwn(
-                        try? ledger.heldLineEnd(text(row[F.lineID.rawValue]).trimmingFormulaGuard()), run: run,
-                        plannedAt: plannedAt)
+                    endedElsewhere[text(row[F.lineID.rawValue]).trimmingFormulaGuard()] != nil
                 {
                     holdAgain = false
                 }
@@ -781,22 +784,6 @@ extension String {
         guard hasPrefix("'") else { return self }
         var text = self
         return text.withUTF8 { String(decoding: CSVScanner.unguarded(UnsafeRawBufferPointer($0)), as: UTF8.self) }
-    }
-}
-
-extension PlanFolder {
-    /// Whether a line's holding in the ledger leaves it to this folder's run: not when, after
-    /// the plan was made (`plannedAt`), `settle cancel` dropped it or another run took it up.
-    /// What ended before the plan is the plan's own input (a line fed again, re-submitted
-    /// after a cancel): it is this plan's to hold (audit 24: a fresh run's own deferred line
-    /// was not held, and was lost). A folder that does not say when it was planned holds.
-    static func stillItsOwn(
-        _ end: (state: HeldLine.State, endedRun: String?, endedAt: Date?)?, run: String, plannedAt: Date?
-    ) -> Bool {
-        guard let end, end.state == .cancelled || end.state == .released, end.endedRun != run,
-            let plannedAt, let endedAt = end.endedAt, endedAt >= plannedAt
-        else { return true }
-        return false
     }
 }
 
