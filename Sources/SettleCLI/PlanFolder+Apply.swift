@@ -52,9 +52,7 @@ extension PlanFolder {
         if let problem = rewritten.notesProblem {
             log(
                 .warning, event: "ledger_notes_not_recorded",
-                "the ledger did not note which outcomes this run reported and which orders it decided against "
-                    + "(a later folder may report an outcome again, an older folder applied later may move such "
-                    + "an order): \(problem)")
+                "the ledger did not note the \(problem)")
         }
         if let problem = rewritten.runRecordProblem {
             log(

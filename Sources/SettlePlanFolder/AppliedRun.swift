@@ -85,8 +85,8 @@ extension PlanFolder {
         public var sums: ControlSums
         /// Why the run could not be recorded in the ledger's runs (`settle status`), or nil.
         public var runRecordProblem: String? = nil
-        /// Why the ledger could not note what this run reported (outcomes other folders'
-        /// applies learned) or decided against (its orders), or nil.
+        /// What the ledger could not note, and why: the orders this run decided against (the
+        /// run exits 75), the outcomes other folders' applies learned that it reported; or nil.
         public var notesProblem: String? = nil
     }
 }

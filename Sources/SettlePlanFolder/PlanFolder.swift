@@ -681,6 +681,18 @@ public struct PlanFolder {
         // What waits for later runs, and the run itself, in the ledger (before the files say
         // the run is over).
         if held?.failure != nil { exit = exit.combined(with: .tryAgain) }
+        // The orders this run decided against, before the files say the run is over: an older
+        // folder applied after this one moves nothing of them. Not recorded, the run is to be
+        // tried again (a re-apply of this folder records them from its rows).
+        var notesProblem: String?
+        if let plannedAt {
+            do throws(LedgerError) {
+                try ledger.recordDecidedOrders(decidedOrders, run: run, at: plannedAt)
+            } catch {
+                notesProblem = "orders this run decided against (apply the folder again to record them): \(error)"
+                exit = exit.combined(with: .tryAgain)
+            }
+        }
         // A re-apply keeps the earlier attempt's outcome files beside the new ones.
         let attempt = nextAttempt
         if attempt > 1 {
@@ -757,12 +769,16 @@ public struct PlanFolder {
         }
         let countsText = JSON.object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }).encoded()
         var rewritten = Rewritten(exit: exit, counts: counts, sums: sums)
-        do {
-            // Reported now, in this folder's files: no later folder reports them again.
+        rewritten.notesProblem = notesProblem
+        do throws(LedgerError) {
+            // Reported now, in this folder's files: no later folder reports them again. (After
+            // the files: a crash between the two may have a later folder report one again, in
+            // its sums; before them, no folder would.)
             try ledger.markReported(reportedNow)
-            if let plannedAt { try ledger.recordDecidedOrders(decidedOrders, run: run, at: plannedAt) }
         } catch {
-            rewritten.notesProblem = "\(error)"
+            rewritten.notesProblem =
+                (notesProblem.map { $0 + "; " } ?? "")
+                + "outcomes this run reported (a later folder may report one again): \(error)"
         }
         do {
             var record = applyRecord(mode: report.mode, startedAt: report.startedAt)

@@ -320,6 +320,54 @@ import Testing
         #expect(try moved(setup, "transfer") == [] && moved(setup, "outbound_payment") == [])
     }
 
+    /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
+    func onLedger(_ setup: Setup, _ sql: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "python3", "-c", "import sqlite3,sys\nsqlite3.connect(sys.argv[1]).executescript(sys.argv[2])",
+            setup.ledger, sql,
+        ]
+        try process.run()
+        process.waitUntilExit()
+        try #require(process.terminationStatus == 0)
+    }
+
+    /// As above, but the later run's ledger cannot record the orders it decided against: it
+    /// exits 75 and says so, and its files say 75 too. The folder applied again records them,
+    /// and then the old folder, applied again, still moves nothing of the order (before, the
+    /// failure was a warning under exit 65, and nothing told the operator to apply it again).
+    @Test func aRunThatCannotRecordTheOrdersItDecidedExitsToBeAppliedAgain() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_lq", amount: 9000, method: "pm_lq")
+        let order =
+            Self.header + "LQ1,2719,transfer,30.00,usd,ORDER2719,acct_shut,ch_lq,90.00,usd,succeeded,,,\n"
+            + "LQ2,2719,payout,12.00,usd,ORDER2719,,ch_lq,90.00,usd,succeeded,acct_c2,pm_lq,\n"
+        #expect(try step(setup, "run", "day1", order, asOf: "2026-12-10").status == 65)
+        try onLedger(
+            setup,
+            "CREATE TRIGGER refuse BEFORE INSERT ON decided_orders BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
+        let changed = order + "LQ3,2719,transfer,1.234,usd,ORDER2719,acct_ok,ch_lq,90.00,usd,succeeded,,,\n"
+        let day2 = try step(setup, "run", "day2", changed, asOf: "2026-12-11")
+        #expect(day2.status == 75, "\(day2.stderr)")
+        #expect(
+            day2.stderr.contains("the ledger did not note the orders") && day2.stderr.contains("disk full"),
+            "\(day2.stderr)")
+        let manifest = SettleProcess.read(setup.folder.appendingPathComponent("day2/manifest.json"))
+        #expect(manifest.contains(#""exit_status": 75"#) || manifest.contains(#""exit_status":75"#), "\(manifest)")
+        #expect(
+            rows(setup, "day2").mapValues { $0[11] } == [
+                "LQ1": "group_rejected", "LQ2": "group_rejected", "LQ3": "amount_invalid",
+            ])
+        try onLedger(setup, "DROP TRIGGER refuse;")
+        let again = try setup.apply("day2")
+        #expect(again.status == 65, "\(again.stderr)")
+        #expect(!again.stderr.contains("the ledger did not note"), "\(again.stderr)")
+        try setup.sandbox.seed(#"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#)
+        _ = try setup.apply("day1")
+        #expect(rows(setup, "day1")["LQ1"]?[8] != "settled" && rows(setup, "day1")["LQ2"]?[8] != "settled")
+        #expect(try moved(setup, "transfer") == [] && moved(setup, "outbound_payment") == [])
+    }
+
     /// An order's payout is paid and comes back (or its answer is lost and the next run learns
     /// Stripe refused it), and the next run reports it while the order's dated transfer still
     /// waits. The folder is applied again to retry another order: a payout's fate decides
