@@ -283,13 +283,19 @@ public struct PlanFolder {
             result.stripeID = object
             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
         }
-        /// Whether the payout a row names is one this plan's run made that came back since.
-        func madeHereAndBack(_ row: [[UInt8]]) -> Bool {
+        /// Whether the payout a row names is one this plan's run made that came back since: the
+        /// instruction's last attempt is this run's, and failed; or a later run sent the line
+        /// again under the same instruction (fed back with the same content) after this run's
+        /// payout came back, and that payout failed too. Then the row names this run's payout
+        /// (`own`), not the later one (audit 28 F4: the re-apply dropped it from paid_out).
+        func madeHereAndBack(_ row: [[UInt8]]) -> (made: Bool, own: String?) {
             guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
                 let made = try? ledger.instruction(text(row[F.instructionID.rawValue])), made.status == .failed,
-                let object = made.stripeID, !object.isEmpty, made.settledBy == run
-            else { return false }
-            return true
+                let object = made.stripeID, !object.isEmpty
+            else { return (false, nil) }
+            if made.settledBy == run { return (true, nil) }
+            let own = text(row[F.stripeID.rawValue]).trimmingFormulaGuard()
+            return own.isEmpty || own == object ? (false, nil) : (true, own)
         }
         /// A row this apply did not send: deferred; when it `waits` (still this folder's line),
         /// counted as unsent (the run exits 75) and said to wait in the ledger.
@@ -444,7 +450,7 @@ public struct PlanFolder {
                         }
                         if result.status == .failed,
                             status == LineStatus.settled.name || status == LineStatus.failed.name,
-                            madeHereAndBack(row)
+                            case let (made, own) = madeHereAndBack(row), made
                         {
                             // Counted as made, as the first apply counted it (at every re-apply:
                             // audit 28 F3, the second one dropped it); its return is counted by
@@ -455,6 +461,11 @@ public struct PlanFolder {
                             if cameBack[text(row[F.lineID.rawValue]).trimmingFormulaGuard()] != nil {
                                 let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
                                 sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
+                            }
+                            if let own {
+                                result.stripeID = own
+                                result.reason =
+                                    "the payout \(own) came back, and so did the line's next one: " + result.reason
                             }
                         }
                         set(

@@ -222,7 +222,7 @@ import Testing
     /// and the charge's gross stays counted, so the days join up with Stripe (audit 24 N2, N4,
     /// N5: the re-apply dropped the returned payout from paid_out, its charge's gross with it,
     /// and a line paid again kept the payout that came back).
-    @Test(arguments: ["before", "after", "paid again"])
+    @Test(arguments: ["before", "after", "paid again", "paid again, came back again"])
     func aReappliedFolderKeepsCountingThePayoutsItsRunMade(_ order: String) throws {
         let setup = try started(
             #"{"charges": [{"id": "ch_lj", "amount": 10000, "currency": "usd", "status": "succeeded", "fee": 300}, {"id": "ch_lj2", "amount": 5000, "currency": "usd", "status": "succeeded", "fee": 150}], "payout_methods": [{"id": "pm_lj", "recipient": "acct_c2"}]}"#
@@ -240,15 +240,28 @@ import Testing
         var folders = ["day1", "day2"]
         if order == "before" { _ = try setup.apply("day1") }
         _ = try step(setup, "run", "day2", Self.header, asOf: "2026-12-11", extra: perLine)
-        if order == "paid again" {
+        var returns = 1000
+        if order.hasPrefix("paid again") {
             let fed = setup.folder.appendingPathComponent("day2/errors.csv")
             let fix = try String(contentsOf: fed, encoding: .utf8)
             #expect(fix.contains("LJ2,2715,payout"), "\(fix)")
             #expect(try step(setup, "run", "day3", fix, asOf: "2026-12-12", extra: perLine).status == 0)
             folders.append("day3")
         }
+        if order == "paid again, came back again" {
+            // The line's second payout comes back too, and a fourth run reports it (audit 28
+            // F4: the re-applied folder then dropped its own payout from paid_out).
+            let second = try #require(rows(setup, "day3")["LJ2"]?[10])
+            _ = try setup.sandbox.control(
+                "POST", "/_sandbox/outbound_payments/\(second)/status",
+                json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+            #expect(try step(setup, "run", "day4", Self.header, asOf: "2026-12-13", extra: perLine).status == 65)
+            #expect(rows(setup, "day4")["LJ2"]?[8] == "failed")
+            folders.append("day4")
+            returns += 1000
+        }
         if order != "before" { _ = try setup.apply("day1") }
-        let live = try moved(setup, "outbound_payment").reduce(0, +) - 1000
+        let live = try moved(setup, "outbound_payment").reduce(0, +) - returns
         // Applied once more, the folder still says the same (audit 28 F3: a second re-apply
         // dropped the payout that came back from paid_out).
         for _ in 0..<2 {
@@ -264,6 +277,9 @@ import Testing
         if order == "paid again" {
             let again = try #require(rows(setup, "day3")["LJ2"]?[10])
             #expect(rows(setup, "day1")["LJ2"].map { [$0[8], $0[10]] } == ["already_settled", again])
+        }
+        if order == "paid again, came back again" {
+            #expect(rows(setup, "day1")["LJ2"].map { [$0[8], $0[10]] } == ["failed", returned], "its own payout")
         }
     }
 
