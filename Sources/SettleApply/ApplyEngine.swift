@@ -67,6 +67,10 @@ public final class ApplyEngine {
     /// What Stripe refused of a plan made offline, with the orders that may not move.
     private var cascade: OrderStops?
     private var obstacles = Obstacles()
+    /// Payouts whose payout method Stripe refused, of orders whose money already moved (a
+    /// re-apply, after a transfer of the order went): only the payout is refused, as when
+    /// Stripe refuses it at creation; the rest of the order goes (``checkFacts(_:)``).
+    private var refusedAlone: [String: OrderStops.Obstacle] = [:]
     /// The charges an offline plan's facts check found at Stripe, and the instructions that
     /// draw on each (``ApplyReport/lookedUpCharges``).
     private var lookedUpCharges: [ChargeFact] = []
@@ -666,13 +670,34 @@ public final class ApplyEngine {
         var cascade = OrderStops()
         // Aggregated payouts whose payout method Stripe refused: every order they pay is refused.
         var refusedPayouts: [String: OrderStops.Obstacle] = [:]
+        // Orders a transfer or reversal of which is settled already (an earlier apply of this
+        // plan, or another instruction): their money moved, so a refused payout method refuses
+        // the payout alone, as Stripe's refusal of it would. Payouts go last, and a payout's fate
+        // stops no other line of its order (audit 27 "unkpay archive": a re-apply stopped such an
+        // order, released its dated transfer, and the transfer never moved).
+        var moved: Set<String> = []
+        var refusedMethods: [(instruction: Instruction, obstacle: OrderStops.Obstacle)] = []
         try plan.rewind()
         while let instruction = try plan.next() {
-            guard let obstacle = obstacles.of(instruction),
-                try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil
-            else { continue }
-            if instruction.group.isEmpty, instruction.kind == .payout {
+            let decision = try ledgerDo { () throws(LedgerError) in try decided(instruction) }
+            if instruction.kind != .payout, !instruction.group.isEmpty {
+                switch decision {
+                case .settled?, .alreadySettled?: moved.insert(instruction.group)
+                default: break
+                }
+            }
+            guard let obstacle = obstacles.of(instruction), decision == nil else { continue }
+            if instruction.kind == .payout, instruction.preflight.charge.flatMap({ obstacles.charges[$0] }) == nil {
+                refusedMethods.append((instruction, obstacle))
+            } else {
+                cascade.add(order: instruction.group, obstacle: obstacle)
+            }
+        }
+        for (instruction, obstacle) in refusedMethods {
+            if instruction.group.isEmpty {
                 refusedPayouts[instruction.id] = obstacle
+            } else if moved.contains(instruction.group) {
+                refusedAlone[instruction.id] = obstacle
             } else {
                 cascade.add(order: instruction.group, obstacle: obstacle)
             }
@@ -681,7 +706,9 @@ public final class ApplyEngine {
             let found = try payoutOrders?({ id, _ in refusedPayouts[id] != nil }) ?? [:]
             for (payout, lines) in found {
                 guard let obstacle = refusedPayouts[payout] else { continue }
-                for order in Set(lines.values) { cascade.add(order: order, obstacle: obstacle) }
+                for order in Set(lines.values) where !moved.contains(order) {
+                    cascade.add(order: order, obstacle: obstacle)
+                }
             }
         }
         self.cascade = cascade
@@ -784,6 +811,9 @@ public final class ApplyEngine {
     /// whole or not at all, and a payout never pays for an order whose money did not move.
     private func hold(_ instruction: Instruction) throws(ApplyError) -> Hold? {
         let done = settledElsewhere.removeValue(forKey: instruction.id) ?? [:]
+        if case .refused(let code, let message)? = refusedAlone[instruction.id] {
+            return .whole(.rejected(code: code, message: message))
+        }
         if instruction.kind == .payout, refusedInLedger == nil {
             let since = plannedAt ?? .distantPast
             refusedInLedger = try ledgerDo { () throws(LedgerError) in try ledger.refusedOrders(since: since) }

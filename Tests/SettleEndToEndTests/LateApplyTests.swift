@@ -336,6 +336,45 @@ import Testing
         #expect(try moved(setup, "transfer") == [] && moved(setup, "outbound_payment") == [])
     }
 
+    /// An offline plan's order: a transfer goes, a dated transfer waits, and the payout's answer
+    /// is lost (a 500, then a refusal on the retry: `unknown`). The payout method is archived;
+    /// the next run learns the payout was refused, and keeps the dated transfer waiting. The
+    /// folder applied again checks the payout method (planned offline) and finds it archived:
+    /// only the payout is refused, as the order's money moved already, and the dated transfer
+    /// goes on its date (audit 27 "unkpay archive": the re-apply stopped the order and released
+    /// the dated transfer, which never moved).
+    @Test(arguments: ["per-recipient", "per-line"])
+    func aReapplyThatFindsAPayoutMethodRefusedAfterTheOrderMovedRefusesThePayoutAlone(_ payouts: String) throws {
+        let setup = try started(
+            #"{"charges": [{"id": "ch_lr", "amount": 9000, "currency": "usd", "status": "succeeded"}], "payout_methods": [{"id": "pm_lr", "recipient": "acct_c2"}]}"#
+        )
+        let text =
+            Self.header + "LR1,2720,transfer,30.00,usd,ORDER2720,acct_ok,ch_lr,90.00,usd,succeeded,,,\n"
+            + "LR2,2720,transfer,20.00,usd,ORDER2720,acct_ok2,ch_lr,90.00,usd,succeeded,,,2026-12-14\n"
+            + "LR3,2720,payout,10.00,usd,ORDER2720,,ch_lr,90.00,usd,succeeded,acct_c2,pm_lr,\n"
+        #expect(try step(setup, "plan", "day1", text, asOf: "2026-12-12", extra: ["--payouts", payouts]).status == 0)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "first", "action": "status", "status": 500}, {"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "retry", "action": "status", "status": 400, "code": "parameter_invalid"}]"#
+        )
+        #expect(try setup.apply("day1").status == 75)
+        #expect(rows(setup, "day1").mapValues { $0[8] } == ["LR1": "settled", "LR2": "deferred", "LR3": "unknown"])
+        try faults(setup, "[]")
+        try setup.sandbox.seed(#"{"payout_methods": [{"id": "pm_lr", "recipient": "acct_c2", "archived": true}]}"#)
+        #expect(
+            try step(setup, "run", "day2", Self.header, asOf: "2026-12-13", extra: ["--payouts", payouts]).status == 65)
+        #expect(rows(setup, "day2").mapValues { $0[8] } == ["LR2": "deferred", "LR3": "failed"])
+        let again = try setup.apply("day1")
+        #expect(again.status == 65, "\(again.stderr)")
+        let reapplied = rows(setup, "day1")
+        #expect(
+            reapplied.mapValues { $0[8] } == ["LR1": "settled", "LR2": "deferred", "LR3": "failed"], "\(reapplied)")
+        #expect(
+            try step(setup, "run", "day3", Self.header, asOf: "2026-12-14", extra: ["--payouts", payouts]).status == 0)
+        #expect(rows(setup, "day3")["LR2"]?[8] == "settled", "\(rows(setup, "day3"))")
+        #expect(try moved(setup, "transfer").sorted() == [2000, 3000] && moved(setup, "outbound_payment") == [])
+    }
+
     /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
     func onLedger(_ setup: Setup, _ sql: String) throws {
         let process = Process()
