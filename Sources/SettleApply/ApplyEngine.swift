@@ -458,6 +458,7 @@ public final class ApplyEngine {
                 // finance to fix and feed back. A later plan of those lines sends it again,
                 // under the next attempt's key.
                 if instruction.kind == .payout, let back = cameBack(row) { return back }
+                if let refusal = refusedElsewhere(row) { return refusal }
             }
         }
         // Lines another instruction holds. When others settled every line with the same
@@ -564,6 +565,21 @@ public final class ApplyEngine {
         return .failed(
             code: payout.errorCode ?? ReasonCode.payoutFailed.code,
             message: payout.errorMessage ?? "the payout \(made) came back at Stripe")
+    }
+
+    /// An instruction of this plan that another run sent again after the plan was made (a
+    /// later plan of the same lines with the same content makes the same instruction) and saw
+    /// refused: that run decided it, and its files report it; this folder does not send it
+    /// again (audit 29 R1: a re-apply sent a new payout for such a line, which no folder
+    /// reported). A request that never left (`not_sent`) decides nothing.
+    private func refusedElsewhere(_ row: LedgerInstruction) -> InstructionOutcome? {
+        guard row.status == .failed, let sender = row.sentBy, !runID.isEmpty, sender != runID,
+            let plannedAt, row.lastSentAt >= plannedAt, row.errorCode != LedgerOutcome.notSentCode
+        else { return nil }
+        return .failed(
+            code: row.errorCode ?? "",
+            message: "sent again by run \(sender) after this plan, and refused by Stripe: "
+                + (row.errorMessage ?? "no reason given"))
     }
 
     /// Whether this run already has the instruction (a plan that lists it twice sends it once).
@@ -768,9 +784,15 @@ public final class ApplyEngine {
         }
         for (order, list) in refusals where takenUpOrders[order] == nil {
             var decisive: (instruction: String, reason: String)?
-            for refusal in list where !own.contains(refusal.instruction) && resolved[refusal.instruction] == nil {
-                if try superseded(refusal.instruction) { continue }
-                decisive = refusal
+            // One of this plan's own instructions that another run sent again after the plan and
+            // saw refused is that run's decision too (``refusedElsewhere(_:)``).
+            for refusal in list
+            where resolved[refusal.instruction] == nil
+                && (!own.contains(refusal.instruction)
+                    || (refusal.sentBy.map { $0 != runID } ?? false && !runID.isEmpty))
+            {
+                if !own.contains(refusal.instruction), try superseded(refusal.instruction) { continue }
+                decisive = (refusal.instruction, refusal.reason)
                 break
             }
             guard let (id, reason) = decisive else { continue }

@@ -108,6 +108,8 @@ public struct LedgerInstruction: Sendable, Equatable {
     public var requestID: String?
     /// The run that recorded it settled (nil: not settled, or by a build before this was kept).
     public var settledBy: String? = nil
+    /// The run that sent the last attempt (nil: a ledger before schema 8 sent it).
+    public var sentBy: String? = nil
 
     public var id: String { dispatch.id }
     public var attempt: Int { dispatch.attempt }

@@ -116,15 +116,19 @@ extension LedgerStore {
     /// instruction settled them): each order's first such instruction, with Stripe's code and
     /// message. A payout of such an order does not go (the order moves whole or not at all).
     public func refusedOrders(since: Date) throws(LedgerError) -> [String: (instruction: String, reason: String)] {
-        try refusals(since: since).compactMapValues(\.first)
+        try refusals(since: since).compactMapValues { $0.first.map { ($0.instruction, $0.reason) } }
     }
 
     /// Every such refusal (``refusedOrders(since:)``) of each order, by instruction id.
-    public func refusals(since: Date) throws(LedgerError) -> [String: [(instruction: String, reason: String)]] {
-        var found: [String: [(instruction: String, reason: String)]] = [:]
+    public func refusals(since: Date) throws(LedgerError) -> [String: [(
+        instruction: String, reason: String, sentBy: String?
+    )]] {
+        var found: [String: [(instruction: String, reason: String, sentBy: String?)]] = [:]
+        let sentRun = version >= 8 ? "i.sent_run" : "NULL"
         try db.query(
             """
-            SELECT i.group_key, i.id, COALESCE(i.error_code, ''), COALESCE(i.error_message, '') FROM instructions i
+            SELECT i.group_key, i.id, COALESCE(i.error_code, ''), COALESCE(i.error_message, ''),
+                   \(sentRun) FROM instructions i
             WHERE i.kind IN ('transfer', 'reversal') AND i.status = 'failed' AND i.group_key <> ''
               AND COALESCE(i.error_code, '') <> ? AND i.last_sent_at >= ?
               AND EXISTS (SELECT 1 FROM lines l WHERE l.instruction_id = i.id AND l.status = 'failed')
@@ -132,7 +136,7 @@ extension LedgerStore {
             """, [.text(LedgerOutcome.notSentCode), .integer(since.ledgerMilliseconds)]
         ) { row in
             found[row.text(0) ?? "", default: []].append(
-                (row.text(1) ?? "", "\(row.text(2) ?? ""): \(row.text(3) ?? "")"))
+                (row.text(1) ?? "", "\(row.text(2) ?? ""): \(row.text(3) ?? "")", row.text(4)))
         }
         return found
     }
@@ -198,7 +202,7 @@ extension LedgerStore {
             """
             SELECT id, kind, group_key, payee, charge, currency, amount_minor, method, path, params,
                    stripe_context, status, attempt, idempotency_key, first_sent_at, last_sent_at,
-                   stripe_id, error_code, error_message, request_id, run_id
+                   stripe_id, error_code, error_message, request_id, run_id, \(version >= 8 ? "sent_run" : "NULL")
             FROM instructions WHERE \(condition) ORDER BY first_sent_at, rowid
             """, values
         ) { row in
@@ -214,7 +218,7 @@ extension LedgerStore {
                     firstSentAt: Date(ledgerMilliseconds: row.integer(14)),
                     lastSentAt: Date(ledgerMilliseconds: row.integer(15)), stripeID: row.text(16),
                     errorCode: row.text(17), errorMessage: row.text(18), requestID: row.text(19),
-                    settledBy: row.text(20)))
+                    settledBy: row.text(20), sentBy: row.text(21)))
         }
         for index in rows.indices {
             try db.query(

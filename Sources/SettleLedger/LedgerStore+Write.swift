@@ -82,6 +82,10 @@ extension LedgerStore {
                 SQLiteValue(dispatch.stripeContext),
                 .integer(Int64(dispatch.attempt)), .text(dispatch.idempotencyKey), .integer(time), .integer(time),
             ])
+        if version >= 8 {
+            try db.run(
+                "UPDATE instructions SET sent_run = ? WHERE id = ?", [SQLiteValue(writingRun), .text(dispatch.id)])
+        }
         for claim in dispatch.lines {
             try db.run(
                 """

@@ -9,7 +9,7 @@ import Glibc
 /// a crash or power loss. Use one store from one thread.
 public final class LedgerStore {
     /// The schema this build reads and writes (older ledgers are migrated on open).
-    public static let schemaVersion = 7
+    public static let schemaVersion = 8
 
     /// The ledger file.
     public let path: String
@@ -353,6 +353,12 @@ public final class LedgerStore {
         if version < 5 { try db.execute(Self.schemaVersion5) }
         if version < 6 { try db.execute(Self.schemaVersion6) }
         if version < 7 { try db.execute(Self.schemaVersion7) }
+        if version < 8 {
+            // Made by the ALTER alone: a ledger put back to an older number keeps the column.
+            var has = false
+            try db.query("SELECT 1 FROM pragma_table_info('instructions') WHERE name = 'sent_run'") { _ in has = true }
+            if !has { try db.execute(Self.schemaVersion8) }
+        }
         try db.run(
             """
             INSERT INTO settle_meta(key, value) VALUES ('schema_version', ?)
@@ -458,6 +464,15 @@ public final class LedgerStore {
             PRIMARY KEY (group_key, run_id)
         );
         CREATE INDEX IF NOT EXISTS decided_orders_by_time ON decided_orders(decided_at);
+        """
+
+    /// Version 8: the run that sent an instruction's last attempt. A later run that plans the
+    /// same lines with the same content makes the same instruction, and sends it under the next
+    /// attempt; what Stripe answered that attempt is that run's decision, not a refusal an older
+    /// folder's re-apply may retry as its own (audit 29 R1: a re-apply sent a new payout for a
+    /// line a later run's attempt had seen refused, and no folder reported it).
+    static let schemaVersion8 = """
+        ALTER TABLE instructions ADD COLUMN sent_run TEXT;
         """
 
     /// The `held_lines` table, its states those of ``HeldLine/State`` (a ledger made new has

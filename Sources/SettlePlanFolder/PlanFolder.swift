@@ -284,17 +284,18 @@ public struct PlanFolder {
             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
         }
         /// Whether the payout a row names is one this plan's run made that came back since: the
-        /// instruction's last attempt is this run's, and failed; or a later run sent the line
-        /// again under the same instruction (fed back with the same content) after this run's
-        /// payout came back, and that payout failed too. Then the row names this run's payout
-        /// (`own`), not the later one (audit 28 F4: the re-apply dropped it from paid_out).
+        /// instruction's last attempt is this run's payout, and failed; or a later run sent the
+        /// line again under the same instruction (fed back with the same content) after this
+        /// run's payout came back, and that attempt failed too (its payout came back: audit 28
+        /// F4; or Stripe refused it at creation: audit 29 R1). Then the row names this run's
+        /// payout (`own`), not the later attempt's.
         func madeHereAndBack(_ row: [[UInt8]]) -> (made: Bool, own: String?) {
             guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
-                let made = try? ledger.instruction(text(row[F.instructionID.rawValue])), made.status == .failed,
-                let object = made.stripeID, !object.isEmpty
+                let made = try? ledger.instruction(text(row[F.instructionID.rawValue])), made.status == .failed
             else { return (false, nil) }
-            if made.settledBy == run { return (true, nil) }
+            let object = made.stripeID ?? ""
             let own = text(row[F.stripeID.rawValue]).trimmingFormulaGuard()
+            if made.settledBy == run, !object.isEmpty, own.isEmpty || own == object { return (true, nil) }
             return own.isEmpty || own == object ? (false, nil) : (true, own)
         }
         /// A row this apply did not send: deferred; when it `waits` (still this folder's line),
@@ -465,7 +466,8 @@ public struct PlanFolder {
                             if let own {
                                 result.stripeID = own
                                 result.reason =
-                                    "the payout \(own) came back, and so did the line's next one: " + result.reason
+                                    "the payout \(own) came back; the line was sent again, and that failed too: "
+                                    + result.reason
                             }
                         }
                         set(

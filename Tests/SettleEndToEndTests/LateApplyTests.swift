@@ -375,6 +375,76 @@ import Testing
         #expect(try moved(setup, "transfer").sorted() == [2000, 3000] && moved(setup, "outbound_payment") == [])
     }
 
+    /// A run pays an order's payout, which comes back; the next run reports it. The line is fed
+    /// back and planned online, and the plan's apply sees Stripe refuse the new payout at
+    /// creation (the method was archived in between): the same lines with the same content make
+    /// the same instruction, sent under its next attempt. The first folder is then applied
+    /// again (to retry its other order): it does not send the line's payout once more, as that
+    /// run decided it; it says `failed` with that refusal, names the payout its own run made,
+    /// and still counts it in paid_out (audit 29 R1: the re-apply sent a new payout that no
+    /// folder reported or counted).
+    @Test func aReapplyDoesNotRetryAPayoutALaterRunSentAgainAndSawRefused() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_lt", amount: 10000, method: "pm_lt")
+        let perLine = ["--payouts", "per-line"]
+        let text =
+            Self.header + "LT1,2721,transfer,50.00,usd,ORDER2721,acct_ok,ch_lt,100.00,usd,succeeded,,,\n"
+            + "LT2,2721,payout,10.00,usd,ORDER2721,,ch_lt,100.00,usd,succeeded,acct_c2,pm_lt,\n"
+            + "LT3,2722,transfer,5.00,usd,ORDER2722,acct_shut,,,,,,,\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: perLine).status == 65)
+        let made = try #require(rows(setup, "day1")["LT2"]?[10])
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(made)/status",
+            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11", extra: perLine).status == 65)
+        #expect(rows(setup, "day2")["LT2"]?[8] == "failed")
+        let fix = try String(contentsOf: setup.folder.appendingPathComponent("day2/errors.csv"), encoding: .utf8)
+        #expect(try step(setup, "plan", "day3", fix, asOf: "2026-12-12", extra: perLine + ["--online"]).status == 0)
+        try setup.sandbox.seed(#"{"payout_methods": [{"id": "pm_lt", "recipient": "acct_c2", "archived": true}]}"#)
+        #expect(try setup.apply("day3").status == 65)
+        #expect(rows(setup, "day3")["LT2"]?[8] == "failed", "refused at creation: \(rows(setup, "day3"))")
+        try setup.sandbox.seed(#"{"payout_methods": [{"id": "pm_lt", "recipient": "acct_c2", "archived": false}]}"#)
+        let before = try moved(setup, "outbound_payment")
+        let again = try setup.apply("day1")
+        #expect(again.status == 65, "\(again.stderr)")
+        #expect(try moved(setup, "outbound_payment") == before, "no payout sent again")
+        let row = try #require(rows(setup, "day1")["LT2"])
+        #expect([row[8], row[10]] == ["failed", made], "\(row)")
+        #expect(measure(setup, "day1", "paid_out") == 1000, "the payout day 1's run made")
+        let net = ["day1", "day2", "day3"].reduce(0) {
+            $0 + (measure(setup, $1, "paid_out") ?? 0) - (measure(setup, $1, "payouts_returned") ?? 0)
+        }
+        #expect(net == 0, "nothing is out at Stripe")
+    }
+
+    /// An order's first transfer is refused, so its second is not sent. The order is fed back
+    /// as it was, and that run's attempt at the first transfer (the same instruction, its next
+    /// attempt) is refused again; its ledger cannot record the orders it decided. The account is
+    /// put right and the first folder applied again: the refusal another run saw of this plan's
+    /// own instruction decides the order, and its second transfer does not go alone.
+    @Test func aReapplyTakesAnotherRunsRefusalOfItsOwnInstructionAsThatRunsDecision() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_lu", amount: 9000)
+        let text =
+            Self.header + "LU1,2723,transfer,30.00,usd,ORDER2723,acct_shut,ch_lu,90.00,usd,succeeded,,,\n"
+            + "LU2,2723,transfer,20.00,usd,ORDER2723,acct_ok,ch_lu,90.00,usd,succeeded,,,\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10").status == 65)
+        #expect(
+            rows(setup, "day1").mapValues { [$0[8], $0[11]] } == [
+                "LU1": ["failed", "transfers_not_allowed"], "LU2": ["rejected", "group_rejected"],
+            ])
+        try onLedger(
+            setup,
+            "CREATE TRIGGER refuse BEFORE INSERT ON decided_orders BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
+        let fix = try String(contentsOf: setup.folder.appendingPathComponent("day1/errors.csv"), encoding: .utf8)
+        #expect(try step(setup, "run", "day2", fix, asOf: "2026-12-11").status == 75)
+        #expect(rows(setup, "day2")["LU1"]?[8] == "failed", "\(rows(setup, "day2"))")
+        try onLedger(setup, "DROP TRIGGER refuse;")
+        try setup.sandbox.seed(#"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#)
+        _ = try setup.apply("day1")
+        #expect(
+            try moved(setup, "transfer") == [],
+            "the order moves whole or not at all: \(rows(setup, "day1")) \(rows(setup, "day2"))")
+    }
+
     /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
     func onLedger(_ setup: Setup, _ sql: String) throws {
         let process = Process()

@@ -92,7 +92,7 @@ struct LedgerStoreTests {
         store.close()
         let output = try sqlite(
             folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'; PRAGMA journal_mode;")
-        #expect(output == "7\nwal\n")
+        #expect(output == "8\nwal\n")
     }
 
     /// A version 2 ledger (whose held lines could not be `unresolved`) is migrated on open:
@@ -113,7 +113,7 @@ struct LedgerStoreTests {
             """
             CREATE TABLE h2 (line_id TEXT PRIMARY KEY, state TEXT NOT NULL CHECK (state IN ('waiting', 'following', 'returned', 'cancelled', 'released')), payee TEXT NOT NULL, amount_minor INTEGER NOT NULL, currency TEXT NOT NULL, reason_code TEXT NOT NULL, reason TEXT NOT NULL, source TEXT NOT NULL, header TEXT NOT NULL, record BLOB NOT NULL, instruction_id TEXT, since_run TEXT NOT NULL, since_at INTEGER NOT NULL, ended_run TEXT, ended_at INTEGER);
             INSERT INTO h2 SELECT * FROM held_lines; DROP TABLE held_lines; ALTER TABLE h2 RENAME TO held_lines;
-            DROP INDEX instructions_by_stripe_id; DROP TABLE earlier_objects; UPDATE settle_meta SET value = '2' WHERE key = 'schema_version'; COMMIT
+            DROP INDEX instructions_by_stripe_id; DROP TABLE earlier_objects; ALTER TABLE instructions DROP COLUMN sent_run; UPDATE settle_meta SET value = '2' WHERE key = 'schema_version'; COMMIT
             """)
         #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "2\n")
         let reader = try #require(try LedgerStore.openReadOnly(path: folder.ledgerPath))
@@ -127,10 +127,14 @@ struct LedgerStoreTests {
         try migrated.hold([unresolved])
         #expect(try migrated.heldLines([.unresolved]).map(\.lineID) == ["U1"])
         migrated.close()
-        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "7\n")
+        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "8\n")
         #expect(
             try sqlite(folder.ledgerPath, "SELECT name FROM sqlite_master WHERE name = 'instructions_by_stripe_id'")
                 == "instructions_by_stripe_id\n")
+        // Version 8: who sent each instruction's last attempt.
+        #expect(
+            try sqlite(folder.ledgerPath, "SELECT name FROM pragma_table_info('instructions') WHERE name = 'sent_run'")
+                == "sent_run\n")
         // Version 4: the netted lines' table, empty; version 5: the payouts' shares of charges;
         // version 6: the objects of earlier attempts.
         #expect(try sqlite(folder.ledgerPath, "SELECT COUNT(*) FROM netted_lines") == "0\n")
