@@ -266,6 +266,29 @@ import Testing
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(2), payouts: 2 * 250)
     }
 
+    /// A charge look-up whose amount has more digits than any Stripe charge (and than the
+    /// plan's files carry) is no verdict either: nothing is sent (75). Before, the plan wrote it
+    /// into charges.csv, its apply sent the transfer, and then could not read the file back: the
+    /// folder stayed `planned`, exit 65 against a manifest that said 0 (audit 29 spec F1).
+    @Test func aChargeAnswerPastTwelveDigitsIsNoVerdict() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_big", "amount": 1000000000000, "currency": "usd", "status": "succeeded"}]}"#)
+        let input = setup.folder.appendingPathComponent("big.csv")
+        try
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction\nB1,1,transfer,10.00,usd,G1,acct_ok,ch_big\n"
+            .write(to: input, atomically: true, encoding: .utf8)
+        let first = try setup.run([input], out: "first")
+        #expect(first.status == 75, "\(first.stderr)")
+        #expect(first.stderr.contains("an amount is out of range"), "\(first.stderr)")
+        #expect(try setup.sandbox.effects().isEmpty)
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_big", "amount": 5000, "currency": "usd", "status": "succeeded"}]}"#)
+        let second = try setup.run([input], out: "second")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(setup.results("second").map { $0[8] } == ["settled"])
+    }
+
     /// A lost ledger is never re-created silently: apply/run refuse it (78); a ledger behind
     /// its mark (a lost WAL, an old backup) is refused; `ledger rebuild` recovers it from
     /// Stripe and the plan folders that made what Stripe holds, and the next run pays

@@ -8,7 +8,7 @@ from .errors import bad_param, invalid
 from .params import (check_unknown, get_amount, get_currency, get_expand, get_limit,
                      get_metadata, get_str)
 
-AUTO_CHARGE_AMOUNT = 10 ** 12  # "unlimited" charge amount for auto_charges
+AUTO_CHARGE_AMOUNT = 10 ** 12 - 1  # "unlimited" charge amount for auto_charges: 12 digits, the most settle accepts
 
 
 class V1Mixin:

@@ -164,6 +164,14 @@ enum StripeLookup {
                 return fact
             }
             let balance = body["balance_transaction"]
+            // Stripe's amounts fit in the plan's (12 digits of minor units): a larger one is not
+            // a charge Stripe made, and charges.csv could not carry it (audit 29 spec F1: the
+            // plan wrote it, its apply sent the transfer, then could not read the file back).
+            let amounts = [amount, balance?["fee"]?.intValue ?? 0, body["amount_refunded"]?.intValue ?? 0]
+            guard amounts.allSatisfy({ (0...MinorUnits.maximum).contains($0) }) else {
+                fact.verdict = .unavailable("the answer is not a charge: an amount is out of range")
+                return fact
+            }
             fact.status = status
             fact.amountMinor = amount
             fact.currency = balance?["currency"]?.stringValue ?? body["currency"]?.stringValue
