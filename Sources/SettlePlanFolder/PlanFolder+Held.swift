@@ -57,8 +57,13 @@ extension PlanFolder {
         ///
         /// `adopted`: the state to hold the line in, whatever its row's status (the lines of
         /// a folder whose apply never ended, ``adoptUnfinished(ledger:records:run:)``).
+        ///
+        /// `reportsReturn`: the row reports its payout's return (counted in this folder's
+        /// payouts_returned): its holding ends here, whoever began it, so that no later run
+        /// reports it again (audit 29 G2: counted twice).
         mutating func add(
-            _ row: [[UInt8]], status: LineStatus?, entry: LineIndex.Entry, adopted: HeldLine.State? = nil
+            _ row: [[UInt8]], status: LineStatus?, entry: LineIndex.Entry, adopted: HeldLine.State? = nil,
+            reportsReturn: Bool = false
         ) throws(SettleError) {
             guard failure == nil else { return }
             func text(_ field: F) -> String {
@@ -102,7 +107,7 @@ extension PlanFolder {
                 // An export's copy that conflicts with the held line leaves it held: the
                 // held copy has a row of its own in this run.
                 if let start = heldNow[id], text(.reasonCode) != ReasonCode.lineConflict.code,
-                    start.run == run || plannedAt.map({ start.at < $0 }) ?? true
+                    reportsReturn || start.run == run || plannedAt.map({ start.at < $0 }) ?? true
                 {
                     release.append(id)
                 }

@@ -283,20 +283,20 @@ public struct PlanFolder {
             result.stripeID = object
             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
         }
-        /// Whether the payout a row names is one this plan's run made that came back since: the
+        /// The payout this plan's run made for a row's line that came back since, or nil: the
         /// instruction's last attempt is this run's payout, and failed; or a later run sent the
         /// line again under the same instruction (fed back with the same content) after this
         /// run's payout came back, and that attempt failed too (its payout came back: audit 28
-        /// F4; or Stripe refused it at creation: audit 29 R1). Then the row names this run's
-        /// payout (`own`), not the later attempt's.
-        func madeHereAndBack(_ row: [[UInt8]]) -> (made: Bool, own: String?) {
+        /// F4; or Stripe refused it at creation: audit 29 R1), `later` then. The row names it
+        /// from then on, so that every later re-apply still knows it (audit 29 G1).
+        func madeHereAndBack(_ row: [[UInt8]]) -> (made: String, later: Bool)? {
             guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
                 let made = try? ledger.instruction(text(row[F.instructionID.rawValue])), made.status == .failed
-            else { return (false, nil) }
+            else { return nil }
             let object = made.stripeID ?? ""
             let own = text(row[F.stripeID.rawValue]).trimmingFormulaGuard()
-            if made.settledBy == run, !object.isEmpty, own.isEmpty || own == object { return (true, nil) }
-            return own.isEmpty || own == object ? (false, nil) : (true, own)
+            if made.settledBy == run, !object.isEmpty, own.isEmpty || own == object { return (object, false) }
+            return own.isEmpty || own == object ? nil : (own, true)
         }
         /// A row this apply did not send: deferred; when it `waits` (still this folder's line),
         /// counted as unsent (the run exits 75) and said to wait in the ledger.
@@ -396,6 +396,8 @@ public struct PlanFolder {
                 // A payout this folder's run made that came back since: still an object this run
                 // created (summary.csv's paid_out), though its line is failed now.
                 var madeAndBack = false
+                // The row reports its payout's return (payouts_returned): its holding ends here.
+                var reportsReturn = false
                 guard let entry = try Self.reading({ () throws(WriteFailure) in try index.next() }) else {
                     throw SettleError(
                         .internalError, "\(folder): results.csv has more rows than its line index (\(rowCount - 1))")
@@ -449,9 +451,20 @@ public struct PlanFolder {
                                 status: .settled, stripeID: line.stripeID ?? "", reasonCode: "", reason: "")
                             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                         }
+                        if result.status == .alreadySettled, status == LineStatus.failed.name,
+                            text(row[F.kind.rawValue]) == LineKind.payout.name,
+                            case let made = text(row[F.stripeID.rawValue]).trimmingFormulaGuard(), !made.isEmpty,
+                            !result.stripeID.isEmpty, made != result.stripeID
+                        {
+                            // The payout this run made came back (an earlier attempt of this folder
+                            // said so, and names it), and a later run paid the line again: still
+                            // counted as made here (audit 29 G1: it was dropped from paid_out).
+                            madeAndBack = true
+                            result.reason = "the payout \(made)\(Self.cameBackPaidAgain)"
+                        }
                         if result.status == .failed,
                             status == LineStatus.settled.name || status == LineStatus.failed.name,
-                            case let (made, own) = madeHereAndBack(row), made
+                            let (made, later) = madeHereAndBack(row)
                         {
                             // Counted as made, as the first apply counted it (at every re-apply:
                             // audit 28 F3, the second one dropped it); its return is counted by
@@ -462,11 +475,12 @@ public struct PlanFolder {
                             if cameBack[text(row[F.lineID.rawValue]).trimmingFormulaGuard()] != nil {
                                 let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
                                 sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
+                                reportsReturn = true
                             }
-                            if let own {
-                                result.stripeID = own
+                            result.stripeID = made
+                            if later {
                                 result.reason =
-                                    "the payout \(own) came back; the line was sent again, and that failed too: "
+                                    "the payout \(made) came back; the line was sent again, and that failed too: "
                                     + result.reason
                             }
                         }
@@ -535,6 +549,7 @@ public struct PlanFolder {
                         set(&row, .failed, code: back.reasonCode, reason: back.reason)
                         let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
                         sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
+                        reportsReturn = true
                     } else if status == LineStatus.alreadySettled.name, !unreported.isEmpty,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
                         line.status == .settled, unreported.contains(line.instructionID)
@@ -620,7 +635,7 @@ public struct PlanFolder {
                 {
                     holdAgain = false
                 }
-                if holdAgain { try held?.add(row, status: status, entry: entry) }
+                if holdAgain { try held?.add(row, status: status, entry: entry, reportsReturn: reportsReturn) }
                 guard let status else { continue }
                 do throws(LedgerError) {
                     try sumsOfRows.add(

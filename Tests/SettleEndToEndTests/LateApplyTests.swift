@@ -445,6 +445,79 @@ import Testing
             "the order moves whole or not at all: \(rows(setup, "day1")) \(rows(setup, "day2"))")
     }
 
+    /// Returns the payout `id` at the sandbox (Stripe returns it after it was accepted).
+    func returnPayout(_ setup: Setup, _ id: String) throws {
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(id)/status",
+            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+    }
+
+    /// The days' paid_out less their payouts_returned, in minor units.
+    func net(_ setup: Setup, _ folders: [String]) -> Int {
+        folders.reduce(0) {
+            $0 + (measure(setup, $1, "paid_out") ?? 0) - (measure(setup, $1, "payouts_returned") ?? 0)
+        }
+    }
+
+    /// A run's payout comes back, and the folder's own re-apply is the first to learn it (the
+    /// line `failed`, the return counted there). The line is fed back and paid again; the folder
+    /// is applied once more: it still counts the payout its run made, and says the line is
+    /// `already_settled` with the new payout (audit 29 G1: it dropped its payout from paid_out).
+    @Test func aFolderWhoseReapplyLearnedItsPayoutCameBackKeepsCountingItAfterTheLineIsPaidAgain() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_lv", amount: 10000, method: "pm_lv")
+        let perLine = ["--payouts", "per-line"]
+        let text =
+            Self.header + "LV1,2724,transfer,50.00,usd,ORDER2724,acct_ok,ch_lv,100.00,usd,succeeded,,,\n"
+            + "LV2,2724,payout,10.00,usd,ORDER2724,,ch_lv,100.00,usd,succeeded,acct_c2,pm_lv,\n"
+            + "LV3,2725,transfer,5.00,usd,ORDER2725,acct_shut,,,,,,,\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: perLine).status == 65)
+        let made = try #require(rows(setup, "day1")["LV2"]?[10])
+        try returnPayout(setup, made)
+        #expect(try setup.apply("day1").status == 65)
+        #expect(rows(setup, "day1")["LV2"].map { [$0[8], $0[10]] } == ["failed", made], "its own payout, named")
+        #expect(measure(setup, "day1", "paid_out") == 1000 && measure(setup, "day1", "payouts_returned") == 1000)
+        let fix = try String(contentsOf: setup.folder.appendingPathComponent("day1/errors.csv"), encoding: .utf8)
+        #expect(fix.contains("LV2,2724,payout"), "\(fix)")
+        #expect(try step(setup, "run", "day3", fix, asOf: "2026-12-12", extra: perLine).status == 65)
+        let again = try #require(rows(setup, "day3")["LV2"]?[10])
+        #expect(!again.isEmpty && again != made)
+        try setup.sandbox.seed(#"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#)
+        for _ in 0..<2 {
+            _ = try setup.apply("day1")
+            #expect(rows(setup, "day1")["LV2"].map { [$0[8], $0[10]] } == ["already_settled", again])
+            #expect(measure(setup, "day1", "paid_out") == 1000, "the payout day 1's run made")
+            #expect(net(setup, ["day1", "day3"]) == 1000, "one payout is out at Stripe")
+        }
+    }
+
+    /// A run's payout comes back and is reported; the line, fed back, is paid again, and that
+    /// payout comes back too. An older folder that lists the line as already settled is then
+    /// applied again and is the first to learn the second return: it reports it, and the next
+    /// run does not report it again (audit 29 G2: counted twice, and the days were off by it).
+    @Test func aReturnAReapplyReportsIsNotReportedAgainByTheNextRun() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_lw", amount: 10000, method: "pm_lw")
+        let perLine = ["--payouts", "per-line"]
+        let payout = "LW1,2726,payout,10.00,usd,ORDER2726,,ch_lw,100.00,usd,succeeded,acct_c2,pm_lw,\n"
+        #expect(try step(setup, "run", "day1", Self.header + payout, asOf: "2026-12-10", extra: perLine).status == 0)
+        let first = try #require(rows(setup, "day1")["LW1"]?[10])
+        let other = "LW2,2727,transfer,5.00,usd,ORDER2727,acct_shut,,,,,,,\n"
+        #expect(
+            try step(setup, "run", "day2", Self.header + payout + other, asOf: "2026-12-11", extra: perLine).status
+                == 65)
+        #expect(rows(setup, "day2")["LW1"]?[8] == "already_settled")
+        try returnPayout(setup, first)
+        #expect(try step(setup, "run", "day3", Self.header, asOf: "2026-12-12", extra: perLine).status == 65)
+        let fix = try String(contentsOf: setup.folder.appendingPathComponent("day3/errors.csv"), encoding: .utf8)
+        #expect(try step(setup, "run", "day4", fix, asOf: "2026-12-13", extra: perLine).status == 0)
+        let second = try #require(rows(setup, "day4")["LW1"]?[10])
+        try returnPayout(setup, second)
+        _ = try setup.apply("day2")
+        #expect(rows(setup, "day2")["LW1"]?[8] == "failed", "\(rows(setup, "day2"))")
+        #expect(try step(setup, "run", "day5", Self.header, asOf: "2026-12-14", extra: perLine).status == 0)
+        #expect(rows(setup, "day5")["LW1"] == nil, "reported once, by the re-apply")
+        #expect(net(setup, ["day1", "day2", "day3", "day4", "day5"]) == 0, "nothing is out at Stripe")
+    }
+
     /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
     func onLedger(_ setup: Setup, _ sql: String) throws {
         let process = Process()
