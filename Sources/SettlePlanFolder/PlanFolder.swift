@@ -492,18 +492,21 @@ public struct PlanFolder {
                         row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                     } else if status == LineStatus.settled.name, !row[F.instructionID.rawValue].isEmpty,
                         let result = report.lineResult(text(row[F.instructionID.rawValue])),
-                        result.status == .alreadySettled, !result.stripeID.isEmpty,
-                        case let made = text(row[F.stripeID.rawValue]).trimmingFormulaGuard(), made != result.stripeID,
-                        text(row[F.kind.rawValue]) == LineKind.payout.name
+                        result.status == .alreadySettled || result.status == .settled, !result.stripeID.isEmpty,
+                        case let made = text(row[F.stripeID.rawValue]).trimmingFormulaGuard(), !made.isEmpty,
+                        made != result.stripeID, text(row[F.kind.rawValue]) == LineKind.payout.name
                     {
                         // The payout this folder's run made came back, and a later run paid the line
                         // again: it is settled by that payout, and the one this run made still
                         // counts as made (audit 24 N2: the row kept the payout that came back).
+                        // `settled` when this apply is the first to learn that later payout (the
+                        // later run's send was left unknown): this folder reports it, and counts
+                        // it (audit 29 G3: no folder named it).
                         madeAndBack = true
                         set(
-                            &row, .alreadySettled, stripeID: result.stripeID,
+                            &row, result.status == .settled ? .settled : .alreadySettled, stripeID: result.stripeID,
                             reason: "the payout \(made)\(Self.cameBackPaidAgain)")
-                    } else if status == LineStatus.alreadySettled.name,
+                    } else if status == LineStatus.alreadySettled.name || status == LineStatus.settled.name,
                         text(row[F.kind.rawValue]) == LineKind.payout.name,
                         text(row[F.reason.rawValue]).hasSuffix(Self.cameBackPaidAgain)
                     {

@@ -518,6 +518,39 @@ import Testing
         #expect(net(setup, ["day1", "day2", "day3", "day4", "day5"]) == 0, "nothing is out at Stripe")
     }
 
+    /// A run's payout comes back and is reported; the line, fed back, is paid again, but that
+    /// run's answer is lost (`unknown`). The first folder, applied again before any other run,
+    /// is the first to learn the new payout was made: its row reports it `settled` (counted in
+    /// its paid_out, with the payout its own run made), at every re-apply (audit 29 G3: no
+    /// folder named the new payout, and the days were short by it).
+    @Test func aReapplyThatLearnsALaterRunsUnknownPayoutWasMadeReportsIt() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_lx", amount: 10000, method: "pm_lx")
+        let perLine = ["--payouts", "per-line"]
+        let text =
+            Self.header + "LX1,2728,transfer,50.00,usd,ORDER2728,acct_ok,ch_lx,100.00,usd,succeeded,,,\n"
+            + "LX2,2728,payout,10.00,usd,ORDER2728,,ch_lx,100.00,usd,succeeded,acct_c2,pm_lx,\n"
+            + "LX3,2729,transfer,5.00,usd,ORDER2729,acct_shut,,,,,,,\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: perLine).status == 65)
+        try returnPayout(setup, try #require(rows(setup, "day1")["LX2"]?[10]))
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11", extra: perLine).status == 65)
+        let fix = try String(contentsOf: setup.folder.appendingPathComponent("day2/errors.csv"), encoding: .utf8)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "first", "action": "drop_after_commit"}, {"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "retry", "action": "status", "status": 400, "code": "parameter_invalid"}]"#
+        )
+        #expect(try step(setup, "run", "day3", fix, asOf: "2026-12-12", extra: perLine).status == 75)
+        #expect(rows(setup, "day3")["LX2"]?[8] == "unknown")
+        try faults(setup, "[]")
+        let live = try moved(setup, "outbound_payment").reduce(0, +) - 1000
+        #expect(live == 1000, "the second payout was made")
+        for _ in 0..<2 {
+            _ = try setup.apply("day1")
+            #expect(rows(setup, "day1")["LX2"]?[8] == "settled", "\(rows(setup, "day1"))")
+            #expect(measure(setup, "day1", "paid_out") == 2000, "both payouts of the line, reported here")
+            #expect(net(setup, ["day1", "day2", "day3"]) == live)
+        }
+    }
+
     /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
     func onLedger(_ setup: Setup, _ sql: String) throws {
         let process = Process()
