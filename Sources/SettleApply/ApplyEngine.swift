@@ -77,6 +77,10 @@ public final class ApplyEngine {
     /// Whether `settle cancel` dropped any line since the plan was made (asked once a run).
     private var cancelledSincePlan: Bool?
     private var chargeOfInstruction: [String: String] = [:]
+    /// Transfers an earlier run left open that this run found made, with their charges: a plan
+    /// made offline knows no facts of them, so its apply looks the charges up with its own,
+    /// and its files count them (audit 29 F5: the charge's gross was counted by no run).
+    private var resolvedCharges: [String: String] = [:]
     /// Per aggregated payout, the order of each of its lines of an order that stops
     /// (``payoutOrders``, read once, after every transfer was answered).
     private var payoutOrdersSeen: [String: [String: String]] = [:]
@@ -188,6 +192,7 @@ public final class ApplyEngine {
         obstacles = Obstacles()
         lookedUpCharges = []
         chargeOfInstruction = [:]
+        resolvedCharges = [:]
         cancelledSincePlan = nil
         payoutOrdersSeen = [:]
         unmoved = [:]
@@ -344,6 +349,11 @@ public final class ApplyEngine {
         }
         for row in rows {
             if resolved[row.id] == nil { resolved[row.id] = .unknown(message: "could not be resolved in this run") }
+            if case .settled? = resolved[row.id], row.dispatch.kind == Instruction.Kind.transfer.name,
+                row.dispatch.charge.hasPrefix("ch_") || row.dispatch.charge.hasPrefix("py_")
+            {
+                resolvedCharges[row.id] = row.dispatch.charge
+            }
             // What is still not known (or refused) of an order stops the rest of it in this run
             // too: no payout for an order whose transfer may not exist.
             if let result = resolved[row.id] { noteMoved(row.dispatch, result) }
@@ -651,6 +661,10 @@ public final class ApplyEngine {
             if let charge = instruction.preflight.charge, seenCharges.insert(charge).inserted {
                 charges.append(charge)
             }
+        }
+        for (instruction, charge) in resolvedCharges.sorted(by: { $0.key < $1.key }) {
+            chargeOfInstruction[instruction] = charge
+            if seenCharges.insert(charge).inserted { charges.append(charge) }
         }
         guard !methods.isEmpty || !charges.isEmpty else { return }
         let lookup = FactsScheduler(configuration: configuration)

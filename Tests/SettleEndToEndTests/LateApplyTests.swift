@@ -551,6 +551,34 @@ import Testing
         }
     }
 
+    /// A transfer on a charge the export gives no facts of ends `unknown`, so its run counts
+    /// no gross. The next folder is planned offline (no facts looked up) and its apply finds the
+    /// transfer made: it looks the charge up with the plan's own facts, and counts its gross
+    /// and the transfer in its charges.csv and summary (audit 29 F5: no folder counted the gross).
+    @Test func anOfflineFolderThatFindsAnUnknownTransferMadeCountsItsChargesGross() throws {
+        let setup = try started(
+            #"{"charges": [{"id": "ch_ly", "amount": 10000, "currency": "usd", "status": "succeeded", "fee": 300}]}"#)
+        let text =
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction\n"
+            + "LY1,2730,transfer,50.10,usd,ORDER2730,acct_ok,ch_ly\n"
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "drop_after_commit"}, {"method": "POST", "path_prefix": "/v1/transfers", "on": "retry", "action": "status", "status": 400, "code": "parameter_invalid"}]"#
+        )
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10").status == 75)
+        #expect(rows(setup, "day1")["LY1"]?[8] == "unknown")
+        try faults(setup, "[]")
+        #expect(try step(setup, "plan", "day2", "line_id\n", asOf: "2026-12-11").status == 75)
+        _ = try setup.apply("day2")
+        #expect(rows(setup, "day2")["LY1"]?[8] == "settled", "\(rows(setup, "day2"))")
+        #expect(measure(setup, "day2", "transferred") == 5010)
+        #expect(
+            ["day1", "day2"].reduce(0) { $0 + (measure(setup, $1, "charges_gross") ?? 0) } == 10000,
+            "the charge's gross, once")
+        let charges = SettleProcess.read(setup.folder.appendingPathComponent("day2/charges.csv"))
+        #expect(charges.contains(",ch_ly,usd,succeeded,100.00,3.00,0.00,50.10,"), "\(charges)")
+    }
+
     /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
     func onLedger(_ setup: Setup, _ sql: String) throws {
         let process = Process()
