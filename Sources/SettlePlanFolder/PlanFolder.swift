@@ -483,6 +483,15 @@ public struct PlanFolder {
                                     "the payout \(made) came back; the line was sent again, and that failed too: "
                                     + result.reason
                             }
+                            if let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                                line.status == .settled, let paid = line.stripeID, !paid.isEmpty, paid != made
+                            {
+                                // A later run paid the line again, alone (an aggregated payout's
+                                // line fed back): settled by that payout (audit 29 F6b).
+                                result = LineResult(
+                                    status: .alreadySettled, stripeID: paid, reasonCode: "",
+                                    reason: "the payout \(made)\(Self.cameBackPaidAgain)")
+                            }
                         }
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,
@@ -506,6 +515,22 @@ public struct PlanFolder {
                         set(
                             &row, result.status == .settled ? .settled : .alreadySettled, stripeID: result.stripeID,
                             reason: "the payout \(made)\(Self.cameBackPaidAgain)")
+                    } else if status == LineStatus.settled.name, text(row[F.kind.rawValue]) == LineKind.payout.name,
+                        case let instruction = text(row[F.instructionID.rawValue]), !instruction.isEmpty,
+                        report.lineResult(instruction) == nil, report.ledgerFailure == nil,
+                        case let made = text(row[F.stripeID.rawValue]).trimmingFormulaGuard(), !made.isEmpty,
+                        let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                        line.status == .settled, let paid = line.stripeID, !paid.isEmpty, paid != made
+                    {
+                        // As above, for a payout this apply does not list (the part of an
+                        // aggregated payout an earlier attempt split off and sent): another
+                        // payout holds the line (another instruction's, or a later attempt of
+                        // this one, the line fed back alone), so this run's came back (audit 29
+                        // F6: the row kept the payout that came back).
+                        madeAndBack = true
+                        set(
+                            &row, .alreadySettled, stripeID: paid, reason: "the payout \(made)\(Self.cameBackPaidAgain)"
+                        )
                     } else if status == LineStatus.alreadySettled.name || status == LineStatus.settled.name,
                         text(row[F.kind.rawValue]) == LineKind.payout.name,
                         text(row[F.reason.rawValue]).hasSuffix(Self.cameBackPaidAgain)

@@ -579,6 +579,63 @@ import Testing
         #expect(charges.contains(",ch_ly,usd,succeeded,100.00,3.00,0.00,50.10,"), "\(charges)")
     }
 
+    /// An aggregated payout of two orders' lines is split at apply (the other order's transfer
+    /// was refused), and the part that went comes back; the next run reports it, and the line,
+    /// fed back alone, is paid again (the same payout of that one line, its next attempt). The
+    /// first folder, applied again, says the line is `already_settled` with the new payout and
+    /// still counts its own (audit 29 F6: it said `settled` with the payout that came back).
+    @Test func aSplitPayoutThatCameBackIsReportedPaidAgainByTheReapply() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_lz", amount: 10000, method: "pm_lz")
+        let text =
+            Self.header + "LZ1,2731,transfer,50.00,usd,ORDER2731,acct_ok,ch_lz,100.00,usd,succeeded,,,\n"
+            + "LZ2,2731,payout,10.00,usd,ORDER2731,,ch_lz,100.00,usd,succeeded,acct_c2,pm_lz,\n"
+            + "LZ3,2732,transfer,5.00,usd,ORDER2732,acct_shut,,,,,,,\n"
+            + "LZ4,2732,payout,8.00,usd,ORDER2732,,,,,,acct_c2,pm_lz,\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10").status == 65)
+        let made = try #require(rows(setup, "day1")["LZ2"]?[10])
+        #expect(rows(setup, "day1")["LZ4"]?[8] == "rejected" && !made.isEmpty, "\(rows(setup, "day1"))")
+        try returnPayout(setup, made)
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11").status == 65)
+        let fix = try String(contentsOf: setup.folder.appendingPathComponent("day2/errors.csv"), encoding: .utf8)
+        #expect(try step(setup, "run", "day3", fix, asOf: "2026-12-12").status == 0)
+        let again = try #require(rows(setup, "day3")["LZ2"]?[10])
+        for _ in 0..<2 {
+            _ = try setup.apply("day1")
+            #expect(rows(setup, "day1")["LZ2"].map { [$0[8], $0[10]] } == ["already_settled", again])
+            #expect(measure(setup, "day1", "paid_out") == 1000, "the payout day 1's run made")
+            #expect(net(setup, ["day1", "day2", "day3"]) == 1000, "one payout is out at Stripe")
+        }
+    }
+
+    /// An aggregated payout of two orders' lines comes back; the next run reports both lines,
+    /// and one of them is fed back alone and paid again. The first folder, applied again, says
+    /// that line is `already_settled` with the new payout, the other `failed` naming the payout
+    /// that came back, and still counts that payout (audit 29 F6b: both said `failed`).
+    @Test func aReapplyReportsTheLineOfAReturnedAggregatedPayoutALaterRunPaidAgain() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_ma", amount: 10000, method: "pm_ma")
+        let text =
+            Self.header + "MA1,2733,payout,10.00,usd,ORDER2733,,,,,,acct_c2,pm_ma,\n"
+            + "MA2,2734,payout,8.00,usd,ORDER2734,,,,,,acct_c2,pm_ma,\n"
+            + "MA3,2735,transfer,5.00,usd,ORDER2735,acct_shut,,,,,,,\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10").status == 65)
+        let made = try #require(rows(setup, "day1")["MA1"]?[10])
+        #expect(rows(setup, "day1")["MA2"]?[10] == made, "one payout of both lines")
+        try returnPayout(setup, made)
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11").status == 65)
+        let fed = try String(contentsOf: setup.folder.appendingPathComponent("day2/errors.csv"), encoding: .utf8)
+        let fix = fed.split(separator: "\n").filter { !$0.hasPrefix("MA1,") }.joined(separator: "\n") + "\n"
+        #expect(try step(setup, "run", "day3", fix, asOf: "2026-12-12").status == 0)
+        let again = try #require(rows(setup, "day3")["MA2"]?[10])
+        for _ in 0..<2 {
+            _ = try setup.apply("day1")
+            let reapplied = rows(setup, "day1")
+            #expect(reapplied["MA2"].map { [$0[8], $0[10]] } == ["already_settled", again], "\(reapplied)")
+            #expect(reapplied["MA1"].map { [$0[8], $0[10]] } == ["failed", made], "\(reapplied)")
+            #expect(measure(setup, "day1", "paid_out") == 1800, "the payout day 1's run made")
+            #expect(net(setup, ["day1", "day2", "day3"]) == 800, "one payout of 8.00 is out at Stripe")
+        }
+    }
+
     /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
     func onLedger(_ setup: Setup, _ sql: String) throws {
         let process = Process()
