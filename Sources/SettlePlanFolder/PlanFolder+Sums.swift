@@ -65,8 +65,11 @@ extension PlanFolder {
             }
             // Stripe accepted a transfer funded by it: whatever the plan knew, the charge has not
             // failed (put right since, and the folder applied again). Its gross counts, in the run
-            // that moves money from it (audit 26 B4: it stayed failed, and no day counted it).
-            if status == .settled, kind == .transfer, let slot = charge, slot < charges.count,
+            // that moves money from it (audit 26 B4: it stayed failed, and no day counted it). So
+            // does a payout of its order this run made: the charge this run counted stays counted
+            // (audit 29 G4: a re-apply after a later refusal `charge_failed` dropped its gross).
+            if status == .settled || madeAndBack, kind == .transfer || kind == .payout, let slot = charge,
+                slot < charges.count,
                 paidFrom.insert(slot).inserted, charges[slot].status == ChargeStatus.failed.name
             {
                 charges[slot].status = ChargeStatus.succeeded.name

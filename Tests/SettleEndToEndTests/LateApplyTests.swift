@@ -636,6 +636,29 @@ import Testing
         }
     }
 
+    /// A run pays an order's payout from a charge it counts, while the order's dated transfer
+    /// waits. The charge then fails at Stripe, and the next run's transfer is refused
+    /// `charge_failed`. The first folder, applied again, keeps counting the charge's gross: it
+    /// counted it, and money of the order moved (audit 29 G4: its gross was dropped, and once the
+    /// charge was put right and the transfer went, no day counted it).
+    @Test func aReapplyKeepsCountingAChargeItsRunPaidFromAfterItFailsLater() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_mb", amount: 10000, method: "pm_mb")
+        let perLine = ["--payouts", "per-line"]
+        let text =
+            Self.header + "MB1,2736,transfer,10.00,usd,ORDER2736,acct_ok,ch_mb,100.00,usd,succeeded,,,2026-12-12\n"
+            + "MB2,2736,payout,5.00,usd,ORDER2736,,ch_mb,100.00,usd,succeeded,acct_c2,pm_mb,\n"
+            + "MB3,2737,transfer,5.00,usd,ORDER2737,acct_shut,,,,,,,\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: perLine).status == 65)
+        #expect(measure(setup, "day1", "charges_gross") == 10000)
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_mb/status", json: #"{"status": "failed"}"#)
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-13", extra: perLine).status == 65)
+        #expect(
+            rows(setup, "day2")["MB1"].map { [$0[8], $0[11]] } == ["failed", "charge_failed"], "\(rows(setup, "day2"))")
+        _ = try setup.apply("day1")
+        #expect(measure(setup, "day1", "charges_gross") == 10000, "the charge day 1 counted and paid from")
+        #expect(["day1", "day2"].reduce(0) { $0 + (measure(setup, $1, "charges_gross") ?? 0) } == 10000)
+    }
+
     /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
     func onLedger(_ setup: Setup, _ sql: String) throws {
         let process = Process()
