@@ -498,8 +498,12 @@ public final class ApplyEngine {
                 elsewhere.append((line, held))
                 continue
             }
+            // A payout of the line that came back, or that another run sent again after this plan
+            // and saw refused (audit 29 R1, aggregated: the re-apply paid the line in its
+            // aggregated payout), is not sent again by this folder.
             if instruction.kind == .payout, let maker = try ledger.instruction(held.instructionID),
-                maker.dispatch.kind == Instruction.Kind.payout.name, let back = self.cameBack(maker)
+                maker.dispatch.kind == Instruction.Kind.payout.name,
+                let back = self.cameBack(maker) ?? refusedElsewhere(maker)
             {
                 cameBack[line.lineID] = (back, held.instructionID)
             }

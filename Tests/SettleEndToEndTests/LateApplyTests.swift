@@ -234,9 +234,7 @@ import Testing
             + "LJ3,2714,payout,5.00,usd,ORDER2714,,,,,,acct_c2,pm_lj,\n"
         #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: perLine).status == 0)
         let returned = try #require(rows(setup, "day1")["LJ2"]?[10])
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/outbound_payments/\(returned)/status",
-            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        try returnPayout(setup, returned)
         var folders = ["day1", "day2"]
         if order == "before" { _ = try setup.apply("day1") }
         _ = try step(setup, "run", "day2", Self.header, asOf: "2026-12-11", extra: perLine)
@@ -252,9 +250,7 @@ import Testing
             // The line's second payout comes back too, and a fourth run reports it (audit 28
             // F4: the re-applied folder then dropped its own payout from paid_out).
             let second = try #require(rows(setup, "day3")["LJ2"]?[10])
-            _ = try setup.sandbox.control(
-                "POST", "/_sandbox/outbound_payments/\(second)/status",
-                json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+            try returnPayout(setup, second)
             #expect(try step(setup, "run", "day4", Self.header, asOf: "2026-12-13", extra: perLine).status == 65)
             #expect(rows(setup, "day4")["LJ2"]?[8] == "failed")
             folders.append("day4")
@@ -384,17 +380,9 @@ import Testing
     /// and still counts it in paid_out (audit 29 R1: the re-apply sent a new payout that no
     /// folder reported or counted).
     @Test func aReapplyDoesNotRetryAPayoutALaterRunSentAgainAndSawRefused() throws {
-        let setup = try startedWithAShutAccount(charge: "ch_lt", amount: 10000, method: "pm_lt")
+        let (setup, made) = try paidWithAnOrderRefused("LT", order: 2721)
         let perLine = ["--payouts", "per-line"]
-        let text =
-            Self.header + "LT1,2721,transfer,50.00,usd,ORDER2721,acct_ok,ch_lt,100.00,usd,succeeded,,,\n"
-            + "LT2,2721,payout,10.00,usd,ORDER2721,,ch_lt,100.00,usd,succeeded,acct_c2,pm_lt,\n"
-            + "LT3,2722,transfer,5.00,usd,ORDER2722,acct_shut,,,,,,,\n"
-        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: perLine).status == 65)
-        let made = try #require(rows(setup, "day1")["LT2"]?[10])
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/outbound_payments/\(made)/status",
-            json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        try returnPayout(setup, made)
         #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11", extra: perLine).status == 65)
         #expect(rows(setup, "day2")["LT2"]?[8] == "failed")
         let fix = try String(contentsOf: setup.folder.appendingPathComponent("day2/errors.csv"), encoding: .utf8)
@@ -414,6 +402,36 @@ import Testing
             $0 + (measure(setup, $1, "paid_out") ?? 0) - (measure(setup, $1, "payouts_returned") ?? 0)
         }
         #expect(net == 0, "nothing is out at Stripe")
+    }
+
+    /// As above, for a payout aggregated with another order's line: day 1's payout of both
+    /// lines was split at apply (the other order's transfer was refused), the part that went
+    /// came back, and the line fed back alone was refused at creation by a later run. The other
+    /// order is put right and day 1 applied again: its payout goes for the other order's line
+    /// only (audit 29 R1, aggregated: the re-apply paid the line again in it).
+    @Test func aReapplysAggregatedPayoutLeavesOutALineALaterRunSentAgainAndSawRefused() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_mc", amount: 10000, method: "pm_mc")
+        let text =
+            Self.header + "MC1,2738,transfer,50.00,usd,ORDER2738,acct_ok,ch_mc,100.00,usd,succeeded,,,\n"
+            + "MC2,2738,payout,10.00,usd,ORDER2738,,ch_mc,100.00,usd,succeeded,acct_c2,pm_mc,\n"
+            + "MC3,2739,transfer,5.00,usd,ORDER2739,acct_shut,,,,,,,\n"
+            + "MC4,2739,payout,8.00,usd,ORDER2739,,,,,,acct_c2,pm_mc,\n"
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10").status == 65)
+        try returnPayout(setup, try #require(rows(setup, "day1")["MC2"]?[10]))
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11").status == 65)
+        let fix = try String(contentsOf: setup.folder.appendingPathComponent("day2/errors.csv"), encoding: .utf8)
+        #expect(try step(setup, "plan", "day3", fix, asOf: "2026-12-12", extra: ["--online"]).status == 0)
+        try setup.sandbox.seed(#"{"payout_methods": [{"id": "pm_mc", "recipient": "acct_c2", "archived": true}]}"#)
+        #expect(try setup.apply("day3").status == 65)
+        #expect(rows(setup, "day3")["MC2"]?[8] == "failed", "refused at creation: \(rows(setup, "day3"))")
+        try setup.sandbox.seed(
+            #"{"payout_methods": [{"id": "pm_mc", "recipient": "acct_c2", "archived": false}], "accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#
+        )
+        let before = try moved(setup, "outbound_payment")
+        _ = try setup.apply("day1")
+        #expect(try moved(setup, "outbound_payment").count == before.count + 1)
+        #expect(try moved(setup, "outbound_payment").last == 800, "the other order's line alone")
+        #expect(rows(setup, "day1")["MC2"]?[8] == "failed" && rows(setup, "day1")["MC4"]?[8] == "settled")
     }
 
     /// An order's first transfer is refused, so its second is not sent. The order is fed back
@@ -445,6 +463,23 @@ import Testing
             "the order moves whole or not at all: \(rows(setup, "day1")) \(rows(setup, "day2"))")
     }
 
+    /// Day 1 (`run`, per-line payouts): order `order` pays `<p>1` 50.00 to acct_ok and the payout
+    /// `<p>2` 10.00 to acct_c2 on `pm_<p>`, on charge `ch_<p>` of 100.00; the next order's
+    /// transfer `<p>3` to acct_shut is refused (a reason to apply the folder again). A ledger and
+    /// a sandbox that knows them; returns the set-up and the payout's id.
+    func paidWithAnOrderRefused(_ prefix: String, order: Int) throws -> (Setup, String) {
+        let lower = prefix.lowercased()
+        let setup = try startedWithAShutAccount(charge: "ch_\(lower)", amount: 10000, method: "pm_\(lower)")
+        let text =
+            Self.header
+            + "\(prefix)1,\(order),transfer,50.00,usd,ORDER\(order),acct_ok,ch_\(lower),100.00,usd,succeeded,,,\n"
+            + "\(prefix)2,\(order),payout,10.00,usd,ORDER\(order),,ch_\(lower),100.00,usd,succeeded,acct_c2,pm_\(lower),\n"
+            + "\(prefix)3,\(order + 1),transfer,5.00,usd,ORDER\(order + 1),acct_shut,,,,,,,\n"
+        let day1 = try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: ["--payouts", "per-line"])
+        #expect(day1.status == 65, "\(day1.stderr)")
+        return (setup, try #require(rows(setup, "day1")["\(prefix)2"]?[10]))
+    }
+
     /// Returns the payout `id` at the sandbox (Stripe returns it after it was accepted).
     func returnPayout(_ setup: Setup, _ id: String) throws {
         _ = try setup.sandbox.control(
@@ -464,14 +499,8 @@ import Testing
     /// is applied once more: it still counts the payout its run made, and says the line is
     /// `already_settled` with the new payout (audit 29 G1: it dropped its payout from paid_out).
     @Test func aFolderWhoseReapplyLearnedItsPayoutCameBackKeepsCountingItAfterTheLineIsPaidAgain() throws {
-        let setup = try startedWithAShutAccount(charge: "ch_lv", amount: 10000, method: "pm_lv")
+        let (setup, made) = try paidWithAnOrderRefused("LV", order: 2724)
         let perLine = ["--payouts", "per-line"]
-        let text =
-            Self.header + "LV1,2724,transfer,50.00,usd,ORDER2724,acct_ok,ch_lv,100.00,usd,succeeded,,,\n"
-            + "LV2,2724,payout,10.00,usd,ORDER2724,,ch_lv,100.00,usd,succeeded,acct_c2,pm_lv,\n"
-            + "LV3,2725,transfer,5.00,usd,ORDER2725,acct_shut,,,,,,,\n"
-        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: perLine).status == 65)
-        let made = try #require(rows(setup, "day1")["LV2"]?[10])
         try returnPayout(setup, made)
         #expect(try setup.apply("day1").status == 65)
         #expect(rows(setup, "day1")["LV2"].map { [$0[8], $0[10]] } == ["failed", made], "its own payout, named")
@@ -524,14 +553,9 @@ import Testing
     /// its paid_out, with the payout its own run made), at every re-apply (audit 29 G3: no
     /// folder named the new payout, and the days were short by it).
     @Test func aReapplyThatLearnsALaterRunsUnknownPayoutWasMadeReportsIt() throws {
-        let setup = try startedWithAShutAccount(charge: "ch_lx", amount: 10000, method: "pm_lx")
+        let (setup, made) = try paidWithAnOrderRefused("LX", order: 2728)
         let perLine = ["--payouts", "per-line"]
-        let text =
-            Self.header + "LX1,2728,transfer,50.00,usd,ORDER2728,acct_ok,ch_lx,100.00,usd,succeeded,,,\n"
-            + "LX2,2728,payout,10.00,usd,ORDER2728,,ch_lx,100.00,usd,succeeded,acct_c2,pm_lx,\n"
-            + "LX3,2729,transfer,5.00,usd,ORDER2729,acct_shut,,,,,,,\n"
-        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: perLine).status == 65)
-        try returnPayout(setup, try #require(rows(setup, "day1")["LX2"]?[10]))
+        try returnPayout(setup, made)
         #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11", extra: perLine).status == 65)
         let fix = try String(contentsOf: setup.folder.appendingPathComponent("day2/errors.csv"), encoding: .utf8)
         try faults(
@@ -735,9 +759,7 @@ import Testing
             try setup.sandbox.seed(#"{"payout_methods": [{"id": "pm_ln", "recipient": "acct_c2", "archived": true}]}"#)
         } else {
             let payout = try #require(rows(setup, "day1")["LN3"]?[10])
-            _ = try setup.sandbox.control(
-                "POST", "/_sandbox/outbound_payments/\(payout)/status",
-                json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+            try returnPayout(setup, payout)
         }
         _ = try step(setup, "run", "day2", Self.header, asOf: "2026-12-13")
         #expect(rows(setup, "day2")["LN3"]?[8] == "failed" && rows(setup, "day2")["LN2"]?[8] == "deferred")
