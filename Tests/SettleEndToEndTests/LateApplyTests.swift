@@ -410,14 +410,8 @@ import Testing
     /// order is put right and day 1 applied again: its payout goes for the other order's line
     /// only (audit 29 R1, aggregated: the re-apply paid the line again in it).
     @Test func aReapplysAggregatedPayoutLeavesOutALineALaterRunSentAgainAndSawRefused() throws {
-        let setup = try startedWithAShutAccount(charge: "ch_mc", amount: 10000, method: "pm_mc")
-        let text =
-            Self.header + "MC1,2738,transfer,50.00,usd,ORDER2738,acct_ok,ch_mc,100.00,usd,succeeded,,,\n"
-            + "MC2,2738,payout,10.00,usd,ORDER2738,,ch_mc,100.00,usd,succeeded,acct_c2,pm_mc,\n"
-            + "MC3,2739,transfer,5.00,usd,ORDER2739,acct_shut,,,,,,,\n"
-            + "MC4,2739,payout,8.00,usd,ORDER2739,,,,,,acct_c2,pm_mc,\n"
-        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10").status == 65)
-        try returnPayout(setup, try #require(rows(setup, "day1")["MC2"]?[10]))
+        let (setup, made) = try paidWithAnOrderRefused("MC", order: 2738, split: true)
+        try returnPayout(setup, made)
         #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11").status == 65)
         let fix = try String(contentsOf: setup.folder.appendingPathComponent("day2/errors.csv"), encoding: .utf8)
         #expect(try step(setup, "plan", "day3", fix, asOf: "2026-12-12", extra: ["--online"]).status == 0)
@@ -463,20 +457,25 @@ import Testing
             "the order moves whole or not at all: \(rows(setup, "day1")) \(rows(setup, "day2"))")
     }
 
-    /// Day 1 (`run`, per-line payouts): order `order` pays `<p>1` 50.00 to acct_ok and the payout
-    /// `<p>2` 10.00 to acct_c2 on `pm_<p>`, on charge `ch_<p>` of 100.00; the next order's
-    /// transfer `<p>3` to acct_shut is refused (a reason to apply the folder again). A ledger and
-    /// a sandbox that knows them; returns the set-up and the payout's id.
-    func paidWithAnOrderRefused(_ prefix: String, order: Int) throws -> (Setup, String) {
+    /// Day 1 (`run`): order `order` pays `<p>1` 50.00 to acct_ok and the payout `<p>2` 10.00 to
+    /// acct_c2 on `pm_<p>`, on charge `ch_<p>` of 100.00; the next order's transfer `<p>3` to
+    /// acct_shut is refused (a reason to apply the folder again). Payouts per line; or, `split`,
+    /// aggregated per recipient with the refused order's own payout `<p>4` 8.00 to acct_c2:
+    /// that payout of both lines is split at apply, and `<p>2` goes alone. A ledger and a sandbox
+    /// that knows them; returns the set-up and `<p>2`'s payout id.
+    func paidWithAnOrderRefused(_ prefix: String, order: Int, split: Bool = false) throws -> (Setup, String) {
         let lower = prefix.lowercased()
         let setup = try startedWithAShutAccount(charge: "ch_\(lower)", amount: 10000, method: "pm_\(lower)")
-        let text =
+        var text =
             Self.header
             + "\(prefix)1,\(order),transfer,50.00,usd,ORDER\(order),acct_ok,ch_\(lower),100.00,usd,succeeded,,,\n"
             + "\(prefix)2,\(order),payout,10.00,usd,ORDER\(order),,ch_\(lower),100.00,usd,succeeded,acct_c2,pm_\(lower),\n"
             + "\(prefix)3,\(order + 1),transfer,5.00,usd,ORDER\(order + 1),acct_shut,,,,,,,\n"
-        let day1 = try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: ["--payouts", "per-line"])
+        if split { text += "\(prefix)4,\(order + 1),payout,8.00,usd,ORDER\(order + 1),,,,,,acct_c2,pm_\(lower),\n" }
+        let day1 = try step(
+            setup, "run", "day1", text, asOf: "2026-12-10", extra: split ? [] : ["--payouts", "per-line"])
         #expect(day1.status == 65, "\(day1.stderr)")
+        if split { #expect(rows(setup, "day1")["\(prefix)4"]?[8] == "rejected", "\(rows(setup, "day1"))") }
         return (setup, try #require(rows(setup, "day1")["\(prefix)2"]?[10]))
     }
 
@@ -609,15 +608,7 @@ import Testing
     /// first folder, applied again, says the line is `already_settled` with the new payout and
     /// still counts its own (audit 29 F6: it said `settled` with the payout that came back).
     @Test func aSplitPayoutThatCameBackIsReportedPaidAgainByTheReapply() throws {
-        let setup = try startedWithAShutAccount(charge: "ch_lz", amount: 10000, method: "pm_lz")
-        let text =
-            Self.header + "LZ1,2731,transfer,50.00,usd,ORDER2731,acct_ok,ch_lz,100.00,usd,succeeded,,,\n"
-            + "LZ2,2731,payout,10.00,usd,ORDER2731,,ch_lz,100.00,usd,succeeded,acct_c2,pm_lz,\n"
-            + "LZ3,2732,transfer,5.00,usd,ORDER2732,acct_shut,,,,,,,\n"
-            + "LZ4,2732,payout,8.00,usd,ORDER2732,,,,,,acct_c2,pm_lz,\n"
-        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10").status == 65)
-        let made = try #require(rows(setup, "day1")["LZ2"]?[10])
-        #expect(rows(setup, "day1")["LZ4"]?[8] == "rejected" && !made.isEmpty, "\(rows(setup, "day1"))")
+        let (setup, made) = try paidWithAnOrderRefused("LZ", order: 2731, split: true)
         try returnPayout(setup, made)
         #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11").status == 65)
         let fix = try String(contentsOf: setup.folder.appendingPathComponent("day2/errors.csv"), encoding: .utf8)
