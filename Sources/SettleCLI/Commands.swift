@@ -146,8 +146,10 @@ struct Commands {
         // and hold the ledger from plan to apply so no other process settles in between.
         let applier = Applier(options: options, log: log)
         let configuration = try applier.configuration(key: try applier.credentials())
-        try Pipeline.checkInputsOpen(options.inputs)
+        // The ledger is configuration too (SPEC: configuration is checked before any input is
+        // read): a missing or damaged one is 78 also when an input cannot be opened (66).
         let ledger = try LedgerHistory.openToSettle(path: options.ledger)
+        try Pipeline.checkInputsOpen(options.inputs)
         // A new ledger where settle paid before is refused before anything is read or written
         // (audit 19: it was found at the first send, after the plan folder said all planned).
         if let earlierLedger = try applier.earlierLedgerCheck(ledger, configuration: configuration) {

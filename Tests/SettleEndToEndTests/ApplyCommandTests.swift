@@ -345,6 +345,22 @@ import Testing
         #expect(first.terminationStatus == 0)
     }
 
+    /// The ledger is configuration, checked before any input is opened: a missing one is 78
+    /// also when the input is missing too; with the ledger there, the missing input is 66
+    /// (audit 29 spec F2: 66 came first).
+    @Test func aMissingLedgerIsRefusedBeforeAMissingInput() throws {
+        let setup = try Setup()
+        let missing = setup.folder.appendingPathComponent("nope.csv").path
+        var arguments = setup.arguments("run", [missing], out: "a")
+        arguments[arguments.firstIndex(of: "--ledger")! + 1] = setup.folder.appendingPathComponent("none.sqlite").path
+        let both = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+        #expect(both.status == 78, "\(both.stderr)")
+        #expect(both.stderr.contains("there is no ledger at"), "\(both.stderr)")
+        let input = try SettleProcess.run(
+            setup.arguments("run", [missing], out: "b"), environment: ["STRIPE_API_KEY": testKey])
+        #expect(input.status == 66, "\(input.stderr)")
+    }
+
     @Test func keysAreCheckedAndNeverWritten() throws {
         let setup = try Setup(flags: ["--fail-5xx", "0.2", "--seed", "3"])
         let input = try Self.export(orders: 4, in: setup.folder)
