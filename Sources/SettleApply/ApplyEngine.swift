@@ -866,7 +866,15 @@ public final class ApplyEngine {
         let isPayout = instruction.kind == .payout
         guard instruction.group.isEmpty, isPayout else {
             let order = instruction.group.isEmpty ? "\u{1}" + instruction.id : instruction.group
-            return orderStop(order).map { .whole(OrderStops.outcome($0, own: own)) }
+            guard let stop = orderStop(order) else { return nil }
+            // One an earlier attempt of this plan sent and Stripe refused keeps that refusal: it
+            // is not sent again, and "not sent" would hide that it was (audit 30 W2).
+            if !isPayout, let row = try ledgerDo({ () throws(LedgerError) in try ledger.instruction(instruction.id) }),
+                row.status == .failed, row.errorCode != LedgerOutcome.notSentCode
+            {
+                return .whole(.failed(code: row.errorCode ?? "", message: row.errorMessage ?? "refused by Stripe"))
+            }
+            return .whole(OrderStops.outcome(stop, own: own))
         }
         // Payouts come after every transfer was answered: which orders stop is known now.
         try readPayoutOrders()

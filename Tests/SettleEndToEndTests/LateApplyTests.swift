@@ -674,6 +674,33 @@ import Testing
         #expect(["day1", "day2"].reduce(0) { $0 + (measure(setup, $1, "charges_gross") ?? 0) } == 10000)
     }
 
+    /// An order's transfer is sent and its answer lost, then refused on the retry (`unknown`);
+    /// the next run, on the order exported again, learns it was refused and takes the order up.
+    /// The first folder, applied again and again, says that transfer `failed` with Stripe's
+    /// refusal each time, never `rejected` "not sent" (audit 30 W2: the second re-apply did).
+    @Test func aReapplyKeepsItsOwnRefusedTransferFailedAfterALaterRunTookTheOrderUp() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_md", amount: 10000, method: "pm_md")
+        let text =
+            Self.header + "MD1,2740,transfer,40.41,usd,ORDER2740,acct_ok,ch_md,100.00,usd,succeeded,,,2026-12-11\n"
+            + "MD2,2740,transfer,25.57,usd,ORDER2740,acct_shut,ch_md,100.00,usd,succeeded,,,\n"
+            + "MD3,2740,payout,16.39,usd,ORDER2740,,ch_md,100.00,usd,succeeded,acct_c2,pm_md,\n"
+        #expect(try step(setup, "plan", "day1", text, asOf: "2026-12-10", extra: ["--online"]).status == 0)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "status", "status": 500}]"#)
+        #expect(try setup.apply("day1").status == 75)
+        #expect(rows(setup, "day1")["MD2"]?[8] == "unknown")
+        try faults(setup, "[]")
+        _ = try step(setup, "run", "day2", text, asOf: "2026-12-11")
+        for _ in 0..<2 {
+            _ = try setup.apply("day1")
+            #expect(
+                rows(setup, "day1")["MD2"].map { [$0[8], $0[11]] } == ["failed", "transfers_not_allowed"],
+                "\(rows(setup, "day1"))")
+        }
+        #expect(try moved(setup, "transfer") == [] && moved(setup, "outbound_payment") == [])
+    }
+
     /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
     func onLedger(_ setup: Setup, _ sql: String) throws {
         let process = Process()
