@@ -515,6 +515,33 @@ public struct PlanFolder {
                         set(
                             &row, result.status == .settled ? .settled : .alreadySettled, stripeID: result.stripeID,
                             reason: "the payout \(made)\(Self.cameBackPaidAgain)")
+                    } else if status == LineStatus.settled.name || status == LineStatus.failed.name,
+                        text(row[F.kind.rawValue]) == LineKind.payout.name,
+                        case let instruction = text(row[F.instructionID.rawValue]), !instruction.isEmpty,
+                        report.lineResult(instruction) == nil, let (made, _) = madeHereAndBack(row),
+                        made == text(row[F.stripeID.rawValue]).trimmingFormulaGuard()
+                    {
+                        // A payout this folder reported settled (an earlier run's unknown, which this
+                        // run's apply resolved or sent again), not in this folder's plan, that came
+                        // back since: this folder's run made it (still counted), and it is the one
+                        // to report the return when no run has yet (audit 30 H1: the row stayed
+                        // settled, the line was followed again, and no run reported the return).
+                        madeAndBack = true
+                        let line = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
+                        if status == LineStatus.failed.name {
+                            // Reported by an earlier attempt of this folder (its return counted
+                            // there, and kept in the manifest's sums): still made here.
+                        } else if let back = cameBack[line] {
+                            set(&row, .failed, stripeID: made, code: back.reasonCode, reason: back.reason)
+                            let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
+                            sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
+                            reportsReturn = true
+                        } else {
+                            let failed = try? ledger.instruction(instruction)
+                            set(
+                                &row, .failed, stripeID: made, code: failed?.errorCode ?? "",
+                                reason: failed?.errorMessage ?? "the payout \(made) came back at Stripe")
+                        }
                     } else if status == LineStatus.settled.name, text(row[F.kind.rawValue]) == LineKind.payout.name,
                         case let instruction = text(row[F.instructionID.rawValue]), !instruction.isEmpty,
                         report.lineResult(instruction) == nil, report.ledgerFailure == nil,

@@ -701,6 +701,39 @@ import Testing
         #expect(try moved(setup, "transfer") == [] && moved(setup, "outbound_payment") == [])
     }
 
+    /// A run's payout ends `unknown`; the next folder's apply finds it never made, sends it
+    /// again, and reports it `settled`. That payout comes back, and the next folder is applied
+    /// again (twice): it reports the line `failed`, counts the return once and its payout still,
+    /// and no later run reports it again (audit 30 H1: the row stayed `settled`, the line was
+    /// followed again, and no folder reported the return).
+    @Test func aReapplyReportsTheReturnOfAPayoutItsRunSentForAnEarlierRun() throws {
+        let setup = try startedWithAShutAccount(charge: "ch_me", amount: 10000, method: "pm_me")
+        let perLine = ["--payouts", "per-line"]
+        let text =
+            Self.header + "ME1,2741,transfer,45.98,usd,ORDER2741,acct_ok,ch_me,100.00,usd,succeeded,,,\n"
+            + "ME2,2741,payout,21.09,usd,ORDER2741,,ch_me,100.00,usd,succeeded,acct_c2,pm_me,\n"
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "first", "action": "status", "status": 500}, {"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "retry", "action": "status", "status": 400, "code": "invalid_payout_method"}]"#
+        )
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-13", extra: perLine).status == 75)
+        #expect(rows(setup, "day1")["ME2"]?[8] == "unknown")
+        try faults(setup, "[]")
+        let other = Self.header + "ME3,2742,transfer,5.00,usd,ORDER2742,acct_ok,ch_me,100.00,usd,succeeded,,,\n"
+        #expect(try step(setup, "plan", "day2", other, asOf: "2026-12-14", extra: perLine).status != 65)
+        _ = try setup.apply("day2")
+        let made = try #require(rows(setup, "day2")["ME2"].flatMap { $0[8] == "settled" ? $0[10] : nil })
+        try returnPayout(setup, made)
+        for _ in 0..<2 {
+            _ = try setup.apply("day2")
+            #expect(rows(setup, "day2")["ME2"].map { [$0[8], $0[10]] } == ["failed", made], "\(rows(setup, "day2"))")
+            #expect(measure(setup, "day2", "paid_out") == 2109 && measure(setup, "day2", "payouts_returned") == 2109)
+        }
+        #expect(try step(setup, "run", "day3", Self.header, asOf: "2026-12-15", extra: perLine).status == 0)
+        #expect(rows(setup, "day3")["ME2"] == nil, "reported once, by day 2")
+        #expect(net(setup, ["day1", "day2", "day3"]) == 0, "nothing is out at Stripe")
+    }
+
     /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
     func onLedger(_ setup: Setup, _ sql: String) throws {
         let process = Process()
