@@ -398,6 +398,13 @@ public struct PlanFolder {
                 var madeAndBack = false
                 // The row reports its payout's return (payouts_returned): its holding ends here.
                 var reportsReturn = false
+                /// This row reports its payout's return: counted in payouts_returned, and its
+                /// holding ends here (``HeldLines/add(_:status:entry:adopted:reportsReturn:)``).
+                func reportReturn(_ row: [[UInt8]]) {
+                    let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
+                    sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
+                    reportsReturn = true
+                }
                 guard let entry = try Self.reading({ () throws(WriteFailure) in try index.next() }) else {
                     throw SettleError(
                         .internalError, "\(folder): results.csv has more rows than its line index (\(rowCount - 1))")
@@ -473,9 +480,7 @@ public struct PlanFolder {
                             // counted the return, and the days' net was off by it).
                             madeAndBack = true
                             if cameBack[text(row[F.lineID.rawValue]).trimmingFormulaGuard()] != nil {
-                                let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
-                                sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
-                                reportsReturn = true
+                                reportReturn(row)
                             }
                             result.stripeID = made
                             if later {
@@ -533,9 +538,7 @@ public struct PlanFolder {
                             // there, and kept in the manifest's sums): still made here.
                         } else if let back = cameBack[line] {
                             set(&row, .failed, stripeID: made, code: back.reasonCode, reason: back.reason)
-                            let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
-                            sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
-                            reportsReturn = true
+                            reportReturn(row)
                         } else {
                             let failed = try? ledger.instruction(instruction)
                             set(
@@ -602,9 +605,7 @@ public struct PlanFolder {
                         // Its payout came back: failed here, with Stripe's reason, for errors.csv
                         // (left as it was, the ledger released it and no run reported it: audit 18 F2).
                         set(&row, .failed, code: back.reasonCode, reason: back.reason)
-                        let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
-                        sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
-                        reportsReturn = true
+                        reportReturn(row)
                     } else if status == LineStatus.alreadySettled.name, !unreported.isEmpty,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
                         line.status == .settled, unreported.contains(line.instructionID)
