@@ -35,6 +35,8 @@ let package = Package(
         .systemLibrary(name: "CProcess", path: "Sources/CProcess"),
         // __builtin_prefetch for the symbol table's look-ups (a header, no library).
         .systemLibrary(name: "CPrefetch", path: "Sources/CPrefetch"),
+        // O_DIRECT for the output files (a header, no library).
+        .systemLibrary(name: "CDirectIO", path: "Sources/CDirectIO"),
 
         // SHA-256 on libcrypto: instruction ids and file checksums.
         .target(name: "SettleDigest", dependencies: ["CCrypto"], swiftSettings: strict),
@@ -44,7 +46,7 @@ let package = Package(
         .target(name: "SettleRead", dependencies: ["SettleCore", "SettleDigest", "CZlib", "CLibXML2"],
                 swiftSettings: strict),
         // Writers: results, errors, deferred, instructions, summary, manifest.
-        .target(name: "SettleWrite", dependencies: ["SettleCore", "SettleDigest"], swiftSettings: strict),
+        .target(name: "SettleWrite", dependencies: ["SettleCore", "SettleDigest", "CDirectIO"], swiftSettings: strict),
         // The plan folder's contract (docs/PLAN-FORMAT.md) for plan and apply alike: layout,
         // manifest and seals, instructions.jsonl written and read, the outcome files' rewrite.
         .target(name: "SettlePlanFolder",

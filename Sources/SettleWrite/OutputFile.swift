@@ -1,3 +1,4 @@
+import CDirectIO
 import Glibc
 import SettleCore
 import SettleDigest
@@ -20,11 +21,16 @@ public struct WriteFailure: Error, Sendable {
 /// existing file) and private to the user (0600 whatever the umask). Every write, the
 /// sync, the close and the rename are checked: a failure is a ``WriteFailure`` and the
 /// temporary file is removed.
+///
+/// Where the file system takes it, the bytes skip the page cache (``DirectWrites``).
 public final class OutputFile {
     public let path: String
     private let temporaryPath: String
     private var descriptor: Int32
     private var buffer: [UInt8] = []
+    /// Whole blocks on their way out with O_DIRECT; nil when the file is written through
+    /// the page cache.
+    private var direct: DirectWrites?
     private let hasher = SHA256()
     public private(set) var rows = 0
     private var failed: String? = nil
@@ -33,11 +39,20 @@ public final class OutputFile {
     public static let temporaryMarker = ".tmp-"
     static let randomDigits = 16
 
-    public init(path: String) throws(WriteFailure) {
+    public convenience init(path: String) throws(WriteFailure) {
+        try self.init(path: path, directBlocks: DirectWrites.capacity)
+    }
+
+    /// `directBlocks`: the bytes a direct write takes (tests give a size the kernel refuses).
+    init(path: String, directBlocks: Int) throws(WriteFailure) {
         self.path = path
         (descriptor, temporaryPath) = try OutputFile.createTemporary(beside: path)
         buffer.reserveCapacity(1 << 20)
+        direct = DirectWrites(descriptor: descriptor, capacity: directBlocks)
     }
+
+    /// Whether the bytes still go out with O_DIRECT.
+    var writesDirect: Bool { direct?.isOn ?? false }
 
     deinit {
         if descriptor >= 0 {
@@ -111,17 +126,27 @@ public final class OutputFile {
         guard failed == nil else { return }
         buffer.withUnsafeBytes { bytes in
             hasher.update(bytes)
-            if let problem = OutputFile.writeAll(descriptor, bytes) { failed = problem }
+            if let direct {
+                failed = direct.stage(bytes) { whole in writeAll(whole) }
+            } else {
+                failed = writeAll(bytes)
+            }
         }
     }
 
     /// Writes every byte (retrying short writes and EINTR); returns what went wrong, if anything.
-    static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> String? {
+    /// A file system that turns a direct write down (EINVAL) gets the rest through the page
+    /// cache: nothing was written by the refused call.
+    private func writeAll(_ bytes: UnsafeRawBufferPointer) -> String? {
         var done = 0
         while done < bytes.count {
             let count = write(descriptor, bytes.baseAddress! + done, bytes.count - done)
             if count < 0 {
                 if errno == EINTR { continue }
+                if errno == EINVAL, let direct, direct.isOn, DirectWrites.stop(descriptor) {
+                    direct.isOn = false
+                    continue
+                }
                 return String(cString: strerror(errno))
             }
             if count == 0 { return "the write made no progress" }
@@ -142,6 +167,10 @@ public final class OutputFile {
     @discardableResult
     public func commit() throws(WriteFailure) -> String {
         flush()
+        if failed == nil, let direct {
+            failed = direct.finish(descriptor) { bytes in writeAll(bytes) }
+            self.direct = nil
+        }
         func fail(_ message: String) -> WriteFailure {
             if descriptor >= 0 { close(descriptor) }
             descriptor = -1
@@ -175,6 +204,78 @@ public final class OutputFile {
         guard fsync(fd) == 0 || errno == EINVAL else {
             throw WriteFailure(path: path, message: "fsync folder: " + String(cString: strerror(errno)))
         }
+    }
+}
+
+/// O_DIRECT writes for an ``OutputFile``: bytes are gathered in an aligned buffer and go out in
+/// whole 4 MiB blocks that skip the page cache; the last partial block goes through it.
+///
+/// Why: a plan writes about four times its input (3.9 GB for a 1 GB export), and on the
+/// benchmark machine every page the kernel adds to its cache costs more than the copy
+/// (`dd` of 3.9 GB: 11.4 s of system time buffered, 0.6 s direct). Nothing in the plan reads
+/// these files again; `fsync` still makes them durable before the rename. A file system
+/// without O_DIRECT refuses the flag (or its first direct write, EINVAL) and the file, or
+/// the rest of it, is written through the page cache as before.
+final class DirectWrites {
+    /// Alignment of the buffer, the file offset and the length of every direct write (the
+    /// largest logical block size in use; 512-byte devices take it too).
+    static let block = 4096
+    static let capacity = 4 << 20
+    private let staging: UnsafeMutableRawPointer
+    private let capacity: Int
+    private var staged = 0
+    /// False once the file system turned a direct write down: the rest goes through the cache.
+    var isOn = true
+
+    /// Turns O_DIRECT on for `descriptor`, or nil when the file system refuses it.
+    init?(descriptor: Int32, capacity: Int = DirectWrites.capacity) {
+        let flags = fcntl(descriptor, F_GETFL)
+        guard flags >= 0, fcntl(descriptor, F_SETFL, flags | settle_o_direct()) == 0 else { return nil }
+        var memory: UnsafeMutableRawPointer? = nil
+        guard capacity > 0, posix_memalign(&memory, DirectWrites.block, capacity) == 0, let memory else {
+            _ = DirectWrites.stop(descriptor)
+            return nil
+        }
+        staging = memory
+        self.capacity = capacity
+    }
+
+    deinit { free(staging) }
+
+    /// Turns O_DIRECT off again; whether it is off.
+    static func stop(_ descriptor: Int32) -> Bool {
+        let flags = fcntl(descriptor, F_GETFL)
+        return flags >= 0 && fcntl(descriptor, F_SETFL, flags & ~settle_o_direct()) == 0
+    }
+
+    /// Gathers `bytes`, handing each full buffer to `write`; returns its failure, if any.
+    func stage(_ bytes: UnsafeRawBufferPointer, write: (UnsafeRawBufferPointer) -> String?) -> String? {
+        var offset = 0
+        while offset < bytes.count {
+            let count = min(capacity - staged, bytes.count - offset)
+            (staging + staged).copyMemory(from: bytes.baseAddress! + offset, byteCount: count)
+            staged += count
+            offset += count
+            if staged == capacity {
+                staged = 0
+                if let problem = write(UnsafeRawBufferPointer(start: staging, count: capacity)) {
+                    return problem
+                }
+            }
+        }
+        return nil
+    }
+
+    /// Writes what is gathered: the whole blocks direct, then the rest through the page cache.
+    func finish(_ descriptor: Int32, write: (UnsafeRawBufferPointer) -> String?) -> String? {
+        let whole = isOn ? staged & ~(DirectWrites.block - 1) : 0
+        if whole > 0, let problem = write(UnsafeRawBufferPointer(start: staging, count: whole)) { return problem }
+        guard staged > whole else { return nil }
+        if isOn {
+            guard DirectWrites.stop(descriptor) else { return "fcntl: " + String(cString: strerror(errno)) }
+            isOn = false
+        }
+        return write(UnsafeRawBufferPointer(start: staging + whole, count: staged - whole))
     }
 }
 
