@@ -51,7 +51,7 @@ let package = Package(
         // manifest and seals, instructions.jsonl written and read, the outcome files' rewrite.
         .target(name: "SettlePlanFolder",
                 dependencies: ["SettleCore", "SettleDigest", "SettleRead", "SettleWrite", "SettleLedger",
-                               "SettleApply"],
+                               "SettleApply", "CDirectIO"],
                 swiftSettings: strict),
         // The SQLite ledger that makes every line settle at most once.
         .target(name: "SettleLedger", dependencies: ["CSQLite"], swiftSettings: strict),
@@ -78,7 +78,8 @@ let package = Package(
                     resources: [.copy("Fixtures")], swiftSettings: strict),
         .testTarget(name: "SettleWriteTests", dependencies: ["SettleWrite", "SettleCore", "SettleTestSupport"], swiftSettings: strict),
         .testTarget(name: "SettlePlanFolderTests",
-                    dependencies: ["SettlePlanFolder", "SettleApply", "SettleCore", "SettleWrite", "SettleLedger", "SettleTestSupport"],
+                    dependencies: ["SettlePlanFolder", "SettleApply", "SettleCore", "SettleWrite", "SettleLedger", "SettleTestSupport",
+                                   "CDirectIO"],
                     swiftSettings: strict),
         .testTarget(name: "SettleCLITests", dependencies: ["SettleCLI", "SettleWrite", "SettleLedger", "SettleCore", "SettleTestSupport"], swiftSettings: strict),
         .testTarget(name: "SettleLedgerTests", dependencies: ["SettleLedger"],
