@@ -471,18 +471,32 @@ public struct PlanFolder {
                         }
                         if result.status == .failed,
                             status == LineStatus.settled.name || status == LineStatus.failed.name,
-                            let (made, later) = madeHereAndBack(row)
+                            let (made, sentAgain) = madeHereAndBack(row)
                         {
+                            var later = sentAgain
                             // Counted as made, as the first apply counted it (at every re-apply:
                             // audit 28 F3, the second one dropped it); its return is counted by
                             // the run that reports it: this one when it is the first to (audit 24
                             // N4: the re-apply dropped it from paid_out after another run had
                             // counted the return, and the days' net was off by it).
                             madeAndBack = true
-                            if cameBack[text(row[F.lineID.rawValue]).trimmingFormulaGuard()] != nil {
-                                reportReturn(row)
-                            }
+                            let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
                             result.stripeID = made
+                            if let back = cameBack[lineID] {
+                                reportReturn(row)
+                                if !later, let line = try? ledger.line(lineID),
+                                    line.instructionID != text(row[F.instructionID.rawValue]),
+                                    let paid = line.stripeID, !paid.isEmpty, paid != made
+                                {
+                                    // The return this row reports is of a later run's payout of
+                                    // the line (another instruction: its aggregated payout), not
+                                    // of the one this run made: the row says so (audit 30 W1: it
+                                    // named only this run's payout).
+                                    result.reasonCode = back.reasonCode
+                                    result.reason = back.reason
+                                    later = true
+                                }
+                            }
                             if later {
                                 result.reason =
                                     "the payout \(made) came back; the line was sent again, and that failed too: "

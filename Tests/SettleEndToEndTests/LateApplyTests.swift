@@ -571,6 +571,51 @@ import Testing
         }
     }
 
+    /// A run's payout comes back and is reported; the line is fed back with another order's
+    /// payout line of the same recipient and paid again, in one payout of both lines
+    /// (`per-recipient`) or alone (`per-line`), and that payout fails too. The first folder,
+    /// applied again before any other run, is the first to learn it: its row names its own
+    /// payout, the later one and the later one's reason, and counts that return once (audit 30
+    /// W1: with the payout of both lines, the row named only its own payout).
+    @Test(arguments: ["per-recipient", "per-line"])
+    func aReapplyNamesTheLaterPayoutOfItsLineThatFailedToo(_ payouts: String) throws {
+        let (setup, made) = try paidWithAnOrderRefused("MW", order: 2760)
+        try returnPayout(setup, made)
+        let perLine = ["--payouts", "per-line"]
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11", extra: perLine).status == 65)
+        let fix = try String(contentsOf: setup.folder.appendingPathComponent("day2/errors.csv"), encoding: .utf8)
+        #expect(fix.contains("MW2,2760,payout"), "\(fix)")
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_mw9", "amount": 2000, "currency": "usd", "status": "succeeded"}]}"#)
+        let other = "MW9,2769,payout,3.13,usd,ORDER2769,,ch_mw9,20.00,usd,succeeded,acct_c2,pm_mw,,,,\n"
+        #expect(
+            try step(setup, "run", "day3", fix + other, asOf: "2026-12-12", extra: ["--payouts", payouts]).status == 0)
+        let day3 = rows(setup, "day3")
+        let again = try #require(day3["MW2"]?[10])
+        let otherPayout = try #require(day3["MW9"]?[10])
+        #expect(!again.isEmpty && again != made)
+        #expect((otherPayout == again) == (payouts == "per-recipient"), "\(day3)")
+        for payout in Set([again, otherPayout]) {
+            for status in ["processing", "failed"] {
+                _ = try setup.sandbox.control(
+                    "POST", "/_sandbox/outbound_payments/\(payout)/status", json: #"{"status": "\#(status)"}"#)
+            }
+        }
+        try setup.sandbox.seed(#"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#)
+        #expect(try setup.apply("day1").status == 65)
+        let row = try #require(rows(setup, "day1")["MW2"])
+        #expect(row[8] == "failed" && row[10] == made && row[11] == "payout_method_declined", "\(row)")
+        #expect(
+            row[12]
+                == "the payout \(made) came back; the line was sent again, and that failed too: the payout \(again) was failed at Stripe after it was accepted (payout_method_declined)"
+        )
+        #expect(measure(setup, "day1", "paid_out") == 1000 && measure(setup, "day1", "payouts_returned") == 1000)
+        #expect(try step(setup, "run", "day4", Self.header, asOf: "2026-12-13", extra: perLine).status == 65)
+        #expect(rows(setup, "day4")["MW2"] == nil, "its return reported once, by the re-apply")
+        #expect(rows(setup, "day4")["MW9"]?[8] == "failed")
+        #expect(net(setup, ["day1", "day2", "day3", "day4"]) == 0, "nothing is out at Stripe")
+    }
+
     /// A transfer on a charge the export gives no facts of ends `unknown`, so its run counts
     /// no gross. The next folder is planned offline (no facts looked up) and its apply finds the
     /// transfer made: it looks the charge up with the plan's own facts, and counts its gross
