@@ -5,9 +5,10 @@ import Foundation
 /// (default 1st) it reaches that point. Points: `in_flight_written` (the ledger committed a
 /// batch in flight, its requests have not left), `answer_received` (Stripe's answer is in,
 /// the ledger has not recorded it), and `ledger_record`, which does not kill but makes that
-/// ledger write fail (an injected I/O error), for the path where the ledger breaks mid-apply.
+/// ledger write fail (an injected I/O error), for the path where the ledger breaks mid-apply;
+/// and `publishing`, between two renames of the files apply's rewrite puts in place together.
 /// Without the variable this is one comparison.
-enum CrashPoint {
+public enum CrashPoint {
     nonisolated(unsafe) private static var reached = 0
     private static let armed: (point: String, count: Int)? = {
         guard let value = ProcessInfo.processInfo.environment["SETTLE_CRASH_AT"], !value.isEmpty else { return nil }
@@ -15,8 +16,8 @@ enum CrashPoint {
         return (String(parts[0]), parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
     }()
 
-    /// Called from the engine's one thread.
-    static func reach(_ point: String) {
+    /// Called from one thread at a time (the engine's, or the rewrite's).
+    public static func reach(_ point: String) {
         guard let armed, armed.point == point else { return }
         reached += 1
         if reached == armed.count { kill(getpid(), SIGKILL) }

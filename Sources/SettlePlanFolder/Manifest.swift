@@ -9,16 +9,17 @@ public enum Manifest {
     /// The manifest's seal, relative to the folder.
     public static let sealName = ".settle/manifest.sha256"
 
-    /// Writes manifest.json (pretty, two-space indent) and then its seal.
-    public static func write(_ manifest: JSON, folder: String) throws(WriteFailure) {
+    /// Writes manifest.json (pretty, two-space indent) and then its seal (given a set, put in
+    /// place with the set's other files).
+    public static func write(_ manifest: JSON, folder: String, into set: FileSet? = nil) throws(WriteFailure) {
         let file = try OutputFile(path: (folder as NSString).appendingPathComponent("manifest.json"))
         file.withBuffer { manifest.appendPretty(to: &$0) }
         file.append(0x0A)
         file.endRow()
-        let sha = try file.commit()
+        let sha = try file.commit(into: set)
         let seal = try OutputFile(path: (folder as NSString).appendingPathComponent(sealName))
         seal.append(sha + "\n")
         seal.endRow()
-        try seal.commit()
+        _ = try seal.commit(into: set)
     }
 }

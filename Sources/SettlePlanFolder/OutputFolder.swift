@@ -67,6 +67,8 @@ public enum OutputFolder {
     /// the run id): a run killed mid-apply has no rewritten manifest yet, and its folder is
     /// still that run's record.
     public static let applyingMark = "applying"
+    /// ``FileSet``'s journal, in `.settle`.
+    static let publishingJournal = (FileSet.journalName as NSString).lastPathComponent
 
     /// Marks the folder as applied from now on (written and synced before anything is sent).
     public static func markApplying(_ path: String, runID: String) throws(SettleError) {
@@ -132,6 +134,16 @@ public enum OutputFolder {
             }
             return fd
         }
+        // An apply stopped among the renames of its rewrite: its new files go into place
+        // before anything reads the folder or clears temporary files (audit 31 K1).
+        do throws(WriteFailure) {
+            try FileSet.finish(folder: path)
+        } catch {
+            throw SettleError(
+                .folderUnwritable,
+                "cannot finish putting the files of an apply stopped in \(path) into place: \(error.path): \(error.message)"
+            )
+        }
         removeLeftovers(path)
     }
 
@@ -176,7 +188,9 @@ public enum OutputFolder {
     /// Whether a name in `.settle/` is one settle writes there (or its temporary name).
     static func isOwnSpoolEntry(_ name: String) -> Bool {
         let name = OutputFile.baseOfTemporaryName(name) ?? name
-        if [lockName, applyingMark, "manifest.sha256", "lines.idx", "netted.jsonl"].contains(name) { return true }
+        if [lockName, applyingMark, "manifest.sha256", "lines.idx", "netted.jsonl", publishingJournal].contains(name) {
+            return true
+        }
         let numbered: [(prefix: String, endings: [String])] = [
             ("input-", SpoolFormat.allCases.map { "." + $0.fileExtension }), ("held-", [".csv"]),
         ]

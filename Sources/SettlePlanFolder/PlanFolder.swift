@@ -803,8 +803,11 @@ public struct PlanFolder {
                 }
             }
         }
+        // The rewritten files go into place together (a journal covers their renames): a stop
+        // among them leaves the folder for the next lock to finish, never half old, half new.
+        let files = FileSet(folder: folder)
         do {
-            record("results.csv", (try results.commit(), results.rows))
+            record("results.csv", (try results.commit(into: files), results.rows))
             try records.prefetch(
                 (corrections[.rejected]! + corrections[.deferred]!).lazy.map {
                     (file: $0.file, offset: $0.spoolOffset, length: $0.spoolLength)
@@ -813,20 +816,22 @@ public struct PlanFolder {
                 "errors.csv",
                 try CorrectionFile.write(
                     path: path("errors.csv"), layout: layout,
-                    rows: corrections[.rejected]!, records: records))
+                    rows: corrections[.rejected]!, records: records, into: files))
             record(
                 "deferred.csv",
                 try CorrectionFile.write(
                     path: path("deferred.csv"), layout: layout,
-                    rows: corrections[.deferred]!, records: records))
-            record("summary.csv", try sums.write(path: path("summary.csv")))
-            record("charges.csv", try ChargesFile.write(path: path("charges.csv"), runID: sums.runID, rows: charges))
+                    rows: corrections[.deferred]!, records: records, into: files))
+            record("summary.csv", try sums.write(path: path("summary.csv"), into: files))
+            record(
+                "charges.csv",
+                try ChargesFile.write(path: path("charges.csv"), runID: sums.runID, rows: charges, into: files))
             // report.html from the same sums, with this apply's outcome.
             record(
                 "report.html",
                 try ReportPage.write(
                     path: path("report.html"), facts: reportFacts(exit),
-                    sums: sums, counts: counts, reasons: reasons))
+                    sums: sums, counts: counts, reasons: reasons, into: files))
             var updated: [(String, JSON)] = []
             if case .object(let pairs) = manifest { updated = pairs }
             func put(_ key: String, _ value: JSON) {
@@ -861,7 +866,8 @@ public struct PlanFolder {
                     .string("\(run) apply attempt \(attempt - 1) (its files: results.csv.\(attempt - 1), …)"))
             }
             put("exit_status", .int(Int64(exit.rawValue)))
-            try Manifest.write(.object(updated), folder: folder)
+            try Manifest.write(.object(updated), folder: folder, into: files)
+            try files.publish(between: { CrashPoint.reach("publishing") })
         } catch {
             throw SettleError(.folderUnwritable, "cannot write \(error.path): \(error.message)")
         }

@@ -318,9 +318,9 @@ public enum ChargesFile {
 
     /// Writes charges.csv. Amounts are canonical decimals; `gross`, `fee`, the moves and
     /// `transferred_before` are magnitudes, `retained` is signed.
-    public static func write(path: String, runID: String, rows: some Sequence<ChargeRow>) throws(WriteFailure) -> (
-        sha256: String, rows: Int
-    ) {
+    public static func write(
+        path: String, runID: String, rows: some Sequence<ChargeRow>, into set: FileSet? = nil
+    ) throws(WriteFailure) -> (sha256: String, rows: Int) {
         let file = try OutputFile(path: path)
         file.withBuffer { CSVField.header(header, to: &$0) }
         for row in rows {
@@ -338,7 +338,7 @@ public enum ChargesFile {
             }
             file.endRow()
         }
-        let sha = try file.commit()
+        let sha = try file.commit(into: set)
         return (sha, file.rows)
     }
 

@@ -251,7 +251,7 @@ public struct ControlSums: Sendable {
     public static let header = ["run_id", "as_of", "currency", "measure", "lines", "amount", "amount_minor"]
 
     /// summary.csv: one row per currency and measure.
-    public func write(path: String) throws(WriteFailure) -> (sha256: String, rows: Int) {
+    public func write(path: String, into set: FileSet? = nil) throws(WriteFailure) -> (sha256: String, rows: Int) {
         let file = try OutputFile(path: path)
         file.withBuffer { CSVField.header(ControlSums.header, to: &$0) }
         var prefix: [UInt8] = []
@@ -298,7 +298,7 @@ public struct ControlSums: Sendable {
                 file.endRow()
             }
         }
-        let sha = try file.commit()
+        let sha = try file.commit(into: set)
         return (sha, file.rows)
     }
 

@@ -55,11 +55,18 @@ public final class OutputFile {
     var writesDirect: Bool { direct?.isOn ?? false }
 
     deinit {
-        if descriptor >= 0 {
-            close(descriptor)
-            unlink(temporaryPath)
-        }
+        if descriptor >= 0 { close(descriptor) }
+        // Written but not put in place (an error before its set was journaled): not kept.
+        if descriptor >= 0 || (prepared != nil && !published && !journaled) { unlink(temporaryPath) }
     }
+
+    /// The SHA-256 once ``prepare()`` has synced the file under its temporary name.
+    private var prepared: String?
+    private var published = false
+    /// A ``FileSet``'s journal names the temporary file: it stays for the set's renames.
+    var journaled = false
+    /// The temporary name, for a ``FileSet``'s journal.
+    var temporaryName: String { temporaryPath }
 
     /// Whether `name` is a temporary name settle gives its files: `<base>.tmp-<16 hex digits>`;
     /// returns the base name, or nil.
@@ -166,6 +173,32 @@ public final class OutputFile {
     /// Flushes, syncs and renames into place (and syncs the folder); returns the file's SHA-256.
     @discardableResult
     public func commit() throws(WriteFailure) -> String {
+        let sha256 = try prepare()
+        try publish()
+        return sha256
+    }
+
+    /// ``commit()``, or, given a set, ``FileSet/add(_:)``: put in place with the set's other files.
+    public func commit(into set: FileSet?) throws(WriteFailure) -> String {
+        guard let set else { return try commit() }
+        return try set.add(self)
+    }
+
+    /// Renames the prepared file into place and syncs the folder.
+    func publish() throws(WriteFailure) {
+        guard prepared != nil, !published else { return }
+        guard rename(temporaryPath, path) == 0 else {
+            let message = "rename: " + String(cString: strerror(errno))
+            if !journaled { unlink(temporaryPath) }
+            throw WriteFailure(path: path, message: message)
+        }
+        published = true
+        try OutputFile.syncFolder(of: path)
+    }
+
+    /// Flushes and syncs the file under its temporary name, and closes it; returns its SHA-256.
+    func prepare() throws(WriteFailure) -> String {
+        if let prepared { return prepared }
         flush()
         if failed == nil, let direct {
             failed = direct.finish(descriptor) { bytes in writeAll(bytes) }
@@ -182,9 +215,9 @@ public final class OutputFile {
         let closed = close(descriptor)
         descriptor = -1
         guard closed == 0 else { throw fail("close: " + String(cString: strerror(errno))) }
-        guard rename(temporaryPath, path) == 0 else { throw fail("rename: " + String(cString: strerror(errno))) }
-        try OutputFile.syncFolder(of: path)
-        return hasher.hexDigest()
+        let sha256 = hasher.hexDigest()
+        prepared = sha256
+        return sha256
     }
 
     /// Syncs the folder holding `path`, so that a rename into it is durable.

@@ -234,13 +234,13 @@ public enum CorrectionFile {
 
     public static func write(
         path: String, layout: CorrectionLayout, rows: some Sequence<CorrectionRow>,
-        records: any OriginalRecords, keeping existing: [[UInt8]] = []
+        records: any OriginalRecords, keeping existing: [[UInt8]] = [], into set: FileSet? = nil
     ) throws(WriteFailure)
         -> (sha256: String, rows: Int)
     {
         let writer = try Writer(path: path, layout: layout, keeping: existing)
         for row in rows { try writer.add(row, records: records) }
-        return try writer.commit()
+        return try writer.commit(into: set)
     }
 
     /// One correction file written row by row, so that errors.csv and deferred.csv can be
@@ -278,8 +278,8 @@ public enum CorrectionFile {
             file.endRow()
         }
 
-        public func commit() throws(WriteFailure) -> (sha256: String, rows: Int) {
-            let sha = try file.commit()
+        public func commit(into set: FileSet? = nil) throws(WriteFailure) -> (sha256: String, rows: Int) {
+            let sha = try file.commit(into: set)
             return (sha, file.rows)
         }
     }

@@ -212,12 +212,13 @@ public enum ReportPage {
 
     /// Writes `report.html` (temporary name, fsync, rename).
     public static func write(
-        path: String, facts: Facts, sums: ControlSums, counts: [LineStatus: Int], reasons: ReasonGroups
+        path: String, facts: Facts, sums: ControlSums, counts: [LineStatus: Int], reasons: ReasonGroups,
+        into set: FileSet? = nil
     ) throws(WriteFailure) -> (sha256: String, rows: Int) {
         let file = try OutputFile(path: path)
         file.append(bytes: render(facts: facts, sums: sums, counts: counts, reasons: reasons))
         file.endRow()
-        let sha = try file.commit()
+        let sha = try file.commit(into: set)
         return (sha, 1)
     }
 

@@ -1165,6 +1165,49 @@ extension CrashPointTests {
     }
 }
 
+extension CrashPointTests {
+    /// A `run` killed among the renames of its rewrite after apply (results.csv in place, the
+    /// manifest not yet; `:3`, later ones): the next `apply` of the folder puts the rest in
+    /// place before it reads it, finds the seal whole, sends nothing again, reports every line
+    /// settled with the money counted in the folder's summary, and ends the run, so the next
+    /// day's run names no run that never ended (audit 31 K1: apply refused the broken seal at
+    /// every try, the run never ended, and no day counted what it moved).
+    @Test(arguments: ["publishing:1", "publishing:3"])
+    func killedAmongTheRewritesRenamesTheNextApplyFinishesTheFolder(point: String) throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day1"),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": point])
+        #expect(![0, 65, 75].contains(killed.status), "not killed at \(point): \(killed.status) \(killed.stderr)")
+        let folder = setup.folder.appendingPathComponent("day1")
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+        #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "results.csv, the first renamed, is new")
+        let apply = try SettleProcess.run(
+            [
+                "apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+                "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(apply.status == 0, "\(apply.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+        #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "\(setup.results("day1").map { $0[8] })")
+        let summary = SettleProcess.read(folder.appendingPathComponent("summary.csv"))
+            .split(separator: "\n").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+        func moved(_ measure: String) -> Int? {
+            summary.first { $0.count > 6 && $0[3] == measure }.flatMap { Int($0[6]) }
+        }
+        #expect(moved("transferred") == Int(ApplyCommandTests.transferTotal(4)))
+        #expect(moved("paid_out") == 4 * 250)
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try "line_id,order_id,amount,currency,destination\n".write(to: empty, atomically: false, encoding: .utf8)
+        let next = try setup.run([empty], out: "day2")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(!next.stderr.contains("never ended"), "\(next.stderr)")
+    }
+}
+
 /// A ledger that fails in the middle of apply: the run stops sending, the files and the
 /// exit status agree (75), and the next run pays nothing twice. Before the fix the files
 /// said `planned` and the manifest 65 while the process exited 75.
