@@ -97,6 +97,13 @@ public struct PlanFolder {
     }
 
     /// Which apply of this plan the next one is: 1, or one more than the manifest's last.
+    /// The run id of the apply whose rewrite the folder holds (`run_…`, `run_….a2`), or nil
+    /// before its first apply ended.
+    public var lastAppliedRunID: String? {
+        let attempt = nextAttempt - 1
+        guard attempt >= 1 else { return nil }
+        return attempt > 1 ? "\(runID).a\(attempt)" : runID
+    }
     var nextAttempt: Int { Int(manifest["apply"]?["attempt"]?.intValue ?? (manifest["apply"] == nil ? 0 : 1)) + 1 }
 
     /// The ledger's record of the next apply of this folder (`settle status` lists it): the
@@ -537,6 +544,27 @@ public struct PlanFolder {
                     } else if status == LineStatus.settled.name || status == LineStatus.failed.name,
                         text(row[F.kind.rawValue]) == LineKind.payout.name,
                         case let instruction = text(row[F.instructionID.rawValue]), !instruction.isEmpty,
+                        report.lineResult(instruction) == nil, report.ledgerFailure == nil,
+                        case let made = text(row[F.stripeID.rawValue]).trimmingFormulaGuard(), !made.isEmpty,
+                        let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                        line.status == .settled, let paid = line.stripeID, !paid.isEmpty, paid != made
+                    {
+                        // As above, for a payout this apply does not list (the part of an
+                        // aggregated payout an earlier attempt split off and sent): another
+                        // payout holds the line (another instruction's, or a later attempt of
+                        // this one, the line fed back alone), so this run's came back (audit 29
+                        // F6: the row kept the payout that came back); also once an earlier
+                        // attempt of this folder said `failed` (audit 31 G1b: the row stayed
+                        // failed, and the folder dropped its payout from paid_out). Before the
+                        // case below, which is for a line no payout holds now (audit 31 W3: a
+                        // line paid again said `failed` with the return another run reported).
+                        madeAndBack = true
+                        set(
+                            &row, .alreadySettled, stripeID: paid, reason: "the payout \(made)\(Self.cameBackPaidAgain)"
+                        )
+                    } else if status == LineStatus.settled.name || status == LineStatus.failed.name,
+                        text(row[F.kind.rawValue]) == LineKind.payout.name,
+                        case let instruction = text(row[F.instructionID.rawValue]), !instruction.isEmpty,
                         report.lineResult(instruction) == nil, let (made, _) = madeHereAndBack(row),
                         made == text(row[F.stripeID.rawValue]).trimmingFormulaGuard()
                     {
@@ -559,22 +587,6 @@ public struct PlanFolder {
                                 &row, .failed, stripeID: made, code: failed?.errorCode ?? "",
                                 reason: failed?.errorMessage ?? "the payout \(made) came back at Stripe")
                         }
-                    } else if status == LineStatus.settled.name, text(row[F.kind.rawValue]) == LineKind.payout.name,
-                        case let instruction = text(row[F.instructionID.rawValue]), !instruction.isEmpty,
-                        report.lineResult(instruction) == nil, report.ledgerFailure == nil,
-                        case let made = text(row[F.stripeID.rawValue]).trimmingFormulaGuard(), !made.isEmpty,
-                        let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
-                        line.status == .settled, let paid = line.stripeID, !paid.isEmpty, paid != made
-                    {
-                        // As above, for a payout this apply does not list (the part of an
-                        // aggregated payout an earlier attempt split off and sent): another
-                        // payout holds the line (another instruction's, or a later attempt of
-                        // this one, the line fed back alone), so this run's came back (audit 29
-                        // F6: the row kept the payout that came back).
-                        madeAndBack = true
-                        set(
-                            &row, .alreadySettled, stripeID: paid, reason: "the payout \(made)\(Self.cameBackPaidAgain)"
-                        )
                     } else if status == LineStatus.alreadySettled.name || status == LineStatus.settled.name,
                         text(row[F.kind.rawValue]) == LineKind.payout.name,
                         text(row[F.reason.rawValue]).hasSuffix(Self.cameBackPaidAgain)

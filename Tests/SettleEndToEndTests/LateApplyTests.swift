@@ -515,6 +515,62 @@ import Testing
         }
     }
 
+    /// As above, for the part of an aggregated payout that apply split off (the other order's
+    /// line refused): that payout comes back and the folder's re-apply says `failed`; the line,
+    /// fed back alone with the same content, is paid again by a later run under the same
+    /// instruction (its next attempt). The folder applied again still counts the payout its run
+    /// made, and says `already_settled` with the new one (audit 31 G1b: it said `failed` and
+    /// dropped its payout from paid_out).
+    @Test func aSplitPayoutPaidAgainUnderItsOwnInstructionStaysCountedByItsFolder() throws {
+        let (setup, made) = try paidWithAnOrderRefused("MX", order: 2770, split: true)
+        try returnPayout(setup, made)
+        #expect(try setup.apply("day1").status == 65)
+        let split = try #require(rows(setup, "day1")["MX2"])
+        #expect([split[8], split[10]] == ["failed", made], "its own payout, named")
+        #expect(measure(setup, "day1", "paid_out") == 1000 && measure(setup, "day1", "payouts_returned") == 1000)
+        let errors = try String(contentsOf: setup.folder.appendingPathComponent("day1/errors.csv"), encoding: .utf8)
+            .split(separator: "\n")
+        let row = try #require(errors.first { $0.hasPrefix("MX2,2770,payout") })
+        #expect(try step(setup, "run", "day2", "\(errors[0])\n\(row)\n", asOf: "2026-12-11").status == 0)
+        let day2 = try #require(rows(setup, "day2")["MX2"])
+        let again = day2[10]
+        #expect(day2[8] == "settled" && !again.isEmpty && again != made, "\(day2)")
+        #expect(day2[9] == split[9], "the split instruction again, its next attempt")
+        for _ in 0..<2 {
+            _ = try setup.apply("day1")
+            #expect(rows(setup, "day1")["MX2"].map { [$0[8], $0[10]] } == ["already_settled", again])
+            #expect(measure(setup, "day1", "paid_out") == 1000, "the payout day 1's run made")
+            #expect(net(setup, ["day1", "day2"]) == 1000, "one payout is out at Stripe")
+        }
+    }
+
+    /// The part of an aggregated payout that apply split off comes back, and the next run
+    /// reports it; the line, fed back with another order's payout line of the same recipient,
+    /// is paid again in one payout of both. The folder's first re-apply says the line is
+    /// `already_settled` with that payout, and still counts the one its run made (audit 31 W3:
+    /// it said `failed` with the return the other run had reported, and errors.csv held a
+    /// line that was paid).
+    @Test func aSplitPayoutsLinePaidAgainWithAnotherOrdersLineIsAlreadySettledAtTheReapply() throws {
+        let (setup, made) = try paidWithAnOrderRefused("MY", order: 2780, split: true)
+        try returnPayout(setup, made)
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11").status == 65)
+        #expect(rows(setup, "day2")["MY2"]?[8] == "failed")
+        let fix = try String(contentsOf: setup.folder.appendingPathComponent("day2/errors.csv"), encoding: .utf8)
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_my9", "amount": 2000, "currency": "usd", "status": "succeeded"}]}"#)
+        let other = "MY9,2789,payout,3.13,usd,ORDER2789,,ch_my9,20.00,usd,succeeded,acct_c2,pm_my,,,,\n"
+        #expect(try step(setup, "run", "day3", fix + other, asOf: "2026-12-12").status == 0)
+        let shared = try #require(rows(setup, "day3")["MY2"]?[10])
+        #expect(!shared.isEmpty && shared != made && rows(setup, "day3")["MY9"]?[10] == shared, "one payout of both")
+        _ = try setup.apply("day1")
+        let row = try #require(rows(setup, "day1")["MY2"])
+        #expect([row[8], row[10]] == ["already_settled", shared], "\(row)")
+        let errors = try String(contentsOf: setup.folder.appendingPathComponent("day1/errors.csv"), encoding: .utf8)
+        #expect(!errors.contains("MY2,"), "a paid line is not in errors.csv")
+        #expect(measure(setup, "day1", "paid_out") == 1000 && measure(setup, "day1", "payouts_returned") == 0)
+        #expect(net(setup, ["day1", "day2", "day3"]) == 1313, "the shared payout is out at Stripe")
+    }
+
     /// A run's payout comes back and is reported; the line, fed back, is paid again, and that
     /// payout comes back too. An older folder that lists the line as already settled is then
     /// applied again and is the first to learn the second return: it reports it, and the next
