@@ -133,6 +133,24 @@ struct Applier {
         return last.values.filter { $0.endedAt == nil && $0.folder != folder }.sorted { $0.startedAt < $1.startedAt }
     }
 
+    /// Earlier applies of this folder that never ended in the ledger: killed, or stopped among
+    /// the renames of their rewrite (which locking the folder finished). This apply takes the
+    /// folder over, so they have ended: now, with the manifest's exit status for the one whose
+    /// rewrite the folder holds, none for one killed before its rewrite (audit 31 K1: the run
+    /// stayed "not ended" in the ledger for good).
+    func endEarlierAttempts(of plan: PlanFolder, ledger: LedgerStore) {
+        guard let runs = try? ledger.runs() else { return }
+        for run in runs where run.folder == plan.folder && run.endedAt == nil {
+            guard run.command == "apply" || run.command == "run" else { continue }
+            var ended = run
+            ended.endedAt = Date()
+            if run.id == plan.lastAppliedRunID, let status = plan.manifest["exit_status"]?.intValue {
+                ended.exitStatus = Int(status)
+            }
+            try? ledger.recordRun(ended)
+        }
+    }
+
     /// The folders of earlier applies that never ended (killed: nothing rewrote their files):
     /// the ledger takes over what their lines need (``PlanFolder/adoptUnfinished(ledger:records:run:)``),
     /// so the daily loop carries them without anyone applying those folders by hand, and the
@@ -262,6 +280,7 @@ struct Applier {
             ledger = try LedgerHistory.openToSettle(path: options.ledger)
         }
         try refuseIfAppliedElsewhere(plan, ledger: ledger)
+        endEarlierAttempts(of: plan, ledger: ledger)
         adoptRunsNotEnded(ledger, except: folder)
         // apply on its own follows the payouts too (run did before planning): those that came
         // back are held as returned, and the next plan or run reports them failed.

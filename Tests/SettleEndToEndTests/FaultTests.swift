@@ -1205,6 +1205,8 @@ extension CrashPointTests {
         let next = try setup.run([empty], out: "day2")
         #expect(next.status == 0, "\(next.stderr)")
         #expect(!next.stderr.contains("never ended"), "\(next.stderr)")
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(status.stdout.contains("run_") && !status.stdout.contains("not ended"), "\(status.stdout)")
     }
 }
 
