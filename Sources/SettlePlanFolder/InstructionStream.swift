@@ -74,7 +74,7 @@ public final class InstructionStream: InstructionSource {
     ///
     /// Read past the page cache where the file system allows it (``DirectReads``): the plan
     /// wrote the folder past it too, so its pages are not there to be found, and on the
-    /// benchmark machine bringing 2.5 GB into the cache cost more than reading it.
+    /// benchmark machine bringing a full-size folder into the cache cost more than reading it.
     public func sha256() -> String? {
         if case .read(let digest) = DirectReads.sha256(of: descriptor) { return digest }
         let hasher = SHA256()
