@@ -1153,15 +1153,21 @@ extension CrashPointTests {
         #expect(last.status == 0, "\(last.stderr)")
         let rows = setup.results("plan")
         #expect(rows.allSatisfy { $0[8] == "settled" }, "\(rows.map { $0[8] })")
-        let summary = SettleProcess.read(setup.folder.appendingPathComponent("plan/summary.csv"))
+        try Self.expectCountedOnceAndPaidOnce(setup, folder: "plan", orders: 6)
+    }
+
+    /// The folder's summary counts what `orders` of ``ApplyCommandTests/export(orders:in:extra:)``
+    /// moved, and Stripe holds each of them once.
+    static func expectCountedOnceAndPaidOnce(_ setup: ApplyCommandTests.Setup, folder: String, orders: Int) throws {
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))
             .split(separator: "\n").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
         func moved(_ measure: String) -> Int? {
             summary.first { $0.count > 6 && $0[3] == measure }.flatMap { Int($0[6]) }
         }
-        #expect(moved("transferred") == Int(ApplyCommandTests.transferTotal(6)))
-        #expect(moved("paid_out") == 6 * 250)
+        #expect(moved("transferred") == Int(ApplyCommandTests.transferTotal(orders)))
+        #expect(moved("paid_out") == orders * 250)
         try ApplyCommandTests.expectPaidExactlyOnce(
-            setup.sandbox, transfers: ApplyCommandTests.transferTotal(6), payouts: 6 * 250)
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(orders), payouts: Int64(orders * 250))
     }
 }
 
@@ -1191,15 +1197,7 @@ extension CrashPointTests {
         #expect(apply.status == 0, "\(apply.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
         #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "\(setup.results("day1").map { $0[8] })")
-        let summary = SettleProcess.read(folder.appendingPathComponent("summary.csv"))
-            .split(separator: "\n").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
-        func moved(_ measure: String) -> Int? {
-            summary.first { $0.count > 6 && $0[3] == measure }.flatMap { Int($0[6]) }
-        }
-        #expect(moved("transferred") == Int(ApplyCommandTests.transferTotal(4)))
-        #expect(moved("paid_out") == 4 * 250)
-        try ApplyCommandTests.expectPaidExactlyOnce(
-            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
+        try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
         let empty = setup.folder.appendingPathComponent("empty.csv")
         try "line_id,order_id,amount,currency,destination\n".write(to: empty, atomically: false, encoding: .utf8)
         let next = try setup.run([empty], out: "day2")

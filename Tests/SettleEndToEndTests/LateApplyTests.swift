@@ -507,11 +507,17 @@ import Testing
         let again = try #require(rows(setup, "day3")["LV2"]?[10])
         #expect(!again.isEmpty && again != made)
         try setup.sandbox.seed(#"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#)
+        try expectReappliesSayPaidAgain(setup, line: "LV2", by: again, days: ["day1", "day3"])
+    }
+
+    /// Day 1 applied twice more: `line` is `already_settled` with the payout `again` each time,
+    /// day 1 still counts the payout of 10.00 its run made, and one payout is out at Stripe.
+    func expectReappliesSayPaidAgain(_ setup: Setup, line: String, by again: String, days: [String]) throws {
         for _ in 0..<2 {
             _ = try setup.apply("day1")
-            #expect(rows(setup, "day1")["LV2"].map { [$0[8], $0[10]] } == ["already_settled", again])
+            #expect(rows(setup, "day1")[line].map { [$0[8], $0[10]] } == ["already_settled", again])
             #expect(measure(setup, "day1", "paid_out") == 1000, "the payout day 1's run made")
-            #expect(net(setup, ["day1", "day3"]) == 1000, "one payout is out at Stripe")
+            #expect(net(setup, days) == 1000, "one payout is out at Stripe")
         }
     }
 
@@ -536,12 +542,7 @@ import Testing
         let again = day2[10]
         #expect(day2[8] == "settled" && !again.isEmpty && again != made, "\(day2)")
         #expect(day2[9] == split[9], "the split instruction again, its next attempt")
-        for _ in 0..<2 {
-            _ = try setup.apply("day1")
-            #expect(rows(setup, "day1")["MX2"].map { [$0[8], $0[10]] } == ["already_settled", again])
-            #expect(measure(setup, "day1", "paid_out") == 1000, "the payout day 1's run made")
-            #expect(net(setup, ["day1", "day2"]) == 1000, "one payout is out at Stripe")
-        }
+        try expectReappliesSayPaidAgain(setup, line: "MX2", by: again, days: ["day1", "day2"])
     }
 
     /// The part of an aggregated payout that apply split off comes back, and the next run
