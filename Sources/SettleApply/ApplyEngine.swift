@@ -44,6 +44,9 @@ public final class ApplyEngine {
     /// decided (audit 26 B1, B2: a re-apply paid such an order's payout, and its dated line,
     /// rejected by the later run, was never paid).
     public var takenUpOrders: [String: String] = [:]
+    /// Transfers another apply found made, which this plan's folder reports, by instruction
+    /// id: their charges are looked up with the plan's facts (``checkFacts(_:)``).
+    public var reportedCharges: [String: String] = [:]
     /// For a plan made offline: the orders of each aggregated payout's lines, by instruction
     /// id (an aggregated payout names no group), asked only when Stripe refuses a fact the
     /// plan depends on. Without it such a payout stands alone.
@@ -666,7 +669,9 @@ public final class ApplyEngine {
                 charges.append(charge)
             }
         }
-        for (instruction, charge) in resolvedCharges.sorted(by: { $0.key < $1.key }) {
+        for (instruction, charge) in resolvedCharges.merging(reportedCharges, uniquingKeysWith: { own, _ in own })
+            .sorted(by: { $0.key < $1.key })
+        {
             chargeOfInstruction[instruction] = charge
             if seenCharges.insert(charge).inserted { charges.append(charge) }
         }

@@ -310,6 +310,12 @@ struct Applier {
             takenUpOrders = try onPlanFolder { () throws(SettleError) in try plan.ordersTakenUp(taken) }
             takenUpOrders.merge(decided) { takenUp, _ in takenUp }
         }
+        // An offline plan's folder that reports transfers another apply found made looks
+        // their charges up with its facts (an online plan's facts have them).
+        let reportedCharges =
+            plan.madeOnline
+            ? [:]
+            : try onPlanFolder { () throws(SettleError) in try plan.chargesOfUnreportedTransfers(ledger: ledger) }
         let report: ApplyReport
         // The run is in the ledger before anything is sent (not ended): a killed run is listed
         // too, and the folder, once marked, is known to this ledger (``refuseIfAppliedElsewhere``).
@@ -329,6 +335,7 @@ struct Applier {
             engine.beforeFirstSend = firstSendCheck
             engine.plannedAt = plannedAt
             engine.takenUpOrders = takenUpOrders
+            engine.reportedCharges = reportedCharges
             engine.payoutOrders = { (wanted) throws(ApplyError) in
                 do {
                     return try plan.payoutOrders(where: wanted)

@@ -96,10 +96,21 @@ extension PlanFolder {
 
         /// The sums and the charges.csv rows once every row is in, and the ledger failure if
         /// recording the charges failed.
-        mutating func finish(ledger: LedgerStore) throws(LedgerError) -> (
+        /// `reportedHere`: the instructions another apply found made that this folder reports
+        /// as moved by its run (not transferred "before" it, then).
+        mutating func finish(ledger: LedgerStore, reportedHere: Set<String> = []) throws(LedgerError) -> (
             sums: ControlSums, charges: [ChargeRow], ledgerFailure: LedgerError?
         ) {
             var sums = self.sums
+            var reportedOnCharge: [String: Int64] = [:]
+            for id in reportedHere {
+                // One this run found made is its own in the ledger already.
+                guard let reported = try ledger.instruction(id), reported.status == .settled,
+                    reported.dispatch.kind == LineKind.transfer.name, reported.settledBy != runID
+                else { continue }
+                reportedOnCharge[reported.dispatch.charge + "\u{0}" + reported.dispatch.currency, default: 0] +=
+                    reported.dispatch.amountMinor
+            }
             try objects.forEach { entry in
                 let (transfer, reversal, payout) = (entry.numbers[0], entry.numbers[1], entry.numbers[2])
                 if transfer > 0 {
@@ -140,9 +151,12 @@ extension PlanFolder {
                     charges[slot].firstRun = try ledger.chargeFirstRun(charges[slot].charge)
                     charges[slot].paidOutBefore = try ledger.paidOutBefore(
                         charge: charges[slot].charge, currency: charges[slot].currency, excluding: runID)
-                    // As the ledger stands now, not as it stood at plan time.
-                    charges[slot].transferredBefore = try ledger.transferredBefore(
-                        charge: charges[slot].charge, currency: charges[slot].currency, excluding: runID)
+                    // As the ledger stands now, not as it stood at plan time; what this folder
+                    // reports as its own is not before it (audit 31 G5: counted twice there).
+                    charges[slot].transferredBefore =
+                        try ledger.transferredBefore(
+                            charge: charges[slot].charge, currency: charges[slot].currency, excluding: runID)
+                        - (reportedOnCharge[charges[slot].charge + "\u{0}" + charges[slot].currency] ?? 0)
                 } catch {
                     if failure == nil { failure = error }
                 }

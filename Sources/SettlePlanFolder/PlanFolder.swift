@@ -142,6 +142,28 @@ public struct PlanFolder {
         return orders
     }
 
+    /// The charges of the transfers this folder will report `settled` for another apply that
+    /// found them made after their own run lost the outcome (the ledger's unreported outcomes
+    /// of lines this plan lists as already settled), by instruction id: apply looks them up
+    /// with the plan's facts, so that this folder counts their gross with them (audit 31 G5:
+    /// the plan formed no instruction of them, and the gross was counted in no day).
+    public func chargesOfUnreportedTransfers(ledger: LedgerStore) throws(SettleError) -> [String: String] {
+        typealias F = ResultsFile.Field
+        guard let unreported = try? ledger.unreportedOutcomes(), !unreported.isEmpty else { return [:] }
+        var charges: [String: String] = [:]
+        try eachResult { row, text in
+            guard text(row[F.status.rawValue]) == LineStatus.alreadySettled.name,
+                text(row[F.kind.rawValue]) == LineKind.transfer.name,
+                let line = try? ledger.line(text(row[F.lineID.rawValue])), line.status == .settled,
+                unreported.contains(line.instructionID),
+                let instruction = try? ledger.instruction(line.instructionID),
+                case let charge = instruction.dispatch.charge, charge.hasPrefix("ch_") || charge.hasPrefix("py_")
+            else { return }
+            charges[line.instructionID] = charge
+        }
+        return charges
+    }
+
     /// Each row of results.csv (header aside, with all its cells), and a cell's text without
     /// the formula guard.
     private func eachResult(_ body: ([[UInt8]], ([UInt8]) -> String) -> Void) throws(SettleError) {
@@ -758,7 +780,7 @@ public struct PlanFolder {
         let charges: [ChargeRow]
         let chargesFailure: LedgerError?
         do throws(LedgerError) {
-            (sums, charges, chargesFailure) = try sumsOfRows.finish(ledger: ledger)
+            (sums, charges, chargesFailure) = try sumsOfRows.finish(ledger: ledger, reportedHere: reportedNow)
         } catch {
             throw SettleError(.internalError, "\(folder): the scratch table for the sums failed: \(error)")
         }

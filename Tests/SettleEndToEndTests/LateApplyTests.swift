@@ -677,12 +677,20 @@ import Testing
     /// no gross. The next folder is planned offline (no facts looked up) and its apply finds the
     /// transfer made: it looks the charge up with the plan's own facts, and counts its gross
     /// and the transfer in its charges.csv and summary (audit 29 F5: no folder counted the gross).
-    @Test func anOfflineFolderThatFindsAnUnknownTransferMadeCountsItsChargesGross() throws {
+    /// `foundElsewhere`: an earlier folder's re-apply found it made first, and the offline
+    /// folder only reports it: the same (audit 31 G5: the plan listed the line already settled,
+    /// formed no instruction of it, and no day counted the gross).
+    @Test(arguments: [false, true])
+    func anOfflineFolderThatFindsAnUnknownTransferMadeCountsItsChargesGross(foundElsewhere: Bool) throws {
         let setup = try started(
-            #"{"charges": [{"id": "ch_ly", "amount": 10000, "currency": "usd", "status": "succeeded", "fee": 300}]}"#)
-        let text =
-            "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction\n"
-            + "LY1,2730,transfer,50.10,usd,ORDER2730,acct_ok,ch_ly\n"
+            #"{"charges": [{"id": "ch_ly", "amount": 10000, "currency": "usd", "status": "succeeded", "fee": 300}, {"id": "ch_ly0", "amount": 5000, "currency": "usd", "status": "succeeded", "fee": 100}]}"#
+        )
+        let header = "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction\n"
+        let text = header + "LY1,2730,transfer,50.10,usd,ORDER2730,acct_ok,ch_ly\n"
+        if foundElsewhere {
+            let day0 = header + "LY0,2729,transfer,1.00,usd,ORDER2729,acct_ok,ch_ly0\n"
+            #expect(try step(setup, "run", "day0", day0, asOf: "2026-12-09").status == 0)
+        }
         try faults(
             setup,
             #"[{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "drop_after_commit"}, {"method": "POST", "path_prefix": "/v1/transfers", "on": "retry", "action": "status", "status": 400, "code": "parameter_invalid"}]"#
@@ -690,7 +698,12 @@ import Testing
         #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10").status == 75)
         #expect(rows(setup, "day1")["LY1"]?[8] == "unknown")
         try faults(setup, "[]")
-        #expect(try step(setup, "plan", "day2", "line_id\n", asOf: "2026-12-11").status == 75)
+        if foundElsewhere {
+            #expect(try setup.apply("day0").status == 0)
+            #expect(rows(setup, "day0")["LY1"] == nil, "found made, with no row of it here")
+        }
+        let plan = try step(setup, "plan", "day2", header, asOf: "2026-12-11")
+        #expect(plan.status == (foundElsewhere ? 0 : 75), "\(plan.status) \(plan.stderr)")
         _ = try setup.apply("day2")
         #expect(rows(setup, "day2")["LY1"]?[8] == "settled", "\(rows(setup, "day2"))")
         #expect(measure(setup, "day2", "transferred") == 5010)
