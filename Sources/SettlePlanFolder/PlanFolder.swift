@@ -429,8 +429,10 @@ public struct PlanFolder {
                 var reportsReturn = false
                 /// This row reports its payout's return: counted in payouts_returned, and its
                 /// holding ends here (``HeldLines/add(_:status:entry:adopted:reportsReturn:)``).
-                func reportReturn(_ row: [[UInt8]]) {
-                    let amount = Int64(text(row[F.amountMinor.rawValue])) ?? 0
+                /// `amount`: what came back, when it is not the row's (a later payout of the line
+                /// re-exported with another amount).
+                func reportReturn(_ row: [[UInt8]], amount returned: Int64? = nil) {
+                    let amount = returned ?? Int64(text(row[F.amountMinor.rawValue])) ?? 0
                     sumsOfRows.sums.addReturned(currency: text(row[F.currency.rawValue]), amount: amount)
                     reportsReturn = true
                 }
@@ -512,18 +514,22 @@ public struct PlanFolder {
                             let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
                             result.stripeID = made
                             if let back = cameBack[lineID] {
-                                reportReturn(row)
+                                // The return this row reports may be of a later run's payout of
+                                // the line (another instruction: its aggregated payout, or the
+                                // line re-exported with another amount), not of the one this run
+                                // made: the row says so, and counts what came back (audit 30 W1:
+                                // it named only this run's payout; audit 31 W4: it counted the
+                                // return at this row's amount).
                                 if !later, let line = try? ledger.line(lineID),
                                     line.instructionID != text(row[F.instructionID.rawValue]),
                                     let paid = line.stripeID, !paid.isEmpty, paid != made
                                 {
-                                    // The return this row reports is of a later run's payout of
-                                    // the line (another instruction: its aggregated payout), not
-                                    // of the one this run made: the row says so (audit 30 W1: it
-                                    // named only this run's payout).
+                                    reportReturn(row, amount: back.amountMinor)
                                     result.reasonCode = back.reasonCode
                                     result.reason = back.reason
                                     later = true
+                                } else {
+                                    reportReturn(row)
                                 }
                             }
                             if later {

@@ -673,6 +673,31 @@ import Testing
         #expect(net(setup, ["day1", "day2", "day3", "day4"]) == 0, "nothing is out at Stripe")
     }
 
+    /// A run's payout comes back and its folder's re-apply reports it; the order system
+    /// exports the line again with another amount (a new instruction), a later run pays it,
+    /// and that payout comes back too. The folder's next re-apply is the first to learn it:
+    /// it names that payout and counts its return at that payout's amount (audit 31 W4: at
+    /// the folder's own line amount, and the days were off by the difference).
+    @Test func aReapplyCountsTheReturnOfALaterPayoutAtItsOwnAmount() throws {
+        let (setup, made) = try paidWithAnOrderRefused("MZ", order: 2790)
+        let perLine = ["--payouts", "per-line"]
+        try returnPayout(setup, made)
+        #expect(try setup.apply("day1").status == 65)
+        #expect(measure(setup, "day1", "payouts_returned") == 1000)
+        let again = "MZ2,2790,payout,10.07,usd,ORDER2790,,ch_mz,100.00,usd,succeeded,acct_c2,pm_mz,\n"
+        #expect(try step(setup, "run", "day2", Self.header + again, asOf: "2026-12-11", extra: perLine).status == 0)
+        let later = try #require(rows(setup, "day2")["MZ2"]?[10])
+        #expect(!later.isEmpty && later != made && measure(setup, "day2", "paid_out") == 1007)
+        try returnPayout(setup, later)
+        _ = try setup.apply("day1")
+        let row = try #require(rows(setup, "day1")["MZ2"])
+        #expect(row[8] == "failed" && row[12].contains(later), "\(row)")
+        #expect(measure(setup, "day1", "payouts_returned") == 1000 + 1007, "both returns, each at its amount")
+        let day3 = try step(setup, "run", "day3", Self.header, asOf: "2026-12-12", extra: perLine)
+        #expect(rows(setup, "day3")["MZ2"] == nil, "reported once, by the re-apply: \(day3.stderr)")
+        #expect(net(setup, ["day1", "day2", "day3"]) == 0, "nothing is out at Stripe")
+    }
+
     /// A transfer on a charge the export gives no facts of ends `unknown`, so its run counts
     /// no gross. The next folder is planned offline (no facts looked up) and its apply finds the
     /// transfer made: it looks the charge up with the plan's own facts, and counts its gross
