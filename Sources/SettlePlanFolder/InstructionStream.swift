@@ -77,20 +77,8 @@ public final class InstructionStream: InstructionSource {
     /// benchmark machine bringing a full-size folder into the cache cost more than reading it.
     public func sha256() -> String? {
         if case .read(let digest) = DirectReads.sha256(of: descriptor) { return digest }
-        let hasher = SHA256()
         var chunk = [UInt8](repeating: 0, count: Self.chunkSize)
-        var position: off_t = 0
-        while true {
-            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, position) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return nil
-            }
-            if count == 0 { break }
-            chunk.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-            position += off_t(count)
-        }
-        return hasher.hexDigest()
+        return chunk.withUnsafeMutableBytes { DirectReads.sha256(reading: descriptor, into: $0).digest }
     }
 
     // MARK: - Lines
@@ -182,20 +170,30 @@ enum DirectReads {
         var memory: UnsafeMutableRawPointer? = nil
         guard posix_memalign(&memory, alignment, size) == 0, let memory else { return .unavailable }
         defer { free(memory) }
+        let read = sha256(reading: direct, into: UnsafeMutableRawBufferPointer(start: memory, count: size))
+        // Refused before a byte was read: this file system takes no direct reads.
+        return read.refusedAtStart ? .unavailable : .read(read.digest)
+    }
+
+    /// The SHA-256 of everything `descriptor` reads from its start (`pread`, chunk by chunk
+    /// through `buffer`); the digest nil when a read failed, `refusedAtStart` when the first
+    /// read was refused (EINVAL) before a byte was read.
+    static func sha256(reading descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer)
+        -> (digest: String?, refusedAtStart: Bool)
+    {
         let hasher = SHA256()
         var position: off_t = 0
         while true {
-            let count = pread(direct, memory, size, position)
+            let count = pread(descriptor, buffer.baseAddress, buffer.count, position)
             if count < 0 {
                 if errno == EINTR { continue }
-                // Refused before a byte was read: this file system takes no direct reads.
-                return errno == EINVAL && position == 0 ? .unavailable : .read(nil)
+                return (nil, errno == EINVAL && position == 0)
             }
             if count == 0 { break }
-            hasher.update(UnsafeRawBufferPointer(start: memory, count: count))
+            hasher.update(UnsafeRawBufferPointer(start: buffer.baseAddress, count: count))
             position += off_t(count)
         }
-        return .read(hasher.hexDigest())
+        return (hasher.hexDigest(), false)
     }
 }
 

@@ -101,9 +101,10 @@ public struct PlanFolder {
     /// before its first apply ended.
     public var lastAppliedRunID: String? {
         let attempt = nextAttempt - 1
-        guard attempt >= 1 else { return nil }
-        return attempt > 1 ? "\(runID).a\(attempt)" : runID
+        return attempt >= 1 ? runID(ofAttempt: attempt) : nil
     }
+    /// The run id of an apply attempt of this folder: the plan's for the first, `<id>.aN` after.
+    func runID(ofAttempt attempt: Int) -> String { attempt > 1 ? "\(runID).a\(attempt)" : runID }
     var nextAttempt: Int { Int(manifest["apply"]?["attempt"]?.intValue ?? (manifest["apply"] == nil ? 0 : 1)) + 1 }
 
     /// The ledger's record of the next apply of this folder (`settle status` lists it): the
@@ -111,7 +112,7 @@ public struct PlanFolder {
     public func applyRecord(mode: String, startedAt: Date) -> LedgerRun {
         let attempt = nextAttempt
         return LedgerRun(
-            id: attempt > 1 ? "\(runID).a\(attempt)" : runID, command: mode,
+            id: runID(ofAttempt: attempt), command: mode,
             asOf: manifest["as_of"]?.stringValue ?? "", folder: folder, startedAt: startedAt,
             continues: attempt > 1 ? runID : nil)
     }
@@ -150,16 +151,24 @@ public struct PlanFolder {
     public func chargesOfUnreportedTransfers(ledger: LedgerStore) throws(SettleError) -> [String: String] {
         typealias F = ResultsFile.Field
         guard let unreported = try? ledger.unreportedOutcomes(), !unreported.isEmpty else { return [:] }
+        // A few instructions: their lines from the ledger, then one pass over the rows with no
+        // query per row.
+        var transferOfLine: [String: (instruction: String, charge: String)] = [:]
+        for id in unreported {
+            guard let instruction = try? ledger.instruction(id), instruction.status == .settled,
+                instruction.dispatch.kind == LineKind.transfer.name,
+                case let charge = instruction.dispatch.charge, charge.hasPrefix("ch_") || charge.hasPrefix("py_"),
+                let lines = try? ledger.lines(ofInstruction: id)
+            else { continue }
+            for line in lines { transferOfLine[line] = (id, charge) }
+        }
+        guard !transferOfLine.isEmpty else { return [:] }
         var charges: [String: String] = [:]
         try eachResult { row, text in
             guard text(row[F.status.rawValue]) == LineStatus.alreadySettled.name,
-                text(row[F.kind.rawValue]) == LineKind.transfer.name,
-                let line = try? ledger.line(text(row[F.lineID.rawValue])), line.status == .settled,
-                unreported.contains(line.instructionID),
-                let instruction = try? ledger.instruction(line.instructionID),
-                case let charge = instruction.dispatch.charge, charge.hasPrefix("ch_") || charge.hasPrefix("py_")
+                let transfer = transferOfLine[text(row[F.lineID.rawValue])]
             else { return }
-            charges[line.instructionID] = charge
+            charges[transfer.instruction] = transfer.charge
         }
         return charges
     }
