@@ -142,12 +142,20 @@ struct Applier {
         guard let runs = try? ledger.runs() else { return }
         for run in runs where run.folder == plan.folder && run.endedAt == nil {
             guard run.command == "apply" || run.command == "run" else { continue }
-            var ended = run
-            ended.endedAt = Date()
-            if run.id == plan.lastAppliedRunID, let status = plan.manifest["exit_status"]?.intValue {
-                ended.exitStatus = Int(status)
-            }
-            try? ledger.recordRun(ended)
+            recordEnded(plan.ended(run), ledger: ledger)
+        }
+    }
+
+    /// Records an earlier run as ended; a ledger that cannot say so is named in a warning
+    /// (`settle status` then still shows the run "not ended", and the next run tries again).
+    func recordEnded(_ run: LedgerRun, ledger: LedgerStore) {
+        do {
+            try ledger.recordRun(run)
+        } catch {
+            log(
+                .warning, event: "run_record_failed",
+                "the ledger could not record that run \(run.id) ended (\(error)); the next run records it",
+                fields: [Log.Field("run", run.id)])
         }
     }
 
@@ -162,12 +170,29 @@ struct Applier {
         for run in open {
             let path = run.folder ?? ""
             do throws(SettleError) {
+                // Stopped among the renames of its rewrite: its files go into place first, as
+                // `settle apply` of the folder would put them (audit 31 K1's known limit: the
+                // folder could not be read, and was named at every run until applied by hand).
+                try OutputFolder.finishStoppedRewrite(path)
                 let plan = try PlanFolder.open(path)
+                if plan.holdsRewrite(ofRun: run.id) {
+                    // Stopped once its files were in place: they report every line, and the
+                    // ledger holds what waits; what is left is what came after the files.
+                    let marked = try plan.markReportedOutcomes(ledger: ledger)
+                    let ended = plan.ended(run)
+                    recordEnded(ended, ledger: ledger)
+                    log(
+                        .warning, event: "run_finished",
+                        "run \(run.id) in \(path) was stopped after its last request, as it put its files in place "
+                            + "(killed?): its files are whole and report every line"
+                            + (marked > 0 ? " (\(marked) outcome(s) learnt from other runs, now marked reported)" : "")
+                            + "; the run is recorded as ended with exit \(ended.exitStatus.map(String.init) ?? "unknown")",
+                        fields: [Log.Field("run", run.id), .file(path)])
+                    continue
+                }
                 let adopted = try plan.adoptUnfinished(
                     ledger: ledger, records: SpoolRecords(folder: plan.folder, manifest: plan.manifest), run: run.id)
-                var ended = run
-                ended.endedAt = Date()
-                try? ledger.recordRun(ended)
+                recordEnded(plan.ended(run), ledger: ledger)
                 var text = "run \(run.id) in \(path) never ended (killed?): "
                 text +=
                     "\(adopted.waiting) line(s) it did not send and \(adopted.refused) Stripe refused wait in the "
@@ -356,7 +381,7 @@ struct Applier {
                 var record = plan.applyRecord(mode: mode, startedAt: started)
                 record.endedAt = Date()
                 record.exitStatus = Int(failure.code.rawValue)
-                try? ledger.recordRun(record)
+                recordEnded(record, ledger: ledger)
             default: break
             }
             throw failure

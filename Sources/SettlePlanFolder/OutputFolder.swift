@@ -112,30 +112,26 @@ public enum OutputFolder {
         let spool = (path as NSString).appendingPathComponent(spoolFolder)
         try makePrivateFolder(spool, what: "--out \(path)")
         let key = (spool as NSString).resolvingSymlinksInPath
-        try Held.shared.lock(key) { () throws(SettleError) -> Int32 in
-            let lockPath = (spool as NSString).appendingPathComponent(lockName)
-            let fd = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            guard fd >= 0 else {
-                throw SettleError(
-                    .folderUnwritable, "cannot create the lock \(lockPath): \(String(cString: strerror(errno)))")
-            }
-            fchmod(fd, 0o600)
-            while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-                if errno == EINTR { continue }
-                let busy = errno == EWOULDBLOCK
-                let reason = String(cString: strerror(errno))
-                close(fd)
-                if busy {
-                    throw SettleError(
-                        .folderBusy, "--out \(path) is in use by another settle process; run again when it has finished"
-                    )
-                }
-                throw SettleError(.folderUnwritable, "cannot lock \(lockPath): \(reason)")
-            }
-            return fd
-        }
+        try Held.shared.lock(key) { () throws(SettleError) -> Int32 in try takeLock(path) }
         // An apply stopped among the renames of its rewrite: its new files go into place
         // before anything reads the folder or clears temporary files (audit 31 K1).
+        try finishPublishing(path)
+        removeLeftovers(path)
+    }
+
+    /// Puts into place the files of an apply stopped among the renames of its rewrite, if the
+    /// folder holds its journal, under the folder's lock for only that long: the daily `run`
+    /// finishes an earlier folder this way before it reads it, as `settle apply` of the
+    /// folder would. Another settle process holding the folder: exit 75 (`folderBusy`), and
+    /// that process finishes it.
+    public static func finishStoppedRewrite(_ path: String) throws(SettleError) {
+        guard access((path as NSString).appendingPathComponent(FileSet.journalName), F_OK) == 0 else { return }
+        let fd = try takeLock(path)
+        defer { close(fd) }
+        try finishPublishing(path)
+    }
+
+    private static func finishPublishing(_ path: String) throws(SettleError) {
         do throws(WriteFailure) {
             try FileSet.finish(folder: path)
         } catch {
@@ -144,7 +140,30 @@ public enum OutputFolder {
                 "cannot finish putting the files of an apply stopped in \(path) into place: \(error.path): \(error.message)"
             )
         }
-        removeLeftovers(path)
+    }
+
+    /// The folder's lock file, opened and locked (`flock`, exclusive, not waiting).
+    private static func takeLock(_ path: String) throws(SettleError) -> Int32 {
+        let spool = (path as NSString).appendingPathComponent(spoolFolder)
+        let lockPath = (spool as NSString).appendingPathComponent(lockName)
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw SettleError(
+                .folderUnwritable, "cannot create the lock \(lockPath): \(String(cString: strerror(errno)))")
+        }
+        fchmod(fd, 0o600)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EINTR { continue }
+            let busy = errno == EWOULDBLOCK
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            if busy {
+                throw SettleError(
+                    .folderBusy, "--out \(path) is in use by another settle process; run again when it has finished")
+            }
+            throw SettleError(.folderUnwritable, "cannot lock \(lockPath): \(reason)")
+        }
+        return fd
     }
 
     /// The spool file of input `file`, relative to the folder: its ending says what it holds

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import SettleCore
 public import SettleLedger
 import SettleWrite
@@ -124,6 +124,50 @@ extension PlanFolder {
         held.write()
         if let failure = held.failure { throw failure }
         return count
+    }
+
+    /// Whether the folder's files are the rewrite of this apply run's (its last apply
+    /// attempt): the run got as far as putting them in place, or among their renames (which
+    /// locking the folder finished), and was stopped before the ledger recorded its end.
+    public func holdsRewrite(ofRun run: String) -> Bool { lastAppliedRunID == run }
+
+    /// An earlier apply of this folder that never ended in the ledger, ended now: with the
+    /// manifest's exit status and counts when the folder holds its rewrite, none for one
+    /// killed before its rewrite.
+    public func ended(_ run: LedgerRun, at now: Date = Date()) -> LedgerRun {
+        var ended = run
+        ended.endedAt = now
+        if holdsRewrite(ofRun: run.id), let status = manifest["exit_status"]?.intValue {
+            ended.exitStatus = Int(status)
+            if case .object = manifest["counts"] { ended.counts = manifest["counts"]?.encoded() }
+        }
+        return ended
+    }
+
+    /// What the rewrite of an apply does once its files are in place, for one stopped right
+    /// there (``holdsRewrite(ofRun:)``): the outcomes its results.csv reports that the ledger
+    /// still lists as reported by no folder (another folder's apply learnt them) are marked
+    /// reported, so no later folder counts them again. The rewrite chose them by the same rule:
+    /// a `settled` row under such an instruction. Returns how many.
+    public func markReportedOutcomes(ledger: LedgerStore) throws(SettleError) -> Int {
+        typealias F = ResultsFile.Field
+        func ledgerCall<T>(_ body: () throws(LedgerError) -> T) throws(SettleError) -> T {
+            do {
+                return try body()
+            } catch {
+                throw SettleError(.ledgerFailed, "the ledger could not mark what \(folder) reported: \(error)")
+            }
+        }
+        let unreported = try ledgerCall { () throws(LedgerError) in try ledger.unreportedOutcomes() }
+        guard !unreported.isEmpty else { return 0 }
+        var reported: Set<String> = []
+        try eachRow { (row, _) throws(SettleError) in
+            guard String(decoding: row[F.status.rawValue], as: UTF8.self) == LineStatus.settled.name else { return }
+            let instruction = String(decoding: row[F.instructionID.rawValue], as: UTF8.self)
+            if unreported.contains(instruction) { reported.insert(instruction) }
+        }
+        try ledgerCall { () throws(LedgerError) in try ledger.markReported(reported) }
+        return reported.count
     }
 
     /// Each whole row of results.csv (after its header) with its line index entry, in order.
