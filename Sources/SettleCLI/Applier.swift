@@ -140,7 +140,9 @@ struct Applier {
     /// stayed "not ended" in the ledger for good).
     func endEarlierAttempts(of plan: PlanFolder, ledger: LedgerStore) {
         guard let runs = try? ledger.runs() else { return }
-        for run in runs where run.folder == plan.folder && run.endedAt == nil {
+        // `run` recorded this apply's run before it planned: it is this one, not an earlier one.
+        let current = plan.applyRecord(mode: "", startedAt: Date()).id
+        for run in runs where run.folder == plan.folder && run.endedAt == nil && run.id != current {
             guard run.command == "apply" || run.command == "run" else { continue }
             recordEnded(plan.ended(run), ledger: ledger)
         }
@@ -207,7 +209,25 @@ struct Applier {
                     .warning, event: "run_adopted", text,
                     fields: [Log.Field("run", run.id), .file(path), .lines(adopted.total)])
             } catch {
-                unread.append((run, "\(error.message)"))
+                let manifest = FileManager.default.contents(
+                    atPath: (path as NSString).appendingPathComponent("manifest.json")
+                ).flatMap { try? JSON.parse($0) }
+                guard !OutputFolder.holdsAppliedRun(path, manifest: manifest) else {
+                    unread.append((run, "\(error.message)"))
+                    continue
+                }
+                // Stopped before its plan was whole (a `run` records itself before it plans),
+                // and before any request (the mark an apply writes first is not there): nothing
+                // was sent, and the ledger holds none of its lines. Its inputs must run again.
+                var ended = run
+                ended.endedAt = Date()
+                recordEnded(ended, ledger: ledger)
+                log(
+                    .warning, event: "run_not_planned",
+                    "run \(run.id) (--out \(path)) was stopped before its plan was written whole (killed?): "
+                        + "nothing was sent, and the ledger holds none of its lines: run its inputs again "
+                        + "(settle run INPUT… --out \(path)) (\(error.message))",
+                    fields: [Log.Field("run", run.id), .file(path)])
             }
         }
         guard !unread.isEmpty else { return }

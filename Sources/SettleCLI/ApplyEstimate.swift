@@ -31,7 +31,7 @@ struct ApplyEstimate: Equatable {
                 payouts += 1
                 methods.insert(instruction.payoutMethod)
             }
-            if instruction.needsChargeLookup { charges.insert(instruction.charge) }
+            if let charge = instruction.lookUpCharge { charges.insert(charge) }
         }
         lookups = methods.count + charges.count
     }

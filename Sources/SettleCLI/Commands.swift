@@ -30,7 +30,7 @@ struct Commands {
     /// `beforeWriting`: a check of the plan before any of its files is written (run: what
     /// apply will need), so that a refusal leaves no plan folder that says all is planned.
     func planToFolder(
-        mode: String, ledger: LedgerStore? = nil, lookUp: ApplyConfiguration? = nil,
+        mode: String, ledger: LedgerStore? = nil, lookUp: ApplyConfiguration? = nil, runID: String? = nil,
         beforeWriting: (SettlementPlan) throws(CommandFailure) -> Void = { _ in }
     )
         throws(CommandFailure) -> (String, PlanOutputs.Written)
@@ -90,7 +90,7 @@ struct Commands {
         try beforeWriting(plan)
         let written = try PlanOutputs(folder: folder, options: options).write(
             plan, inputs: inputs, mode: mode, log: log, ledger: history.map { (options.ledger, $0.store) },
-            facts: lookUp == nil ? nil : lookup.looked, plannedAt: plannedAt)
+            facts: lookUp == nil ? nil : lookup.looked, plannedAt: plannedAt, runID: runID)
         return (folder, written)
     }
 
@@ -167,7 +167,51 @@ struct Commands {
         applier.adoptRunsNotEnded(ledger, except: options.out ?? "")
         let out = options.out ?? ""
         let outExisted = FileManager.default.fileExists(atPath: out)
-        let (folder, written) = try planToFolder(mode: "run", ledger: ledger, lookUp: configuration) {
+        // The run is in the ledger before it plans: one killed while planning (most of a large
+        // run's time) is named by the next run, which takes its lines over once its plan is
+        // whole, or says nothing was sent and its inputs must be run again (audit 32 N1: such
+        // a run left no trace, and the next day's run went on without its lines).
+        let runID = RunID.make()
+        do {
+            try ledger.recordRun(
+                LedgerRun(
+                    id: runID, command: "run", asOf: CivilDate.format(options.ruleOptions.asOf), folder: out,
+                    startedAt: Date()))
+        } catch {
+            throw LedgerHistory.failure(error, path: options.ledger)
+        }
+        let planned: (String, PlanOutputs.Written)
+        do throws(CommandFailure) {
+            planned = try planRun(
+                ledger: ledger, configuration: configuration, runID: runID, out: out, outExisted: outExisted)
+        } catch {
+            // Nothing was sent and no plan was written whole: the run leaves no record.
+            do {
+                try ledger.forgetRun(runID)
+            } catch let failure {
+                log(
+                    .warning, event: "run_record_failed",
+                    "the ledger could not remove the record of run \(runID), which sent nothing (\(failure)); "
+                        + "the next run names it as never ended",
+                    fields: [Log.Field("run", runID)])
+            }
+            throw error
+        }
+        let (folder, written) = planned
+        let plannedLines = written.counts[.planned] ?? 0
+        log(
+            .info, event: "plan_ready",
+            "planned \(HumanFormat.count(plannedLines)) lines in \(HumanFormat.count(written.instructions)) instructions; applying them",
+            fields: [.lines(plannedLines), Log.Field("instructions", written.instructions)])
+        return try applier.apply(
+            folder: folder, ledger: ledger, mode: "run", ledgerProbed: true, followedUnavailable: unfollowed)
+    }
+
+    /// `run`'s plan, with the checks of what apply would refuse at once before the folder says "planned".
+    private func planRun(
+        ledger: LedgerStore, configuration: ApplyConfiguration, runID: String, out: String, outExisted: Bool
+    ) throws(CommandFailure) -> (String, PlanOutputs.Written) {
+        try planToFolder(mode: "run", ledger: ledger, lookUp: configuration, runID: runID) {
             (plan) throws(CommandFailure) in
             // What apply would refuse at once (78) is refused before the folder says "planned";
             // a folder this run made (holding only the spool of what it read) goes too.
@@ -181,13 +225,6 @@ struct Commands {
                 )
             }
         }
-        let planned = written.counts[.planned] ?? 0
-        log(
-            .info, event: "plan_ready",
-            "planned \(HumanFormat.count(planned)) lines in \(HumanFormat.count(written.instructions)) instructions; applying them",
-            fields: [.lines(planned), Log.Field("instructions", written.instructions)])
-        return try applier.apply(
-            folder: folder, ledger: ledger, mode: "run", ledgerProbed: true, followedUnavailable: unfollowed)
     }
 
     func status() throws(CommandFailure) -> ExitCode {

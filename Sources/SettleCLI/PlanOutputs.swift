@@ -31,10 +31,12 @@ struct PlanOutputs {
     ///     inside the plan's snapshot), or nil when it had none.
     ///   - facts: what Stripe said before planning (`run`, `plan --online`), sealed in the
     ///     manifest so the plan can be reviewed; nil for a plan made offline.
+    ///   - runID: the run's id when it has one already (`run` records itself in the ledger
+    ///     before it plans); else a new one.
     func write(
         _ plan: SettlementPlan, inputs: [InputReport], mode: String, log: Log,
         ledger: (path: String, store: LedgerStore)?,
-        facts: LookedUpFacts?, plannedAt: Date = Date()
+        facts: LookedUpFacts?, plannedAt: Date = Date(), runID: String? = nil
     ) throws(CommandFailure) -> Written {
         let started = Date()
         let progress = Progress(options.progressMode, log: log)
@@ -46,6 +48,7 @@ struct PlanOutputs {
         }
         let batch = plan.batch
         var written = Written(plannedAt: plannedAt)
+        if let runID { written.runID = runID }
         written.instructions = plan.instructions.count
         for line in batch.lines { written.counts[line.status, default: 0] += 1 }
         written.exit = PlanOutputs.exitCode(counts: written.counts, inputs: inputs)
@@ -59,8 +62,13 @@ struct PlanOutputs {
         }
         let folder = self.folder
         let corrections = (errors: path("errors.csv"), deferred: path("deferred.csv"))
+        // Every file goes into place together, the manifest and its seal last (``FileSet``): a
+        // plan stopped while writing leaves no folder that looks planned with files missing
+        // (audit 32 N1: killed between manifest.json and its seal, apply said the manifest
+        // "changed since settle wrote it").
+        let files = FileSet(folder: folder)
         let secondCore = BackgroundJob { () throws(WriteFailure) in
-            let instructions = try InstructionsFile.write(path: instructionsPath, plan: plan)
+            let instructions = try InstructionsFile.write(path: instructionsPath, plan: plan, into: files)
             // errors.csv and deferred.csv side by side, in input order: one forward pass over
             // each gzip spool reads their records, and none is kept in memory.
             let records = SpoolRecords(folder: folder, files: spoolFiles)
@@ -72,7 +80,10 @@ struct PlanOutputs {
                     reasonCode: line.reason.code, reason: batch.reasonText(of: line), source: batch.source(of: line))
                 try (line.status == .rejected ? errors : deferred).add(row, records: records)
             }
-            return (instructions: instructions, errors: try errors.commit(), deferred: try deferred.commit())
+            return (
+                instructions: instructions, errors: try errors.commit(into: files),
+                deferred: try deferred.commit(into: files)
+            )
         }
         // Also when another file fails: the job must not write on after the command ended.
         defer { _ = try? secondCore.wait() }
@@ -85,7 +96,7 @@ struct PlanOutputs {
         } catch {
             // No plan folder holds instructions (or corrections) that failed the sums.
             _ = try? secondCore.wait()
-            for file in [instructionsPath, corrections.errors, corrections.deferred] { unlink(file) }
+            files.discard()
             throw error
         }
         // Counted in rows, so the ETA weighs results.csv and the line index as they weigh.
@@ -95,22 +106,24 @@ struct PlanOutputs {
         var rowsWritten = 0
         progress.phase("writing \(folder)", total: rowsToWrite, unit: "rows")
         do {
-            let results = try ResultsFile.write(path: path("results.csv"), plan: plan)
+            let results = try ResultsFile.write(path: path("results.csv"), plan: plan, into: files)
             written.files.append(("results.csv", results.sha256, results.rows))
             rowsWritten += results.rows
             progress.update(done: rowsWritten)
-            let summary = try sums.write(path: path("summary.csv"))
-            let chargesFile = try ChargesFile.write(path: path("charges.csv"), runID: written.runID, rows: charges)
+            let summary = try sums.write(path: path("summary.csv"), into: files)
+            let chargesFile = try ChargesFile.write(
+                path: path("charges.csv"), runID: written.runID, rows: charges, into: files)
             // report.html: the same sums as summary.csv, for finance.
             let page = try ReportPage.write(
                 path: path("report.html"),
                 facts: PlanReport.facts(
                     runID: written.runID, asOf: plan.options.asOf, mode: mode, exit: written.exit, inputs: inputs),
-                sums: sums, counts: written.counts, reasons: PlanReport.reasonGroups(plan))
-            let index = try LineIndex.write(path: path(LineIndex.name), plan: plan, chargeOfLine: charges.chargeOfLine)
+                sums: sums, counts: written.counts, reasons: PlanReport.reasonGroups(plan), into: files)
+            let index = try LineIndex.write(
+                path: path(LineIndex.name), plan: plan, chargeOfLine: charges.chargeOfLine, into: files)
             rowsWritten += index.rows
             // The lines that netted to zero: the apply records them in the ledger (no call does).
-            let netted = try NettedLines.write(path: path(NettedLines.name), plan: plan)
+            let netted = try NettedLines.write(path: path(NettedLines.name), plan: plan, into: files)
             progress.update(done: rowsWritten)
             let second = try secondCore.wait()
             for file in [second.errors, second.deferred, second.instructions] { rowsWritten += file.rows }
@@ -143,9 +156,13 @@ struct PlanOutputs {
                 pairs.append(("facts", PlanOutputs.factsJSON(facts)))
                 manifest = .object(pairs)
             }
-            try Manifest.write(manifest, folder: folder)
+            try Manifest.write(manifest, folder: folder, into: files)
+            CrashPoint.reach("plan_prepared")
+            try files.publish(between: { CrashPoint.reach("plan_publishing") })
             progress.update(done: rowsToWrite)
         } catch {
+            _ = try? secondCore.wait()
+            files.discard()
             throw CommandFailure(.outputUnwritable, "cannot write \(error.path): \(error.message)")
         }
         options.record.recordLines(counts: written.counts, sums: sums)

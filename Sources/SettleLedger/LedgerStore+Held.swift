@@ -114,6 +114,14 @@ extension LedgerStore {
         }
     }
 
+    /// Removes the record of a run that has not ended: `run` records itself before it plans,
+    /// and a plan that stops with an error (nothing sent) leaves no run behind, as before it
+    /// recorded itself (an ended record of a run refused for its folder would hide an earlier
+    /// run of that folder that never ended).
+    public func forgetRun(_ id: String) throws(LedgerError) {
+        try db.run("DELETE FROM runs WHERE id = ? AND ended_at IS NULL", [.text(id)])
+    }
+
     /// Whether this ledger saw the run `id` apply (its own record, or a re-apply continuing
     /// it), or a `ledger rebuild` restored what it made from Stripe. A plan folder applied on
     /// a ledger that does not know its run was applied on another one, or on this one before

@@ -122,7 +122,12 @@ extension Instruction {
                 currency = try amount.string("currency")
                 amountMinor = try amount.int("value")
                 group = try object.optionalString("group") ?? ""
-                preflight = Preflight(payoutMethod: try to.string("payout_method"), recipient: payee)
+                // The charge a payout's line names, looked up first when nothing said of it.
+                let charge = try object.optional("preflight").map { (value) throws(JSON.ParseError) in
+                    try Preflight(json: value).charge
+                }
+                preflight = Preflight(
+                    charge: charge ?? nil, payoutMethod: try to.string("payout_method"), recipient: payee)
             }
         }
 

@@ -5,7 +5,9 @@ public import SettleWrite
 /// `instructions.jsonl`: one JSON object per API call, in execution order
 /// (docs/PLAN-FORMAT.md has every key). Written straight to bytes: a large run has millions.
 public enum InstructionsFile {
-    public static func write(path: String, plan: SettlementPlan) throws(WriteFailure) -> (sha256: String, rows: Int) {
+    public static func write(path: String, plan: SettlementPlan, into set: FileSet? = nil) throws(WriteFailure) -> (
+        sha256: String, rows: Int
+    ) {
         let file = try OutputFile(path: path)
         // One writer for every line: its storage is reused, and each line reaches the file's
         // buffer in one copy.
@@ -16,7 +18,7 @@ public enum InstructionsFile {
             json.withBytes { file.append($0) }
             file.endRow()
         }
-        let sha = try file.commit()
+        let sha = try file.commit(into: set)
         return (sha, file.rows)
     }
 
@@ -88,21 +90,26 @@ public enum InstructionsFile {
             if instruction.charge.isNone, let intent = plan.paymentIntentOfTransfer[instruction.linesStart] {
                 json.key("charge_key"); json.symbol(intent, batch)
             }
-            if instruction.needsChargeLookup {
-                json.key("preflight")
-                json.open()
-                json.key("charge"); json.symbol(instruction.charge, batch)
-                json.close()
-            }
+            writePreflight(instruction, batch, &json)
         case .reversal:
             json.key("group"); json.symbol(instruction.group, batch)
             json.key("payee"); json.symbol(instruction.payee, batch)
             json.key("currency"); json.string(instruction.currency.code)
         case .payout:
             if !instruction.group.isNone { json.key("group"); json.symbol(instruction.group, batch) }
+            writePreflight(instruction, batch, &json)
         }
         json.close()
         json.newline()
+    }
+
+    /// `preflight`: the charge looked up before sending, for an instruction that has one.
+    private static func writePreflight(_ instruction: PlanRow, _ batch: Batch, _ json: inout JSON.Writer) {
+        guard let charge = instruction.lookUpCharge else { return }
+        json.key("preflight")
+        json.open()
+        json.key("charge"); json.symbol(charge, batch)
+        json.close()
     }
 
     /// A plan row's facts for ``RequestParams``: its symbols written from the batch's bytes.

@@ -19,7 +19,9 @@ public enum LineIndex {
     }
 
     /// - Parameter chargeOfLine: each line's row in charges.csv (0-based), -1 (or missing) for none.
-    public static func write(path: String, plan: SettlementPlan, chargeOfLine: [Int32] = []) throws(WriteFailure) -> (
+    public static func write(
+        path: String, plan: SettlementPlan, chargeOfLine: [Int32] = [], into set: FileSet? = nil
+    ) throws(WriteFailure) -> (
         sha256: String, rows: Int
     ) {
         let file = try OutputFile(path: path)
@@ -33,7 +35,7 @@ public enum LineIndex {
             }
             file.endRow()
         }
-        let sha = try file.commit()
+        let sha = try file.commit(into: set)
         return (sha, file.rows)
     }
 

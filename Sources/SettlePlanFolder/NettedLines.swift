@@ -11,7 +11,9 @@ public import SettleWrite
 public enum NettedLines {
     public static let name = ".settle/netted.jsonl"
 
-    public static func write(path: String, plan: SettlementPlan) throws(WriteFailure) -> (sha256: String, rows: Int) {
+    public static func write(path: String, plan: SettlementPlan, into set: FileSet? = nil) throws(WriteFailure) -> (
+        sha256: String, rows: Int
+    ) {
         let file = try OutputFile(path: path)
         let batch = plan.batch
         for line in batch.lines where line.status == .netted {
@@ -29,7 +31,7 @@ public enum NettedLines {
             }
             file.endRow()
         }
-        let sha = try file.commit()
+        let sha = try file.commit(into: set)
         return (sha, file.rows)
     }
 

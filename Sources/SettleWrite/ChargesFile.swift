@@ -344,9 +344,9 @@ public enum ChargesFile {
 
     /// Writes a plan's charges.csv straight from its compact rows (millions at full size):
     /// the same bytes as the rows it reads as, with no string made a charge.
-    public static func write(path: String, runID: String, rows: PlanCharges) throws(WriteFailure) -> (
-        sha256: String, rows: Int
-    ) {
+    public static func write(path: String, runID: String, rows: PlanCharges, into set: FileSet? = nil)
+        throws(WriteFailure) -> (sha256: String, rows: Int)
+    {
         let file = try OutputFile(path: path)
         file.withBuffer { CSVField.header(header, to: &$0) }
         let symbols = rows.batch.symbols
@@ -362,7 +362,7 @@ public enum ChargesFile {
             }
             file.endRow()
         }
-        let sha = try file.commit()
+        let sha = try file.commit(into: set)
         return (sha, file.rows)
     }
 

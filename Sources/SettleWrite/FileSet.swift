@@ -13,10 +13,14 @@ import Glibc
 ///
 /// The journal (``journalName``) has one line per file, `<temporary name>` TAB `<name>`,
 /// both relative to the folder; every file is in the folder or in its `.settle`.
-public final class FileSet {
+///
+/// Files may be added from two threads (the plan writes on both cores); they are renamed in
+/// the order they were added, so the one added last (the manifest's seal) goes last.
+public final class FileSet: @unchecked Sendable {
     public static let journalName = ".settle/publishing"
     public let folder: String
     private var files: [(file: OutputFile, name: String)] = []
+    private let mutex = NSLock()
 
     public init(folder: String) { self.folder = folder }
 
@@ -26,8 +30,19 @@ public final class FileSet {
             throw WriteFailure(path: file.path, message: "not a file of the folder \(folder)")
         }
         let sha256 = try file.prepare()
+        mutex.lock()
         files.append((file, name))
+        mutex.unlock()
         return sha256
+    }
+
+    /// Removes the temporary files of the set, when it will not be published (another file of
+    /// it failed): none is left behind, also when the process exits right after.
+    public func discard() {
+        mutex.lock()
+        defer { mutex.unlock() }
+        for (file, _) in files where !file.journaled { file.discard() }
+        files = []
     }
 
     /// Writes the journal, renames every file into place (calling `between` after each

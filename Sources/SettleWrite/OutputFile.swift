@@ -184,6 +184,13 @@ public final class OutputFile {
         return try set.add(self)
     }
 
+    /// Removes the prepared file's temporary name (a set that will not be published).
+    func discard() {
+        guard prepared != nil, !published, !journaled else { return }
+        unlink(temporaryPath)
+        prepared = nil
+    }
+
     /// Renames the prepared file into place and syncs the folder.
     func publish() throws(WriteFailure) {
         guard prepared != nil, !published else { return }

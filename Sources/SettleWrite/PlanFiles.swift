@@ -298,7 +298,9 @@ public enum ResultsFile {
             stripeID, reasonCode, reason, source
     }
 
-    public static func write(path: String, plan: SettlementPlan) throws(WriteFailure) -> (sha256: String, rows: Int) {
+    public static func write(path: String, plan: SettlementPlan, into set: FileSet? = nil) throws(WriteFailure) -> (
+        sha256: String, rows: Int
+    ) {
         let batch = plan.batch
         let file = try OutputFile(path: path)
         file.withBuffer { CSVField.header(header, to: &$0) }
@@ -352,7 +354,7 @@ public enum ResultsFile {
             }
             file.endRow()
         }
-        let sha = try file.commit()
+        let sha = try file.commit(into: set)
         return (sha, file.rows)
     }
 

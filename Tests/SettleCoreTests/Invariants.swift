@@ -217,6 +217,23 @@ enum Invariants {
             }
         }
 
+        // A line on a charge nothing says anything of (no row of it states an amount or a
+        // status, and Stripe said nothing: a plan made offline) is sent only after the charge
+        // is looked up, by its own instruction or by a transfer of its order on that charge,
+        // so that a failed or pending charge stops its order at apply (audit 32 N4: a payout
+        // of a payout-only order on such a charge had no look-up).
+        for (key, known) in charges where key.hasPrefix("named:") {
+            let id = String(key.dropFirst("named:".count))
+            guard generated.facts.charges[id] == nil, known.numbers.isEmpty, known.statuses.isEmpty else { continue }
+            for index in known.lines where carried[index] > 0 && batch.lines[index].kind != .reversal {
+                let line = batch.lines[index]
+                let own = plan.instructions[Int(plan.instructionOfLine[index])]
+                let lookedUp = ([own] + plan.instructions.filter { $0.kind == .transfer && $0.group == line.group })
+                    .contains { $0.lookUpCharge.map(batch.text) == id }
+                if !lookedUp { fail("\(name(index)) is sent on \(key), which nothing looks up first") }
+            }
+        }
+
         // A refused payout method pays nothing.
         for (index, line) in batch.lines.enumerated() where line.kind == .payout && carried[index] > 0 {
             let fact = generated.facts.payoutMethod(

@@ -835,6 +835,46 @@ import Testing
         }
     }
 
+    /// Orders whose only lines are payouts naming their charge, with no charge columns, in a
+    /// plan made offline: each payout looks its charge up before it goes (no transfer of the
+    /// order does). The order on a failed charge pays nothing (`charge_failed`), the one on a
+    /// pending debit waits (`charge_pending`, in the ledger) and is paid by the next run once
+    /// the charge succeeded; the one on a succeeded charge and an order that states its charge
+    /// are paid, to the same courier (audit 32 N4: the apply paid every one of them).
+    @Test func applyOfAnOfflinePlanChecksTheChargeOfAPayoutOnlyOrder() throws {
+        let setup = try Setup()
+        let rows = try offlineApply(
+            setup,
+            charges:
+                #"{"charges": [{"id": "ch_pf", "amount": 10000, "currency": "usd", "status": "failed"}, {"id": "ch_pp", "amount": 10000, "currency": "usd", "status": "pending", "payment_method_type": "us_bank_account"}, {"id": "ch_pok", "amount": 10000, "currency": "usd", "status": "succeeded"}]}"#,
+            lines: "C1,930,payout,5.00,usd,ORDER930,,ch_pf,,,,acct_c0,pm_ap_c0\n"
+                + "C2,931,payout,6.00,usd,ORDER931,,ch_pp,,,,acct_c0,pm_ap_c0\n"
+                + "C3,932,payout,7.00,usd,ORDER932,,ch_pok,,,,acct_c0,pm_ap_c0\n"
+                + "Q1,933,transfer,20.00,usd,ORDER933,acct_r3,ch_e933,100.00,usd,succeeded,,\n"
+                + "Q2,933,payout,3.00,usd,ORDER933,,,,,,acct_c0,pm_ap_c0\n", exit: 65)
+        #expect(
+            rows.mapValues { $0[8] + " " + $0[11] } == [
+                "C1": "rejected charge_failed", "C2": "deferred charge_pending", "C3": "settled ",
+                "Q1": "settled ", "Q2": "settled ",
+            ], "\(rows)")
+        func paid() throws -> [Int] {
+            try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+                .compactMap { $0["amount"] as? Int }.sorted()
+        }
+        let first = try paid()
+        #expect(first == [300, 700], "\(first)")
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_pp", "amount": 10000, "currency": "usd", "status": "succeeded", "payment_method_type": "us_bank_account"}]}"#
+        )
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try String(Self.header).write(to: empty, atomically: true, encoding: .utf8)
+        let next = try setup.run([empty], out: "next")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(setup.results("next").map { [$0[0], $0[8]] } == [["C2", "settled"]])
+        let then = try paid()
+        #expect(then == [300, 600, 700], "\(then)")
+    }
+
     /// A charge still pending at Stripe when an offline plan is applied: its order waits in
     /// the ledger (deferred `charge_pending`) and the next run, once the charge succeeded,
     /// settles it with nothing fed by hand.
@@ -1205,6 +1245,89 @@ extension CrashPointTests {
         #expect(!next.stderr.contains("never ended"), "\(next.stderr)")
         let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
         #expect(status.stdout.contains("run_") && !status.stdout.contains("not ended"), "\(status.stdout)")
+    }
+}
+
+extension CrashPointTests {
+    /// A `run` killed among the renames of its plan's files (`:1`, the first renamed; `:10`,
+    /// manifest.json in place and its seal not yet): nothing was sent, and the folder is put
+    /// whole by the next settle to lock it: `settle apply` of it pays every line once (audit
+    /// 32 N1: killed between manifest.json and its seal, apply refused the folder, saying the
+    /// manifest "changed since settle wrote it").
+    @Test(arguments: ["plan_publishing:1", "plan_publishing:10"])
+    func killedAmongThePlansRenamesTheFolderIsPutWholeAndApplies(point: String) throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day1"),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": point])
+        #expect(![0, 65, 75].contains(killed.status), "not killed at \(point): \(killed.status) \(killed.stderr)")
+        let folder = setup.folder.appendingPathComponent("day1")
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+        #expect(try setup.sandbox.effects().isEmpty)
+        let apply = try SettleProcess.run(
+            [
+                "apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+                "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(apply.status == 0, "\(apply.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+        #expect(setup.results("day1").count == 8)
+        #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "\(setup.results("day1").map { $0[8] })")
+        try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
+    }
+
+    /// The same kill, and no one applies the folder: the next day's `run` finds the run in
+    /// the ledger (a run records itself before it plans), puts its folder whole and takes
+    /// its lines over, and pays them once; no run is left "not ended" (audit 32 N1: the
+    /// killed run left no trace in the ledger, and the next run went on without its lines).
+    @Test func killedAmongThePlansRenamesTheNextRunPaysItsLines() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day1"),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "plan_publishing:1"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stderr.contains("run_") && next.stderr.contains("never ended"), "\(next.stderr)")
+        #expect(setup.results("day2").count == 8)
+        #expect(setup.results("day2").allSatisfy { $0[8] == "settled" }, "\(setup.results("day2").map { $0[8] })")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(status.stdout.contains("run_") && !status.stdout.contains("not ended"), "\(status.stdout)")
+    }
+
+    /// A `run` killed once its plan's files were written, before they were put in place:
+    /// nothing was sent and no plan is whole. The next day's run says so, naming the run and
+    /// its folder (its inputs must run again), ends it, and sends nothing of it; run again,
+    /// the export is paid once.
+    @Test func killedBeforeThePlansRenamesTheNextRunSaysToRunItAgain() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day1"),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "plan_prepared:1"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(
+            next.stderr.contains("was stopped before its plan was written whole")
+                && next.stderr.contains("run its inputs again"), "\(next.stderr)")
+        #expect(try setup.sandbox.effects().isEmpty)
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(!status.stdout.contains("not ended"), "\(status.stdout)")
+        let again = try setup.run([input], out: "day1")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "\(setup.results("day1").map { $0[8] })")
+        try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
+    }
+
+    static func emptyExport(_ setup: ApplyCommandTests.Setup) throws -> URL {
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try "line_id,order_id,amount,currency,destination\n".write(to: empty, atomically: false, encoding: .utf8)
+        return empty
     }
 }
 

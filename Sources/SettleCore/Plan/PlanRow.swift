@@ -22,6 +22,8 @@ public struct PlanRow: Sendable {
     public var charge: Symbol = .none
     /// For a reversal: the transfer it reverses.
     public var target: Symbol = .none
+    // (For a payout whose charge is looked up first, ``needsChargeLookup``: that charge,
+    // ``lookUpCharge``. A payout names no charge of its own: its id hashes none.)
     public var payoutMethod: Symbol = .none
     private var storedLinesStart: Int32 = 0
     private var storedLinesCount: Int32 = 0
@@ -30,6 +32,13 @@ public struct PlanRow: Sendable {
     public var kind: Kind
     /// The charge must be looked up before sending (the export had no charge columns).
     public var needsChargeLookup = false
+
+    /// The charge to look up before sending (``needsChargeLookup``): a transfer's own, or the
+    /// one a payout's line names (kept in ``target``); nil when none.
+    public var lookUpCharge: Symbol? {
+        guard needsChargeLookup else { return nil }
+        return kind == .payout ? target : charge
+    }
 
     /// The lines it settles: a range of ``SettlementPlan/instructionLines`` (line indices are
     /// 32-bit everywhere in the plan, so the range is too).

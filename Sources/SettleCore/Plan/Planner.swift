@@ -183,6 +183,7 @@ public struct Planner {
         var transfers = Formed()
         var reversals = Formed()
         var payoutLines: [Int32] = []
+        var payoutLookups: [Int32: Symbol] = [:]
         var scratch = GroupScratch()
         if let history { scratch.namedTransfers = namedTransfers(batch, history: history) }
         // Execution order: transfers, then reversals, then payouts. A group's transfers go to
@@ -199,7 +200,7 @@ public struct Planner {
             applyGroupRules(batch, group: members, charges: charges)
             formGroup(
                 batch, group: members, charges: charges, scratch: &scratch, transfers: &transfers,
-                reversals: &reversals, payoutLines: &payoutLines)
+                reversals: &reversals, payoutLines: &payoutLines, payoutLookups: &payoutLookups)
             for instruction in transfers.instructions {
                 let lines = transfers.lines[instruction.linesStart..<instruction.linesStart + instruction.linesCount]
                 append(instruction, lines, to: plan)
@@ -216,7 +217,7 @@ public struct Planner {
         // What only the groups needed goes before the plan's own tables are made.
         (order, starts, scratch) = ([], [], GroupScratch())
         charges = ChargeTable(symbols: 0, lines: 0)
-        var payouts = formPayouts(batch, lines: payoutLines)
+        var payouts = formPayouts(batch, lines: payoutLines, lookups: payoutLookups)
         payoutLines = []
         // Each kind's formed rows are let go as soon as they are copied.
         for kind in 0..<2 {
@@ -627,7 +628,8 @@ public struct Planner {
 
     private func formGroup(
         _ batch: Batch, group: ArraySlice<Int32>, charges: ChargeTable, scratch: inout GroupScratch,
-        transfers: inout Formed, reversals: inout Formed, payoutLines: inout [Int32]
+        transfers: inout Formed, reversals: inout Formed, payoutLines: inout [Int32],
+        payoutLookups: inout [Int32: Symbol]
     ) {
         scratch.reset()
         for index in group {
@@ -726,6 +728,9 @@ public struct Planner {
         }
         // The group is formed: what it reverses is no longer left for the groups after it.
         for (stripeID, amount) in scratch.reversing { scratch.reversedInRun[stripeID, default: 0] += amount }
+        // The charges a transfer of this order looks up before it is sent (the export had no
+        // charge columns): a refusal or a pending charge stops the order whole at apply.
+        var lookedUp: [Symbol] = []
         for slot in scratch.transfers.indices {
             let members = scratch.transferMembers.lazy.filter { $0.slot == Int32(slot) }.map(\.line)
             var instruction = scratch.transfers[slot]
@@ -738,12 +743,23 @@ public struct Planner {
                 }
                 continue
             }
+            if instruction.needsChargeLookup { lookedUp.append(instruction.charge) }
             transfers.add(instruction, lines: members)
         }
         for slot in scratch.reversals.indices {
             reversals.add(
                 scratch.reversals[slot],
                 lines: scratch.reversalMembers.lazy.filter { $0.slot == Int32(slot) }.map(\.line))
+        }
+        // A payout line naming a charge nothing says anything of, in an order no transfer of
+        // which looks that charge up: its payout looks it up itself (audit 32 N4: an offline
+        // plan paid a payout-only order whose charge had failed, or was a pending debit).
+        for index in scratch.payouts {
+            let line = batch.lines[Int(index)]
+            guard line.status == .planned, !line.charge.isNone, !lookedUp.contains(line.charge),
+                let facts = charges[line: Int(index)], facts.amount < 0, facts.status == .unknown
+            else { continue }
+            payoutLookups[index] = line.charge
         }
         payoutLines.append(contentsOf: scratch.payouts)
     }
@@ -855,7 +871,9 @@ public struct Planner {
     }
 
     /// Payouts: one per recipient, payout method and currency (per-recipient), or one per line.
-    private func formPayouts(_ batch: Batch, lines: [Int32]) -> Formed {
+    /// A line whose charge must be looked up first (`lookups`, by line: the charge) is paid
+    /// alone, as its order's (the look-up stops its order, and no other order's line with it).
+    private func formPayouts(_ batch: Batch, lines: [Int32], lookups: [Int32: Symbol]) -> Formed {
         var instructions: [PlanRow] = []
         var instructionOfLine: [Int32] = []
         // Per recipient symbol, the first of its payout instructions; others chain through `next`.
@@ -865,7 +883,8 @@ public struct Planner {
         for index in lines {
             let line = batch.lines[Int(index)]
             guard line.status == .planned else { continue }
-            if options.payouts == .perRecipient {
+            let lookup = lookups.isEmpty ? nil : lookups[index]
+            if options.payouts == .perRecipient, lookup == nil {
                 var candidate = headOfRecipient[Int(line.payee.raw)]
                 while candidate >= 0 {
                     let existing = instructions[Int(candidate)]
@@ -881,8 +900,12 @@ public struct Planner {
                 headOfRecipient[Int(line.payee.raw)] = Int32(instructions.count)
             }
             var instruction = PlanRow(
-                kind: .payout, group: options.payouts == .perRecipient ? .none : line.group,
+                kind: .payout, group: options.payouts == .perRecipient && lookup == nil ? .none : line.group,
                 payee: line.payee, currency: line.currency)
+            if let lookup {
+                instruction.target = lookup
+                instruction.needsChargeLookup = true
+            }
             instruction.payoutMethod = line.payoutMethod
             instruction.amount = line.amount
             instructionOfLine.append(Int32(instructions.count))
