@@ -78,6 +78,17 @@ struct LedgerCommand {
                 else { return nil }
                 return plan.runID
             }
+            // Lines that netted to zero: nothing was sent for them, so only the folders say they
+            // settled; recorded under the run that applied them, as that apply did. Read before
+            // anything is written: a folder that cannot say stops the rebuild.
+            var nettedOfFolders: [(run: String, lines: [LedgerStore.NettedLine])] = []
+            for result in opened {
+                let (plan, lines) = try onPlanFolder { () throws(SettleError) in
+                    let plan = try result.get()
+                    return (plan, try plan.nettedByItsApply())
+                }
+                if !lines.isEmpty { nettedOfFolders.append((plan.lastAppliedRunID ?? plan.runID, lines)) }
+            }
             let report: LedgerRebuild.Report
             do {
                 report = try LedgerRebuild(configuration: configuration).run(
@@ -102,6 +113,18 @@ struct LedgerCommand {
                     .info,
                     "\(report.processing.count) payout(s) Stripe has not posted yet are followed by the next runs "
                         + "(\(following) of their lines held with their records)")
+            }
+            var netted = 0
+            for (run, lines) in nettedOfFolders {
+                do {
+                    try ledger.recordNetted(lines, run: run)
+                } catch {
+                    throw LedgerHistory.failure(error, path: path)
+                }
+                netted += lines.count
+            }
+            if netted > 0 {
+                log(.info, "\(netted) line(s) that netted to zero in the folders' applies are recorded as settled")
             }
             log(
                 .info,

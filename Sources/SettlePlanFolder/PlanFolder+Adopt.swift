@@ -170,6 +170,26 @@ extension PlanFolder {
         return reported.count
     }
 
+    /// The lines of an applied folder that netted to zero and were recorded so by its apply
+    /// (`.settle/netted.jsonl`, those results.csv still says `netted`: an order its apply
+    /// stopped recorded none): what `settle ledger rebuild` restores of them, since no Stripe
+    /// object says they settled (audit 32 N5: a rebuilt ledger forgot them, and the transfer
+    /// line fed again alone paid an order its refund had cancelled). None for a folder never
+    /// applied.
+    public func nettedByItsApply() throws(SettleError) -> [LedgerStore.NettedLine] {
+        guard wasApplied else { return [] }
+        let lines = try NettedLines.read(folder: folder)
+        guard !lines.isEmpty else { return [] }
+        var netted: Set<String> = []
+        try eachRow { (row, _) throws(SettleError) in
+            guard String(decoding: row[ResultsFile.Field.status.rawValue], as: UTF8.self) == LineStatus.netted.name
+            else { return }
+            netted.insert(
+                String(decoding: row[ResultsFile.Field.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard())
+        }
+        return lines.filter { netted.contains($0.lineID) }
+    }
+
     /// Each whole row of results.csv (after its header) with its line index entry, in order.
     private func eachRow(_ body: (inout [[UInt8]], LineIndex.Entry) throws(SettleError) -> Void)
         throws(SettleError)

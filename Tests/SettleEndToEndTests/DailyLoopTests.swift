@@ -562,7 +562,11 @@ import Testing
     /// apply records both lines in the ledger. Before, no instruction held them, so the next
     /// export of the transfer line alone (the refund line dropped) paid an order that was
     /// cancelled. Now either line again is `already_settled`, with other content a conflict.
-    @Test func nettedLinesAreSettledForLaterRuns() throws {
+    /// The same on a ledger lost after day 1 and rebuilt from Stripe with day 1's folder, which
+    /// alone says the lines netted (audit 32 N5: the rebuilt ledger forgot them, and the
+    /// transfer line fed again alone was paid).
+    @Test(arguments: [false, true])
+    func nettedLinesAreSettledForLaterRuns(rebuilt: Bool) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
         let (first, day1) = try day(
@@ -572,6 +576,16 @@ import Testing
             asOf: "2026-12-01")
         #expect(first.status == 0, "\(first.stderr)")
         #expect(day1["N1"]?[8] == "netted" && day1["N2"]?[8] == "netted", "\(day1)")
+        if rebuilt {
+            setup.loseLedger()
+            let rebuild = try SettleProcess.run(
+                [
+                    "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
+                    setup.sandbox.base, setup.folder.appendingPathComponent("day1").path,
+                ], environment: ["STRIPE_API_KEY": testKey])
+            #expect(rebuild.status == 0, "\(rebuild.stderr)")
+            #expect(rebuild.stderr.contains("2 line(s) that netted to zero"), "\(rebuild.stderr)")
+        }
         let (second, day2) = try day(
             setup, "day2",
             Self.header + "N1,1009,transfer,18.00,usd,ORDER1009,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
