@@ -150,6 +150,7 @@ struct Commands {
         // read): a missing or damaged one is 78 also when an input cannot be opened (66).
         let ledger = try LedgerHistory.openToSettle(path: options.ledger)
         try Pipeline.checkInputsOpen(options.inputs)
+        try onPlanFolder { () throws(SettleError) in try OutputFolder.checkUsable(options.out ?? "") }
         // A new ledger where settle paid before is refused before anything is read or written
         // (audit 19: it was found at the first send, after the plan folder said all planned).
         if let earlierLedger = try applier.earlierLedgerCheck(ledger, configuration: configuration) {

@@ -30,6 +30,21 @@ public enum OutputFolder {
     public static let spoolFolder = ".settle"
     public static let lockName = "lock"
 
+    /// Whether `path` could take a new plan, without touching it: a file, a folder holding
+    /// files settle did not write, or one holding an applied run is refused (73), as
+    /// ``prepare(_:)`` would. `run` asks before it asks Stripe anything, so an unusable `--out`
+    /// is 73 whatever the network (audit 32 N3: a new ledger's probe without a connection
+    /// said 75 first).
+    public static func checkUsable(_ path: String) throws(SettleError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw SettleError(.folderUnwritable, "--out \(path) is a file, not a folder")
+        }
+        try refuseForeign(path)
+        try refuseApplied(path)
+    }
+
     /// Makes `path` ready for a new plan: creates it when missing, refuses it when it holds
     /// files settle did not write, locks it, and removes what an earlier plan or a crashed
     /// run left there that the new plan does not replace (its spool, seal and manifest).

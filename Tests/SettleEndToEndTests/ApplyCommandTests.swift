@@ -361,6 +361,28 @@ import Testing
         #expect(input.status == 66, "\(input.stderr)")
     }
 
+    /// An unusable `--out` (a file, a folder holding files settle did not write) is 73 before
+    /// `run` asks Stripe anything: on a new ledger whose first question to Stripe gets no
+    /// answer too (audit 32 N3: that probe came first and said 75).
+    @Test(arguments: ["file", "foreign"])
+    func anUnusableOutIsRefusedBeforeStripeIsAsked(kind: String) throws {
+        let setup = try Setup()
+        let input = try Self.export(orders: 1, in: setup.folder)
+        let out = setup.folder.appendingPathComponent("out")
+        if kind == "file" {
+            try "x".write(to: out, atomically: true, encoding: .utf8)
+        } else {
+            try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
+            try "x".write(to: out.appendingPathComponent("x.txt"), atomically: true, encoding: .utf8)
+        }
+        var arguments = setup.arguments("run", [input.path], out: "out")
+        // Nothing listens on port 9 of loopback: no answer at all.
+        arguments[arguments.firstIndex(of: "--api-base")! + 1] = "http://127.0.0.1:9"
+        let refused = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+        #expect(refused.status == 73, "\(refused.stderr)")
+        #expect(refused.stderr.contains("--out"), "\(refused.stderr)")
+    }
+
     @Test func keysAreCheckedAndNeverWritten() throws {
         let setup = try Setup(flags: ["--fail-5xx", "0.2", "--seed", "3"])
         let input = try Self.export(orders: 4, in: setup.folder)
