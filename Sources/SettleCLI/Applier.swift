@@ -297,10 +297,10 @@ struct Applier {
             guard let found else { return }
             throw .configuration(
                 "the ledger \(path) is new (it has sent nothing), but settle already paid from this Stripe account "
-                    + "(\(found.stripeID), made \(Log.timestamp(found.created)), more than a day ago): that was "
-                    + "another ledger, or a lost one. Nothing was sent: with this one, every line would look unpaid "
-                    + "and be paid again. Use the ledger that paid them, or recover this one with `settle ledger "
-                    + "rebuild --since DATE --ledger \(path) PLAN_FOLDER...`")
+                    + "(\(found.stripeID), made \(Log.timestamp(found.created))): that was another ledger, or a lost "
+                    + "one. Nothing was sent: with this one, every line would look unpaid and be paid again (a key "
+                    + "replays only the very same request, within a day). Use the ledger that paid them, or recover "
+                    + "this one with `settle ledger rebuild --since DATE --ledger \(path) PLAN_FOLDER...`")
         }
     }
 

@@ -391,11 +391,12 @@ import Testing
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
     }
 
-    /// A new ledger where a lost one was (its mark lost too): inside Stripe's idempotency
-    /// window the keys replay what was made; after it, the first apply asks Stripe whether
-    /// settle paid from the account before, and refuses (78, nothing sent) instead of paying
-    /// every line again (audit 16: ledger and mark deleted, `ledger init`, the export run
-    /// again 25 h later made every transfer twice).
+    /// A new ledger where a lost one was (its mark lost too): the first apply asks Stripe
+    /// whether settle paid from the account before, and refuses (78, nothing sent) instead of
+    /// paying every line again: after Stripe's idempotency window (audit 16: ledger and mark
+    /// deleted, `ledger init`, the export run again 25 h later made every transfer twice), and
+    /// the same day too (audit 32 N8: the keys replay only the very same requests, and a line
+    /// formed into another instruction, or a payout's failed attempt, was paid again).
     @Test func aNewLedgerOnAnAccountSettledBeforeIsRefused() throws {
         let setup = try Setup()
         let input = try ApplyCommandTests.export(orders: 2, in: setup.folder)
@@ -406,8 +407,9 @@ import Testing
             #expect(try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger]).status == 0)
         }
         try startAgain()
-        let replayed = try setup.run([input], out: "replayed")
-        #expect(replayed.status == 0, "\(replayed.stderr)")
+        let sameDay = try setup.run([input], out: "sameday")
+        #expect(sameDay.status == 78, "\(sameDay.stderr)")
+        #expect(sameDay.stderr.contains("settle already paid from this Stripe account"), "\(sameDay.stderr)")
         #expect(try setup.sandbox.effects().count == made)
         try startAgain()
         _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": 90000}"#)

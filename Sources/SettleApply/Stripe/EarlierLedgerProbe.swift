@@ -3,38 +3,41 @@ import SettleCore
 import SettleHTTP
 
 /// Before a new ledger's first request: did settle already pay from this Stripe account,
-/// with another ledger, longer ago than Stripe's idempotency window?
+/// with another ledger?
 ///
 /// A ledger made afresh where a lost one was (its mark lost with it) knows nothing: every
-/// line looks unpaid, and each instruction goes out again under the key it had. Inside
-/// Stripe's 24 h window the key replays the object it made; after it, Stripe makes a second
-/// one (audit 16: paid twice). Stripe's newest transfers and outbound payments say whether
-/// settle made objects there before (`metadata[settle_instruction]`): one made more than
-/// ``window`` before Stripe's own time means this account was settled with a ledger this one
-/// is not. Two requests, only while the ledger has sent nothing; when a page of the newest
-/// 100 is full and all of it newer than the window (a run earlier the same day), one more
-/// for the newest 100 made before the window, so the days before are still seen.
+/// line looks unpaid, and each instruction goes out again. Its key replays the object it
+/// made only if it is the very same request, inside Stripe's 24 h window, and not a failed
+/// attempt (v2 executes a failed attempt again): a line formed into another instruction (a
+/// payout aggregated with a new line, a transfer summed with one, a payout that went split)
+/// has another key, and is paid again at once (audit 32 N8); after the window every line is
+/// (audit 16). Stripe's newest transfers and outbound payments say whether settle made
+/// objects there before (`metadata[settle_instruction]`): any one, however recent, means
+/// this account was settled with a ledger this one is not. Two requests, only while the
+/// ledger has sent nothing; when a page of the newest 100 is full and none of it is
+/// settle's, one more for the newest 100 made more than ``window`` before Stripe's time.
 public struct EarlierLedgerProbe {
     public let configuration: ApplyConfiguration
-    /// Less than Stripe's 24 h: an object this old may no longer be replayed by its key.
+    /// How far back the second page looks when the newest page is full of other objects.
     public static let window: TimeInterval = 23 * 3600
 
     public init(configuration: ApplyConfiguration) { self.configuration = configuration }
 
-    /// An object settle made that is older than the window: its id and when Stripe made it.
+    /// An object settle made: its id and when Stripe made it.
     public struct Found: Sendable, Equatable {
         public var stripeID: String
         public var created: Date
     }
 
     /// The oldest such object among Stripe's newest 100 transfers and 100 outbound payments
-    /// (and, past a full page, the newest 100 made before the window); nil when there is none.
+    /// (and, past a full page none of which is settle's, the newest 100 made before the
+    /// window); nil when there is none.
     /// Each page is retried until Stripe answers; throws when it cannot say.
     public func earlierObject() throws(ApplyError) -> Found? {
         var stripe = try StripeGet(configuration: configuration)
         var found: Found?
-        func consider(_ id: String?, _ created: Date?, now: Date) {
-            guard let id, let created, now.timeIntervalSince(created) > Self.window else { return }
+        func consider(_ id: String?, _ created: Date?) {
+            guard let id, let created else { return }
             if found == nil || created < found!.created { found = Found(stripeID: id, created: created) }
         }
         /// One page (retried until Stripe answers): Stripe's time, and whether the page was
@@ -50,13 +53,12 @@ public struct EarlierLedgerProbe {
                     case .string(let text)?: ISO8601DateFormatter.withFractions(text)
                     default: nil
                     }
-                consider(object["id"]?.stringValue, created, now: now)
+                consider(object["id"]?.stringValue, created)
             }
             return (now, items.count >= 100)
         }
-        // The newest 100 of each; when they are all newer than the window and there are more
-        // (a run earlier the same day fills the page), the newest 100 made before the window,
-        // by Stripe's time.
+        // The newest 100 of each; when none is settle's and there are more (the platform's own
+        // transfers fill the page), the newest 100 made before the window, by Stripe's time.
         let transfers = try page("/v1/transfers" + StripeAPI.query([("limit", "100")]))
         if found == nil, transfers.full {
             let before = Int64(transfers.now.addingTimeInterval(-Self.window).timeIntervalSince1970)
