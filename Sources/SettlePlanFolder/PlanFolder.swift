@@ -630,6 +630,19 @@ public struct PlanFolder {
                     {
                         // As the last attempt said (above): still counted as made (audit 28 F3).
                         madeAndBack = true
+                    } else if status == LineStatus.deferred.name,
+                        case let instruction = text(row[F.instructionID.rawValue]), !instruction.isEmpty,
+                        report.lineResult(instruction) == nil, report.ledgerFailure == nil,
+                        let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                        line.status == .settled, line.instructionID != instruction,
+                        let result = report.lineResult(line.instructionID), result.status == .settled
+                    {
+                        // The part of an aggregated payout an earlier attempt split off and never
+                        // sent (stopped, or rate-limited on every try): this apply sent the payout
+                        // whole, this line with it, and counts it (audit 32 N10: the row stayed
+                        // deferred, and the folder counted the payout at its other lines' amount).
+                        set(&row, .settled, stripeID: result.stripeID.isEmpty ? line.stripeID ?? "" : result.stripeID)
+                        row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                     } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
                         report.ledgerFailure == nil,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
@@ -647,10 +660,14 @@ public struct PlanFolder {
                             set(&row, .failed, code: code, reason: "sent by a later run and refused: " + message)
                             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                         }
-                    } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
+                    } else if status == LineStatus.deferred.name,
+                        row[F.instructionID.rawValue].isEmpty
+                            || report.lineResult(text(row[F.instructionID.rawValue])) == nil,
                         report.ledgerFailure == nil,
                         let end = endedElsewhere[text(row[F.lineID.rawValue]).trimmingFormulaGuard()]
                     {
+                        // (A row with an instruction this apply does not list: the part of an
+                        // aggregated payout an earlier attempt split off and did not send.)
                         // Dropped by `settle cancel`, or taken up by a later run (settled,
                         // rejected, reported) since this plan: it does not wait again (audit 22,
                         // 23: a re-apply held it again, and a later run paid a cancelled line or

@@ -545,6 +545,46 @@ import Testing
         try expectReappliesSayPaidAgain(setup, line: "MX2", by: again, days: ["day1", "day2"])
     }
 
+    /// An order's transfer ends `unknown`, so the courier's aggregated payout goes split: the
+    /// other order's part alone, which is rate-limited on every try and not sent. The folder
+    /// applied again finds the transfer made and sends the plan's payout whole: both lines are
+    /// `settled` by it and the folder counts all of it; the next run and a later re-apply count
+    /// nothing more (audit 32 N10: the split line stayed `deferred` and the folder counted the
+    /// payout at the other line's amount, 15.13 of 35.21).
+    @Test func aSplitPartNeverSentIsSettledByThePayoutTheReapplySendsWhole() throws {
+        let setup = try started(
+            #"{"charges": [{"id": "ch_nt1", "amount": 13710, "currency": "usd", "status": "succeeded"}, {"id": "ch_nt2", "amount": 6893, "currency": "usd", "status": "succeeded"}], "payout_methods": [{"id": "pm_nt", "recipient": "acct_c2"}]}"#
+        )
+        let text =
+            Self.header
+            + "NT1,2790,transfer,50.00,usd,ORDER2790,acct_ok,ch_nt1,137.10,usd,succeeded,,,\n"
+            + "NT2,2790,payout,20.08,usd,ORDER2790,,ch_nt1,137.10,usd,succeeded,acct_c2,pm_nt,\n"
+            + "NT3,2791,transfer,43.80,usd,ORDER2791,acct_ok2,ch_nt2,68.93,usd,succeeded,,,\n"
+            + "NT4,2791,payout,15.13,usd,ORDER2791,,ch_nt2,68.93,usd,succeeded,acct_c2,pm_nt,\n"
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "on": "retry", "action": "status", "status": 400, "code": "parameter_invalid"}, {"method": "POST", "path_prefix": "/v1/transfers", "nth": 2, "action": "drop_after_commit"}, {"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "action": "status", "status": 429}]"#
+        )
+        #expect(try step(setup, "run", "day1", text, asOf: "2026-12-10", extra: ["--concurrency", "1"]).status == 75)
+        let first = rows(setup, "day1")
+        #expect(first["NT3"]?[8] == "unknown" && first["NT2"]?[8] == "deferred", "\(first)")
+        try faults(setup, "[]")
+        #expect(try setup.apply("day1").status == 0)
+        let applied = rows(setup, "day1")
+        let payout = try #require(applied["NT4"]?[10])
+        #expect(
+            applied.mapValues { [$0[8], $0[10]] }.filter { $0.key.hasPrefix("NT2") || $0.key.hasPrefix("NT4") } == [
+                "NT2": ["settled", payout], "NT4": ["settled", payout],
+            ], "\(applied)")
+        #expect(measure(setup, "day1", "paid_out") == 3521)
+        #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-11").status == 0)
+        #expect(try setup.apply("day1").status == 0)
+        #expect(rows(setup, "day1")["NT2"]?[8] == "settled")
+        #expect(net(setup, ["day1", "day2"]) == 3521, "the one payout of both lines")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.compactMap { $0["amount"] as? Int } == [3521])
+    }
+
     /// The part of an aggregated payout that apply split off comes back, and the next run
     /// reports it; the line, fed back with another order's payout line of the same recipient,
     /// is paid again in one payout of both. The folder's first re-apply says the line is
