@@ -81,10 +81,14 @@ struct LedgerCommand {
             // Lines that netted to zero: nothing was sent for them, so only the folders say they
             // settled; recorded under the run that applied them, as that apply did. Read before
             // anything is written: a folder that cannot say stops the rebuild.
+            // So are the charges a run counted (each charge's gross and fee in one run only).
             var nettedOfFolders: [(run: String, lines: [LedgerStore.NettedLine])] = []
+            var counted: [(charge: String, currency: String, run: String, gross: Int64, fee: Int64, status: String)] =
+                []
             for result in opened {
                 let (plan, lines) = try onPlanFolder { () throws(SettleError) in
                     let plan = try result.get()
+                    counted += try plan.countedCharges()
                     return (plan, try plan.nettedByItsApply())
                 }
                 if !lines.isEmpty { nettedOfFolders.append((plan.lastAppliedRunID ?? plan.runID, lines)) }
@@ -113,6 +117,11 @@ struct LedgerCommand {
                     .info,
                     "\(report.processing.count) payout(s) Stripe has not posted yet are followed by the next runs "
                         + "(\(following) of their lines held with their records)")
+            }
+            do {
+                try ledger.recordCharges(counted)
+            } catch {
+                throw LedgerHistory.failure(error, path: path)
             }
             var netted = 0
             for (run, lines) in nettedOfFolders {

@@ -190,6 +190,20 @@ extension PlanFolder {
         return lines.filter { netted.contains($0.lineID) }
     }
 
+    /// The charges an applied folder's charges.csv says a run counted (`counted_in`), as the
+    /// ledger recorded them: what `settle ledger rebuild` restores, so that no later run counts
+    /// a charge's gross and fee again (audit 32 N6: the rebuilt ledger knew the transfers on a
+    /// charge, not that a run had counted it, and the next run counted it a second time).
+    public func countedCharges() throws(SettleError) -> [(
+        charge: String, currency: String, run: String, gross: Int64, fee: Int64, status: String
+    )] {
+        guard wasApplied, let bytes = FileManager.default.contents(atPath: path("charges.csv")) else { return [] }
+        return try PlanFolder.plannedCharges([UInt8](bytes)).compactMap { row in
+            guard let run = row.firstRun else { return nil }
+            return (row.charge, row.currency, run, row.gross, row.fee, row.status)
+        }
+    }
+
     /// Each whole row of results.csv (after its header) with its line index entry, in order.
     private func eachRow(_ body: (inout [[UInt8]], LineIndex.Entry) throws(SettleError) -> Void)
         throws(SettleError)

@@ -613,6 +613,44 @@ import Testing
         #expect(text.stdout.contains(": netted\n") && text.stdout.contains("netted by \(run)"), "\(text.stdout)")
     }
 
+    /// A charge counted by day 1 (its gross and fee in day 1's summary), on a ledger lost and
+    /// rebuilt from Stripe with day 1's folder: day 2 allocates from the charge again and
+    /// does not count it a second time (audit 32 N6: the rebuilt ledger knew the transfer,
+    /// not that day 1 had counted the charge, and the days' gross was 200.00 for 100.00).
+    @Test func aRebuiltLedgerKeepsWhichRunCountedACharge() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        func measure(_ folder: String, _ name: String) -> Int {
+            let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))
+            for line in summary.split(separator: "\n") {
+                let cells = line.split(separator: ",", omittingEmptySubsequences: false)
+                if cells.count == 7, cells[2] == "usd", cells[3] == name { return Int(cells[6]) ?? 0 }
+            }
+            return 0
+        }
+        let line = "C1,1201,transfer,30.00,usd,ORDER1201,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+        let (first, _) = try day(setup, "day1", Self.header + line, asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(measure("day1", "charges_gross") == 10000)
+        setup.loseLedger()
+        let rebuild = try SettleProcess.run(
+            [
+                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, setup.folder.appendingPathComponent("day1").path,
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        let more = "C2,1202,transfer,20.00,usd,ORDER1202,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+        let (second, day2) = try day(setup, "day2", Self.header + more, asOf: "2026-12-02")
+        #expect(second.status == 0 && day2["C2"]?[8] == "settled", "\(day2) \(second.stderr)")
+        #expect(measure("day2", "charges_gross") == 0 && measure("day2", "charges_fees") == 0)
+        let charges = SettleProcess.read(setup.folder.appendingPathComponent("day2/charges.csv"))
+        let run =
+            SettleProcess.read(setup.folder.appendingPathComponent("day1/charges.csv"))
+            .split(separator: "\n").last?.split(separator: ",").last.map(String.init) ?? "?"
+        #expect(
+            charges.hasSuffix(",ch_card1,usd,succeeded,100.00,0.00,30.00,20.00,0.00,0.00,50.00,\(run)\n"), "\(charges)")
+    }
+
     /// A line that waits in the ledger stays held when a later export carries its line_id
     /// with other money content: that copy is rejected `line_conflict`, the held copy comes
     /// back (deferred again), and it is paid on its day. Before, the conflicting copy
