@@ -19,6 +19,11 @@ struct LedgerCommand {
             do {
                 try LedgerStore.create(path: path).close()
             } catch {
+                // A ledger that cannot be made where it was asked for (a missing or read-only
+                // folder) is a file that cannot be written, 73, as a backup's (audit 32 N9: 78).
+                if case .cannotOpen(_, let message) = error {
+                    throw CommandFailure(.outputUnwritable, "cannot create the ledger \(path): \(message)")
+                }
                 throw LedgerHistory.failure(error, path: path)
             }
             log(.info, "created the ledger \(path) (0600); back it up with `settle ledger backup FILE`")

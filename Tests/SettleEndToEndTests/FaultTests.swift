@@ -289,6 +289,22 @@ import Testing
         #expect(setup.results("second").map { $0[8] } == ["settled"])
     }
 
+    /// A ledger or a backup that cannot be written where it was asked for (its folder is
+    /// missing) is 73, as `settle help ledger` says (audit 32 N9: `ledger init` said 78); a
+    /// ledger already there is 78 (init never replaces one).
+    @Test func aLedgerThatCannotBeWrittenIs73() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let missing = folder.appendingPathComponent("nodir/x.sqlite").path
+        let initialised = try SettleProcess.run(["ledger", "init", "--ledger", missing])
+        #expect(initialised.status == 73, "\(initialised.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: missing))
+        let ledger = folder.appendingPathComponent("l.sqlite").path
+        #expect(try SettleProcess.run(["ledger", "init", "--ledger", ledger]).status == 0)
+        #expect(try SettleProcess.run(["ledger", "init", "--ledger", ledger]).status == 78)
+        let backup = folder.appendingPathComponent("nodir/bk.sqlite").path
+        #expect(try SettleProcess.run(["ledger", "backup", backup, "--ledger", ledger]).status == 73)
+    }
+
     /// A lost ledger is never re-created silently: apply/run refuse it (78); a ledger behind
     /// its mark (a lost WAL, an old backup) is refused; `ledger rebuild` recovers it from
     /// Stripe and the plan folders that made what Stripe holds, and the next run pays
