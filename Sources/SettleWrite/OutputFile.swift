@@ -224,6 +224,8 @@ public final class OutputFile {
         guard closed == 0 else { throw fail("close: " + String(cString: strerror(errno))) }
         let sha256 = hasher.hexDigest()
         prepared = sha256
+        // Written: a file waiting for its set's renames holds no buffer.
+        buffer = []
         return sha256
     }
 
