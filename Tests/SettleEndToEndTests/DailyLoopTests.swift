@@ -90,13 +90,7 @@ import Testing
             Self.header + "D3,1003,payout,15.00,usd,ORDER1003,,,,,,,acct_drv,pm_ap_1,\n", asOf: "2026-12-01")
         #expect(first.status == 0, "\(first.stderr)")
         let payout = try #require(day1["D3"]?[10])
-        setup.loseLedger()
-        let rebuilt = try SettleProcess.run(
-            [
-                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base,
-                setup.folder.appendingPathComponent("day1").path,
-            ], environment: ["STRIPE_API_KEY": testKey])
+        let rebuilt = try loseAndRebuild(setup, from: "day1")
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
         #expect(rebuilt.stderr.contains("1 payout(s) Stripe has not posted yet are followed"), "\(rebuilt.stderr)")
         try setStatus(setup, payout, "returned", reason: "payout_method_closed")
@@ -340,12 +334,10 @@ import Testing
         #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }.count == 2)
     }
 
-    /// A transfer whose answer was lost (`unknown`) is found made by the apply of another
-    /// folder, which has no row of it. The next run reports the line `settled` and counts
-    /// it in its summary, once: the days' `transferred` adds up to what Stripe holds, and a
-    /// re-apply of the transfer's own folder afterwards says `already_settled` (audit 24 N8:
-    /// every folder said `already_settled`, and no day counted the 50.10).
-    @Test func anUnknownFoundMadeByAnotherFoldersApplyIsCountedOnce() throws {
+    /// Day 0 moves 1.00 on ch_card2; day 1's transfer K1 (50.10) is made at Stripe but its
+    /// answer is lost (`unknown`); day 0's folder applied again finds it made, with no row of
+    /// it: the next folder reports it.
+    func unknownFoundByAnotherFoldersApply() throws -> Setup {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
         let (zero, _) = try day(
@@ -366,6 +358,36 @@ import Testing
         _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
         let other = try setup.apply("day0")
         #expect(other.status == 0, "\(other.stderr)")
+        return setup
+    }
+
+    /// The ledger lost, then rebuilt from Stripe with the plan folder `folder`.
+    func loseAndRebuild(_ setup: Setup, from folder: String) throws -> SettleProcess.Outcome {
+        setup.loseLedger()
+        return try SettleProcess.run(
+            [
+                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, setup.folder.appendingPathComponent(folder).path,
+            ], environment: ["STRIPE_API_KEY": testKey])
+    }
+
+    /// A usd measure of a folder's summary.csv, in minor units (0 when absent).
+    func usd(_ setup: Setup, _ folder: String, _ name: String) -> Int {
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))
+        for line in summary.split(separator: "\n") {
+            let cells = line.split(separator: ",", omittingEmptySubsequences: false)
+            if cells.count == 7, cells[2] == "usd", cells[3] == name { return Int(cells[6]) ?? 0 }
+        }
+        return 0
+    }
+
+    /// A transfer whose answer was lost (`unknown`) is found made by the apply of another
+    /// folder, which has no row of it. The next run reports the line `settled` and counts
+    /// it in its summary, once: the days' `transferred` adds up to what Stripe holds, and a
+    /// re-apply of the transfer's own folder afterwards says `already_settled` (audit 24 N8:
+    /// every folder said `already_settled`, and no day counted the 50.10).
+    @Test func anUnknownFoundMadeByAnotherFoldersApplyIsCountedOnce() throws {
+        let setup = try unknownFoundByAnotherFoldersApply()
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-11")
         #expect(second.status == 0, "\(second.stderr)")
         let made = try setup.sandbox.effects().filter { $0["amount"] as? Int == 5010 }.compactMap {
@@ -378,16 +400,7 @@ import Testing
         #expect(setup.results("day1").first?[8] == "already_settled", "\(setup.results("day1"))")
         let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-12")
         #expect(third.status == 0 && day3.isEmpty, "\(day3)")
-        func transferred(_ folder: String) -> Int {
-            let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))
-            var total = 0
-            for line in summary.split(separator: "\n") {
-                let cells = line.split(separator: ",", omittingEmptySubsequences: false)
-                if cells.count == 7, cells[2] == "usd", cells[3] == "transferred" { total += Int(cells[6]) ?? 0 }
-            }
-            return total
-        }
-        #expect(["day0", "day1", "day2", "day3"].map(transferred) == [100, 0, 5010, 0])
+        #expect(["day0", "day1", "day2", "day3"].map { usd(setup, $0, "transferred") } == [100, 0, 5010, 0])
     }
 
     /// The same, with the run that reports the transfer killed among the renames of its
@@ -400,25 +413,7 @@ import Testing
     /// every run until someone applied it by hand, and the next day counted the 50.10 again).
     @Test(arguments: ["publishing:1", "publishing:3"])
     func aRunKilledAmongItsRenamesIsFinishedByTheNextRun(point: String) throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(Self.fixtures)
-        let (zero, _) = try day(
-            setup, "day0",
-            Self.header + "K0,2600,transfer,1.00,usd,ORDER2600,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
-            asOf: "2026-12-09")
-        #expect(zero.status == 0, "\(zero.stderr)")
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/faults",
-            json:
-                #"{"rules": [{"method": "POST", "on": "retry", "action": "status", "status": 400, "code": "parameter_invalid"}, {"method": "POST", "nth": 1, "action": "drop_after_commit"}]}"#
-        )
-        let (first, day1) = try day(
-            setup, "day1",
-            Self.header + "K1,2601,transfer,50.10,usd,ORDER2601,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
-            asOf: "2026-12-10")
-        #expect(first.status == 75 && day1["K1"]?[8] == "unknown", "\(day1) \(first.stderr)")
-        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
-        #expect(try setup.apply("day0").status == 0)
+        let setup = try unknownFoundByAnotherFoldersApply()
         let (killed, _) = try day(setup, "day2", Self.header, asOf: "2026-12-11", crashAt: point)
         #expect(![0, 65, 75].contains(killed.status), "not killed at \(point): \(killed.status) \(killed.stderr)")
         let journal = setup.folder.appendingPathComponent("day2/.settle/publishing").path
@@ -433,21 +428,13 @@ import Testing
         }
         #expect(made.count == 1)
         #expect(setup.results("day2").map { [$0[0], $0[8], $0[10]] } == [["K1", "settled", made.first ?? "?"]])
-        func transferred(_ folder: String) -> Int {
-            let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))
-            var total = 0
-            for line in summary.split(separator: "\n") {
-                let cells = line.split(separator: ",", omittingEmptySubsequences: false)
-                if cells.count == 7, cells[2] == "usd", cells[3] == "transferred" { total += Int(cells[6]) ?? 0 }
-            }
-            return total
-        }
         // The transfer's own folder, applied again, finds it reported by day 2.
         #expect(try setup.apply("day1").status == 0)
         #expect(setup.results("day1").first?[8] == "already_settled", "\(setup.results("day1"))")
         let (fourth, _) = try day(setup, "day4", Self.header, asOf: "2026-12-13")
         #expect(fourth.status == 0, "\(fourth.stderr)")
-        #expect(["day0", "day1", "day2", "day3", "day4"].map(transferred) == [100, 0, 5010, 0, 0])
+        #expect(
+            ["day0", "day1", "day2", "day3", "day4"].map { usd(setup, $0, "transferred") } == [100, 0, 5010, 0, 0])
         let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
         #expect(status.stdout.contains("run_") && !status.stdout.contains("not ended"), "\(status.stdout)")
         // The folder is whole: applied again, it sends nothing and still reports the line.
@@ -577,12 +564,7 @@ import Testing
         #expect(first.status == 0, "\(first.stderr)")
         #expect(day1["N1"]?[8] == "netted" && day1["N2"]?[8] == "netted", "\(day1)")
         if rebuilt {
-            setup.loseLedger()
-            let rebuild = try SettleProcess.run(
-                [
-                    "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
-                    setup.sandbox.base, setup.folder.appendingPathComponent("day1").path,
-                ], environment: ["STRIPE_API_KEY": testKey])
+            let rebuild = try loseAndRebuild(setup, from: "day1")
             #expect(rebuild.status == 0, "\(rebuild.stderr)")
             #expect(rebuild.stderr.contains("2 line(s) that netted to zero"), "\(rebuild.stderr)")
         }
@@ -620,29 +602,16 @@ import Testing
     @Test func aRebuiltLedgerKeepsWhichRunCountedACharge() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        func measure(_ folder: String, _ name: String) -> Int {
-            let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))
-            for line in summary.split(separator: "\n") {
-                let cells = line.split(separator: ",", omittingEmptySubsequences: false)
-                if cells.count == 7, cells[2] == "usd", cells[3] == name { return Int(cells[6]) ?? 0 }
-            }
-            return 0
-        }
         let line = "C1,1201,transfer,30.00,usd,ORDER1201,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
         let (first, _) = try day(setup, "day1", Self.header + line, asOf: "2026-12-01")
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(measure("day1", "charges_gross") == 10000)
-        setup.loseLedger()
-        let rebuild = try SettleProcess.run(
-            [
-                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base, setup.folder.appendingPathComponent("day1").path,
-            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(usd(setup, "day1", "charges_gross") == 10000)
+        let rebuild = try loseAndRebuild(setup, from: "day1")
         #expect(rebuild.status == 0, "\(rebuild.stderr)")
         let more = "C2,1202,transfer,20.00,usd,ORDER1202,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
         let (second, day2) = try day(setup, "day2", Self.header + more, asOf: "2026-12-02")
         #expect(second.status == 0 && day2["C2"]?[8] == "settled", "\(day2) \(second.stderr)")
-        #expect(measure("day2", "charges_gross") == 0 && measure("day2", "charges_fees") == 0)
+        #expect(usd(setup, "day2", "charges_gross") == 0 && usd(setup, "day2", "charges_fees") == 0)
         let charges = SettleProcess.read(setup.folder.appendingPathComponent("day2/charges.csv"))
         let run =
             SettleProcess.read(setup.folder.appendingPathComponent("day1/charges.csv"))

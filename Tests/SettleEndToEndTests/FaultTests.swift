@@ -1239,26 +1239,12 @@ extension CrashPointTests {
     @Test(arguments: ["publishing:1", "publishing:3"])
     func killedAmongTheRewritesRenamesTheNextApplyFinishesTheFolder(point: String) throws {
         let setup = try ApplyCommandTests.Setup()
-        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
-        let killed = try SettleProcess.run(
-            setup.arguments("run", [input.path], out: "day1"),
-            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": point])
-        #expect(![0, 65, 75].contains(killed.status), "not killed at \(point): \(killed.status) \(killed.stderr)")
-        let folder = setup.folder.appendingPathComponent("day1")
-        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+        let folder = try Self.killedRun(setup, at: point)
         #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "results.csv, the first renamed, is new")
-        let apply = try SettleProcess.run(
-            [
-                "apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
-                "--financial-account", "fa_e2e", "--progress", "off",
-            ], environment: ["STRIPE_API_KEY": testKey])
-        #expect(apply.status == 0, "\(apply.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+        try Self.expectApplyFinishes(setup, folder)
         #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "\(setup.results("day1").map { $0[8] })")
         try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
-        let empty = setup.folder.appendingPathComponent("empty.csv")
-        try "line_id,order_id,amount,currency,destination\n".write(to: empty, atomically: false, encoding: .utf8)
-        let next = try setup.run([empty], out: "day2")
+        let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
         #expect(next.status == 0, "\(next.stderr)")
         #expect(!next.stderr.contains("never ended"), "\(next.stderr)")
         let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
@@ -1275,21 +1261,9 @@ extension CrashPointTests {
     @Test(arguments: ["plan_publishing:1", "plan_publishing:10"])
     func killedAmongThePlansRenamesTheFolderIsPutWholeAndApplies(point: String) throws {
         let setup = try ApplyCommandTests.Setup()
-        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
-        let killed = try SettleProcess.run(
-            setup.arguments("run", [input.path], out: "day1"),
-            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": point])
-        #expect(![0, 65, 75].contains(killed.status), "not killed at \(point): \(killed.status) \(killed.stderr)")
-        let folder = setup.folder.appendingPathComponent("day1")
-        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+        let folder = try Self.killedRun(setup, at: point)
         #expect(try setup.sandbox.effects().isEmpty)
-        let apply = try SettleProcess.run(
-            [
-                "apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
-                "--financial-account", "fa_e2e", "--progress", "off",
-            ], environment: ["STRIPE_API_KEY": testKey])
-        #expect(apply.status == 0, "\(apply.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+        try Self.expectApplyFinishes(setup, folder)
         #expect(setup.results("day1").count == 8)
         #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "\(setup.results("day1").map { $0[8] })")
         try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
@@ -1301,11 +1275,7 @@ extension CrashPointTests {
     /// killed run left no trace in the ledger, and the next run went on without its lines).
     @Test func killedAmongThePlansRenamesTheNextRunPaysItsLines() throws {
         let setup = try ApplyCommandTests.Setup()
-        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
-        let killed = try SettleProcess.run(
-            setup.arguments("run", [input.path], out: "day1"),
-            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "plan_publishing:1"])
-        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        _ = try Self.killedRun(setup, at: "plan_publishing:1")
         let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
         #expect(next.status == 0, "\(next.stderr)")
         #expect(next.stderr.contains("run_") && next.stderr.contains("never ended"), "\(next.stderr)")
@@ -1340,6 +1310,30 @@ extension CrashPointTests {
         #expect(again.status == 0, "\(again.stderr)")
         #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "\(setup.results("day1").map { $0[8] })")
         try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
+    }
+
+    /// A `run` of 4 orders into `day1` killed at crash point `point` among the renames of a
+    /// set of files: the folder holds their journal. Returns the folder.
+    static func killedRun(_ setup: ApplyCommandTests.Setup, at point: String) throws -> URL {
+        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day1"),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": point])
+        #expect(![0, 65, 75].contains(killed.status), "not killed at \(point): \(killed.status) \(killed.stderr)")
+        let folder = setup.folder.appendingPathComponent("day1")
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+        return folder
+    }
+
+    /// `settle apply` of a folder a kill left among its renames: 0, and the journal is gone.
+    static func expectApplyFinishes(_ setup: ApplyCommandTests.Setup, _ folder: URL) throws {
+        let apply = try SettleProcess.run(
+            [
+                "apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+                "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(apply.status == 0, "\(apply.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
     }
 
     static func emptyExport(_ setup: ApplyCommandTests.Setup) throws -> URL {
