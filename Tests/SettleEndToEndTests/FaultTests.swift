@@ -456,6 +456,34 @@ import Testing
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(2), payouts: 2 * 250)
     }
 
+    /// A reversal settle made of a transfer another tool made (a reversal line naming its
+    /// `tr_…`): the transfer carries no settle metadata, its reversal does. A new ledger where
+    /// that one was lost sees the reversal among the transfer's (Stripe lists a transfer with
+    /// its reversals) and is refused, 78, nothing sent (audit 33 O1: 25 h later the same line
+    /// reversed the transfer a second time).
+    @Test func aNewLedgerSeesTheReversalsSettleMadeOfOtherTools() throws {
+        let setup = try Setup()
+        let foreign = try setup.sandbox.stripe(
+            "POST", "/v1/transfers", form: "amount=5000&currency=usd&destination=acct_r1", key: "another-tool-1")
+        let transfer = try #require(foreign["id"] as? String)
+        let input = setup.folder.appendingPathComponent("refund.csv")
+        try "line_id,order_id,kind,amount,currency,destination,transfer\nR1,9,reversal,10.00,usd,acct_r1,\(transfer)\n"
+            .write(to: input, atomically: true, encoding: .utf8)
+        let first = try setup.run([input], out: "day1")
+        #expect(first.status == 0 && setup.results("day1").first?[8] == "settled", "\(first.stderr)")
+        func reversals() throws -> Int {
+            try setup.sandbox.effects().filter { $0["type"] as? String == "reversal" }.count
+        }
+        #expect(try reversals() == 1)
+        setup.loseLedger()
+        #expect(try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger]).status == 0)
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": 90000}"#)
+        let again = try setup.run([input], out: "day2")
+        #expect(again.status == 78, "\(again.stderr)")
+        #expect(again.stderr.contains("settle already paid from this Stripe account"), "\(again.stderr)")
+        #expect(try reversals() == 1)
+    }
+
     /// The same when the newest page of Stripe's transfers is all from a run earlier the same
     /// day: the probe also asks for the newest made before the window, and finds the older
     /// run's. Before, it read only the newest 100, all recent, and a re-run on a new ledger paid

@@ -2,8 +2,8 @@ public import Foundation
 import SettleCore
 import SettleHTTP
 
-/// Before a new ledger's first request: did settle already pay from this Stripe account,
-/// with another ledger?
+/// Before a new ledger's first request: did settle already pay from this Stripe account
+/// (or reverse on it), with another ledger?
 ///
 /// A ledger made afresh where a lost one was (its mark lost with it) knows nothing: every
 /// line looks unpaid, and each instruction goes out again. Its key replays the object it
@@ -36,24 +36,36 @@ public struct EarlierLedgerProbe {
     public func earlierObject() throws(ApplyError) -> Found? {
         var stripe = try StripeGet(configuration: configuration)
         var found: Found?
-        func consider(_ id: String?, _ created: Date?) {
-            guard let id, let created else { return }
-            if found == nil || created < found!.created { found = Found(stripeID: id, created: created) }
-        }
-        /// One page (retried until Stripe answers): Stripe's time, and whether the page was
-        /// full (there are older ones).
-        func page(_ path: String) throws(ApplyError) -> (now: Date, full: Bool) {
-            let (body, date) = try stripe.answer(path)
-            guard let now = date else { throw .factsUnavailable(["GET \(path.prefix(50)): no Date header"]) }
-            let items = body["data"]?.arrayValue ?? []
-            for object in items where object["metadata"]?["settle_instruction"] != nil {
+        /// Notes the objects of a list that settle made.
+        func consider(_ objects: [JSON]) {
+            for object in objects where object["metadata"]?["settle_instruction"] != nil {
                 let created: Date? =
                     switch object["created"] {
                     case .int(let seconds)?: Date(timeIntervalSince1970: TimeInterval(seconds))
                     case .string(let text)?: ISO8601DateFormatter.withFractions(text)
                     default: nil
                     }
-                consider(object["id"]?.stringValue, created)
+                guard let id = object["id"]?.stringValue, let created else { continue }
+                if found == nil || created < found!.created { found = Found(stripeID: id, created: created) }
+            }
+        }
+        /// One page (retried until Stripe answers): Stripe's time, and whether the page was
+        /// full (there are older ones). A transfer's reversals count too: settle reverses
+        /// transfers other tools made (a reversal line naming `tr_…`), and such a transfer
+        /// carries no settle metadata of its own (audit 33 O1: a new ledger reversed it again).
+        /// Stripe lists a transfer with its first reversals; one with more is asked for them.
+        func page(_ path: String) throws(ApplyError) -> (now: Date, full: Bool) {
+            let (body, date) = try stripe.answer(path)
+            guard let now = date else { throw .factsUnavailable(["GET \(path.prefix(50)): no Date header"]) }
+            let items = body["data"]?.arrayValue ?? []
+            consider(items)
+            for object in items {
+                guard let reversals = object["reversals"] else { continue }
+                consider(reversals["data"]?.arrayValue ?? [])
+                if found == nil, reversals["has_more"] == .bool(true), let id = object["id"]?.stringValue {
+                    let path = "/v1/transfers/\(StripeAPI.percentEncode(id))/reversals" + StripeAPI.query([("limit", "100")])
+                    consider(try stripe.answer(path).0["data"]?.arrayValue ?? [])
+                }
             }
             return (now, items.count >= 100)
         }
