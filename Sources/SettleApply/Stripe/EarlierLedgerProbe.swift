@@ -63,7 +63,8 @@ public struct EarlierLedgerProbe {
                 guard let reversals = object["reversals"] else { continue }
                 consider(reversals["data"]?.arrayValue ?? [])
                 if found == nil, reversals["has_more"] == .bool(true), let id = object["id"]?.stringValue {
-                    let path = "/v1/transfers/\(StripeAPI.percentEncode(id))/reversals" + StripeAPI.query([("limit", "100")])
+                    let path =
+                        "/v1/transfers/\(StripeAPI.percentEncode(id))/reversals" + StripeAPI.query([("limit", "100")])
                     consider(try stripe.answer(path).0["data"]?.arrayValue ?? [])
                 }
             }
