@@ -90,10 +90,13 @@ struct LedgerCommand {
             var nettedOfFolders: [(run: String, lines: [LedgerStore.NettedLine])] = []
             var counted: [(charge: String, currency: String, run: String, gross: Int64, fee: Int64, status: String)] =
                 []
+            var paidOut: [(run: String, rows: [(charge: String, currency: String, amount: Int64)])] = []
             for result in opened {
                 let (plan, lines) = try onPlanFolder { () throws(SettleError) in
                     let plan = try result.get()
-                    counted += try plan.countedCharges()
+                    let charges = try plan.countedCharges()
+                    counted += charges.counted
+                    if !charges.paidOut.isEmpty { paidOut.append((plan.runID, charges.paidOut)) }
                     return (plan, try plan.nettedByItsApply())
                 }
                 if !lines.isEmpty { nettedOfFolders.append((plan.lastAppliedRunID ?? plan.runID, lines)) }
@@ -125,6 +128,7 @@ struct LedgerCommand {
             }
             do {
                 try ledger.recordCharges(counted)
+                for (run, rows) in paidOut { try ledger.recordChargePayouts(rows, run: run) }
             } catch {
                 throw LedgerHistory.failure(error, path: path)
             }

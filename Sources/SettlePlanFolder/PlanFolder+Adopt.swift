@@ -194,14 +194,22 @@ extension PlanFolder {
     /// ledger recorded them: what `settle ledger rebuild` restores, so that no later run counts
     /// a charge's gross and fee again (audit 32 N6: the rebuilt ledger knew the transfers on a
     /// charge, not that a run had counted it, and the next run counted it a second time).
-    public func countedCharges() throws(SettleError) -> [(
-        charge: String, currency: String, run: String, gross: Int64, fee: Int64, status: String
-    )] {
-        guard wasApplied, let bytes = FileManager.default.contents(atPath: path("charges.csv")) else { return [] }
-        return try PlanFolder.plannedCharges([UInt8](bytes)).compactMap { row in
-            guard let run = row.firstRun else { return nil }
-            return (row.charge, row.currency, run, row.gross, row.fee, row.status)
-        }
+    /// With them, what this folder's run paid out for each charge's orders (charges.csv
+    /// `paid_out`), so that later runs' retained so far counts it (audit 33 O2: it was
+    /// forgotten, and retained was off by the payouts).
+    public func countedCharges() throws(SettleError) -> (
+        counted: [(charge: String, currency: String, run: String, gross: Int64, fee: Int64, status: String)],
+        paidOut: [(charge: String, currency: String, amount: Int64)]
+    ) {
+        guard wasApplied, let bytes = FileManager.default.contents(atPath: path("charges.csv")) else { return ([], []) }
+        let rows = try PlanFolder.plannedCharges([UInt8](bytes), withPaidOut: true)
+        return (
+            rows.compactMap { row in
+                guard let run = row.firstRun else { return nil }
+                return (row.charge, row.currency, run, row.gross, row.fee, row.status)
+            },
+            rows.filter { $0.paidOut > 0 }.map { ($0.charge, $0.currency, $0.paidOut) }
+        )
     }
 
     /// Each whole row of results.csv (after its header) with its line index entry, in order.

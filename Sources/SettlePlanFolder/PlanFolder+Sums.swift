@@ -188,7 +188,10 @@ extension PlanFolder {
     /// lines drawing on each name its row in the line index. A re-apply reads the file the
     /// last apply rewrote: those facts do not change, and the counting run is read from the
     /// ledger again.
-    static func plannedCharges(_ bytes: [UInt8]) throws(SettleError) -> [ChargeRow] {
+    ///
+    /// - Parameter withPaidOut: also read each row's `paid_out` (what the run that wrote the
+    ///   file paid out for the charge's orders), for `settle ledger rebuild`.
+    static func plannedCharges(_ bytes: [UInt8], withPaidOut: Bool = false) throws(SettleError) -> [ChargeRow] {
         func text(_ field: [UInt8]) -> String { String(decoding: field, as: UTF8.self).trimmingFormulaGuard() }
         var rows: [ChargeRow] = []
         for (number, fields) in CSVScanner.records(bytes).dropFirst().enumerated() {
@@ -214,6 +217,7 @@ extension PlanFolder {
                 charge: text(fields[1]), currency: code, status: text(fields[3]), gross: try amount(4),
                 fee: try amount(5))
             row.transferredBefore = try amount(6)
+            if withPaidOut { row.paidOut = try amount(9) }
             let counted = text(fields[11])
             row.firstRun = counted.isEmpty ? nil : counted
             rows.append(row)

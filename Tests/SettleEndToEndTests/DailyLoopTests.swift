@@ -598,11 +598,15 @@ import Testing
     /// A charge counted by day 1 (its gross and fee in day 1's summary), on a ledger lost and
     /// rebuilt from Stripe with day 1's folder: day 2 allocates from the charge again and
     /// does not count it a second time (audit 32 N6: the rebuilt ledger knew the transfer,
-    /// not that day 1 had counted the charge, and the days' gross was 200.00 for 100.00).
+    /// not that day 1 had counted the charge, and the days' gross was 200.00 for 100.00), and
+    /// its retained so far keeps the payout day 1 made for the charge's order (audit 33 O2:
+    /// 50.00 for 45.00).
     @Test func aRebuiltLedgerKeepsWhichRunCountedACharge() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        let line = "C1,1201,transfer,30.00,usd,ORDER1201,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+        let line =
+            "C1,1201,transfer,30.00,usd,ORDER1201,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            + "P1,1201,payout,5.00,usd,ORDER1201,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
         let (first, _) = try day(setup, "day1", Self.header + line, asOf: "2026-12-01")
         #expect(first.status == 0, "\(first.stderr)")
         #expect(usd(setup, "day1", "charges_gross") == 10000)
@@ -617,7 +621,7 @@ import Testing
             SettleProcess.read(setup.folder.appendingPathComponent("day1/charges.csv"))
             .split(separator: "\n").last?.split(separator: ",").last.map(String.init) ?? "?"
         #expect(
-            charges.hasSuffix(",ch_card1,usd,succeeded,100.00,0.00,30.00,20.00,0.00,0.00,50.00,\(run)\n"), "\(charges)")
+            charges.hasSuffix(",ch_card1,usd,succeeded,100.00,0.00,30.00,20.00,0.00,0.00,45.00,\(run)\n"), "\(charges)")
     }
 
     /// A line that waits in the ledger stays held when a later export carries its line_id
