@@ -109,6 +109,32 @@ import Testing
                 .needsChargeLookup)
     }
 
+    /// Payout-only orders of one courier, offline: the one whose line names a charge nothing
+    /// describes is its order's own payout, with the charge's look-up; the others aggregate
+    /// per payout method as always, also after it (audit 33 O7: a payout on the courier's
+    /// second method after such a payout trapped the planner).
+    @Test func aPayoutThatLooksItsChargeUpStaysOutOfTheCouriersAggregates() throws {
+        let plan = TestExport()
+            .payout(
+                "P0", order: "G0", amount: "5.00", recipient: "acct_c", method: "pm_a",
+                extra: ["source_transaction": "ch_bare"]
+            )
+            .payout("P1", order: "G1", amount: "2.01", recipient: "acct_c", method: "pm_a")
+            .payout("P4", order: "G4", amount: "5.04", recipient: "acct_c", method: "pm_b")
+            .payout("P5", order: "G5", amount: "1.00", recipient: "acct_c", method: "pm_a")
+            .plan()
+        let own = try #require(plan.instruction(of: "P0"))
+        #expect(own.needsChargeLookup && own.lookUpCharge.map(plan.batch.text) == "ch_bare")
+        #expect(plan.batch.text(own.group) == plan.batch.text(plan.batch.lines[0].group))
+        let aggregated = try #require(plan.instruction(of: "P1"))
+        #expect(
+            plan.instruction(of: "P5")?.id == aggregated.id && aggregated.amount == 301 && !aggregated.needsChargeLookup
+        )
+        let other = try #require(plan.instruction(of: "P4"))
+        #expect(other.id != aggregated.id && other.amount == 504)
+        #expect(plan.instructions.count == 3)
+    }
+
     @Test func factsRequestListsWhatThePlanDependsOn() {
         let batch = TestExport()
             .payout("p1", order: "1", amount: "5.00", recipient: "acct_z", method: "pm_2")

@@ -898,6 +898,11 @@ public struct Planner {
                 }
                 next.append(headOfRecipient[Int(line.payee.raw)])
                 headOfRecipient[Int(line.payee.raw)] = Int32(instructions.count)
+            } else if options.payouts == .perRecipient {
+                // Its order's own payout: in no recipient's chain, and `next` keeps one entry
+                // per instruction (audit 33 O7: without it, a later payout of the recipient on
+                // another method followed a wrong link, and the plan trapped).
+                next.append(-1)
             }
             var instruction = PlanRow(
                 kind: .payout, group: options.payouts == .perRecipient && lookup == nil ? .none : line.group,
