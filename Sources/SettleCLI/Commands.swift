@@ -49,6 +49,16 @@ struct Commands {
             // A plan only reads the ledger: the lines of a killed run are taken over by the
             // next `run` or `apply`, not by this plan.
             if let store = history?.store {
+                // A run of this very folder that never ended: its folder is its only record
+                // (its lines are in no ledger until a run or an apply takes them over), and this
+                // plan would write over it (audit 33 O9: its lines were then lost, silently).
+                if let own = Applier.runsNotEnded(store, except: "").first(where: { $0.folder == folder }) {
+                    throw CommandFailure(
+                        .outputUnwritable,
+                        "--out \(folder) holds run \(own.id), which never ended (killed?): its lines are in no ledger "
+                            + "yet. `settle run` into it, or `settle apply \(folder)`, takes them over; or plan into "
+                            + "another folder (the next run or apply takes them over)")
+                }
                 let open = Applier.runsNotEnded(store, except: folder)
                 if !open.isEmpty {
                     log(
@@ -164,8 +174,10 @@ struct Commands {
         // of this run's errors.csv.
         let unfollowed = try applier.followPayouts(
             configuration: configuration, ledger: ledger, folder: options.out ?? "")
-        // The lines of a run that was killed are part of this one (the ledger takes them over).
-        applier.adoptRunsNotEnded(ledger, except: options.out ?? "")
+        // The lines of a run that was killed are part of this one (the ledger takes them over),
+        // also one killed in this very folder, before this run plans over it (audit 33 O9: it
+        // was ended silently, and its lines were lost).
+        applier.adoptRunsNotEnded(ledger, except: "")
         let out = options.out ?? ""
         let outExisted = FileManager.default.fileExists(atPath: out)
         // The run is in the ledger before it plans: one killed while planning (most of a large

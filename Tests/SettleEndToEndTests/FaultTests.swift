@@ -1340,6 +1340,32 @@ extension CrashPointTests {
         try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
     }
 
+    /// A `run` killed while it put its plan in place, and the next run into the same folder
+    /// (cron's `--out` reused): it takes the killed run's lines over before it plans over the
+    /// folder, with an empty export (`empty`) or the same export again (`same`, a retry), and
+    /// pays every line once; `settle plan` into that folder is refused, 73, since the folder is
+    /// the killed run's only record (audit 33 O9: the next run ended the killed run silently,
+    /// and its lines were in no ledger and no results.csv).
+    @Test(arguments: ["empty", "same"])
+    func aRunKilledWhilePlanningIsTakenOverByTheNextRunIntoItsFolder(next export: String) throws {
+        let setup = try ApplyCommandTests.Setup()
+        _ = try Self.killedRun(setup, at: "plan_publishing:1")
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "day1"))
+        #expect(plan.status == 73, "\(plan.stderr)")
+        #expect(plan.stderr.contains("never ended"), "\(plan.stderr)")
+        let next = try setup.run([export == "empty" ? try Self.emptyExport(setup) : input], out: "day1")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stderr.contains("never ended (killed?)"), "\(next.stderr)")
+        let rows = setup.results("day1")
+        let settled = rows.filter { $0[8] == "settled" }.map { $0[0] }
+        #expect(Set(settled) == Set((1...4).flatMap { ["T\($0)", "P\($0)"] }) && settled.count == 8, "\(rows)")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(!status.stdout.contains("not ended"), "\(status.stdout)")
+    }
+
     /// A `run` of 4 orders into `day1` killed at crash point `point` among the renames of a
     /// set of files: the folder holds their journal. Returns the folder.
     static func killedRun(_ setup: ApplyCommandTests.Setup, at point: String) throws -> URL {
