@@ -212,8 +212,26 @@ struct Applier {
                 let manifest = FileManager.default.contents(
                     atPath: (path as NSString).appendingPathComponent("manifest.json")
                 ).flatMap { try? JSON.parse($0) }
-                guard !OutputFolder.holdsAppliedRun(path, manifest: manifest) else {
+                let sent =
+                    OutputFolder.holdsAppliedRun(path, manifest: manifest)
+                    || (try? ledger.sentAnything(run: run.id)) != false
+                if sent, FileManager.default.fileExists(atPath: path) {
                     unread.append((run, "\(error.message)"))
+                    continue
+                }
+                if sent {
+                    // Its folder is gone (removed or moved by hand) after it sent: what it sent
+                    // is in the ledger, and the next apply resolves and reports it; what it
+                    // never sent is in no ledger (audit 33 O8: the warning said nothing was sent).
+                    var ended = run
+                    ended.endedAt = Date()
+                    recordEnded(ended, ledger: ledger)
+                    log(
+                        .warning, event: "run_folder_gone",
+                        "run \(run.id) never ended (killed?) and its folder \(path) is gone: what it sent is in the "
+                            + "ledger, and the next apply resolves and reports it; lines it never sent are in no "
+                            + "ledger: run its inputs again (settle run INPUT… --out \(path))",
+                        fields: [Log.Field("run", run.id), .file(path)])
                     continue
                 }
                 // Stopped before its plan was whole (a `run` records itself before it plans),
@@ -224,7 +242,7 @@ struct Applier {
                 recordEnded(ended, ledger: ledger)
                 log(
                     .warning, event: "run_not_planned",
-                    "run \(run.id) (--out \(path)) was stopped before its plan was written whole (killed?): "
+                    "run \(run.id) (--out \(path)) was stopped before its plan was written whole (killed, or a signal): "
                         + "nothing was sent, and the ledger holds none of its lines: run its inputs again "
                         + "(settle run INPUT… --out \(path)) (\(error.message))",
                     fields: [Log.Field("run", run.id), .file(path)])

@@ -114,6 +114,16 @@ extension LedgerStore {
         }
     }
 
+    /// Whether the ledger holds a request the run sent (in flight, answered or not).
+    public func sentAnything(run: String) throws(LedgerError) -> Bool {
+        var found = false
+        let sentRun = version >= 8 ? "OR sent_run = ?1" : ""
+        try db.query("SELECT 1 FROM instructions WHERE run_id = ?1 \(sentRun) LIMIT 1", [.text(run)]) { _ in
+            found = true
+        }
+        return found
+    }
+
     /// Removes the record of a run that has not ended: `run` records itself before it plans,
     /// and a plan that stops with an error (nothing sent) leaves no run behind, as before it
     /// recorded itself (an ended record of a run refused for its folder would hide an earlier

@@ -1366,6 +1366,31 @@ extension CrashPointTests {
         #expect(!status.stdout.contains("not ended"), "\(status.stdout)")
     }
 
+    /// A `run` killed right after it recorded its first calls in flight, whose folder is then
+    /// removed by hand: the next run says the folder is gone, that what the run sent is in
+    /// the ledger (it resolves it) and that the rest must run again; run again, every line is
+    /// paid once (audit 33 O8: the warning said nothing was sent).
+    @Test func aKilledRunWhoseFolderIsGoneIsNamedWithWhatItSent() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day1"),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "in_flight_written:1"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        try FileManager.default.removeItem(at: setup.folder.appendingPathComponent("day1"))
+        let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(
+            next.stderr.contains("is gone: what it sent is in the ledger") && !next.stderr.contains("nothing was sent"),
+            "\(next.stderr)")
+        let again = try setup.run([input], out: "day1b")
+        #expect([0, 65].contains(again.status), "\(again.stderr)")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(!status.stdout.contains("not ended"), "\(status.stdout)")
+    }
+
     /// A `run` of 4 orders into `day1` killed at crash point `point` among the renames of a
     /// set of files: the folder holds their journal. Returns the folder.
     static func killedRun(_ setup: ApplyCommandTests.Setup, at point: String) throws -> URL {
