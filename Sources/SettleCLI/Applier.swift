@@ -292,7 +292,10 @@ struct Applier {
     {
         let fresh: Bool
         do {
-            fresh = try !ledger.hasInstructions()
+            // A rebuilt ledger knows what Stripe holds: not new, even when it recorded nothing.
+            let sent = try ledger.hasInstructions()
+            let rebuilt = try ledger.wasRebuilt()
+            fresh = !sent && !rebuilt
         } catch {
             throw LedgerHistory.failure(error, path: options.ledger)
         }

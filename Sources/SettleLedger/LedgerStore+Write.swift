@@ -388,6 +388,11 @@ extension LedgerStore {
                 """, [.text(rebuilt)])
             // What Stripe holds is in: the rebuild is finished (``createForRebuild(path:)``).
             try db.run("DELETE FROM settle_meta WHERE key = 'rebuild_unfinished'")
+            try db.run(
+                """
+                INSERT INTO settle_meta(key, value) VALUES ('rebuilt_at', ?)
+                ON CONFLICT(key) DO UPDATE SET value = excluded.value
+                """, [.text(String(time))])
             try bumpSequence()
         }
         try writeMark()
@@ -426,6 +431,11 @@ extension LedgerStore {
         try store.writeMark()
         return store
     }
+
+    /// Whether a `settle ledger rebuild` finished on this ledger: it knows what Stripe holds,
+    /// also when that is nothing it records (only payouts that came back: audit 33 O3, a new
+    /// ledger's probe then refused it for good).
+    public func wasRebuilt() throws(LedgerError) -> Bool { try meta("rebuilt_at") != nil }
 
     /// Whether a `settle ledger rebuild` started on this ledger and did not finish.
     public func rebuildUnfinished() throws(LedgerError) -> Bool {

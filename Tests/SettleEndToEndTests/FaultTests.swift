@@ -484,6 +484,42 @@ import Testing
         #expect(try reversals() == 1)
     }
 
+    /// The only object settle made is a payout that came back; the ledger is lost. A new
+    /// ledger is refused (78); `ledger rebuild` records nothing (a payout that came back holds
+    /// no line) but the rebuilt ledger knows Stripe, so the next run goes on (audit 33 O3:
+    /// every run refused the rebuilt ledger, 78, for good).
+    @Test func aLedgerRebuiltFromOnlyAReturnedPayoutRuns() throws {
+        let setup = try Setup()
+        let input = setup.folder.appendingPathComponent("payout.csv")
+        try "line_id,order_id,kind,amount,currency,recipient,payout_method\nP1,1,payout,2.50,usd,acct_c1,pm_ap_c1\n"
+            .write(to: input, atomically: true, encoding: .utf8)
+        #expect(try setup.run([input], out: "day1").status == 0)
+        let made = try #require(setup.results("day1").first?[10])
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/outbound_payments/\(made)/status", json: #"{"status": "failed"}"#)
+        setup.loseLedger()
+        #expect(try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger]).status == 0)
+        #expect(try setup.run([input], out: "refused").status == 78)
+        setup.loseLedger()
+        let rebuilt = try SettleProcess.run(
+            [
+                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base,
+                setup.folder.appendingPathComponent("day1").path,
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        // The line goes again under its first key, which Stripe replays (v2 keeps keys 30
+        // days): the same payout, reported settled, followed from now on...
+        let again = try setup.run([input], out: "again")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(setup.results("again").map { [$0[8], $0[10]] } == [["settled", made]])
+        // ...and the next run learns it came back and reports the line failed.
+        let next = try setup.run([try CrashPointTests.emptyExport(setup)], out: "next")
+        #expect(setup.results("next").map { [$0[0], $0[8]] } == [["P1", "failed"]], "\(next.stderr)")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.count == 1)
+    }
+
     /// The same when the newest page of Stripe's transfers is all from a run earlier the same
     /// day: the probe also asks for the newest made before the window, and finds the older
     /// run's. Before, it read only the newest 100, all recent, and a re-run on a new ledger paid
