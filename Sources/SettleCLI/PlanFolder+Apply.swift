@@ -44,10 +44,23 @@ extension PlanFolder {
         run.interrupted = report.interrupted
         run.unfollowedPayouts = unfollowed
         let manifest = self.manifest
-        let rewritten = try onPlanFolder { () throws(SettleError) in
-            try rewrite(
-                run, ledger: ledger, records: SpoolRecords(folder: folder, manifest: manifest),
-                reportFacts: { exit in PlanReport.facts(manifest: manifest, mode: mode, exit: exit) })
+        let rewritten: Rewritten
+        do throws(CommandFailure) {
+            rewritten = try onPlanFolder { () throws(SettleError) in
+                try rewrite(
+                    run, ledger: ledger, records: SpoolRecords(folder: folder, manifest: manifest),
+                    reportFacts: { exit in PlanReport.facts(manifest: manifest, mode: mode, exit: exit) })
+            }
+        } catch {
+            // Requests went out: 73 says no money moved (SPEC), and this run moved some. What
+            // Stripe answered is in the ledger; the folder keeps its earlier files whole, and
+            // the next apply of it (or the next run) rewrites them (audit 33 O4: disk full after
+            // 8 transfers, exit 73).
+            guard report.requests > 0, error.code == .outputUnwritable else { throw error }
+            throw CommandFailure(
+                .tryAgain,
+                "\(error.message); requests were sent and their outcomes are in the ledger: "
+                    + "run `settle apply \(folder)` again once it can be written (nothing is sent twice)")
         }
         if let problem = rewritten.notesProblem {
             log(

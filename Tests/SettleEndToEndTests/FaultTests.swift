@@ -1427,6 +1427,34 @@ extension CrashPointTests {
         #expect(!status.stdout.contains("not ended"), "\(status.stdout)")
     }
 
+    /// A `run` whose disk fills up after some of its transfers were sent (a file size limit,
+    /// SIGXFSZ ignored): the ledger and then the folder's files cannot be written. It exits 75,
+    /// not 73 (73 says no money moved); the next run resolves what it sent, and the export run
+    /// again pays every line once (audit 33 O4: exit 73 after 8 transfers had moved).
+    @Test func aDiskFullAfterSendingIs75AndPaysOnce() throws {
+        let setup = try ApplyCommandTests.Setup()
+        var text = "line_id,order_id,kind,amount,currency,destination,description\n"
+        let description = String(repeating: "x", count: 100)
+        for line in 0..<20000 { text += "T\(line),o\(line % 20),transfer,1.00,usd,acct_r1,\(description)\n" }
+        let input = setup.folder.appendingPathComponent("big.csv")
+        try text.write(to: input, atomically: true, encoding: .utf8)
+        let stderr = setup.folder.appendingPathComponent("stderr")
+        // From the export's folder, by a short name: results.csv (its `source` column) stays
+        // under the limit while the plan is written, and the ledger reaches it while sending.
+        var arguments = setup.arguments("run", [input.path], out: "day1")
+        arguments[arguments.firstIndex(of: input.path)!] = "big.csv"
+        let status = try NeverLostTests.waitForExit(
+            "cd \(setup.folder.path); export STRIPE_API_KEY=\(testKey); ulimit -f 3000; trap '' XFSZ", arguments,
+            stderr: stderr)
+        let sent = try setup.sandbox.effects().count
+        #expect(sent > 0 && sent < 20, "the limit lands mid-apply here: \(sent) transfers")
+        #expect(status == 75, "\(SettleProcess.read(stderr))")
+        #expect(try setup.run([try Self.emptyExport(setup)], out: "day2").status == 0)
+        #expect([0, 65].contains(try setup.run([input], out: "day1b").status))
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+        #expect(transfers.count == 20 && transfers.compactMap { $0["amount"] as? Int }.reduce(0, +) == 2_000_000)
+    }
+
     /// A `run` of 4 orders into `day1` killed at crash point `point` among the renames of a
     /// set of files: the folder holds their journal. Returns the folder.
     static func killedRun(_ setup: ApplyCommandTests.Setup, at point: String) throws -> URL {
