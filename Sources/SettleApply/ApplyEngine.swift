@@ -54,6 +54,14 @@ public final class ApplyEngine {
     /// Given which rows matter, `(instruction id, order) -> Bool`, it returns only those:
     /// memory follows the orders that stop, not the plan.
     public var payoutOrders: ((_ wanted: (String, String) -> Bool) throws(ApplyError) -> [String: [String: String]])?
+    /// Of these instructions (an earlier run's, still open), the ones with a line of an order
+    /// the plan stops (a line of it rejected in its results.csv), each with why: one that a
+    /// look-up proves never made is not sent now, and its lines go again with their orders
+    /// in a later plan (audit 32 N11: a payout left unknown was made by the run that rejected
+    /// its order for a charge that had failed). Asked once, only when some are open.
+    /// Given each open instruction's line ids.
+    public var stoppedInstructions: ((_ linesOf: [String: [String]]) throws(ApplyError) -> [String: String])?
+    private var stoppedByPlan: [String: String] = [:]
 
     // Per-run state.
     /// Every outcome of the run, on disk: memory holds the calls in flight, not the plan.
@@ -320,6 +328,13 @@ public final class ApplyEngine {
     private func resolveUnresolved() throws(ApplyError) {
         let rows = try ledgerDo { () throws(LedgerError) in try ledger.unresolvedInstructions() }
         guard !rows.isEmpty else { return }
+        if let stoppedInstructions {
+            var linesOf: [String: [String]] = [:]
+            for row in rows {
+                linesOf[row.id] = try ledgerDo { () throws(LedgerError) in try ledger.lines(ofInstruction: row.id) }
+            }
+            stoppedByPlan = try stoppedInstructions(linesOf)
+        }
         log(.info, "resolving \(rows.count) instruction(s) left in flight or unknown by an earlier run")
         let scheduler = makeScheduler()
         stopSending = { [unowned scheduler] in scheduler.stopped = true }
@@ -398,10 +413,22 @@ public final class ApplyEngine {
             case .nextPage(let next):
                 self.enqueueLookup(row, scheduler: scheduler, after: next, earlier: earlier)
             case .absent:
+                if let outcome { self.recordCall(dispatch, outcome: outcome, label: "lookup_absent") }
+                if let why = self.stoppedByPlan[dispatch.id] {
+                    // Never made, and an order of it may not move now: not sent, its lines
+                    // released (`failed` `group_rejected`; fed back, they go again with their
+                    // orders). A late first try cannot make it: Stripe's list was read after
+                    // every try had ended.
+                    let result = InstructionOutcome.rejected(
+                        code: ReasonCode.groupRejected.code,
+                        message: "never made at Stripe (a look-up found none), and not sent now: \(why)")
+                    self.record(dispatch, result, outcome: nil, label: "lookup_absent_order_stopped")
+                    self.resolved[dispatch.id] = result
+                    return
+                }
                 // Stripe's own list says it was never made: send the stored request again
                 // under the same key (a request still running at Stripe answers 409, then
                 // its saved result), so a late first try cannot make a second object.
-                if let outcome { self.recordCall(dispatch, outcome: outcome, label: "lookup_absent") }
                 self.enqueueResend(row, scheduler: scheduler)
             case .failed(let message):
                 let text = "look-up failed: \(message)"

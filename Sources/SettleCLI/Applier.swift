@@ -409,6 +409,13 @@ struct Applier {
                     throw .planInvalid(line: 0, message: "\(error)")
                 }
             }
+            engine.stoppedInstructions = { (linesOf) throws(ApplyError) in
+                do {
+                    return try plan.stoppedInstructions(linesOf: linesOf)
+                } catch {
+                    throw .planInvalid(line: 0, message: "\(error)")
+                }
+            }
             log(
                 .info, event: "applying", "applying \(instructions.overview.count) instructions from \(folder)",
                 fields: [Log.Field("instructions", instructions.overview.count), .file(folder)])

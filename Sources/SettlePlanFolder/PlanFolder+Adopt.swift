@@ -212,6 +212,31 @@ extension PlanFolder {
         )
     }
 
+    /// Of these instructions (with their line ids), those a line of which has its row in
+    /// results.csv in an order with a `rejected` line there, with that line's code and reason
+    /// (``ApplyEngine/stoppedInstructions``).
+    public func stoppedInstructions(linesOf: [String: [String]]) throws(SettleError) -> [String: String] {
+        guard !linesOf.isEmpty else { return [:] }
+        typealias F = ResultsFile.Field
+        func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self).trimmingFormulaGuard() }
+        var instructionOfLine: [String: String] = [:]
+        for (instruction, lines) in linesOf { for line in lines { instructionOfLine[line] = instruction } }
+        var rejected: [String: String] = [:]
+        var ordersOf: [String: Set<String>] = [:]
+        try eachRow { (row, _) throws(SettleError) in
+            let group = text(row[F.group.rawValue])
+            if let instruction = instructionOfLine[text(row[F.lineID.rawValue])] {
+                ordersOf[instruction, default: []].insert(group)
+            }
+            if text(row[F.status.rawValue]) == LineStatus.rejected.name, rejected[group] == nil {
+                rejected[group] =
+                    "order \(group): line \(text(row[F.lineID.rawValue])) is rejected "
+                    + "\(text(row[F.reasonCode.rawValue])) (\(text(row[F.reason.rawValue])))"
+            }
+        }
+        return ordersOf.compactMapValues { orders in orders.sorted().lazy.compactMap { rejected[$0] }.first }
+    }
+
     /// Each whole row of results.csv (after its header) with its line index entry, in order.
     private func eachRow(_ body: (inout [[UInt8]], LineIndex.Entry) throws(SettleError) -> Void)
         throws(SettleError)

@@ -624,6 +624,35 @@ import Testing
             charges.hasSuffix(",ch_card1,usd,succeeded,100.00,0.00,30.00,20.00,0.00,0.00,45.00,\(run)\n"), "\(charges)")
     }
 
+    /// An order's dated transfer waits and its payout ends `unknown` (500, then 400 on the
+    /// retry: nothing made). The charge then fails at Stripe. The next run rejects the
+    /// transfer `charge_failed` and, finding the payout never made, does not send it: the
+    /// courier is not paid for an order whose charge failed (audit 32 N11: the run re-sent
+    /// the payout, and the order moved in part on a failed charge).
+    @Test func anUnknownPayoutOfAnOrderStoppedSinceIsNotSent() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/faults",
+            json:
+                #"{"rules": [{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "first", "times": 1, "action": "status", "status": 500}, {"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "retry", "action": "status", "status": 400, "code": "invalid_payout_method"}]}"#
+        )
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "U1,1301,transfer,78.81,usd,ORDER1301,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-15\n"
+                + "U2,1301,payout,10.95,usd,ORDER1301,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-10")
+        #expect(first.status == 75 && day1["U2"]?[8] == "unknown" && day1["U1"]?[8] == "deferred", "\(day1)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_card1/status", json: #"{"status": "failed"}"#)
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-11")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["U1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day2)")
+        #expect(day2["U2"].map { [$0[8], $0[11]] } == ["failed", "group_rejected"], "\(day2)")
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
     /// A line that waits in the ledger stays held when a later export carries its line_id
     /// with other money content: that copy is rejected `line_conflict`, the held copy comes
     /// back (deferred again), and it is paid on its day. Before, the conflicting copy
