@@ -37,7 +37,21 @@ public enum OutputFolder {
     /// said 75 first).
     public static func checkUsable(_ path: String) throws(SettleError) {
         var info = stat()
-        guard stat(path, &info) == 0 else { return }
+        guard stat(path, &info) == 0 else {
+            // To be made: the nearest folder above it that exists must take it (audit 33 O10:
+            // `--out afile/day1` got as far as Stripe, 75, before the folder failed, 73).
+            var above = (path as NSString).deletingLastPathComponent
+            if above.isEmpty { above = "." }
+            while stat(above, &info) != 0, above != "/", above != "." {
+                let next = (above as NSString).deletingLastPathComponent
+                above = next.isEmpty ? "." : next
+            }
+            guard stat(above, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, access(above, W_OK | X_OK) == 0 else {
+                throw SettleError(
+                    .folderUnwritable, "cannot create --out \(path): \(above) is not a folder settle can write in")
+            }
+            return
+        }
         guard info.st_mode & S_IFMT == S_IFDIR else {
             throw SettleError(.folderUnwritable, "--out \(path) is a file, not a folder")
         }

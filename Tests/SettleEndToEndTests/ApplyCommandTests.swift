@@ -364,18 +364,19 @@ import Testing
     /// An unusable `--out` (a file, a folder holding files settle did not write) is 73 before
     /// `run` asks Stripe anything: on a new ledger whose first question to Stripe gets no
     /// answer too (audit 32 N3: that probe came first and said 75).
-    @Test(arguments: ["file", "foreign"])
+    /// (`parent`: `--out` to be made under a file, audit 33 O10.)
+    @Test(arguments: ["file", "foreign", "parent"])
     func anUnusableOutIsRefusedBeforeStripeIsAsked(kind: String) throws {
         let setup = try Setup()
         let input = try Self.export(orders: 1, in: setup.folder)
         let out = setup.folder.appendingPathComponent("out")
-        if kind == "file" {
-            try "x".write(to: out, atomically: true, encoding: .utf8)
-        } else {
+        if kind == "foreign" {
             try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
             try "x".write(to: out.appendingPathComponent("x.txt"), atomically: true, encoding: .utf8)
+        } else {
+            try "x".write(to: out, atomically: true, encoding: .utf8)
         }
-        var arguments = setup.arguments("run", [input.path], out: "out")
+        var arguments = setup.arguments("run", [input.path], out: kind == "parent" ? "out/day1" : "out")
         // Nothing listens on port 9 of loopback: no answer at all.
         arguments[arguments.firstIndex(of: "--api-base")! + 1] = "http://127.0.0.1:9"
         let refused = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
