@@ -148,6 +148,14 @@ struct Applier {
         }
     }
 
+    /// Ends an earlier run whose folder holds no plan to take its lines over from, and says why.
+    private func endUnplanned(_ run: LedgerRun, ledger: LedgerStore, event: String, _ text: String) {
+        var ended = run
+        ended.endedAt = Date()
+        recordEnded(ended, ledger: ledger)
+        log(.warning, event: event, text, fields: [Log.Field("run", run.id), .file(run.folder ?? "")])
+    }
+
     /// Records an earlier run as ended; a ledger that cannot say so is named in a warning
     /// (`settle status` then still shows the run "not ended", and the next run tries again).
     func recordEnded(_ run: LedgerRun, ledger: LedgerStore) {
@@ -209,43 +217,29 @@ struct Applier {
                     .warning, event: "run_adopted", text,
                     fields: [Log.Field("run", run.id), .file(path), .lines(adopted.total)])
             } catch {
-                let manifest = FileManager.default.contents(
-                    atPath: (path as NSString).appendingPathComponent("manifest.json")
-                ).flatMap { try? JSON.parse($0) }
                 let sent =
-                    OutputFolder.holdsAppliedRun(path, manifest: manifest)
-                    || (try? ledger.sentAnything(run: run.id)) != false
+                    OutputFolder.holdsAppliedRun(path) || (try? ledger.sentAnything(run: run.id)) != false
                 if sent, FileManager.default.fileExists(atPath: path) {
                     unread.append((run, "\(error.message)"))
-                    continue
-                }
-                if sent {
+                } else if sent {
                     // Its folder is gone (removed or moved by hand) after it sent: what it sent
                     // is in the ledger, and the next apply resolves and reports it; what it
                     // never sent is in no ledger (audit 33 O8: the warning said nothing was sent).
-                    var ended = run
-                    ended.endedAt = Date()
-                    recordEnded(ended, ledger: ledger)
-                    log(
-                        .warning, event: "run_folder_gone",
+                    endUnplanned(
+                        run, ledger: ledger, event: "run_folder_gone",
                         "run \(run.id) never ended (killed?) and its folder \(path) is gone: what it sent is in the "
                             + "ledger, and the next apply resolves and reports it; lines it never sent are in no "
-                            + "ledger: run its inputs again (settle run INPUT… --out \(path))",
-                        fields: [Log.Field("run", run.id), .file(path)])
-                    continue
+                            + "ledger: run its inputs again (settle run INPUT… --out \(path))")
+                } else {
+                    // Stopped before its plan was whole (a `run` records itself before it plans),
+                    // and before any request (the mark an apply writes first is not there): nothing
+                    // was sent, and the ledger holds none of its lines. Its inputs must run again.
+                    endUnplanned(
+                        run, ledger: ledger, event: "run_not_planned",
+                        "run \(run.id) (--out \(path)) was stopped before its plan was written whole (killed, or a "
+                            + "signal): nothing was sent, and the ledger holds none of its lines: run its inputs again "
+                            + "(settle run INPUT… --out \(path)) (\(error.message))")
                 }
-                // Stopped before its plan was whole (a `run` records itself before it plans),
-                // and before any request (the mark an apply writes first is not there): nothing
-                // was sent, and the ledger holds none of its lines. Its inputs must run again.
-                var ended = run
-                ended.endedAt = Date()
-                recordEnded(ended, ledger: ledger)
-                log(
-                    .warning, event: "run_not_planned",
-                    "run \(run.id) (--out \(path)) was stopped before its plan was written whole (killed, or a signal): "
-                        + "nothing was sent, and the ledger holds none of its lines: run its inputs again "
-                        + "(settle run INPUT… --out \(path)) (\(error.message))",
-                    fields: [Log.Field("run", run.id), .file(path)])
             }
         }
         guard !unread.isEmpty else { return }

@@ -52,6 +52,12 @@ public enum OutputFolder {
             }
             return
         }
+        try refuseAsPlanFolder(path, info)
+    }
+
+    /// An existing `--out` that cannot take a new plan: a file, a folder holding files settle
+    /// did not write, or one holding an applied run (73).
+    private static func refuseAsPlanFolder(_ path: String, _ info: stat) throws(SettleError) {
         guard info.st_mode & S_IFMT == S_IFDIR else {
             throw SettleError(.folderUnwritable, "--out \(path) is a file, not a folder")
         }
@@ -65,11 +71,7 @@ public enum OutputFolder {
     public static func prepare(_ path: String) throws(SettleError) {
         var info = stat()
         if stat(path, &info) == 0 {
-            guard info.st_mode & S_IFMT == S_IFDIR else {
-                throw SettleError(.folderUnwritable, "--out \(path) is a file, not a folder")
-            }
-            try refuseForeign(path)
-            try refuseApplied(path)
+            try refuseAsPlanFolder(path, info)
             try makePrivateFolder(path, what: "--out \(path)", following: true)
         } else {
             try create(path)
@@ -112,6 +114,18 @@ public enum OutputFolder {
         }
     }
 
+    /// ``holdsAppliedRun(_:manifest:)`` with the folder's own manifest.json, if any.
+    public static func holdsAppliedRun(_ path: String) -> Bool {
+        holdsAppliedRun(path, manifest: manifestJSON(path))
+    }
+
+    /// The folder's manifest.json as JSON; nil when there is none or it does not parse.
+    static func manifestJSON(_ path: String) -> JSON? {
+        FileManager.default.contents(atPath: (path as NSString).appendingPathComponent("manifest.json")).flatMap {
+            try? JSON.parse($0)
+        }
+    }
+
     /// Whether an apply of the folder's plan began (``applyingMark``, written before the first
     /// request) or ended (the manifest's `apply`): requests of it may have reached Stripe.
     public static func holdsAppliedRun(_ path: String, manifest: JSON?) -> Bool {
@@ -123,8 +137,7 @@ public enum OutputFolder {
     /// A folder whose plan was applied, or began to be, holds a run's record: planning into
     /// it again would overwrite it (exit 73; re-applying the same plan is allowed).
     private static func refuseApplied(_ path: String) throws(SettleError) {
-        let manifest = (path as NSString).appendingPathComponent("manifest.json")
-        let json = FileManager.default.contents(atPath: manifest).flatMap { try? JSON.parse($0) }
+        let json = manifestJSON(path)
         guard holdsAppliedRun(path, manifest: json) else { return }
         let run = json?["run_id"]?.stringValue.map { " (run \($0))" } ?? ""
         throw SettleError(

@@ -1396,10 +1396,7 @@ extension CrashPointTests {
         let rows = setup.results("day1")
         let settled = rows.filter { $0[8] == "settled" }.map { $0[0] }
         #expect(Set(settled) == Set((1...4).flatMap { ["T\($0)", "P\($0)"] }) && settled.count == 8, "\(rows)")
-        try ApplyCommandTests.expectPaidExactlyOnce(
-            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
-        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
-        #expect(!status.stdout.contains("not ended"), "\(status.stdout)")
+        try Self.expectPaidOnceAndEveryRunEnded(setup)
     }
 
     /// A `run` killed right after it recorded its first calls in flight, whose folder is then
@@ -1421,10 +1418,7 @@ extension CrashPointTests {
             "\(next.stderr)")
         let again = try setup.run([input], out: "day1b")
         #expect([0, 65].contains(again.status), "\(again.stderr)")
-        try ApplyCommandTests.expectPaidExactlyOnce(
-            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
-        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
-        #expect(!status.stdout.contains("not ended"), "\(status.stdout)")
+        try Self.expectPaidOnceAndEveryRunEnded(setup)
     }
 
     /// A `run` whose disk fills up after some of its transfers were sent (a file size limit,
@@ -1477,6 +1471,14 @@ extension CrashPointTests {
             ], environment: ["STRIPE_API_KEY": testKey])
         #expect(apply.status == 0, "\(apply.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+    }
+
+    /// The 4 orders of ``killedRun(_:at:)`` paid once each, and no run left "not ended".
+    static func expectPaidOnceAndEveryRunEnded(_ setup: ApplyCommandTests.Setup) throws {
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(!status.stdout.contains("not ended"), "\(status.stdout)")
     }
 
     static func emptyExport(_ setup: ApplyCommandTests.Setup) throws -> URL {
