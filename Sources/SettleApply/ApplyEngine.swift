@@ -61,6 +61,15 @@ public final class ApplyEngine {
     /// its order for a charge that had failed). Asked once, only when some are open.
     /// Given each open instruction's line ids.
     public var stoppedInstructions: ((_ linesOf: [String: [String]]) throws(ApplyError) -> [String: String])?
+    /// The amount of each charge the plan's transfers draw on, as the plan knew it (its
+    /// charges.csv), by the key the ledger records a transfer's charge under: given the
+    /// charges wanted (nil: every one). Asked only when other runs may have moved money on
+    /// them since the plan counted what earlier runs moved (``stopOverAllocated(_:)``).
+    public var chargeAmounts: ((_ wanted: Set<String>?) throws(ApplyError) -> [String: ChargeAmount])?
+    /// Whether other runs may have moved money on the plan's charges since it was made: it
+    /// was made without a ledger, or another run started after it. (A transfer an earlier run
+    /// left open is not one: the plan carries its lines, ``LedgerStore/heldLines(_:)``.)
+    public var ledgerMovedSincePlan = false
     private var stoppedByPlan: [String: String] = [:]
 
     // Per-run state.
@@ -239,6 +248,7 @@ public final class ApplyEngine {
         try resolveUnresolved()
         if keyRefused == nil, ledgerFailure == nil { try stopOrdersRefusedElsewhere(plan) }
         if keyRefused == nil, ledgerFailure == nil, checkFacts { try self.checkFacts(plan) }
+        if keyRefused == nil, ledgerFailure == nil { try stopOverAllocated(plan) }
         if keyRefused == nil, ledgerFailure == nil {
             do {
                 // Not those of an order a refused fact stops: it moves nothing, netted or not.
@@ -638,6 +648,8 @@ public final class ApplyEngine {
         /// By `recipient/method`.
         var methods: [String: OrderStops.Obstacle] = [:]
         var charges: [String: OrderStops.Obstacle] = [:]
+        /// Transfers past their charge with what other runs moved on it since the plan, by id.
+        var overAllocated: [String: OrderStops.Obstacle] = [:]
 
         var isEmpty: Bool { methods.isEmpty && charges.isEmpty }
 
@@ -652,6 +664,7 @@ public final class ApplyEngine {
 
         /// What Stripe said of this instruction's own facts (a refused method first).
         func of(_ instruction: Instruction) -> OrderStops.Obstacle? {
+            if let found = overAllocated[instruction.id] { return found }
             if let key = Self.methodKey(instruction), let found = methods[key] { return found }
             if let charge = instruction.preflight.charge, let found = charges[charge] { return found }
             return nil
@@ -775,6 +788,76 @@ public final class ApplyEngine {
                 for order in Set(lines.values) where !moved.contains(order) {
                     cascade.add(order: order, obstacle: obstacle)
                 }
+            }
+        }
+        self.cascade = cascade
+    }
+
+    /// SPEC's over-allocation rule again at apply, for what the plan could not see: the plan
+    /// counted what earlier runs moved on each charge as the ledger stood when it was made
+    /// (nothing, when it had no ledger), and other runs may have moved money on the charge
+    /// since (audit 35 C1: a plan made without a ledger, or before another run, moved 90.00 on
+    /// an 80.00 charge). When what moved on a charge (every run's settled transfers less
+    /// settle's reversals of them, this plan's own included) and what this apply would send on
+    /// it add up to more than the charge, its transfers are not sent: their orders stop whole,
+    /// the transfers `over_allocated`, their other lines `group_rejected` (an order a transfer
+    /// or reversal of which moved already, in an earlier apply of this folder, goes on).
+    private func stopOverAllocated(_ plan: any InstructionSource) throws(ApplyError) {
+        guard let chargeAmounts, ledgerMovedSincePlan else { return }
+        let amounts = try chargeAmounts(nil)
+        guard !amounts.isEmpty else { return }
+        // What this apply would send on each charge, and the transfers and orders that send it.
+        var sending: [String: (amount: Int64, transfers: [(id: String, order: String)])] = [:]
+        try plan.rewind()
+        while let instruction = try plan.next() {
+            guard instruction.kind == .transfer, !instruction.group.isEmpty else { continue }
+            let charge = instruction.charge.isEmpty ? instruction.ledgerCharge : instruction.charge
+            guard let limit = amounts[charge], limit.currency == instruction.currency,
+                try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil
+            else { continue }
+            var entry = sending[charge] ?? (0, [])
+            entry.amount = entry.amount.addingReportingOverflow(instruction.amountMinor).partialValue
+            entry.transfers.append((instruction.id, instruction.group))
+            sending[charge] = entry
+        }
+        guard !sending.isEmpty else { return }
+        var over: [(message: String, transfers: [(id: String, order: String)])] = []
+        for (charge, entry) in sending.sorted(by: { $0.key < $1.key }) {
+            guard let limit = amounts[charge], let currency = Currency(limit.currency) else { continue }
+            let moved = try ledgerDo { () throws(LedgerError) in
+                try ledger.transferredBefore(charge: charge, currency: limit.currency)
+            }
+            let (total, overflow) = moved.addingReportingOverflow(entry.amount)
+            guard overflow || total > limit.gross else { continue }
+            func text(_ minor: Int64) -> String { "\(MinorUnits.format(minor, currency: currency)) \(limit.currency)" }
+            over.append(
+                (
+                    "transfers on charge \(charge) add up to more than the charge (\(text(limit.gross))): "
+                        + "\(text(moved)) moved on it by settle, and this plan would send \(text(entry.amount)) more "
+                        + "(checked at apply: other runs moved money on the charge since this plan was made)",
+                    entry.transfers
+                ))
+        }
+        guard !over.isEmpty else { return }
+        // Orders a transfer or reversal of which moved already go on (an earlier apply of this
+        // folder sent them after the same check).
+        let orders = Set(over.flatMap { $0.transfers.map(\.order) })
+        var moved: Set<String> = []
+        try plan.rewind()
+        while let instruction = try plan.next() {
+            guard instruction.kind != .payout, orders.contains(instruction.group) else { continue }
+            switch try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) {
+            case .settled?, .alreadySettled?: moved.insert(instruction.group)
+            default: break
+            }
+        }
+        var cascade = self.cascade ?? OrderStops()
+        for (message, transfers) in over {
+            log(.warning, message)
+            for (id, order) in transfers where !moved.contains(order) {
+                let obstacle = OrderStops.Obstacle.refused(code: ReasonCode.overAllocated.code, message: message)
+                obstacles.overAllocated[id] = obstacle
+                cascade.add(order: order, obstacle: obstacle)
             }
         }
         self.cascade = cascade

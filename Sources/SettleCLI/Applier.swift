@@ -122,6 +122,23 @@ struct Applier {
     /// Warns of folders whose last apply never ended (the process was killed): what they
     /// did not send waits in no ledger until `settle apply` of that folder finishes them.
     /// The last apply of each folder but `folder`, where it never ended (killed), oldest first.
+    /// Whether other runs may have moved money on the plan's charges since it counted what
+    /// earlier runs moved (``ApplyEngine/ledgerMovedSincePlan``): it was made without a
+    /// ledger, or a run other than this folder's own started after it was made.
+    static func ledgerMayHaveMoved(since plan: PlanFolder, plannedAt: Date?, ledger: LedgerStore) throws(CommandFailure)
+        -> Bool
+    {
+        guard let plannedAt, plan.manifest["ledger"]?.stringValue != nil else { return true }
+        do {
+            return try ledger.runs().contains {
+                $0.id != plan.runID && $0.continues != plan.runID && $0.startedAt >= plannedAt
+            }
+        } catch {
+            throw CommandFailure(
+                .tryAgain, "the ledger could not list its runs (\(error)); nothing was sent, run again later")
+        }
+    }
+
     static func runsNotEnded(_ ledger: LedgerStore, except folder: String) -> [LedgerRun] {
         guard let runs = try? ledger.runs() else { return [] }
         var last: [String: LedgerRun] = [:]
@@ -388,6 +405,7 @@ struct Applier {
         // From here the folder is this run's record, even if the process is killed.
         try onPlanFolder { () throws(SettleError) in try OutputFolder.markApplying(folder, runID: plan.runID) }
         let firstSendCheck = ledgerProbed ? nil : try earlierLedgerCheck(ledger, configuration: configuration)
+        let movedSincePlan = try Applier.ledgerMayHaveMoved(since: plan, plannedAt: plannedAt, ledger: ledger)
         do {
             let engine = try ApplyEngine(configuration: configuration, ledger: ledger)
             engine.netted = netted
@@ -403,6 +421,14 @@ struct Applier {
                     throw .planInvalid(line: 0, message: "\(error)")
                 }
             }
+            engine.chargeAmounts = { (wanted) throws(ApplyError) in
+                do {
+                    return try plan.chargeAmounts(of: wanted)
+                } catch {
+                    throw .planInvalid(line: 0, message: "\(error)")
+                }
+            }
+            engine.ledgerMovedSincePlan = movedSincePlan
             engine.stoppedInstructions = { (linesOf) throws(ApplyError) in
                 do {
                     return try plan.stoppedInstructions(linesOf: linesOf)

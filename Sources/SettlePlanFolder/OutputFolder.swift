@@ -40,12 +40,8 @@ public enum OutputFolder {
         guard stat(path, &info) == 0 else {
             // To be made: the nearest folder above it that exists must take it (audit 33 O10:
             // `--out afile/day1` got as far as Stripe, 75, before the folder failed, 73).
-            var above = (path as NSString).deletingLastPathComponent
-            if above.isEmpty { above = "." }
-            while stat(above, &info) != 0, above != "/", above != "." {
-                let next = (above as NSString).deletingLastPathComponent
-                above = next.isEmpty ? "." : next
-            }
+            var above = OutputFolder.parent(of: path)
+            while stat(above, &info) != 0, above != "/", above != "." { above = OutputFolder.parent(of: above) }
             guard stat(above, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, access(above, W_OK | X_OK) == 0 else {
                 throw SettleError(
                     .folderUnwritable, "cannot create --out \(path): \(above) is not a folder settle can write in")
@@ -53,6 +49,16 @@ public enum OutputFolder {
             return
         }
         try refuseAsPlanFolder(path, info)
+    }
+
+    /// The folder a path is in: "." for a bare name, "/" for one at the root. Foundation's
+    /// `deletingLastPathComponent` traps on a one-character path (audit 35 C2: `run --out a`
+    /// exited 70).
+    static func parent(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
     }
 
     /// An existing `--out` that cannot take a new plan: a file, a folder holding files settle

@@ -1,4 +1,6 @@
-import SettleCore
+import Foundation
+public import SettleApply
+public import SettleCore
 import SettleLedger
 import SettleWrite
 
@@ -183,6 +185,18 @@ extension PlanFolder {
 }
 
 extension PlanFolder {
+    /// The amount of each charge charges.csv lists, by the key the ledger records a transfer's
+    /// charge under, of the `wanted` ones (nil: every one): ``ApplyEngine/chargeAmounts``.
+    public func chargeAmounts(of wanted: Set<String>?) throws(SettleError) -> [String: ChargeAmount] {
+        let bytes = FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? []
+        var found: [String: ChargeAmount] = [:]
+        for row in try PlanFolder.plannedCharges(bytes) where found[row.charge] == nil {
+            if let wanted, !wanted.contains(row.charge) { continue }
+            found[row.charge] = ChargeAmount(currency: row.currency, gross: row.gross)
+        }
+        return found
+    }
+
     /// The charges of the plan as charges.csv lists them, with no moves: charge, currency,
     /// status, gross, fee, what earlier runs transferred, and the run that counts it. The
     /// lines drawing on each name its row in the line index. A re-apply reads the file the

@@ -384,6 +384,20 @@ import Testing
         #expect(refused.stderr.contains("--out"), "\(refused.stderr)")
     }
 
+    /// A relative `--out` of one character is a folder like any other: `run` makes it and
+    /// settles into it, and `plan` too. Before, `run` trapped on it, exit 70 (audit 35 C2:
+    /// Foundation's `deletingLastPathComponent` traps on a one-character path).
+    @Test(arguments: ["a", "b/", "./c"]) func aShortRelativeOutIsAFolderLikeAnyOther(out: String) throws {
+        let setup = try Setup()
+        let input = try Self.export(orders: 1, in: setup.folder)
+        var arguments = setup.arguments("run", [input.path], out: "unused")
+        arguments[arguments.firstIndex(of: "--out")! + 1] = out
+        let ran = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey], in: setup.folder)
+        #expect(ran.status == 0, "\(ran.stderr)")
+        let rows = SettleProcess.results(setup.folder.appendingPathComponent(out))
+        #expect(!rows.isEmpty && rows.allSatisfy { $0[8] == "settled" }, "\(rows)")
+    }
+
     @Test func keysAreCheckedAndNeverWritten() throws {
         let setup = try Setup(flags: ["--fail-5xx", "0.2", "--seed", "3"])
         let input = try Self.export(orders: 4, in: setup.folder)

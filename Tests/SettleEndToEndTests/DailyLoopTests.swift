@@ -759,6 +759,79 @@ import Testing
         #expect(rows.map { [$0[1], $0[6], $0[7], $0[10]] } == [["ch_card1", "20.00", "10.00", "70.00"]], "\(rows)")
     }
 
+    /// SPEC's over-allocation rule holds at apply for what the plan could not see: a plan made
+    /// without a ledger, and one made before another run moved money on the same charge, send
+    /// nothing past the charge (the export says 80.00: partly refunded). The order stops
+    /// whole: its transfer `over_allocated`, its payout `group_rejected`, unsent. Before, both
+    /// moved 20.00 on top of the other run's 70.00 (audit 35 C1). Within the charge the late
+    /// plan moves (``aPlanAppliedLateSeesTransfersMadeMeanwhile``).
+    @Test(arguments: [false, true]) func aPlanAppliedLateMovesNothingPastItsCharge(withLedger: Bool) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let late = setup.folder.appendingPathComponent("late.csv")
+        try
+            (Self.header + "L1,1060,transfer,20.00,usd,ORDER1060,acct_rest,ch_card1,80.00,usd,succeeded,card,,,\n"
+            + "L1P,1060,payout,3.00,usd,ORDER1060,,ch_card1,80.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+            + "L9,1069,transfer,5.00,usd,ORDER1069,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n")
+            .write(to: late, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("plan", [late.path], out: "late")
+        if !withLedger {
+            arguments[arguments.firstIndex(of: "--ledger")! + 1] =
+                setup.folder.appendingPathComponent("none.sqlite").path
+        }
+        let plan = try SettleProcess.run(arguments)
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let (other, _) = try day(
+            setup, "other",
+            Self.header + "L2,1061,transfer,70.00,usd,ORDER1061,acct_rest,ch_card1,80.00,usd,succeeded,card,,,\n",
+            asOf: "2026-11-29")
+        #expect(other.status == 0, "\(other.stderr)")
+        let apply = try setup.apply("late")
+        #expect(apply.status == 65, "\(apply.stderr)")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("late").map { ($0[0], $0) })
+        #expect(rows["L1"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(rows)")
+        #expect(rows["L1"]?[12].contains("70.00 usd moved on it") == true, "\(rows)")
+        #expect(rows["L1P"].map { [$0[8], $0[11]] } == ["rejected", "group_rejected"], "\(rows)")
+        #expect(rows["L9"]?[8] == "settled", "\(rows)")
+        let effects = try setup.sandbox.effects()
+        let transfers = effects.filter { $0["type"] as? String == "transfer" }.compactMap { $0["amount"] as? Int }
+        #expect(transfers.sorted() == [500, 7000], "\(effects)")
+        #expect(!effects.contains { $0["type"] as? String == "outbound_payment" }, "\(effects)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("late/errors.csv"))
+        #expect(errors.contains("L1,") && errors.contains("L1P,"), "\(errors)")
+    }
+
+    /// A run killed once Stripe answered its transfer leaves it in flight: the next day's run
+    /// carries its lines (it finds the transfer made) and counts it against the charge, so the
+    /// day's transfer past the charge is `over_allocated` and not sent (the case of audit 35
+    /// C1 after a crash). With room on the charge, it goes.
+    @Test(arguments: [("20.00", false), ("10.00", true)]) func aTransferFoundMadeAtApplyCountsAgainstItsCharge(
+        amount: String, fits: Bool
+    ) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (killed, _) = try day(
+            setup, "day1",
+            Self.header + "K1,1070,transfer,70.00,usd,ORDER1070,acct_rest,ch_card1,80.00,usd,succeeded,card,,,\n",
+            asOf: "2026-11-29", crashAt: "answer_received")
+        #expect(killed.status != 0)
+        let (next, rows) = try day(
+            setup, "day2",
+            Self.header + "K2,1071,transfer,\(amount),usd,ORDER1071,acct_rest,ch_card1,80.00,usd,succeeded,card,,,\n",
+            asOf: "2026-11-30")
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+            .compactMap { $0["amount"] as? Int }
+        if fits {
+            #expect(next.status == 0, "\(next.stderr)")
+            #expect(rows["K2"]?[8] == "settled", "\(rows)")
+            #expect(transfers.sorted() == [1000, 7000], "\(transfers)")
+        } else {
+            #expect(next.status == 65, "\(next.stderr)")
+            #expect(rows["K2"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(rows)")
+            #expect(transfers == [7000], "\(transfers)")
+        }
+    }
+
     /// A charge known only by its payment intent (charge facts, no `source_transaction`) is
     /// one charge across runs too: the ledger records the transfer under the payment intent,
     /// and a later run's transfer past the charge is `over_allocated`; charges.csv says what
