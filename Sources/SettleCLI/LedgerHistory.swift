@@ -165,7 +165,8 @@ final class LedgerHistory: SettlementHistory {
     /// charges.csv's look-ups (``ChargesFile/ChargeHistory``): the run that counted each
     /// charge and what earlier runs transferred on it.
     func charges(
-        _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], firstRun: (Int, String) -> Void,
+        _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)],
+        firstRun: (Int, String, (currency: String, fee: Int64)) -> Void,
         transferredBefore: (Int, Int64) -> Void, paidOutBefore: (Int, Int64) -> Void
     ) {
         lookUp({ keys in LedgerHistory.write(charges.map(\.charge), to: &keys) }) { json throws(LedgerError) in

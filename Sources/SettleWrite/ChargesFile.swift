@@ -121,6 +121,7 @@ public struct PlanCharges: RandomAccessCollection {
         var currency: Currency
         var status: ChargeStatus
         var moves = false
+        var feeKnown = true
 
         /// ``ChargeRow/add(kind:amount:inTransfer:)``.
         mutating func add(kind: LineKind, amount: Int64, inTransfer: Bool) {
@@ -143,6 +144,7 @@ public struct PlanCharges: RandomAccessCollection {
             charge = total.charge
             currency = total.currency
             status = total.status
+            feeKnown = total.feeKnown
         }
     }
 
@@ -227,7 +229,17 @@ public enum ChargesFile {
             var before: [(Int, Int64)] = []
             var paidBefore: [(Int, Int64)] = []
             history(
-                keys, { firstRuns.append(($0, $1)) }, { before.append(($0, $1)) }, { paidBefore.append(($0, $1)) })
+                keys,
+                { position, run, counted in
+                    firstRuns.append((position, run))
+                    // A fee no line states now is the one the run that counted the charge recorded
+                    // (audit 35 C5: charges.csv said 0.00, and retained so far left it out).
+                    let row = charges.rows[start + position]
+                    if !row.feeKnown, counted.currency == row.currency.code {
+                        charges.rows[start + position].fee = counted.fee
+                        charges.rows[start + position].feeKnown = true
+                    }
+                }, { before.append(($0, $1)) }, { paidBefore.append(($0, $1)) })
             for (position, amount) in before { charges.rows[start + position].transferredBefore = amount }
             for (position, amount) in paidBefore { charges.rows[start + position].paidOutBefore = amount }
             for (position, first) in firstRuns {
@@ -244,11 +256,12 @@ public enum ChargesFile {
     }
 
     /// What the ledger says of a batch of charges (each a charge id's bytes and its currency;
-    /// at most ``Planner/lookUpBatch``): `firstRun(position, run)` for each charge a run
-    /// counted, `transferredBefore(position, amount)` for each with earlier settled transfers,
+    /// at most ``Planner/lookUpBatch``): `firstRun(position, run, counted)` for each charge a
+    /// run counted, with the currency and fee it recorded, `transferredBefore(position, amount)` for each with earlier settled transfers,
     /// `paidOutBefore(position, amount)` for each whose orders earlier runs paid out.
     public typealias ChargeHistory = (
-        _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], _ firstRun: (Int, String) -> Void,
+        _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)],
+        _ firstRun: (Int, String, (currency: String, fee: Int64)) -> Void,
         _ transferredBefore: (Int, Int64) -> Void, _ paidOutBefore: (Int, Int64) -> Void
     ) -> Void
 

@@ -84,7 +84,7 @@ import Testing
             if Bool.random(using: &generator) {
                 try store.recordCharges([
                     (
-                        charge: charge, currency: currency, run: "run_\(number % 7)", gross: 1, fee: 0,
+                        charge: charge, currency: currency, run: "run_\(number % 7)", gross: 1, fee: Int64(number % 5),
                         status: "succeeded"
                     )
                 ])
@@ -127,13 +127,18 @@ import Testing
             for currency in [Currency.usd, Currency("eur")!] {
                 var transferred: [Int: Int64] = [:]
                 var firstRun: [Int: String] = [:]
+                var counted: [Int: (currency: String, fee: Int64)] = [:]
                 var before: [Int: Int64] = [:]
                 var paidBefore: [Int: Int64] = [:]
                 withViews(keys) { views in
                     let pairs = views.map { (charge: $0, currency: currency) }
                     history.transferred(pairs) { transferred[$0] = $1 }
                     history.charges(
-                        pairs, firstRun: { firstRun[$0] = $1 }, transferredBefore: { before[$0] = $1 },
+                        pairs,
+                        firstRun: {
+                            firstRun[$0] = $1
+                            counted[$0] = $2
+                        }, transferredBefore: { before[$0] = $1 },
                         paidOutBefore: { paidBefore[$0] = $1 })
                 }
                 for (position, key) in keys.enumerated() {
@@ -142,6 +147,9 @@ import Testing
                         transferred[position, default: 0]
                             == (try store.transferredAmount(charge: charge, currency: currency.code)), "charge \(key)")
                     #expect(firstRun[position] == (try store.chargeFirstRun(charge)), "charge \(key)")
+                    let recorded = try store.countedCharge(charge)
+                    #expect(counted[position]?.currency == recorded?.currency, "charge \(key)")
+                    #expect(counted[position]?.fee == recorded?.fee, "charge \(key)")
                     #expect(
                         before[position, default: 0]
                             == (try store.transferredBefore(charge: charge, currency: currency.code)), "charge \(key)")

@@ -832,6 +832,29 @@ import Testing
         }
     }
 
+    /// A later export that does not state the charge's fee keeps the fee the run that counted
+    /// the charge recorded: charges.csv says 3.20, and retained so far is 100.00 − 3.20 − 70.00
+    /// − 5.00. Before, the fee read 0.00 and retained 25.00 (audit 35 C5). A fee the later
+    /// export states is its own.
+    @Test(arguments: ["", "3.20"]) func aChargesFeeIsRememberedAcrossRuns(laterFee: String) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let header = "line_id,order_id,amount,currency,destination,source_transaction,charge_amount,charge_status,charge_fee\n"
+        let (first, _) = try day(
+            setup, "day1", header + "F1,1080,70.00,usd,acct_rest,ch_card1,100.00,succeeded,3.20\n", asOf: "2026-11-29")
+        #expect(first.status == 0, "\(first.stderr)")
+        let (second, _) = try day(
+            setup, "day2", header + "F2,1081,5.00,usd,acct_rest,ch_card1,100.00,succeeded,\(laterFee)\n",
+            asOf: "2026-11-30")
+        #expect(second.status == 0, "\(second.stderr)")
+        let rows = SettleProcess.read(setup.folder.appendingPathComponent("day2/charges.csv"))
+            .split(separator: "\n").dropFirst().map { $0.split(separator: ",").map(String.init) }
+        // charge, gross, fee, transferred_before, transferred, retained
+        #expect(
+            rows.map { [$0[1], $0[4], $0[5], $0[6], $0[7], $0[10]] }
+                == [["ch_card1", "100.00", "3.20", "70.00", "5.00", "21.80"]], "\(rows)")
+    }
+
     /// A charge known only by its payment intent (charge facts, no `source_transaction`) is
     /// one charge across runs too: the ledger records the transfer under the payment intent,
     /// and a later run's transfer past the charge is `over_allocated`; charges.csv says what

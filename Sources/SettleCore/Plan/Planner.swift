@@ -175,9 +175,11 @@ public struct Planner {
             {
                 status = .pending
             }
-            return ChargeTotal(
+            var total = ChargeTotal(
                 currency: facts.inCurrency, amount: facts.amount,
                 fee: max(0, facts.fee), charge: charge, status: status)
+            total.feeKnown = facts.fee >= 0
+            return total
         }
         var (order, starts) = groupIndex(batch)
         var transfers = Formed()

@@ -72,6 +72,9 @@ public struct ChargeTotal: Sendable {
     public var currency: Currency
     /// As the rules read it: `pending` also for a bank debit that has not succeeded.
     public var status: ChargeStatus = .unknown
+    /// Whether a line or Stripe said the fee (`fee` is 0 when not): a charge an earlier run
+    /// counted keeps the fee it recorded (charges.csv).
+    public var feeKnown = true
 
     public init(
         currency: Currency, amount: Int64, fee: Int64, charge: Symbol = .none, status: ChargeStatus = .unknown
