@@ -142,6 +142,16 @@ import Testing
             return problems
         }
         if sink.ended != sink.records { problems.append("endFile says \(sink.ended ?? -1), \(sink.records) records") }
+        // Every string kept (ids, group keys: results.csv's cells) is UTF-8, whatever the bytes
+        // read (audit 35 C6: a group key made from an order id kept its invalid bytes).
+        let symbols = sink.checker.batch.symbols
+        for raw in 1...max(1, symbols.count) where raw <= symbols.count {
+            let bytes = symbols.bytes(Symbol(raw: Int32(raw)))
+            if !UTF8Check.isValid(bytes) {
+                problems.append("symbol \(Array(bytes)) is not UTF-8")
+                break
+            }
+        }
         if sink.checker.batch.lines.count != sink.records {
             problems.append("\(sink.records) records became \(sink.checker.batch.lines.count) lines")
         }

@@ -143,15 +143,21 @@ final class IdentityStage: @unchecked Sendable {
         orderID: UnsafeRawBufferPointer, utf8: Bool
     ) -> Symbol {
         if !transferGroup.isEmpty { return intern(transferGroup, utf8: utf8, recent: &recent.group) }
-        if !paymentIntent.isEmpty { return prefixed("group_", paymentIntent) }
-        if !orderID.isEmpty { return prefixed("order:", orderID) }
+        if !paymentIntent.isEmpty { return prefixed("group_", paymentIntent, utf8: utf8) }
+        if !orderID.isEmpty { return prefixed("order:", orderID, utf8: utf8) }
         return .none
     }
 
-    private func prefixed(_ prefix: StaticString, _ value: UnsafeRawBufferPointer) -> Symbol {
+    /// The group key `prefix` + `value`; invalid UTF-8 in `value` reads as U+FFFD, as the
+    /// id itself does (``intern(_:utf8:)``), so results.csv stays UTF-8 (audit 35 C6).
+    private func prefixed(_ prefix: StaticString, _ value: UnsafeRawBufferPointer, utf8: Bool) -> Symbol {
         keyScratch.removeAll(keepingCapacity: true)
         keyScratch.append(contentsOf: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
-        keyScratch.append(contentsOf: value)
+        if utf8 || UTF8Check.isValid(value) {
+            keyScratch.append(contentsOf: value)
+        } else {
+            keyScratch.append(contentsOf: String(decoding: value, as: UTF8.self).utf8)
+        }
         return keyScratch.withUnsafeBytes { key in
             if recent.group.isNone || !equal(batch.symbols.bytes(recent.group), key) {
                 recent.group = batch.symbols.intern(key)
