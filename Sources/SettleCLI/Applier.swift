@@ -454,7 +454,7 @@ struct Applier {
             }
             throw failure
         }
-        if progressMode == .terminal { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+        if progressMode == .terminal { StandardError.write("\r\u{1b}[K") }
         let exit = try plan.rewrite(
             outcomes: report.outcomes, ledger: ledger, report: report, mode: mode, options: options, log: log,
             startedAt: started, unfollowed: unfollowed)

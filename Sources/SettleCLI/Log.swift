@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import SettleApply
 import SettleCore
 import SettleWrite
@@ -100,7 +101,7 @@ final class Log: @unchecked Sendable {
 
     init(
         format: String, verbosity: Int,
-        sink: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data($0.utf8)) },
+        sink: @escaping @Sendable (String) -> Void = { StandardError.write($0) },
         clock: @escaping @Sendable () -> Date = { Date() }
     ) {
         json = format == "json"
@@ -273,5 +274,28 @@ final class WarningGroup: @unchecked Sendable {
         text += items.prefix(shown).map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
         if items.count > shown { text += " and \(HumanFormat.count(items.count - shown)) more" }
         return text
+    }
+}
+
+/// Standard error, written with write(2). A reader that went away (`settle run … 2>&1 | head`)
+/// makes a write fail with EPIPE, which is ignored (SIGPIPE is ignored from the start,
+/// main.swift): the run goes on and exits with its own status. Foundation's FileHandle traps
+/// on that error, and the default SIGPIPE ended the process with 141 (audit 35 C8).
+enum StandardError {
+    static func write(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = Glibc.write(2, bytes.baseAddress! + offset, bytes.count - offset)
+                if written > 0 {
+                    offset += written
+                } else if written < 0, errno == EINTR {
+                    continue
+                } else {
+                    return
+                }
+            }
+        }
     }
 }

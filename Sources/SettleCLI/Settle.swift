@@ -49,7 +49,7 @@ public enum Settle {
                 fields: error.fields)
             if error.code == .usage, Options.valueOnCommandLine("--log-format", arguments) != "json" {
                 let name = arguments.first.flatMap { Help.command(named: $0)?.name }
-                FileHandle.standardError.write(Data(Help.usage(of: name).utf8))
+                StandardError.write(Help.usage(of: name))
             }
             code = error.code
         }
@@ -73,7 +73,7 @@ public enum Settle {
     static func help(_ arguments: [String]) -> ExitCode? {
         func say(_ text: String) { print(text, terminator: text.hasSuffix("\n") ? "" : "\n") }
         guard let first = arguments.first else {
-            FileHandle.standardError.write(Data(Help.usage(of: nil).utf8))
+            StandardError.write(Help.usage(of: nil))
             return .usage
         }
         if first == "help" {
@@ -91,9 +91,7 @@ public enum Settle {
                 return .ok
             }
             guard rest.count == 1, let command = Help.command(named: name) else {
-                FileHandle.standardError.write(
-                    Data("settle: error: no such command '\(rest.joined(separator: " "))'\n\(Help.usage(of: nil))".utf8)
-                )
+                StandardError.write("settle: error: no such command '\(rest.joined(separator: " "))'\n\(Help.usage(of: nil))")
                 return .usage
             }
             say(Help.text(of: command))

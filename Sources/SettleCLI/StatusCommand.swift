@@ -31,7 +31,7 @@ struct StatusCommand {
         do throws(CommandFailure) {
             try LedgerHistory.refuseIfLinesUnknown(store)
         } catch {
-            FileHandle.standardError.write(Data("settle status: warning: \(error.message)\n".utf8))
+            StandardError.write("settle status: warning: \(error.message)\n")
         }
         do throws(LedgerError) {
             let summary = try store.statusSummary()

@@ -17,6 +17,11 @@ if getenv("SWIFT_BACKTRACE") == nil, settle_exit_70_on_traps() != 0 {
     exit(70)
 }
 
+// A reader of standard error or output that goes away (`settle run … 2>&1 | head`) is not a
+// reason to die mid-run: writes to it fail (EPIPE) and are ignored, the run ends with its own
+// status (audit 35 C8: the default action ended it with 141).
+signal(SIGPIPE, SIG_IGN)
+
 // The exit-70 test's trap (SETTLE_CRASH_AT, as the exactly-once tests' crash points).
 if let point = getenv("SETTLE_CRASH_AT"), String(cString: point) == "trap" {
     preconditionFailure("SETTLE_CRASH_AT=trap")

@@ -398,6 +398,26 @@ import Testing
         #expect(!rows.isEmpty && rows.allSatisfy { $0[8] == "settled" }, "\(rows)")
     }
 
+    /// A reader of standard error that went away (`settle run … 2>&1 | head`) does not stop
+    /// the run: its log lines are lost, its money moves, and it exits with its own status.
+    /// Before, the first log line killed it with SIGPIPE (exit 141; audit 35 C8).
+    @Test func aClosedStandardErrorDoesNotStopTheRun() throws {
+        let setup = try Setup()
+        let input = try Self.export(orders: 3, in: setup.folder)
+        let process = SettleProcess.prepare(
+            setup.arguments("run", [input.path], out: "a", extra: ["-v"]), environment: ["STRIPE_API_KEY": testKey],
+            in: setup.folder)
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = pipe
+        try pipe.fileHandleForReading.close()
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+        let rows = setup.results("a")
+        #expect(rows.count == 6 && rows.allSatisfy { $0[8] == "settled" }, "\(rows)")
+    }
+
     @Test func keysAreCheckedAndNeverWritten() throws {
         let setup = try Setup(flags: ["--fail-5xx", "0.2", "--seed", "3"])
         let input = try Self.export(orders: 4, in: setup.folder)
