@@ -91,7 +91,8 @@ public enum Settle {
                 return .ok
             }
             guard rest.count == 1, let command = Help.command(named: name) else {
-                StandardError.write("settle: error: no such command '\(rest.joined(separator: " "))'\n\(Help.usage(of: nil))")
+                StandardError.write(
+                    "settle: error: no such command '\(rest.joined(separator: " "))'\n\(Help.usage(of: nil))")
                 return .usage
             }
             say(Help.text(of: command))

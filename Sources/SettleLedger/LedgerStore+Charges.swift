@@ -85,7 +85,9 @@ extension LedgerStore {
     /// ``chargeFirstRun(_:)`` of the charges of `keys` (a JSON array of charge ids) that a
     /// run counted: `found(position, run, (currency, fee))`, with the currency and fee that run
     /// recorded. One statement for the batch (see ``lines(keys:found:)``).
-    public func chargeFirstRuns(keys: UnsafeRawBufferPointer, found: (Int, String, (currency: String, fee: Int64)) -> Void)
+    public func chargeFirstRuns(
+        keys: UnsafeRawBufferPointer, found: (Int, String, (currency: String, fee: Int64)) -> Void
+    )
         throws(LedgerError)
     {
         guard try hasChargesTable() else { return }

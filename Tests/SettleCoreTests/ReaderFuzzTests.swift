@@ -182,6 +182,20 @@ import Testing
         return bytes
     }
 
+    /// A line rejected for a column that is not UTF-8 still counts at its amount, which
+    /// parses (audit 35 C9); a malformed record (a field too many) does not: its cells need
+    /// not be the columns they stand under.
+    @Test func aLineNotInUTF8KeepsItsAmount() throws {
+        var bytes = Array("line_id,order_id,amount,currency,destination,description\n".utf8)
+        bytes += Array("1,10,12.50,usd,acct_a,caf".utf8) + [0xFF] + Array("\n".utf8)
+        bytes += Array("2,20,7.00,usd,acct_b,x,extra\n".utf8)
+        let (sink, failure) = try Self.read(bytes, options: TestExport.options())
+        #expect(failure == nil)
+        let lines = sink.checker.batch.lines
+        #expect(lines.map(\.reason) == [.encodingInvalid, .malformedRecord])
+        #expect(lines.map(\.amount) == [1250, 0])
+    }
+
     @Test func csvReaderAccountsForEveryRecordOfMutatedExports() throws {
         var failures = 0
         try Self.rounds(default: 150) { seed in

@@ -839,7 +839,8 @@ import Testing
     @Test(arguments: ["", "3.20"]) func aChargesFeeIsRememberedAcrossRuns(laterFee: String) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        let header = "line_id,order_id,amount,currency,destination,source_transaction,charge_amount,charge_status,charge_fee\n"
+        let header =
+            "line_id,order_id,amount,currency,destination,source_transaction,charge_amount,charge_status,charge_fee\n"
         let (first, _) = try day(
             setup, "day1", header + "F1,1080,70.00,usd,acct_rest,ch_card1,100.00,succeeded,3.20\n", asOf: "2026-11-29")
         #expect(first.status == 0, "\(first.stderr)")

@@ -173,19 +173,24 @@ public final class LineChecker: RecordSink {
         into line: inout OrderLine
     ) -> RecordDefect? {
         let kind = readKind(fields, into: &line)
-
-        if let defect = record.defect { return defect }
-        // A line rejected by any rule after this still states what it says of its charge (the
-        // charge rules read it, docs/RULES.md, Group rules); its defect keeps its place below.
-        let chargeDefect = readCharge(fields, into: &line)
-        if let encodingProblem { return RecordDefect(code: .encodingInvalid, message: encodingProblem) }
-        if let defect = checkLengths(fields) { return defect }
         // Rejected before its amount is read, a line still counts at its amount when that parses
-        // (results.csv and its currency's sums; audit 13: kind_invalid lost it).
+        // (results.csv and its currency's sums; audit 13: kind_invalid lost it; audit 35 C9:
+        // schema_invalid and encoding_invalid did). Not a malformed record: with the wrong
+        // number of fields, its cells need not be the columns they stand under.
         func rejectedBeforeAmount(_ defect: RecordDefect) -> RecordDefect {
             _ = readAmount(fields, into: &line)
             return defect
         }
+        if let defect = record.defect {
+            return defect.code == .malformedRecord ? defect : rejectedBeforeAmount(defect)
+        }
+        // A line rejected by any rule after this still states what it says of its charge (the
+        // charge rules read it, docs/RULES.md, Group rules); its defect keeps its place below.
+        let chargeDefect = readCharge(fields, into: &line)
+        if let encodingProblem {
+            return rejectedBeforeAmount(RecordDefect(code: .encodingInvalid, message: encodingProblem))
+        }
+        if let defect = checkLengths(fields) { return rejectedBeforeAmount(defect) }
         if let defect = checkRequired(fields) { return rejectedBeforeAmount(defect) }
         guard let kind else {
             return rejectedBeforeAmount(
