@@ -55,12 +55,15 @@ public final class ApplyEngine {
     /// memory follows the orders that stop, not the plan.
     public var payoutOrders: ((_ wanted: (String, String) -> Bool) throws(ApplyError) -> [String: [String: String]])?
     /// Of these instructions (an earlier run's, still open), the ones with a line of an order
-    /// the plan stops (a line of it rejected in its results.csv), each with why: one that a
-    /// look-up proves never made is not sent now, and its lines go again with their orders
-    /// in a later plan (audit 32 N11: a payout left unknown was made by the run that rejected
-    /// its order for a charge that had failed). Asked once, only when some are open.
-    /// Given each open instruction's line ids.
-    public var stoppedInstructions: ((_ linesOf: [String: [String]]) throws(ApplyError) -> [String: String])?
+    /// the plan stops (a line of it rejected in its results.csv), or that a run decided
+    /// against after the instruction was sent (the ledger's decided orders), each with why:
+    /// one that a look-up proves never made is not sent now, and its lines go again with
+    /// their orders in a later plan (audit 32 N11: a payout left unknown was made by the run
+    /// that rejected its order for a charge that had failed; audit 35 P2: when that run could
+    /// not look it up, the next run, or a re-apply of the old folder, made it). Asked once,
+    /// only when some are open. Given each open instruction's line ids and when it was sent.
+    public var stoppedInstructions:
+        ((_ open: [String: (lines: [String], sentAt: Date)]) throws(ApplyError) -> [String: String])?
     /// The amount of each charge the plan's transfers draw on, as the plan knew it (its
     /// charges.csv), by the key the ledger records a transfer's charge under: given the
     /// charges wanted (nil: every one). Asked only when other runs may have moved money on
@@ -339,11 +342,12 @@ public final class ApplyEngine {
         let rows = try ledgerDo { () throws(LedgerError) in try ledger.unresolvedInstructions() }
         guard !rows.isEmpty else { return }
         if let stoppedInstructions {
-            var linesOf: [String: [String]] = [:]
+            var open: [String: (lines: [String], sentAt: Date)] = [:]
             for row in rows {
-                linesOf[row.id] = try ledgerDo { () throws(LedgerError) in try ledger.lines(ofInstruction: row.id) }
+                let lines = try ledgerDo { () throws(LedgerError) in try ledger.lines(ofInstruction: row.id) }
+                open[row.id] = (lines, row.firstSentAt)
             }
-            stoppedByPlan = try stoppedInstructions(linesOf)
+            stoppedByPlan = try stoppedInstructions(open)
         }
         log(.info, "resolving \(rows.count) instruction(s) left in flight or unknown by an earlier run")
         let scheduler = makeScheduler()

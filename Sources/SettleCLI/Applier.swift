@@ -139,6 +139,24 @@ struct Applier {
         }
     }
 
+    /// Refuses (78) a key of the other Stripe mode than the one the ledger settles with
+    /// (``LedgerStore/claimMode(_:)``); the first key to settle on a ledger sets its mode.
+    static func checkMode(_ ledger: LedgerStore, key: APIKey) throws(CommandFailure) {
+        let mode = key.isLive ? "live" : "test"
+        let held: String?
+        do {
+            held = try ledger.claimMode(mode)
+        } catch {
+            throw LedgerHistory.failure(error, path: ledger.path)
+        }
+        guard let held else { return }
+        throw CommandFailure(
+            .configuration,
+            "the ledger \(ledger.path) settles in Stripe's \(held) mode, and the key is a \(mode)-mode key: "
+                + "each mode needs a ledger of its own (settle ledger init), or its objects would pass for the "
+                + "other's; nothing was read or sent")
+    }
+
     static func runsNotEnded(_ ledger: LedgerStore, except folder: String) -> [LedgerRun] {
         guard let runs = try? ledger.runs() else { return [] }
         var last: [String: LedgerRun] = [:]
@@ -355,6 +373,7 @@ struct Applier {
             ledger = givenLedger
         } else {
             ledger = try LedgerHistory.openToSettle(path: options.ledger)
+            try Applier.checkMode(ledger, key: key)
         }
         try refuseIfAppliedElsewhere(plan, ledger: ledger)
         endEarlierAttempts(of: plan, ledger: ledger)
@@ -429,9 +448,16 @@ struct Applier {
                 }
             }
             engine.ledgerMovedSincePlan = movedSincePlan
-            engine.stoppedInstructions = { (linesOf) throws(ApplyError) in
+            engine.stoppedInstructions = { (open) throws(ApplyError) in
+                let earliest = open.values.map(\.sentAt).min() ?? .distantPast
+                let decided: [String: (at: Date, reason: String)]
+                do throws(LedgerError) {
+                    decided = try ledger.decidedOrders(after: earliest)
+                } catch {
+                    throw .ledger(error)
+                }
                 do {
-                    return try plan.stoppedInstructions(linesOf: linesOf)
+                    return try plan.stoppedInstructions(open, decided: decided)
                 } catch {
                     throw .planInvalid(line: 0, message: "\(error)")
                 }

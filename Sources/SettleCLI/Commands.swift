@@ -155,10 +155,13 @@ struct Commands {
         // Check what apply needs before planning, so a missing key stops the run before any work,
         // and hold the ledger from plan to apply so no other process settles in between.
         let applier = Applier(options: options, log: log)
-        let configuration = try applier.configuration(key: try applier.credentials())
+        let key = try applier.credentials()
+        let configuration = try applier.configuration(key: key)
         // The ledger is configuration too (SPEC: configuration is checked before any input is
-        // read): a missing or damaged one is 78 also when an input cannot be opened (66).
+        // read): a missing or damaged one is 78 also when an input cannot be opened (66), and
+        // so is one of the other Stripe mode than the key's.
         let ledger = try LedgerHistory.openToSettle(path: options.ledger)
+        try Applier.checkMode(ledger, key: key)
         try Pipeline.checkInputsOpen(options.inputs)
         try onPlanFolder { () throws(SettleError) in try OutputFolder.checkUsable(options.out ?? "") }
         // A new ledger where settle paid before is refused before anything is read or written

@@ -435,6 +435,25 @@ extension LedgerStore {
         return found
     }
 
+    /// Every order a run decided against after `since`, with its latest decision: when and
+    /// why (``recordDecidedOrders``).
+    public func decidedOrders(after since: Date) throws(LedgerError) -> [String: (at: Date, reason: String)] {
+        guard version >= 7 else { return [:] }
+        var found: [String: (at: Date, reason: String)] = [:]
+        try db.query(
+            """
+            SELECT group_key, run_id, line_id, reason, decided_at FROM decided_orders
+            WHERE decided_at > ? ORDER BY decided_at
+            """, [.integer(since.ledgerMilliseconds)]
+        ) { row in
+            found[row.text(0) ?? ""] = (
+                Date(ledgerMilliseconds: row.integer(4)),
+                "run \(row.text(1) ?? "") decided against it (line \(row.text(2) ?? ""): \(row.text(3) ?? ""))"
+            )
+        }
+        return found
+    }
+
     /// Whether `settle cancel` dropped any line at or after `since` (any time when nil).
     public func anyCancelled(since: Date?) throws(LedgerError) -> Bool {
         var found = false

@@ -437,6 +437,16 @@ extension LedgerStore {
     /// ledger's probe then refused it for good).
     public func wasRebuilt() throws(LedgerError) -> Bool { try meta("rebuilt_at") != nil }
 
+    /// Ties the ledger to one Stripe mode (`test` or `live`): the first key that settles on it
+    /// sets it; returns the mode it holds when that is another one (nothing is changed then).
+    /// A ledger of one mode used with a key of the other would take that mode's objects for
+    /// its own: a line paid in test mode `already_settled` for live (audit 35 C18).
+    public func claimMode(_ mode: String) throws(LedgerError) -> String? {
+        if let held = try meta("stripe_mode") { return held == mode ? nil : held }
+        try db.run("INSERT INTO settle_meta(key, value) VALUES ('stripe_mode', ?)", [.text(mode)])
+        return nil
+    }
+
     /// Whether a `settle ledger rebuild` started on this ledger and did not finish.
     public func rebuildUnfinished() throws(LedgerError) -> Bool {
         var found = false

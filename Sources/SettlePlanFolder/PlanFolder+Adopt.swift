@@ -212,11 +212,15 @@ extension PlanFolder {
         )
     }
 
-    /// Of these instructions (with their line ids), those a line of which has its row in
-    /// results.csv in an order with a `rejected` line there, with that line's code and reason
-    /// (``ApplyEngine/stoppedInstructions``).
-    public func stoppedInstructions(linesOf: [String: [String]]) throws(SettleError) -> [String: String] {
-        guard !linesOf.isEmpty else { return [:] }
+    /// Of these instructions (with their line ids and when they were sent), those a line of
+    /// which has its row in results.csv in an order with a `rejected` line there, or in an
+    /// order a run decided against after the instruction was sent (`decided`: each order's
+    /// latest decision in the ledger), with why (``ApplyEngine/stoppedInstructions``).
+    public func stoppedInstructions(
+        _ open: [String: (lines: [String], sentAt: Date)], decided: [String: (at: Date, reason: String)] = [:]
+    ) throws(SettleError) -> [String: String] {
+        guard !open.isEmpty else { return [:] }
+        let linesOf = open.mapValues(\.lines)
         typealias F = ResultsFile.Field
         func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self).trimmingFormulaGuard() }
         var instructionOfLine: [String: String] = [:]
@@ -234,7 +238,15 @@ extension PlanFolder {
                     + "\(text(row[F.reasonCode.rawValue])) (\(text(row[F.reason.rawValue])))"
             }
         }
-        return ordersOf.compactMapValues { orders in orders.sorted().lazy.compactMap { rejected[$0] }.first }
+        return ordersOf.compactMap { instruction, orders -> (String, String)? in
+            let sentAt = open[instruction]?.sentAt ?? .distantFuture
+            let why = orders.sorted().lazy.compactMap { order -> String? in
+                if let reason = rejected[order] { return reason }
+                guard let decision = decided[order], decision.at > sentAt else { return nil }
+                return "order \(order): \(decision.reason)"
+            }.first
+            return why.map { (instruction, $0) }
+        }.reduce(into: [:]) { $0[$1.0] = $1.1 }
     }
 
     /// Each whole row of results.csv (after its header) with its line index entry, in order.

@@ -68,14 +68,12 @@ import Testing
         var index = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
         let end = bytes.count
         var records = 0
+        // A line ends at an LF or a CRLF; a CR alone is data (SPEC: LF or CRLF line ends).
+        func endsLine(_ at: Int) -> Bool { bytes[at] == lf || (bytes[at] == cr && at + 1 < end && bytes[at + 1] == lf) }
+        func stops(_ at: Int) -> Bool { bytes[at] == comma || endsLine(at) }
         while index < end {
-            if bytes[index] == lf {
-                index += 1
-                continue
-            }
-            // CRLF, and a lone CR, end a line too (the reader accepts CR-only exports).
-            if bytes[index] == cr {
-                index += index + 1 < end && bytes[index + 1] == lf ? 2 : 1
+            if endsLine(index) {
+                index += bytes[index] == cr ? 2 : 1
                 continue
             }
             fields: while true {
@@ -93,21 +91,15 @@ import Testing
                         scan += 1
                     }
                     index = scan + 1
-                    if index < end, bytes[index] != comma, bytes[index] != lf, bytes[index] != cr {
-                        while index < end, bytes[index] != comma, bytes[index] != lf, bytes[index] != cr { index += 1 }
-                    }
+                    while index < end, !stops(index) { index += 1 }
                 } else {
-                    while index < end, bytes[index] != comma, bytes[index] != lf, bytes[index] != cr { index += 1 }
+                    while index < end, !stops(index) { index += 1 }
                 }
                 if index >= end { break fields }
-                switch bytes[index] {
-                case comma:
+                if bytes[index] == comma {
                     index += 1
-                case cr:
-                    index += index + 1 < end && bytes[index + 1] == lf ? 2 : 1
-                    break fields
-                default:
-                    index += 1
+                } else {
+                    index += bytes[index] == cr ? 2 : 1
                     break fields
                 }
             }

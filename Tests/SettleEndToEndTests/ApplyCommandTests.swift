@@ -418,6 +418,35 @@ import Testing
         #expect(rows.count == 6 && rows.allSatisfy { $0[8] == "settled" }, "\(rows)")
     }
 
+    /// A ledger settles in one Stripe mode: after a test-mode run, a live-mode key (with
+    /// `--live`) is refused on it, 78, nothing read or sent, for `run` and for `apply`; the
+    /// test key goes on. Before, the live run took the test run's lines for `already_settled`
+    /// (audit 35 C18).
+    @Test func aLedgerSettlesInOneStripeMode() throws {
+        let setup = try Setup()
+        let input = try Self.export(orders: 2, in: setup.folder)
+        let first = try setup.run([input], out: "a")
+        #expect(first.status == 0, "\(first.stderr)")
+        let effects = try setup.sandbox.effects().count
+        let live = ["STRIPE_API_KEY": "sk_live_e2e_not_a_real_key"]
+        let run = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "b", extra: ["--live"]), environment: live)
+        #expect(run.status == 78, "\(run.stderr)")
+        #expect(run.stderr.contains("settles in Stripe's test mode"), "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: setup.folder.appendingPathComponent("b").path))
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "c"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let apply = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent("c").path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--live",
+            ], environment: live)
+        #expect(apply.status == 78, "\(apply.stderr)")
+        #expect(try setup.sandbox.effects().count == effects)
+        let again = try setup.apply("c")
+        #expect(again.status == 0, "\(again.stderr)")
+    }
+
     @Test func keysAreCheckedAndNeverWritten() throws {
         let setup = try Setup(flags: ["--fail-5xx", "0.2", "--seed", "3"])
         let input = try Self.export(orders: 4, in: setup.folder)

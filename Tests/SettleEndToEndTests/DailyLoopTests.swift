@@ -653,6 +653,44 @@ import Testing
         #expect(try setup.sandbox.effects().isEmpty)
     }
 
+    /// The run that rejects the order (its charge failed) cannot look its unknown payout up
+    /// (every listing answers 500): the payout stays unknown. The next run, or a re-apply of
+    /// the old folder, finds it never made and does not send it either: a run decided
+    /// against its order after it was sent (the ledger's decided orders). Before, both sent it,
+    /// and the courier was paid on the failed charge (audit 35 P2).
+    @Test(arguments: [false, true]) func anUnknownPayoutOfAnOrderStoppedByAnEarlierRunIsNotSent(reapply: Bool) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let posts =
+            #"{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}"#
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": [\#(posts)]}"#)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "U1,1311,transfer,78.81,usd,ORDER1311,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-15\n"
+                + "U2,1311,payout,10.95,usd,ORDER1311,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-10")
+        #expect(first.status == 75 && day1["U2"]?[8] == "unknown" && day1["U1"]?[8] == "deferred", "\(day1)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_card1/status", json: #"{"status": "failed"}"#)
+        let lists =
+            #"{"method": "GET", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}"#
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": [\#(lists)]}"#)
+        let (stopping, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-11")
+        #expect(stopping.status == 75, "\(stopping.stderr)")
+        #expect(day2["U1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day2)")
+        #expect(day2["U2"]?[8] == "unknown", "\(day2)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        if reapply {
+            let again = try setup.apply("day1")
+            #expect(again.status == 65 || again.status == 0, "\(again.stderr)")
+        }
+        let (next, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-12")
+        #expect(next.status == 65 || next.status == 0, "\(next.stderr)")
+        #expect(try setup.sandbox.effects().isEmpty, "the payout of an order on a failed charge was made")
+        let reported = reapply ? setup.results("day1").first { $0[0] == "U2" } : day3["U2"]
+        #expect(reported.map { [$0[8], $0[11]] } == ["failed", "group_rejected"], "\(String(describing: reported))")
+    }
+
     /// A line that waits in the ledger stays held when a later export carries its line_id
     /// with other money content: that copy is rejected `line_conflict`, the held copy comes
     /// back (deferred again), and it is paid on its day. Before, the conflicting copy

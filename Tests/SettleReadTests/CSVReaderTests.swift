@@ -213,19 +213,32 @@ import Testing
             decoding: spool[Int(record.spoolOffset)..<Int(record.spoolOffset) + Int(record.spoolLength)], as: UTF8.self)
     }
 
-    @Test func loneCRLineEndsCountAsLinesAndQuotedCRIsData() throws {
+    /// SPEC: LF or CRLF line ends. A CR alone is data, quoted or not, and no line end: the
+    /// field keeps it and `source` counts LF lines (audit 35 C3: a lone CR cut an unquoted
+    /// field short, made a line of the rest, and shifted every later line number).
+    @Test func aLoneCRIsDataAndNoLineEnd() throws {
         let text =
-            "line_id,order_id,amount,currency,note\r1,10,1.00,usd,\"a\rb\"\r\r2,20,2.00,usd,x\r\n3,30,3.00,usd,y\n4,40,4.00,usd,z\r"
+            "line_id,order_id,amount,currency,note\n1,10,1.00,usd,\"a\rb\"\r\n\r\n2,20,2.00,usd,foo\rbar\n3,30,3.00,usd,\ry\r\n4,40,4.00,usd,z\r"
         let (sink, failure, spool) = try Self.read(text: Array(text.utf8))
         #expect(failure == nil)
         #expect(sink.records.map { $0.fields[0] } == ["1", "2", "3", "4"])
-        #expect(sink.records[0].fields[4] == "a\rb")
+        #expect(sink.records.map { $0.fields[4] } == ["a\rb", "foo\rbar", "\ry", "z\r"])
         #expect(sink.records.allSatisfy { $0.defect == nil && $0.fields.count == 5 })
-        // Line 2 holds a quoted lone CR (line 3 continues it), line 4 is blank.
-        #expect(sink.records.map(\.line) == [2, 5, 6, 7])
+        // Line 3 is blank (a CRLF).
+        #expect(sink.records.map(\.line) == [2, 4, 5, 6])
         // The spool is the input's bytes: a record's line end is the one it had.
-        #expect(Self.spooled(sink.records[0], spool) == "1,10,1.00,usd,\"a\rb\"\r")
+        #expect(Self.spooled(sink.records[0], spool) == "1,10,1.00,usd,\"a\rb\"\r\n")
+        #expect(Self.spooled(sink.records[1], spool) == "2,20,2.00,usd,foo\rbar\n")
         #expect(Self.spooled(sink.records[3], spool) == "4,40,4.00,usd,z\r")
+    }
+
+    /// A file with CR line ends (no LF) is rejected whole, saying so, not read as one line.
+    @Test func aFileWithCRLineEndsIsRejectedWhole() throws {
+        let text = "line_id,order_id,amount,currency\r1,10,1.00,usd\r2,20,2.00,usd\r"
+        let (sink, failure, _) = try Self.read(text: Array(text.utf8))
+        #expect(failure?.code == .headerInvalid)
+        #expect(failure?.message.contains("CR") == true, "\(failure?.message ?? "")")
+        #expect(sink.records.isEmpty)
     }
 
     /// 600 repeats: the record fits the first read chunk; 20 000 (320 KB): it is streamed.
@@ -247,7 +260,7 @@ import Testing
         #expect(first.fields == ["7", "70", "1.00", "usd", "", "after"])
         #expect(Self.spooled(first, spool) == record)
         // A CRLF and a lone CR a repeat inside the quotes, then the record's CRLF.
-        #expect(sink.records.map(\.line) == [2, 2 + 2 * repeats + 1])
+        #expect(sink.records.map(\.line) == [2, 2 + repeats + 1])
         #expect(sink.records[1].fields == ["8", "80", "2.00", "usd", "x", "y"])
     }
 

@@ -4,9 +4,11 @@ import Glibc
 /// time out of a streaming window) and settle's own files read back (`results.csv`, the
 /// spooled input records behind `errors.csv` and `deferred.csv`) are split by this scanner.
 ///
-/// Quotes, `""` escapes, quoted commas and newlines. Line ends are LF, CRLF or a lone CR,
-/// mixed freely; inside quotes every byte is data, and each of them counts as one line end
-/// in ``Outcome/complete(end:newlines:defect:)``. A field is a view into the scanned bytes;
+/// Quotes, `""` escapes, quoted commas and newlines. Line ends are LF or CRLF (SPEC), mixed
+/// freely; a CR not followed by LF is data, in a field like any other byte (audit 35 C3:
+/// taken for a line end, it cut an unquoted field short and made a line of the rest). Inside
+/// quotes every byte is data, and each LF counts as one line end in
+/// ``Outcome/complete(end:newlines:defect:)``. A field is a view into the scanned bytes;
 /// only a field with `""` escapes is copied (into the scanner's scratch buffer). Cells come
 /// back as they are written, formula guard included (``unguarded(_:)`` removes it).
 ///
@@ -189,23 +191,27 @@ public final class CSVScanner {
                 }
                 // After the closing quote: a separator, a line end, or the end of data.
                 if index < end {
-                    let next = bytes.load(fromByteOffset: index, as: UInt8.self)
-                    if next != 0x2C && next != 0x0A && next != 0x0D {
+                    guard let stop = CSVScanner.fieldStop(bytes, index, end, atEOF: atEOF) else { return .incomplete }
+                    if !stop {
                         flag(.malformedRecord, "text after a closing quote")
                         while index < end {
-                            let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
-                            if byte == 0x2C || byte == 0x0A || byte == 0x0D { break }
+                            guard let stop = CSVScanner.fieldStop(bytes, index, end, atEOF: atEOF) else {
+                                return .incomplete
+                            }
+                            if stop { break }
                             index += 1
                         }
                     }
                 }
             } else {
-                // Unquoted: up to a comma or a line end (LF, CRLF or a lone CR).
+                // Unquoted: up to a comma or a line end (LF or CRLF).
                 let fieldStart = index
                 while index < end {
-                    let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
-                    if byte == 0x2C || byte == 0x0A || byte == 0x0D { break }
-                    if byte == 0x22 { flag(.malformedRecord, "a quote inside an unquoted field") }
+                    guard let stop = CSVScanner.fieldStop(bytes, index, end, atEOF: atEOF) else { return .incomplete }
+                    if stop { break }
+                    if bytes.load(fromByteOffset: index, as: UInt8.self) == 0x22 {
+                        flag(.malformedRecord, "a quote inside an unquoted field")
+                    }
                     index += 1
                 }
                 push(fieldStart, index)
@@ -226,17 +232,20 @@ public final class CSVScanner {
                 index += 1
                 continue
             }
-            if byte == 0x0D {
-                // CRLF, or a lone CR: one line end either way.
-                if index + 1 < end {
-                    let crlf = bytes.load(fromByteOffset: index + 1, as: UInt8.self) == 0x0A
-                    return .complete(end: index + (crlf ? 2 : 1), newlines: newlines + 1, defect: defect)
-                }
-                return atEOF ? .complete(end: end, newlines: newlines + 1, defect: defect) : .incomplete
-            }
-            // LF
-            return .complete(end: index + 1, newlines: newlines + 1, defect: defect)
+            // CRLF (a field stops at a CR only when an LF follows it), or LF.
+            return .complete(end: index + (byte == 0x0D ? 2 : 1), newlines: newlines + 1, defect: defect)
         }
+    }
+
+    /// Whether the byte at `index` ends a field: a comma, an LF, or a CR an LF follows (a CR
+    /// alone is data). Nil when that cannot be told yet: a CR last in bytes that go on.
+    @inline(__always)
+    static func fieldStop(_ bytes: UnsafeRawPointer, _ index: Int, _ end: Int, atEOF: Bool) -> Bool? {
+        let byte = bytes.load(fromByteOffset: index, as: UInt8.self)
+        if byte == 0x2C || byte == 0x0A { return true }
+        guard byte == 0x0D else { return false }
+        if index + 1 < end { return bytes.load(fromByteOffset: index + 1, as: UInt8.self) == 0x0A }
+        return atEOF ? false : nil
     }
 
     private func appendScratch(_ pointer: UnsafeRawPointer, _ count: Int) {
@@ -252,7 +261,7 @@ public final class CSVScanner {
         scratchUsed += count
     }
 
-    /// Line ends in quoted text: LF, CRLF and a lone CR are one each.
+    /// Line ends in quoted text: each LF (a CRLF's too) is one; a CR alone is none.
     @inline(__always)
     static func countLineEnds(_ pointer: UnsafeRawPointer, _ count: Int) -> Int {
         var total = 0
@@ -263,16 +272,6 @@ public final class CSVScanner {
             let next = UnsafeRawPointer(found) + 1
             remaining -= next - cursor
             cursor = next
-        }
-        // A CR not followed by LF (a CR last in the text is followed by the quote).
-        cursor = pointer
-        remaining = count
-        while remaining > 0, let found = memchr(cursor, 0x0D, remaining) {
-            let at = UnsafeRawPointer(found)
-            let next = at + 1
-            remaining -= next - cursor
-            cursor = next
-            if remaining == 0 || next.load(as: UInt8.self) != 0x0A { total += 1 }
         }
         return total
     }
@@ -291,9 +290,14 @@ extension CSVScanner {
             let end = buffer.count
             var position = 0
             while position < end {
+                // Blank lines: an LF, or a CRLF.
                 let byte = buffer[position]
-                if byte == 0x0A || byte == 0x0D {
+                if byte == 0x0A {
                     position += 1
+                    continue
+                }
+                if byte == 0x0D, position + 1 < end, buffer[position + 1] == 0x0A {
+                    position += 2
                     continue
                 }
                 switch scanner.scan(bytes, from: position, to: end, atEOF: true) {
@@ -380,10 +384,11 @@ extension CSVScanner {
         return fields
     }
 
-    /// Where a record's text ends: before its LF, CRLF or lone CR, if it has one.
+    /// Where a record's text ends: before its LF or CRLF, if it has one.
     public static func contentEnd(of record: UnsafeRawBufferPointer) -> Int {
         var end = record.count
-        if end > 0, record[end - 1] == 0x0A { end -= 1 }
+        guard end > 0, record[end - 1] == 0x0A else { return end }
+        end -= 1
         if end > 0, record[end - 1] == 0x0D { end -= 1 }
         return end
     }

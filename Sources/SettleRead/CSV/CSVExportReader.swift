@@ -19,9 +19,9 @@ public struct ReadLimits: Sendable {
 /// Reads an RFC 4180 order export at the byte level and hands each record to a sink.
 ///
 /// Each record is split by ``CSVScanner``, settle's one CSV parser (quotes, `""` escapes,
-/// quoted commas and newlines; LF, CRLF or a lone CR as line ends, mixed freely); this
+/// quoted commas and newlines; LF or CRLF line ends, mixed freely, a CR alone data); this
 /// reader adds the streaming window, an optional BOM, blank lines and the limits.
-/// `source` line numbers count each line end as one. Fields are views into a
+/// `source` line numbers count each LF as one. Fields are views into a
 /// reused window; only fields with `""` escapes are copied. A record's place is its
 /// `[offset, length]` in the (inflated) input, line end included: the spool is the input's
 /// own bytes, tapped by ``ByteSource``.
@@ -185,8 +185,9 @@ public final class CSVExportReader {
 
     private enum BlankLine { case record, skipped, needMore }
 
-    /// Blank lines (a line end where a record would start) are skipped. A CR last in the
-    /// window may be the first half of a CRLF: wait for more unless at the end.
+    /// Blank lines (an LF or a CRLF where a record would start) are skipped; a CR alone is
+    /// a record's first byte. A CR last in the window may be the first half of a CRLF: wait
+    /// for more unless at the end.
     @inline(__always)
     private func skipBlankLine(_ state: inout ReadState) -> BlankLine {
         let byte = window[state.position]
@@ -197,9 +198,10 @@ public final class CSVExportReader {
         }
         guard byte == 0x0D else { return .record }
         if state.position + 1 < filled {
-            state.position += window[state.position + 1] == 0x0A ? 2 : 1
+            guard window[state.position + 1] == 0x0A else { return .record }
+            state.position += 2
         } else if state.atEOF {
-            state.position += 1
+            return .record
         } else {
             return .needMore
         }
@@ -212,6 +214,14 @@ public final class CSVExportReader {
         _ raw: UnsafeRawBufferPointer, defect: RecordDefect?, state: inout ReadState, sink: some RecordSink
     ) -> ReadFailure? {
         let header = headerNames()
+        // A CR no LF follows, in the header: a file with CR line ends, read as one long line.
+        let content = CSVScanner.contentEnd(of: raw)
+        if let cr = raw[..<content].firstIndex(of: 0x0D), cr + 1 >= content || raw[cr + 1] != 0x0A {
+            return state.failure(
+                .headerInvalid,
+                "the header holds a CR that no LF follows: settle reads LF or CRLF line ends (a file with CR "
+                    + "line ends must be converted first)")
+        }
         guard defect == nil, header.count <= limits.maxColumns else {
             return state.failure(
                 .headerInvalid, defect?.message ?? "the header has more than \(limits.maxColumns) columns")
@@ -409,7 +419,6 @@ public final class CSVExportReader {
         var record = LongRecord()
         var state = State.fieldStart
         var kept = 0
-        var lastWasCR = false
         func keep(_ byte: UInt8) {
             let field = record.fields.count - 1
             if record.fields[field].count < limits.maxFieldBytes, kept < limits.maxRecordBytes,
@@ -431,7 +440,13 @@ public final class CSVExportReader {
             while index < buffer.count {
                 let byte = buffer[index]
                 if state == .afterCR {
-                    return byte == 0x0A ? index + 1 : index
+                    // A CRLF ends the record; a CR alone was data of the field.
+                    if byte == 0x0A {
+                        record.newlines += 1
+                        return index + 1
+                    }
+                    keep(0x0D)
+                    state = .unquoted
                 }
                 if state == .fieldStart {
                     if byte == 0x22 {
@@ -453,7 +468,6 @@ public final class CSVExportReader {
                         record.newlines += 1
                         return index + 1
                     } else if byte == 0x0D {
-                        record.newlines += 1
                         state = .afterCR
                     } else {
                         state = .unquoted
@@ -463,10 +477,9 @@ public final class CSVExportReader {
                     if byte == 0x22 {
                         state = .quoteInQuoted
                     } else {
-                        if byte == 0x0D || (byte == 0x0A && !lastWasCR) { record.newlines += 1 }
+                        if byte == 0x0A { record.newlines += 1 }
                         keep(byte)
                     }
-                    lastWasCR = byte == 0x0D
                 case .fieldStart, .afterCR:
                     break
                 }
@@ -509,6 +522,8 @@ public final class CSVExportReader {
             throw ReadFailure(
                 code: .csvUnclosedQuote, message: "a quoted field is never closed", position: "end of file")
         }
+        // A CR last in the file, no LF after it: data of the last field.
+        if state == .afterCR { keep(0x0D) }
         return record
     }
 }
