@@ -53,11 +53,19 @@ struct Commands {
                 // (its lines are in no ledger until a run or an apply takes them over), and this
                 // plan would write over it (audit 33 O9: its lines were then lost, silently).
                 if let own = Applier.runsNotEnded(store, except: "").first(where: { $0.folder == folder }) {
+                    // `apply` can finish only a plan written whole (or being put in place);
+                    // else the next `run` says to run its inputs again (audit 35 P5).
+                    let planned = ["manifest.json", FileSet.journalName].contains {
+                        FileManager.default.fileExists(atPath: (folder as NSString).appendingPathComponent($0))
+                    }
                     throw CommandFailure(
                         .outputUnwritable,
                         "--out \(folder) holds run \(own.id), which never ended (killed?): its lines are in no ledger "
-                            + "yet. `settle run` into it, or `settle apply \(folder)`, takes them over; or plan into "
-                            + "another folder (the next run or apply takes them over)")
+                            + (planned
+                                ? "yet. `settle run` into it, or `settle apply \(folder)`, takes them over; or plan into "
+                                    + "another folder (the next run or apply takes them over)"
+                                : "yet, and its plan was not written whole: the next `settle run` (into it or another "
+                                    + "folder) ends it and says so; run its inputs again"))
                 }
                 let open = Applier.runsNotEnded(store, except: folder)
                 if !open.isEmpty {

@@ -1389,13 +1389,32 @@ extension CrashPointTests {
         let input = setup.folder.appendingPathComponent("orders.csv")
         let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "day1"))
         #expect(plan.status == 73, "\(plan.stderr)")
-        #expect(plan.stderr.contains("never ended"), "\(plan.stderr)")
+        #expect(plan.stderr.contains("never ended") && plan.stderr.contains("settle apply"), "\(plan.stderr)")
         let next = try setup.run([export == "empty" ? try Self.emptyExport(setup) : input], out: "day1")
         #expect(next.status == 0, "\(next.stderr)")
         #expect(next.stderr.contains("never ended (killed?)"), "\(next.stderr)")
         let rows = setup.results("day1")
         let settled = rows.filter { $0[8] == "settled" }.map { $0[0] }
         #expect(Set(settled) == Set((1...4).flatMap { ["T\($0)", "P\($0)"] }) && settled.count == 8, "\(rows)")
+        try Self.expectPaidOnceAndEveryRunEnded(setup)
+    }
+
+    /// A `run` killed before its plan's files were put in place leaves no plan `apply` could
+    /// finish: `plan` into its folder is refused (73) and says the next `run` ends it and to
+    /// run its inputs again, not `settle apply` (audit 35 P5: that apply exits 66).
+    @Test func planIntoAFolderOfARunKilledBeforeItsPlanWasWholeSaysWhatToDo() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day1"),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "plan_prepared"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "day1"))
+        #expect(plan.status == 73, "\(plan.stderr)")
+        #expect(plan.stderr.contains("run its inputs again") && !plan.stderr.contains("settle apply"), "\(plan.stderr)")
+        let next = try setup.run([input], out: "day2")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stderr.contains("run its inputs again"), "\(next.stderr)")
         try Self.expectPaidOnceAndEveryRunEnded(setup)
     }
 
