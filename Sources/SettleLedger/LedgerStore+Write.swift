@@ -278,11 +278,19 @@ extension LedgerStore {
         public var currency: String
         public var amountMinor: Int64
         public var path: String
-        /// The key recorded for it (attempt 1), made by the caller from the one key format.
+        /// The key recorded for it (of ``attempt``), made by the caller from the one key format.
         public var idempotencyKey: String
+        /// Which attempt of its instruction made it: 1, or one more than the payouts of the
+        /// instruction that came back before it.
+        public var attempt = 1
         /// A payout's status at Stripe (`processing`, `posted`): one still processing is
-        /// followed by the next runs, as if this ledger had sent it.
+        /// followed by the next runs, as if this ledger had sent it. `failed`, `returned`,
+        /// `canceled` (``cameBack``): it moved nothing, and only counts its instruction's attempts.
         public var payoutStatus: String?
+
+        /// The statuses of a payout whose money came back.
+        public static let cameBack: Set<String> = ["failed", "returned", "canceled"]
+        public var hasComeBack: Bool { payoutStatus.map { Self.cameBack.contains($0) } ?? false }
 
         public init(
             instructionID: String, kind: String, stripeID: String, group: String, payee: String, charge: String,
@@ -323,8 +331,48 @@ extension LedgerStore {
         let rebuilt = try rebuiltRuns().union(runs).sorted().joined(separator: "\n")
         let time = now.ledgerMilliseconds
         var added = 0
+        // A payout that came back used a key of its instruction: each is an attempt, and the
+        // object of an earlier attempt, so that the fix fed back goes under a new key and no
+        // look-up takes the old payout for the new one (audit 35 P1: the fix was refused
+        // `idempotency_error`, then reported as the old payout that came back).
+        var cameBack: [String: [RestoredObject]] = [:]
+        for object in objects where object.hasComeBack { cameBack[object.instructionID, default: []].append(object) }
         try db.transaction { () throws(LedgerError) in
-            for object in objects {
+            for (instruction, payouts) in cameBack.sorted(by: { $0.key < $1.key }) {
+                let live = objects.contains { $0.instructionID == instruction && !$0.hasComeBack }
+                // The last attempt's payout is the instruction's own; the others its earlier objects.
+                guard let latest = payouts.max(by: { $0.attempt < $1.attempt }) else { continue }
+                if !live {
+                    added += 1
+                    let code = "payout_\(latest.payoutStatus ?? "returned")"
+                    try db.run(
+                        """
+                        INSERT INTO instructions (id, kind, group_key, payee, charge, currency, amount_minor, method, path,
+                            params, stripe_context, status, attempt, idempotency_key, first_sent_at, last_sent_at, stripe_id,
+                            error_code, error_message, payout_status)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, 'POST', ?, '{}', NULL, 'failed', ?, ?, ?, ?, ?, ?, ?, ?)
+                        ON CONFLICT(id) DO UPDATE SET attempt = MAX(instructions.attempt, excluded.attempt)
+                        """,
+                        [
+                            .text(instruction), .text(latest.kind), .text(latest.group), .text(latest.payee),
+                            .text(latest.charge), .text(latest.currency), .integer(latest.amountMinor),
+                            .text(latest.path), .integer(Int64(latest.attempt)), .text(latest.idempotencyKey),
+                            .integer(time), .integer(time), .text(latest.stripeID), .text(code),
+                            .text(
+                                "restored by settle ledger rebuild from Stripe: the payout \(latest.stripeID) was "
+                                    + "\(latest.payoutStatus ?? "returned") at Stripe"),
+                            SQLiteValue(latest.payoutStatus),
+                        ])
+                }
+                if version >= 6 {
+                    for payout in payouts where live || payout.stripeID != latest.stripeID {
+                        try db.run(
+                            "INSERT OR IGNORE INTO earlier_objects (instruction_id, stripe_id, attempt) VALUES (?, ?, ?)",
+                            [.text(instruction), .text(payout.stripeID), .integer(Int64(payout.attempt))])
+                    }
+                }
+            }
+            for object in objects where !object.hasComeBack {
                 let changed = try db.run(
                     """
                     UPDATE instructions SET status = 'settled', stripe_id = ?, error_code = NULL, error_message = NULL,
@@ -342,14 +390,14 @@ extension LedgerStore {
                         INSERT INTO instructions (id, kind, group_key, payee, charge, currency, amount_minor, method, path,
                             params, stripe_context, status, attempt, idempotency_key, first_sent_at, last_sent_at, stripe_id,
                             error_message, payout_status)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, 'POST', ?, '{}', NULL, 'settled', 1, ?, ?, ?, ?,
+                        VALUES (?, ?, ?, ?, ?, ?, ?, 'POST', ?, '{}', NULL, 'settled', ?, ?, ?, ?, ?,
                             'restored by settle ledger rebuild from Stripe', ?)
                         """,
                         [
                             .text(object.instructionID), .text(object.kind), .text(object.group), .text(object.payee),
                             .text(object.charge), .text(object.currency), .integer(object.amountMinor),
-                            .text(object.path), .text(object.idempotencyKey), .integer(time), .integer(time),
-                            .text(object.stripeID), SQLiteValue(object.payoutStatus),
+                            .text(object.path), .integer(Int64(object.attempt)), .text(object.idempotencyKey),
+                            .integer(time), .integer(time), .text(object.stripeID), SQLiteValue(object.payoutStatus),
                         ])
                 }
                 // Stripe's object settles its lines, whichever instruction held them before.

@@ -99,10 +99,10 @@ public struct LedgerRebuild {
             guard let id = payment["id"]?.stringValue,
                 let instruction = payment["metadata"]?["settle_instruction"]?.stringValue
             else { return }
-            // A payout that failed or came back moved nothing: it stays for a new attempt.
+            // A payout that failed or came back moved nothing: its lines stay free for a new
+            // attempt, which must not reuse its key (``LedgerStore/restore``).
             let status = payment["status"]?.stringValue ?? ""
-            guard !["failed", "canceled", "returned"].contains(status) else { return }
-            report.payouts += 1
+            if !LedgerStore.RestoredObject.cameBack.contains(status) { report.payouts += 1 }
             objects.append(
                 .init(
                     instructionID: instruction, kind: "payout", stripeID: id, group: "",
@@ -112,10 +112,28 @@ public struct LedgerRebuild {
                     path: "/v2/money_management/outbound_payments",
                     idempotencyKey: IdempotencyKey.make(instruction: instruction, attempt: 1),
                     payoutStatus: status.isEmpty ? "processing" : status))
-            if status != "posted" { report.processing.insert(instruction) }
+            if status != "posted", !LedgerStore.RestoredObject.cameBack.contains(status) {
+                report.processing.insert(instruction)
+            }
         }
         report.requests = stripe.requests
-        let lines = try linesOf(Set(objects.map(\.instructionID)))
+        // Each payout of an instruction that came back took an attempt (its key): the oldest
+        // is attempt 1 (outbound payments are listed newest first), and one Stripe holds is
+        // the one after them.
+        var cameBack: [String: Int] = [:]
+        for index in objects.indices.reversed() where objects[index].hasComeBack {
+            let count = (cameBack[objects[index].instructionID] ?? 0) + 1
+            cameBack[objects[index].instructionID] = count
+            objects[index].attempt = count
+        }
+        for index in objects.indices where objects[index].kind == "payout" {
+            if !objects[index].hasComeBack {
+                objects[index].attempt = (cameBack[objects[index].instructionID] ?? 0) + 1
+            }
+            objects[index].idempotencyKey = IdempotencyKey.make(
+                instruction: objects[index].instructionID, attempt: objects[index].attempt)
+        }
+        let lines = try linesOf(Set(objects.filter { !$0.hasComeBack }.map(\.instructionID)))
         do {
             report.added = try ledger.restore(objects, lines: lines, runs: runs)
             report.withoutLines = try ledger.instructionsWithoutLines()
