@@ -365,6 +365,12 @@ struct Applier {
         let started = Date()
         let key = try credentials()
         let configuration = try configuration(key: key)
+        // A folder that is not there is no plan (66), not an output folder to create (audit 35
+        // C14: `apply` of a mistyped folder said 73, "cannot create …/.settle").
+        var info = stat()
+        guard stat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw CommandFailure(.inputUnreadable, "\(folder) is not a plan folder (there is no such folder)")
+        }
         // The folder is ours for the whole command: no re-plan can mix its files with ours.
         try onPlanFolder { () throws(SettleError) in try OutputFolder.lock(folder) }
         let plan = try onPlanFolder { () throws(SettleError) in try PlanFolder.open(folder) }

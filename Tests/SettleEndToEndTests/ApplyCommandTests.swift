@@ -359,6 +359,14 @@ import Testing
         let input = try SettleProcess.run(
             setup.arguments("run", [missing], out: "b"), environment: ["STRIPE_API_KEY": testKey])
         #expect(input.status == 66, "\(input.stderr)")
+        // `apply` of a folder that is not there: its input cannot be read, 66, and nothing is
+        // made (audit 35 C14: 73, "cannot create …/.settle").
+        let folder = setup.folder.appendingPathComponent("typo")
+        let apply = try SettleProcess.run(
+            ["apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base],
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(apply.status == 66, "\(apply.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: folder.path))
     }
 
     /// An unusable `--out` (a file, a folder holding files settle did not write) is 73 before
