@@ -17,6 +17,7 @@ extension PlanFolder {
             lineResult: { outcomes[$0]?.lineResult },
             unreached: InstructionOutcome.notSent(reason: "apply did not reach this instruction; run again").lineResult,
             mode: mode, apiBase: options.apiBase, appliedAt: Log.timestamp(), startedAt: startedAt)
+        run.financialAccount = options.financialAccount
         run.resolved = Set(report.resolved.keys)
         run.refusedOrders = report.refusedOrders
         run.stoppedBeforeSending = report.stoppedBeforeSending

@@ -47,6 +47,9 @@ public struct AppliedRun: Sendable {
     /// `apply` or `run`.
     public var mode: String
     public var apiBase: String
+    /// The financial account the apply's payouts were paid from (`--financial-account` or
+    /// the config), nil when none was given.
+    public var financialAccount: String?
     /// When the run applied, as the manifest writes it.
     public var appliedAt: String
     public var startedAt: Date

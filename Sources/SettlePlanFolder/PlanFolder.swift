@@ -917,6 +917,9 @@ public struct PlanFolder {
                     ("attempt", .int(Int64(attempt))),
                     ("applied_at", .string(report.appliedAt)),
                     ("api_base", .string(report.apiBase)),
+                    // What paid the payouts of a plan made without one (audit 35 C15: the
+                    // manifest said only the plan's null).
+                    ("financial_account", report.financialAccount.map(JSON.string) ?? .null),
                     ("requests", .int(Int64(report.requests))), ("retries", .int(Int64(report.retries))),
                     ("rate_limited", .int(Int64(report.rateLimited))),
                     ("server_errors", .int(Int64(report.serverErrors))),

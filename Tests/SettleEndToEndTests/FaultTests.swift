@@ -576,6 +576,25 @@ import Testing
         #expect(fixed.status == 0, "\(fixed.stderr)")
     }
 
+    /// A plan made without a financial account is applied with one: the manifest's apply
+    /// says which account paid its payouts (the plan's own `financial_account` stays null, as
+    /// planned). Before, nothing in the folder named it (audit 35 C15).
+    @Test func theManifestNamesTheAccountThatPaidAPlansPayouts() throws {
+        let setup = try Setup()
+        let input = try ApplyCommandTests.export(orders: 2, in: setup.folder)
+        var arguments = setup.arguments("plan", [input.path], out: "p")
+        let at = arguments.firstIndex(of: "--financial-account")!
+        arguments.removeSubrange(at...(at + 1))
+        #expect(try SettleProcess.run(arguments).status == 0)
+        let apply = try setup.apply("p")
+        #expect(apply.status == 0, "\(apply.stderr)")
+        let data = try #require(
+            FileManager.default.contents(atPath: setup.folder.appendingPathComponent("p/manifest.json").path))
+        let manifest = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(manifest["financial_account"] is NSNull)
+        #expect((manifest["apply"] as? [String: Any])?["financial_account"] as? String == "fa_e2e", "\(manifest)")
+    }
+
     /// A ledger has one name: a symlink is followed to its file (one lock, one mark, one
     /// WAL), and a file with two names (a hard link) is refused, 78, nothing sent (audit 16:
     /// two runs through two hard-linked names settled at once and paid every rider twice).
