@@ -62,6 +62,24 @@ struct LedgerCommand {
             let folders = Array(options.inputs.dropFirst())
             let applier = Applier(options: options, log: log)
             let configuration = try applier.configuration(key: try applier.credentials())
+            // Each folder opened once (its seals checked once): for its run and its payouts.
+            let opened = folders.map { folder in
+                Result { () throws(SettleError) in try PlanFolder.open(folder) }
+            }
+            // A folder whose run began before the date made objects the listing would not see:
+            // the rebuilt ledger would not know them, and their lines would be paid again
+            // (audit 35 P6). Refused before anything is written.
+            for case .success(let plan) in opened {
+                guard let made = plan.plannedAt ?? RunID.time(of: plan.runID),
+                    made.timeIntervalSince1970 < Double(since) * 86_400
+                else { continue }
+                let day = String(
+                    ISO8601DateFormatter.string(from: made, timeZone: .gmt, formatOptions: [.withFullDate]))
+                throw CommandFailure(
+                    .usage,
+                    "\(plan.folder) holds run \(plan.runID), planned on \(day), before --since: what it made would "
+                        + "not be listed, and its lines would be paid again; rebuild with --since \(day) or earlier")
+            }
             let ledger: LedgerStore
             do {
                 ledger = try LedgerStore.createForRebuild(path: path)
@@ -69,10 +87,6 @@ struct LedgerCommand {
                 throw LedgerHistory.failure(error, path: path)
             }
             defer { ledger.close() }
-            // Each folder opened once (its seals checked once): for its run and its payouts.
-            let opened = folders.map { folder in
-                Result { () throws(SettleError) in try PlanFolder.open(folder) }
-            }
             // The folders' runs made since the date: what they sent is listed below, so they
             // may be applied again on this ledger (an applied folder is refused on a ledger
             // that does not know its run).
@@ -119,6 +133,75 @@ struct LedgerCommand {
                         report.processing, ledger: ledger,
                         records: SpoolRecords(folder: plan.folder, manifest: plan.manifest))
                 }
+            }
+            // Payouts that came back while no ledger followed them: their lines are reported
+            // failed by the next run, in its errors.csv, to be fed back (audit 35 P8: no run
+            // reported them, and the days' sums did not join).
+            // Not those a given folder reported already (the return was learned before the
+            // ledger was lost): a return is reported once.
+            var reported: Set<String> = []
+            for result in opened where !report.cameBack.isEmpty {
+                reported.formUnion(
+                    try onPlanFolder { () throws(SettleError) in
+                        try result.get().linesReportedReturned(report.cameBackPayouts)
+                    })
+            }
+            var returned = 0
+            for result in opened where !report.cameBack.isEmpty {
+                returned += try onPlanFolder { () throws(SettleError) in
+                    let plan = try result.get()
+                    return try plan.holdFollowing(
+                        Set(report.cameBack.keys), ledger: ledger,
+                        records: SpoolRecords(folder: plan.folder, manifest: plan.manifest), unlessSettled: true,
+                        reported: reported)
+                }
+            }
+            do {
+                for (instruction, status) in report.cameBack.sorted(by: { $0.key < $1.key }) {
+                    try ledger.recordPayoutStatus(instruction: instruction, status: status, reason: nil)
+                }
+            } catch {
+                throw LedgerHistory.failure(error, path: path)
+            }
+            if returned > 0 {
+                log(
+                    .info,
+                    "\(report.cameBack.count) payout(s) came back at Stripe: the next run reports their \(returned) "
+                        + "line(s) failed, in its errors.csv")
+            }
+            // Lines that waited (deferred) or whose outcome was not known are not restored:
+            // which of them a later run cancelled or took up is in no folder given for sure.
+            // Said, with where they are (audit 35 P7: they were dropped silently).
+            var waited: [String] = []
+            var unknown: [String] = []
+            for result in opened {
+                guard let plan = try? result.get(), plan.wasApplied else { continue }
+                for status in [LineStatus.deferred, .unknown] {
+                    let lines = try onPlanFolder { () throws(SettleError) in try plan.lines(withStatus: status) }
+                    var unsettled = 0
+                    for id in lines {
+                        do throws(LedgerError) {
+                            if try ledger.line(id)?.status != .settled { unsettled += 1 }
+                        } catch {
+                            throw LedgerHistory.failure(error, path: path)
+                        }
+                    }
+                    guard unsettled > 0 else { continue }
+                    if status == .deferred {
+                        waited.append("\(unsettled) in \(plan.folder)/deferred.csv")
+                    } else {
+                        unknown.append("\(unsettled) of \(plan.folder) (settle apply \(plan.folder))")
+                    }
+                }
+            }
+            if !waited.isEmpty || !unknown.isEmpty {
+                log(
+                    .warning, event: "waiting_not_restored",
+                    "the rebuilt ledger does not hold the lines that waited for a later run or whose outcome was not "
+                        + "known, and Stripe holds nothing of them: "
+                        + (waited + unknown).joined(separator: ", ")
+                        + "; feed the newest deferred.csv that holds each waiting line to the next run, and apply "
+                        + "those folders again (a line a later run settled is already_settled then)")
             }
             if !report.processing.isEmpty {
                 log(

@@ -107,9 +107,12 @@ extension PlanFolder {
     /// such a payout came back then reports its lines failed, in its errors.csv (audit 16: a
     /// rebuilt ledger never followed them, and a payout that failed later was reported
     /// nowhere). Holding a line again is harmless. Returns how many lines were held.
-    public func holdFollowing(_ payouts: Set<String>, ledger: LedgerStore, records: any SpoolRecordSource)
-        throws(SettleError) -> Int
-    {
+    /// `unlessSettled`: not a line the ledger holds settled (a payout that came back whose line
+    /// a later payout paid), nor one of `reported` (a folder reported its return already).
+    public func holdFollowing(
+        _ payouts: Set<String>, ledger: LedgerStore, records: any SpoolRecordSource, unlessSettled: Bool = false,
+        reported: Set<String> = []
+    ) throws(SettleError) -> Int {
         typealias F = ResultsFile.Field
         guard !payouts.isEmpty else { return 0 }
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: runID)
@@ -118,12 +121,50 @@ extension PlanFolder {
             guard payouts.contains(String(decoding: row[F.instructionID.rawValue], as: UTF8.self)),
                 row[F.kind.rawValue] == Array(LineKind.payout.name.utf8)
             else { return }
+            if unlessSettled {
+                let id = String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard()
+                if reported.contains(id) { return }
+                let known: LedgerLine?
+                do {
+                    known = try ledger.line(id)
+                } catch {
+                    throw SettleError(.ledgerFailed, "the ledger could not say what became of line \(id): \(error)")
+                }
+                if known?.status == .settled { return }
+            }
             try held.add(row, status: nil, entry: entry, adopted: .following)
             count += 1
         }
         held.write()
         if let failure = held.failure { throw failure }
         return count
+    }
+
+    /// The lines this folder's results.csv reports with this status.
+    public func lines(withStatus status: LineStatus) throws(SettleError) -> Set<String> {
+        typealias F = ResultsFile.Field
+        var found: Set<String> = []
+        try eachRow { (row, _) throws(SettleError) in
+            guard String(decoding: row[F.status.rawValue], as: UTF8.self) == status.name else { return }
+            found.insert(String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard())
+        }
+        return found
+    }
+
+    /// The lines this folder's results.csv reports `failed` because one of these payouts (Stripe
+    /// ids) came back: its reason names the payout (``LedgerStore/recordPayoutStatus``).
+    public func linesReportedReturned(_ payouts: Set<String>) throws(SettleError) -> Set<String> {
+        typealias F = ResultsFile.Field
+        guard !payouts.isEmpty else { return [] }
+        var found: Set<String> = []
+        try eachRow { (row, _) throws(SettleError) in
+            guard String(decoding: row[F.status.rawValue], as: UTF8.self) == LineStatus.failed.name else { return }
+            let reason = String(decoding: row[F.reason.rawValue], as: UTF8.self)
+            let named = reason.split(whereSeparator: { !$0.isLetter && !$0.isNumber && $0 != "_" })
+            guard named.contains(where: { payouts.contains(String($0)) }) else { return }
+            found.insert(String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard())
+        }
+        return found
     }
 
     /// Whether the folder's files are the rewrite of this apply run's (its last apply

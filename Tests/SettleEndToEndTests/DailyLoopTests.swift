@@ -371,6 +371,90 @@ import Testing
             ], environment: ["STRIPE_API_KEY": testKey])
     }
 
+    /// A rebuild given a folder whose run was planned before `--since` is refused, 64, and
+    /// writes nothing: Stripe's listing from that date would not show what the run made, and
+    /// its lines would be paid again on the rebuilt ledger (audit 35 P6). From an earlier day,
+    /// the rebuild goes, and the export run again pays nothing twice.
+    @Test func aRebuildSinceAfterAGivenFoldersRunIsRefused() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let order =
+            Self.header + "R1,1090,transfer,10.00,usd,ORDER1090,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+        let (first, _) = try day(setup, "day1", order, asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        setup.loseLedger()
+        func rebuild(since: String) throws -> SettleProcess.Outcome {
+            try SettleProcess.run(
+                [
+                    "ledger", "rebuild", "--since", since, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+                    setup.folder.appendingPathComponent("day1").path,
+                ], environment: ["STRIPE_API_KEY": testKey])
+        }
+        let late = try rebuild(since: "2099-01-01")
+        #expect(late.status == 64, "\(late.stderr)")
+        #expect(late.stderr.contains("rebuild with --since"), "\(late.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: setup.ledger))
+        let rebuilt = try rebuild(since: "2020-01-01")
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        let (again, rows) = try day(setup, "again", order, asOf: "2026-12-01")
+        #expect(again.status == 0 && rows["R1"]?[8] == "already_settled", "\(again.stderr) \(rows)")
+        #expect(try setup.sandbox.effects().count == 1)
+    }
+
+    /// A return a run reported before the ledger was lost is not reported again by the run
+    /// after the rebuild (the rebuild is given that run's folder): the fix fed back is paid at
+    /// once, under the next attempt's key, and the days' returned payouts count the return once
+    /// (audit 35 P1, P8).
+    @Test func aReturnReportedBeforeTheLedgerWasLostIsNotReportedAgain() throws {
+        let setup = try Setup()
+        let payout = try payThenComeBack(setup, "B1", order: "1095", status: "returned", reason: "payout_method_closed")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 65 && day2["B1"]?[8] == "failed", "\(day2)")
+        setup.loseLedger()
+        let rebuilt = try SettleProcess.run(
+            [
+                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base,
+                setup.folder.appendingPathComponent("day1").path, setup.folder.appendingPathComponent("day2").path,
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        let (fixed, day3) = try day(
+            setup, "day3", Self.header + "B1,1095,payout,15.00,usd,ORDER1095,,,,,,,acct_drv,pm_ap_2,\n",
+            asOf: "2026-12-03")
+        #expect(fixed.status == 0, "\(fixed.stderr)")
+        #expect(day3["B1"]?[8] == "settled" && day3["B1"]?[10] != payout, "\(day3)")
+        let returned = ["day1", "day2", "day3"].map { usd(setup, $0, "payouts_returned") }.reduce(0, +)
+        #expect(returned == 1500, "\(returned)")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.count == 2)
+    }
+
+    /// The lines that waited in the lost ledger are not restored by a rebuild (a later
+    /// cancel is known to no folder), and the rebuild says where they are: fed back, the line
+    /// is paid on its day (audit 35 P7: they were dropped silently).
+    @Test func aRebuildSaysWhichWaitingLinesItDoesNotHold() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
+                + "W2,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1["W1"]?[8] == "deferred", "\(day1)")
+        let rebuilt = try loseAndRebuild(setup, from: "day1")
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        #expect(
+            rebuilt.stderr.contains("1 in \(setup.folder.appendingPathComponent("day1").path)/deferred.csv"),
+            "\(rebuilt.stderr)")
+        let deferred = setup.folder.appendingPathComponent("day1/deferred.csv")
+        var arguments = setup.arguments("run", [deferred.path], out: "day5")
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-05"
+        let fed = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+        #expect(fed.status == 0, "\(fed.stderr)")
+        #expect(setup.results("day5").map { [$0[0], $0[8]] } == [["W1", "settled"]])
+    }
+
     /// A usd measure of a folder's summary.csv, in minor units (0 when absent).
     func usd(_ setup: Setup, _ folder: String, _ name: String) -> Int {
         let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))

@@ -484,15 +484,15 @@ import Testing
         #expect(try reversals() == 1)
     }
 
-    /// The only object settle made is a payout that came back; the ledger is lost. A new
-    /// ledger is refused (78); `ledger rebuild` records it as its instruction's first attempt,
-    /// which came back (its line stays free), so the next run goes on (audit 33 O3: every run
-    /// refused the rebuilt ledger, 78, for good) and the line fed back, fixed (another payout
-    /// method), goes under the next attempt's key and is paid once, at once. Before, it went
-    /// under the first key again: Stripe refused it `idempotency_error` (other parameters),
-    /// the line was `unknown`, and the next run reported the old payout that came back (audit
-    /// 35 P1). Fed back unchanged (`fixed` false), it is paid again too, as on the ledger that
-    /// sent it.
+    /// The only object settle made is a payout that came back, before any run learned it;
+    /// the ledger is lost. A new ledger is refused (78); `ledger rebuild` records the payout as
+    /// its instruction's first attempt, which came back, and holds its line as returned, so
+    /// the rebuilt ledger runs (audit 33 O3: every run refused it, 78, for good) and the next
+    /// run reports the return (audit 35 P8: no run ever did): the line fed back in that run is
+    /// that report, `failed`, as on the ledger that sent it. Fed back again, fixed (another
+    /// payout method) or not, it goes under the next attempt's key and is paid once. Before,
+    /// it went under the first key again: Stripe refused the fix `idempotency_error`, the line
+    /// was `unknown`, and the next run reported the old payout (audit 35 P1).
     @Test(arguments: [true, false]) func aLedgerRebuiltFromOnlyAReturnedPayoutRuns(fixed: Bool) throws {
         let setup = try Setup()
         let input = setup.folder.appendingPathComponent("payout.csv")
@@ -518,8 +518,12 @@ import Testing
         try (header + "P1,1,payout,2.50,usd,acct_c1,\(fixed ? "pm_ap_c1b" : "pm_ap_c1")\n")
             .write(to: fix, atomically: true, encoding: .utf8)
         let again = try setup.run([fix], out: "again")
-        #expect(again.status == 0, "\(again.stderr)")
-        let row = try #require(setup.results("again").first)
+        #expect(again.status == 65, "\(again.stderr)")
+        let reported = try #require(setup.results("again").first)
+        #expect(reported[8] == "failed" && reported[12].contains(made), "\(reported)")
+        let paid = try setup.run([fix], out: "paid")
+        #expect(paid.status == 0, "\(paid.stderr)")
+        let row = try #require(setup.results("paid").first)
         #expect(row[8] == "settled" && row[10] != made, "\(row)")
         let next = try setup.run([try CrashPointTests.emptyExport(setup)], out: "next")
         #expect(next.status == 0 && setup.results("next").isEmpty, "\(next.stderr)")

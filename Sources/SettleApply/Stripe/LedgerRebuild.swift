@@ -22,8 +22,14 @@ public struct LedgerRebuild {
         /// refused for planning and applying until a rebuild gives them.
         public var withoutLines: [String] = []
         /// Payouts Stripe has not posted yet: the next runs follow them; their lines are held
-        /// as followed from the plan folders (``PlanFolder/holdFollowing(_:ledger:records:)``).
+        /// as followed from the plan folders (``PlanFolder/holdFollowing(_:ledger:records:unlessSettled:)``).
         public var processing: Set<String> = []
+        /// Payout instructions whose every payout came back (failed, returned, canceled), with
+        /// the status of the last: their lines, held from the plan folders, are reported failed
+        /// by the next run, which no run may have done before the ledger was lost.
+        public var cameBack: [String: String] = [:]
+        /// The payouts (Stripe ids) of those instructions that came back.
+        public var cameBackPayouts: Set<String> = []
     }
 
     /// - Parameters:
@@ -125,6 +131,13 @@ public struct LedgerRebuild {
             let count = (cameBack[objects[index].instructionID] ?? 0) + 1
             cameBack[objects[index].instructionID] = count
             objects[index].attempt = count
+        }
+        let live = Set(objects.filter { !$0.hasComeBack }.map(\.instructionID))
+        for object in objects where object.hasComeBack && !live.contains(object.instructionID) {
+            report.cameBackPayouts.insert(object.stripeID)
+            if report.cameBack[object.instructionID] == nil || object.attempt == cameBack[object.instructionID] {
+                report.cameBack[object.instructionID] = object.payoutStatus
+            }
         }
         for index in objects.indices where objects[index].kind == "payout" {
             if !objects[index].hasComeBack {
