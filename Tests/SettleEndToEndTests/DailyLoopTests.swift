@@ -857,23 +857,36 @@ import Testing
         #expect(row("day3") == [["ch_card1", "15.00", "25.00"]], "\(row("day3"))")
     }
 
+    /// `settle plan` of `export` into `folder` (without a ledger unless `withLedger`), then a
+    /// day's `run` of `meanwhile`, then `settle apply` of the plan: the apply's outcome.
+    func planThenApplyLate(
+        _ setup: Setup, _ folder: String, _ export: String, meanwhile: String, withLedger: Bool = true
+    ) throws -> SettleProcess.Outcome {
+        let input = setup.folder.appendingPathComponent("\(folder).csv")
+        try export.write(to: input, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("plan", [input.path], out: folder)
+        if !withLedger {
+            arguments[arguments.firstIndex(of: "--ledger")! + 1] =
+                setup.folder.appendingPathComponent("none.sqlite").path
+        }
+        let plan = try SettleProcess.run(arguments)
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let (other, _) = try day(setup, "\(folder)-meanwhile", meanwhile, asOf: "2026-11-29")
+        #expect(other.status == 0, "\(other.stderr)")
+        return try setup.apply(folder)
+    }
+
     /// A plan applied after another run moved money of the same charge reports what moved
     /// before it as the ledger stands at its apply. Before, it kept the plan-time figure (0.00),
     /// and retained so far left out the other run's transfer (audit 5 #4).
     @Test func aPlanAppliedLateSeesTransfersMadeMeanwhile() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        let early = setup.folder.appendingPathComponent("early.csv")
-        try (Self.header + "L1,1050,transfer,10.00,usd,ORDER1050,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n")
-            .write(to: early, atomically: true, encoding: .utf8)
-        let plan = try SettleProcess.run(setup.arguments("plan", [early.path], out: "o1"))
-        #expect(plan.status == 0, "\(plan.stderr)")
-        let (second, _) = try day(
-            setup, "o2",
-            Self.header + "L2,1051,transfer,20.00,usd,ORDER1051,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
-            asOf: "2026-11-29")
-        #expect(second.status == 0, "\(second.stderr)")
-        let apply = try setup.apply("o1")
+        let apply = try planThenApplyLate(
+            setup, "o1",
+            Self.header + "L1,1050,transfer,10.00,usd,ORDER1050,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+            meanwhile: Self.header
+                + "L2,1051,transfer,20.00,usd,ORDER1051,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n")
         #expect(apply.status == 0, "\(apply.stderr)")
         let rows = SettleProcess.read(setup.folder.appendingPathComponent("o1/charges.csv"))
             .split(separator: "\n").dropFirst().map { $0.split(separator: ",").map(String.init) }
@@ -890,25 +903,14 @@ import Testing
     @Test(arguments: [false, true]) func aPlanAppliedLateMovesNothingPastItsCharge(withLedger: Bool) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        let late = setup.folder.appendingPathComponent("late.csv")
-        try
-            (Self.header + "L1,1060,transfer,20.00,usd,ORDER1060,acct_rest,ch_card1,80.00,usd,succeeded,card,,,\n"
-            + "L1P,1060,payout,3.00,usd,ORDER1060,,ch_card1,80.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
-            + "L9,1069,transfer,5.00,usd,ORDER1069,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n")
-            .write(to: late, atomically: true, encoding: .utf8)
-        var arguments = setup.arguments("plan", [late.path], out: "late")
-        if !withLedger {
-            arguments[arguments.firstIndex(of: "--ledger")! + 1] =
-                setup.folder.appendingPathComponent("none.sqlite").path
-        }
-        let plan = try SettleProcess.run(arguments)
-        #expect(plan.status == 0, "\(plan.stderr)")
-        let (other, _) = try day(
-            setup, "other",
-            Self.header + "L2,1061,transfer,70.00,usd,ORDER1061,acct_rest,ch_card1,80.00,usd,succeeded,card,,,\n",
-            asOf: "2026-11-29")
-        #expect(other.status == 0, "\(other.stderr)")
-        let apply = try setup.apply("late")
+        let apply = try planThenApplyLate(
+            setup, "late",
+            Self.header + "L1,1060,transfer,20.00,usd,ORDER1060,acct_rest,ch_card1,80.00,usd,succeeded,card,,,\n"
+                + "L1P,1060,payout,3.00,usd,ORDER1060,,ch_card1,80.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+                + "L9,1069,transfer,5.00,usd,ORDER1069,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
+            meanwhile: Self.header
+                + "L2,1061,transfer,70.00,usd,ORDER1061,acct_rest,ch_card1,80.00,usd,succeeded,card,,,\n",
+            withLedger: withLedger)
         #expect(apply.status == 65, "\(apply.stderr)")
         let rows = Dictionary(uniqueKeysWithValues: setup.results("late").map { ($0[0], $0) })
         #expect(rows["L1"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(rows)")

@@ -1382,9 +1382,10 @@ extension CrashPointTests {
     }
 
     /// A `run` killed once its plan's files were written, before they were put in place:
-    /// nothing was sent and no plan is whole. The next day's run says so, naming the run and
-    /// its folder (its inputs must run again), ends it, and sends nothing of it; run again,
-    /// the export is paid once.
+    /// nothing was sent and no plan is whole. `plan` into its folder is refused (73) and says
+    /// to run its inputs again, not `settle apply`, which cannot finish it (audit 35 P5: that
+    /// apply exits 66). The next day's run says so too, naming the run and its folder, ends
+    /// it, and sends nothing of it; run again, the export is paid once.
     @Test func killedBeforeThePlansRenamesTheNextRunSaysToRunItAgain() throws {
         let setup = try ApplyCommandTests.Setup()
         let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
@@ -1392,6 +1393,9 @@ extension CrashPointTests {
             setup.arguments("run", [input.path], out: "day1"),
             environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "plan_prepared:1"])
         #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "day1"))
+        #expect(plan.status == 73, "\(plan.stderr)")
+        #expect(plan.stderr.contains("run its inputs again") && !plan.stderr.contains("settle apply"), "\(plan.stderr)")
         let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
         #expect(next.status == 0, "\(next.stderr)")
         #expect(
@@ -1426,25 +1430,6 @@ extension CrashPointTests {
         let rows = setup.results("day1")
         let settled = rows.filter { $0[8] == "settled" }.map { $0[0] }
         #expect(Set(settled) == Set((1...4).flatMap { ["T\($0)", "P\($0)"] }) && settled.count == 8, "\(rows)")
-        try Self.expectPaidOnceAndEveryRunEnded(setup)
-    }
-
-    /// A `run` killed before its plan's files were put in place leaves no plan `apply` could
-    /// finish: `plan` into its folder is refused (73) and says the next `run` ends it and to
-    /// run its inputs again, not `settle apply` (audit 35 P5: that apply exits 66).
-    @Test func planIntoAFolderOfARunKilledBeforeItsPlanWasWholeSaysWhatToDo() throws {
-        let setup = try ApplyCommandTests.Setup()
-        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
-        let killed = try SettleProcess.run(
-            setup.arguments("run", [input.path], out: "day1"),
-            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "plan_prepared"])
-        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
-        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "day1"))
-        #expect(plan.status == 73, "\(plan.stderr)")
-        #expect(plan.stderr.contains("run its inputs again") && !plan.stderr.contains("settle apply"), "\(plan.stderr)")
-        let next = try setup.run([input], out: "day2")
-        #expect(next.status == 0, "\(next.stderr)")
-        #expect(next.stderr.contains("run its inputs again"), "\(next.stderr)")
         try Self.expectPaidOnceAndEveryRunEnded(setup)
     }
 
