@@ -62,8 +62,14 @@ public final class ApplyEngine {
     /// that rejected its order for a charge that had failed; audit 35 P2: when that run could
     /// not look it up, the next run, or a re-apply of the old folder, made it). Asked once,
     /// only when some are open. Given each open instruction's line ids and when it was sent.
+    /// Each with the orders of its lines that may not move (its other lines wait for the
+    /// next run: ``ApplyReport/waitingAfterStop``).
     public var stoppedInstructions:
-        ((_ open: [String: (lines: [String], sentAt: Date)]) throws(ApplyError) -> [String: String])?
+        (
+            (_ open: [String: (lines: [String], sentAt: Date)]) throws(ApplyError) -> [String: (
+                why: String, orders: Set<String>
+            )]
+        )?
     /// The amount of each charge the plan's transfers draw on, as the plan knew it (its
     /// charges.csv), by the key the ledger records a transfer's charge under: given the
     /// charges wanted (nil: every one). Asked only when other runs may have moved money on
@@ -73,7 +79,9 @@ public final class ApplyEngine {
     /// was made without a ledger, or another run started after it. (A transfer an earlier run
     /// left open is not one: the plan carries its lines, ``LedgerStore/heldLines(_:)``.)
     public var ledgerMovedSincePlan = false
-    private var stoppedByPlan: [String: String] = [:]
+    private var stoppedByPlan: [String: (why: String, orders: Set<String>)] = [:]
+    /// ``ApplyReport/waitingAfterStop``.
+    private var waitingAfterStop: [String: Set<String>] = [:]
 
     // Per-run state.
     /// Every outcome of the run, on disk: memory holds the calls in flight, not the plan.
@@ -216,6 +224,7 @@ public final class ApplyEngine {
         lookedUpCharges = []
         chargeOfInstruction = [:]
         resolvedCharges = [:]
+        waitingAfterStop = [:]
         cancelledSincePlan = nil
         payoutOrdersSeen = [:]
         unmoved = [:]
@@ -286,6 +295,7 @@ public final class ApplyEngine {
         report.ledgerFailure = ledgerFailure.map { "\($0)" }
         report.interrupted = interruption.caughtSignal.map { "signal \($0)" }
         report.refusedOrders = cascade?.refusedOrders ?? [:]
+        report.waitingAfterStop = waitingAfterStop
         report.stoppedBeforeSending = Set(report.refusedOrders.keys)
         report.lookedUpCharges = lookedUpCharges
         report.chargeOfInstruction = chargeOfInstruction
@@ -428,7 +438,8 @@ public final class ApplyEngine {
                 self.enqueueLookup(row, scheduler: scheduler, after: next, earlier: earlier)
             case .absent:
                 if let outcome { self.recordCall(dispatch, outcome: outcome, label: "lookup_absent") }
-                if let why = self.stoppedByPlan[dispatch.id] {
+                if let (why, orders) = self.stoppedByPlan[dispatch.id] {
+                    self.waitingAfterStop[dispatch.id] = orders
                     // Never made, and an order of it may not move now: not sent, its lines
                     // released (`failed` `group_rejected`; fed back, they go again with their
                     // orders). A late first try cannot make it: Stripe's list was read after

@@ -281,6 +281,11 @@ public struct ApplyReport: Sendable {
     /// Those of ``refusedOrders`` stopped before anything was sent (a fact Stripe refused of
     /// an offline plan): their netted lines were not recorded either.
     public var stoppedBeforeSending: Set<String> = []
+    /// Instructions an earlier run left open that a look-up proved never made and that were
+    /// not sent because some of their orders may not move (these, by group key): the lines
+    /// of their other orders wait in the ledger for the next run, which pays them without
+    /// the stopped ones (audit 35 P3: they were failed `group_rejected`).
+    public var waitingAfterStop: [String: Set<String>] = [:]
     /// The charges an offline plan named with no facts, as Stripe described them when apply
     /// checked them, and the instructions that draw on each: charges.csv and summary.csv
     /// count them like the charges a plan knew (an offline plan knew nothing of them).

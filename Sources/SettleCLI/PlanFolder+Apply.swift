@@ -21,6 +21,7 @@ extension PlanFolder {
         run.resolved = Set(report.resolved.keys)
         run.refusedOrders = report.refusedOrders
         run.stoppedBeforeSending = report.stoppedBeforeSending
+        run.waitingAfterStop = report.waitingAfterStop
         run.chargeOfInstruction = report.chargeOfInstruction
         run.lookedUpCharges = report.lookedUpCharges.compactMap { fact in
             guard let currency = fact.currency, let amount = fact.amountMinor else { return nil }

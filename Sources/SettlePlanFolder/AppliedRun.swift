@@ -25,6 +25,8 @@ public struct AppliedRun: Sendable {
     /// Those of ``refusedOrders`` stopped before anything was sent: their netted lines were
     /// not recorded as settled, and are rejected with the order.
     public var stoppedBeforeSending: Set<String> = []
+    /// ``ApplyReport/waitingAfterStop``.
+    public var waitingAfterStop: [String: Set<String>] = [:]
     /// Charges apply learned of that charges.csv does not list (an offline plan's charge with
     /// no facts), and the charge of each instruction drawing on one: counted like the others.
     public var lookedUpCharges: [ChargeRow] = []

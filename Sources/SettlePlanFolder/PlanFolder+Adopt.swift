@@ -259,7 +259,7 @@ extension PlanFolder {
     /// latest decision in the ledger), with why (``ApplyEngine/stoppedInstructions``).
     public func stoppedInstructions(
         _ open: [String: (lines: [String], sentAt: Date)], decided: [String: (at: Date, reason: String)] = [:]
-    ) throws(SettleError) -> [String: String] {
+    ) throws(SettleError) -> [String: (why: String, orders: Set<String>)] {
         guard !open.isEmpty else { return [:] }
         let linesOf = open.mapValues(\.lines)
         typealias F = ResultsFile.Field
@@ -279,14 +279,15 @@ extension PlanFolder {
                     + "\(text(row[F.reasonCode.rawValue])) (\(text(row[F.reason.rawValue])))"
             }
         }
-        return ordersOf.compactMap { instruction, orders -> (String, String)? in
+        return ordersOf.compactMap { instruction, orders -> (String, (why: String, orders: Set<String>))? in
             let sentAt = open[instruction]?.sentAt ?? .distantFuture
-            let why = orders.sorted().lazy.compactMap { order -> String? in
-                if let reason = rejected[order] { return reason }
+            let stopped = orders.sorted().compactMap { order -> (String, String)? in
+                if let reason = rejected[order] { return (order, reason) }
                 guard let decision = decided[order], decision.at > sentAt else { return nil }
-                return "order \(order): \(decision.reason)"
-            }.first
-            return why.map { (instruction, $0) }
+                return (order, "order \(order): \(decision.reason)")
+            }
+            guard let first = stopped.first else { return nil }
+            return (instruction, (first.1, Set(stopped.map(\.0))))
         }.reduce(into: [:]) { $0[$1.0] = $1.1 }
     }
 

@@ -748,8 +748,19 @@ public struct PlanFolder {
                                     &row, .alreadySettled, stripeID: line.stripeID ?? "",
                                     reason: "settled by an earlier run")
                             case .failed:
-                                let (code, message) = refusal(line)
-                                set(&row, .failed, code: code, reason: message)
+                                let group = text(row[F.group.rawValue]).trimmingFormulaGuard()
+                                if let stopped = report.waitingAfterStop[line.instructionID], !stopped.contains(group) {
+                                    // Never made, and not sent for another order it paid: this
+                                    // line's own order may move, so it waits for the next run.
+                                    set(
+                                        &row, .deferred, code: ReasonCode.scheduled.code,
+                                        reason: "not sent: its payout \(line.instructionID) was never made at Stripe, "
+                                            + "and it also paid \(stopped.sorted().joined(separator: ", ")), which may "
+                                            + "not move now; it waits in the ledger for the next run")
+                                } else {
+                                    let (code, message) = refusal(line)
+                                    set(&row, .failed, code: code, reason: message)
+                                }
                             case .inFlight, .unknown:
                                 set(&row, .unknown, reason: "sent by an earlier run; the outcome is still not known")
                             }

@@ -737,6 +737,43 @@ import Testing
         #expect(try setup.sandbox.effects().isEmpty)
     }
 
+    /// The unknown payout is aggregated: it also pays another order, on no charge, that may
+    /// move. Found never made, it is not sent (the stopped order's line is `failed`
+    /// `group_rejected`); the other order's line waits in the ledger (`deferred` `scheduled`)
+    /// and the next run pays it alone. Before, it was `failed` `group_rejected` too, and paid
+    /// only if fed back (audit 35 P3).
+    @Test func theOtherOrdersOfAnUnknownPayoutNeverMadeWaitForTheNextRun() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        _ = try setup.sandbox.control(
+            "POST", "/_sandbox/faults",
+            json:
+                #"{"rules": [{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}]}"#
+        )
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "A1,1321,transfer,78.81,usd,ORDER1321,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-15\n"
+                + "A2,1321,payout,10.95,usd,ORDER1321,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+                + "B1,1322,payout,4.00,usd,ORDER1322,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-10")
+        #expect(first.status == 75 && day1["A2"]?[8] == "unknown" && day1["B1"]?[8] == "unknown", "\(day1)")
+        #expect(day1["A2"]?[9] == day1["B1"]?[9], "one aggregated payout: \(day1)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_card1/status", json: #"{"status": "failed"}"#)
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-11")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["A1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day2)")
+        #expect(day2["A2"].map { [$0[8], $0[11]] } == ["failed", "group_rejected"], "\(day2)")
+        #expect(day2["B1"].map { [$0[8], $0[11]] } == ["deferred", "scheduled"], "\(day2)")
+        #expect(try setup.sandbox.effects().isEmpty)
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-12")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(day3["B1"]?[8] == "settled" && day3["A2"] == nil, "\(day3)")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.count == 1 && (payouts.first?["amount"] as? Int) == 400, "\(payouts)")
+    }
+
     /// The run that rejects the order (its charge failed) cannot look its unknown payout up
     /// (every listing answers 500): the payout stays unknown. The next run, or a re-apply of
     /// the old folder, finds it never made and does not send it either: a run decided
