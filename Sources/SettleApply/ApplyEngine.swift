@@ -831,7 +831,8 @@ public final class ApplyEngine {
                 try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil
             else { continue }
             var entry = sending[charge] ?? (0, [])
-            entry.amount = entry.amount.addingReportingOverflow(instruction.amountMinor).partialValue
+            let (sum, overflow) = entry.amount.addingReportingOverflow(instruction.amountMinor)
+            entry.amount = overflow ? .max : sum
             entry.transfers.append((instruction.id, instruction.group))
             sending[charge] = entry
         }
