@@ -337,9 +337,10 @@ extension LedgerStore {
         // `idempotency_error`, then reported as the old payout that came back).
         var cameBack: [String: [RestoredObject]] = [:]
         for object in objects where object.hasComeBack { cameBack[object.instructionID, default: []].append(object) }
+        let liveInstructions = Set(objects.filter { !$0.hasComeBack }.map(\.instructionID))
         try db.transaction { () throws(LedgerError) in
             for (instruction, payouts) in cameBack.sorted(by: { $0.key < $1.key }) {
-                let live = objects.contains { $0.instructionID == instruction && !$0.hasComeBack }
+                let live = liveInstructions.contains(instruction)
                 // The last attempt's payout is the instruction's own; the others its earlier objects.
                 guard let latest = payouts.max(by: { $0.attempt < $1.attempt }) else { continue }
                 if !live {
