@@ -36,6 +36,16 @@ import Testing
         return (outcome, rows)
     }
 
+    /// The sandbox's fault rules from now on (`rules`: a JSON array; `[]` clears them).
+    func faults(_ setup: Setup, _ rules: String) throws {
+        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": \#(rules)}"#)
+    }
+
+    /// Stripe reports `charge` failed from now on.
+    func failCharge(_ setup: Setup, _ charge: String) throws {
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/\(charge)/status", json: #"{"status": "failed"}"#)
+    }
+
     /// Stripe reports `payout` in `status` (for `reason`, when it came back).
     func setStatus(_ setup: Setup, _ payout: String, _ status: String, reason: String = "") throws {
         _ = try setup.sandbox.control(
@@ -203,15 +213,14 @@ import Testing
         #expect(second.stderr.contains("1 posted"), "\(second.stderr)")
         try setStatus(setup, payout, "returned", reason: "payout_method_closed")
         // Stripe cannot be asked today: 75 (an outcome not known yet, cron mails), nothing lost.
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/faults",
-            json:
-                #"{"rules": [{"method": "GET", "path_prefix": "/v2/money_management/outbound_payments", "action": "status", "status": 500}]}"#
+        try faults(
+            setup,
+            #"[{"method": "GET", "path_prefix": "/v2/money_management/outbound_payments", "action": "status", "status": 500}]"#
         )
         let (unasked, dayX) = try day(setup, "unasked", Self.header, asOf: "2026-12-03")
         #expect(unasked.status == 75, "\(unasked.stderr)")
         #expect(dayX.isEmpty)
-        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        try faults(setup, "[]")
         let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
         #expect(third.status == 65, "\(third.stderr)")
         #expect(day3["D5"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day3)")
@@ -293,7 +302,7 @@ import Testing
         #expect(day1["K1"]?[8] == "unknown" && day1["K2"]?[8] == "deferred", "\(day1)")
         let cancel = try SettleProcess.run(["cancel", "K2", "--ledger", setup.ledger])
         #expect(cancel.status == 0, "\(cancel.stderr)")
-        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        try faults(setup, "[]")
         let again = try setup.apply("day1")
         #expect(again.status == 0, "\(again.stderr)")
         let rows = Dictionary(uniqueKeysWithValues: setup.results("day1").map { ($0[0], $0) })
@@ -345,17 +354,16 @@ import Testing
             Self.header + "K0,2600,transfer,1.00,usd,ORDER2600,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
             asOf: "2026-12-09")
         #expect(zero.status == 0, "\(zero.stderr)")
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/faults",
-            json:
-                #"{"rules": [{"method": "POST", "on": "retry", "action": "status", "status": 400, "code": "parameter_invalid"}, {"method": "POST", "nth": 1, "action": "drop_after_commit"}]}"#
+        try faults(
+            setup,
+            #"[{"method": "POST", "on": "retry", "action": "status", "status": 400, "code": "parameter_invalid"}, {"method": "POST", "nth": 1, "action": "drop_after_commit"}]"#
         )
         let (first, day1) = try day(
             setup, "day1",
             Self.header + "K1,2601,transfer,50.10,usd,ORDER2601,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
             asOf: "2026-12-10")
         #expect(first.status == 75 && day1["K1"]?[8] == "unknown", "\(day1) \(first.stderr)")
-        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        try faults(setup, "[]")
         let other = try setup.apply("day0")
         #expect(other.status == 0, "\(other.stderr)")
         return setup
@@ -538,11 +546,9 @@ import Testing
         try setup.sandbox.seed(
             #"{"charges": [{"id": "ch_a2501", "amount": 10000, "currency": "usd", "status": "succeeded"}], "accounts": [{"id": "acct_shut", "transfers_disabled": true}]}"#
         )
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/faults",
-            json:
-                #"{"rules": [{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "status", "status": 500}]}"#
-        )
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "status", "status": 500}]"#)
         let header =
             "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,recipient,payout_method,transfer_on\n"
         let order =
@@ -553,7 +559,7 @@ import Testing
         let (first, day1) = try day(setup, "day1", header + order, asOf: "2026-12-10")
         #expect(first.status == 75, "\(first.stderr)")
         #expect(day1["U2"]?[8] == "unknown" && day1["U4"]?[8] == "deferred" && day1["U3"]?[8] == "deferred", "\(day1)")
-        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        try faults(setup, "[]")
         let (second, day2) = try day(setup, "day2", header, asOf: "2026-12-11")
         #expect(second.status == 65, "\(second.stderr)")
         #expect(day2["U2"].map { [$0[8], $0[11]] } == ["failed", "transfers_not_allowed"], "\(day2)")
@@ -583,17 +589,16 @@ import Testing
     @Test func aPayoutThatFailedBeforeItsAnswerCameIsReportedNotPaidAgain() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/faults",
-            json:
-                #"{"rules": [{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "drop_after_commit"}]}"#
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "drop_after_commit"}]"#
         )
         let (first, day1) = try day(
             setup, "day1", Self.header + "L1,1201,payout,15.00,usd,ORDER1201,,,,,,,acct_drv,pm_ap_1,\n",
             asOf: "2026-12-01")
         #expect(first.status == 75, "\(first.stderr)")
         #expect(day1["L1"]?[8] == "unknown")
-        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        try faults(setup, "[]")
         let made = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
         let payout = try #require(made.first?["id"] as? String)
         try setStatus(setup, payout, "failed", reason: "payout_method_declined")
@@ -716,10 +721,9 @@ import Testing
     @Test func anUnknownPayoutOfAnOrderStoppedSinceIsNotSent() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/faults",
-            json:
-                #"{"rules": [{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "first", "times": 1, "action": "status", "status": 500}, {"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "retry", "action": "status", "status": 400, "code": "invalid_payout_method"}]}"#
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "first", "times": 1, "action": "status", "status": 500}, {"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "retry", "action": "status", "status": 400, "code": "invalid_payout_method"}]"#
         )
         let (first, day1) = try day(
             setup, "day1",
@@ -728,8 +732,8 @@ import Testing
                 + "U2,1301,payout,10.95,usd,ORDER1301,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
             asOf: "2026-12-10")
         #expect(first.status == 75 && day1["U2"]?[8] == "unknown" && day1["U1"]?[8] == "deferred", "\(day1)")
-        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
-        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_card1/status", json: #"{"status": "failed"}"#)
+        try faults(setup, "[]")
+        try failCharge(setup, "ch_card1")
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-11")
         #expect(second.status == 65, "\(second.stderr)")
         #expect(day2["U1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day2)")
@@ -745,10 +749,9 @@ import Testing
     @Test func theOtherOrdersOfAnUnknownPayoutNeverMadeWaitForTheNextRun() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        _ = try setup.sandbox.control(
-            "POST", "/_sandbox/faults",
-            json:
-                #"{"rules": [{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}]}"#
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}]"#
         )
         let (first, day1) = try day(
             setup, "day1",
@@ -759,8 +762,8 @@ import Testing
             asOf: "2026-12-10")
         #expect(first.status == 75 && day1["A2"]?[8] == "unknown" && day1["B1"]?[8] == "unknown", "\(day1)")
         #expect(day1["A2"]?[9] == day1["B1"]?[9], "one aggregated payout: \(day1)")
-        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
-        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_card1/status", json: #"{"status": "failed"}"#)
+        try faults(setup, "[]")
+        try failCharge(setup, "ch_card1")
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-11")
         #expect(second.status == 65, "\(second.stderr)")
         #expect(day2["A1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day2)")
@@ -784,7 +787,7 @@ import Testing
         try setup.sandbox.seed(Self.fixtures)
         let posts =
             #"{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}"#
-        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": [\#(posts)]}"#)
+        try faults(setup, "[\(posts)]")
         let (first, day1) = try day(
             setup, "day1",
             Self.header
@@ -792,15 +795,15 @@ import Testing
                 + "U2,1311,payout,10.95,usd,ORDER1311,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
             asOf: "2026-12-10")
         #expect(first.status == 75 && day1["U2"]?[8] == "unknown" && day1["U1"]?[8] == "deferred", "\(day1)")
-        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_card1/status", json: #"{"status": "failed"}"#)
+        try failCharge(setup, "ch_card1")
         let lists =
             #"{"method": "GET", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}"#
-        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": [\#(lists)]}"#)
+        try faults(setup, "[\(lists)]")
         let (stopping, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-11")
         #expect(stopping.status == 75, "\(stopping.stderr)")
         #expect(day2["U1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day2)")
         #expect(day2["U2"]?[8] == "unknown", "\(day2)")
-        _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": []}"#)
+        try faults(setup, "[]")
         if reapply {
             let again = try setup.apply("day1")
             #expect(again.status == 65 || again.status == 0, "\(again.stderr)")
