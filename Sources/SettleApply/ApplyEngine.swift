@@ -71,10 +71,10 @@ public final class ApplyEngine {
             )]
         )?
     /// The amount of each charge the plan's transfers draw on, as the plan knew it (its
-    /// charges.csv), by the key the ledger records a transfer's charge under: given the
-    /// charges wanted (nil: every one). Asked only when other runs may have moved money on
-    /// them since the plan counted what earlier runs moved (``stopOverAllocated(_:)``).
-    public var chargeAmounts: ((_ wanted: Set<String>?) throws(ApplyError) -> [String: ChargeAmount])?
+    /// charges.csv), in minor units of its currency, by the key the ledger records a
+    /// transfer's charge under. Asked only when other runs may have moved money on them
+    /// since the plan counted what earlier runs moved (``stopOverAllocated(_:)``).
+    public var chargeAmounts: (() throws(ApplyError) -> [String: (currency: String, gross: Int64)])?
     /// Whether other runs may have moved money on the plan's charges since it was made: it
     /// was made without a ledger, or another run started after it. (A transfer an earlier run
     /// left open is not one: the plan carries its lines, ``LedgerStore/heldLines(_:)``.)
@@ -819,7 +819,7 @@ public final class ApplyEngine {
     /// or reversal of which moved already, in an earlier apply of this folder, goes on).
     private func stopOverAllocated(_ plan: any InstructionSource) throws(ApplyError) {
         guard let chargeAmounts, ledgerMovedSincePlan else { return }
-        let amounts = try chargeAmounts(nil)
+        let amounts = try chargeAmounts()
         guard !amounts.isEmpty else { return }
         // What this apply would send on each charge, and the transfers and orders that send it.
         var sending: [String: (amount: Int64, transfers: [(id: String, order: String)])] = [:]

@@ -238,17 +238,6 @@ public final class InstructionOutcomes: @unchecked Sendable {
 }
 
 /// The result of ``ApplyEngine/run(_:)``.
-/// A charge's amount as a plan knew it, in minor units of its currency.
-public struct ChargeAmount: Sendable, Equatable {
-    public var currency: String
-    public var gross: Int64
-
-    public init(currency: String, gross: Int64) {
-        self.currency = currency
-        self.gross = gross
-    }
-}
-
 public struct ApplyReport: Sendable {
     /// The outcome of every instruction of the plan, by instruction id.
     public var outcomes: InstructionOutcomes

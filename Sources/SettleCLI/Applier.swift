@@ -446,9 +446,9 @@ struct Applier {
                     throw .planInvalid(line: 0, message: "\(error)")
                 }
             }
-            engine.chargeAmounts = { (wanted) throws(ApplyError) in
+            engine.chargeAmounts = { () throws(ApplyError) in
                 do {
-                    return try plan.chargeAmounts(of: wanted)
+                    return try plan.chargeAmounts()
                 } catch {
                     throw .planInvalid(line: 0, message: "\(error)")
                 }

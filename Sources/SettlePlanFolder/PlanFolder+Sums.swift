@@ -1,5 +1,4 @@
 import Foundation
-public import SettleApply
 public import SettleCore
 import SettleLedger
 import SettleWrite
@@ -186,13 +185,12 @@ extension PlanFolder {
 
 extension PlanFolder {
     /// The amount of each charge charges.csv lists, by the key the ledger records a transfer's
-    /// charge under, of the `wanted` ones (nil: every one): ``ApplyEngine/chargeAmounts``.
-    public func chargeAmounts(of wanted: Set<String>?) throws(SettleError) -> [String: ChargeAmount] {
+    /// charge under: ``ApplyEngine/chargeAmounts``.
+    public func chargeAmounts() throws(SettleError) -> [String: (currency: String, gross: Int64)] {
         let bytes = FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? []
-        var found: [String: ChargeAmount] = [:]
+        var found: [String: (currency: String, gross: Int64)] = [:]
         for row in try PlanFolder.plannedCharges(bytes) where found[row.charge] == nil {
-            if let wanted, !wanted.contains(row.charge) { continue }
-            found[row.charge] = ChargeAmount(currency: row.currency, gross: row.gross)
+            found[row.charge] = (row.currency, row.gross)
         }
         return found
     }
