@@ -417,19 +417,11 @@ extension LedgerStore {
     /// The orders another run than `run`, planned after `since`, decided against (its apply's
     /// files rejected or saw refused a line of them), each with why (``recordDecidedOrders``).
     public func ordersDecided(since: Date, notBy run: String) throws(LedgerError) -> [String: String] {
-        guard version >= 7 else { return [:] }
         var found: [String: String] = [:]
-        try db.query(
-            """
-            SELECT group_key, run_id, line_id, reason FROM decided_orders
-            WHERE decided_at > ? AND run_id != ? ORDER BY decided_at
-            """, [.integer(since.ledgerMilliseconds), .text(run)]
-        ) { row in
-            let order = row.text(0) ?? ""
-            guard found[order] == nil else { return }
-            found[order] =
-                "run \(row.text(1) ?? "") decided against this order after this plan (line \(row.text(2) ?? ""): "
-                + "\(row.text(3) ?? "")), so the order is that run's now (its files say what became of it): "
+        for decision in try decisions(after: since) where decision.run != run && found[decision.order] == nil {
+            found[decision.order] =
+                "run \(decision.run) decided against this order after this plan (line \(decision.line): "
+                + "\(decision.reason)), so the order is that run's now (its files say what became of it): "
                 + "nothing of it moves here"
         }
         return found
@@ -438,18 +430,32 @@ extension LedgerStore {
     /// Every order a run decided against after `since`, with its latest decision: when and
     /// why (``recordDecidedOrders``).
     public func decidedOrders(after since: Date) throws(LedgerError) -> [String: (at: Date, reason: String)] {
-        guard version >= 7 else { return [:] }
         var found: [String: (at: Date, reason: String)] = [:]
+        for decision in try decisions(after: since) {
+            found[decision.order] = (
+                decision.at, "run \(decision.run) decided against it (line \(decision.line): \(decision.reason))"
+            )
+        }
+        return found
+    }
+
+    /// The decided orders recorded after `since`, oldest first.
+    private func decisions(after since: Date) throws(LedgerError) -> [(
+        order: String, run: String, line: String, reason: String, at: Date
+    )] {
+        guard version >= 7 else { return [] }
+        var found: [(order: String, run: String, line: String, reason: String, at: Date)] = []
         try db.query(
             """
             SELECT group_key, run_id, line_id, reason, decided_at FROM decided_orders
             WHERE decided_at > ? ORDER BY decided_at
             """, [.integer(since.ledgerMilliseconds)]
         ) { row in
-            found[row.text(0) ?? ""] = (
-                Date(ledgerMilliseconds: row.integer(4)),
-                "run \(row.text(1) ?? "") decided against it (line \(row.text(2) ?? ""): \(row.text(3) ?? ""))"
-            )
+            found.append(
+                (
+                    row.text(0) ?? "", row.text(1) ?? "", row.text(2) ?? "", row.text(3) ?? "",
+                    Date(ledgerMilliseconds: row.integer(4))
+                ))
         }
         return found
     }
