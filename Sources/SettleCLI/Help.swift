@@ -230,7 +230,9 @@ enum Help {
             exits: [
                 (0, "the ledger holds no line whose outcome is unknown"),
                 (75, "some lines were sent and their outcome is not known yet: run apply or run again"), (64, nil),
-                (66, nil), (70, nil),
+                (66, nil),
+                (78, "there is no ledger at the path (create one with settle ledger init, or recover a lost one)"),
+                (70, nil),
             ],
             examples: [
                 ("after a night's run", "settle status --ledger /var/settle/ledger.sqlite"),

@@ -6,8 +6,10 @@ import SettleWrite
 /// `settle status [--ledger FILE] [--line ID] [--json]`: what the ledger knows.
 ///
 /// Read-only and without the process lock. Exit 0, or 75 while the ledger holds lines
-/// whose outcome is not known yet; 66 for a file that is not a settle ledger; no ledger
-/// at the path is said and exits 0.
+/// whose outcome is not known yet; 66 for a file that is not a settle ledger; 78 when there
+/// is no ledger at the path, as for `run`, `apply` and `cancel`: a ledger lost or named wrong
+/// is not "nothing settled yet" (`--json` still prints the status's shape at zero, with
+/// `ledger_exists` false).
 struct StatusCommand {
     let options: Options
 
@@ -23,8 +25,8 @@ struct StatusCommand {
             throw LedgerHistory.failure(error, path: path)
         }
         guard let store = opened else {
-            printNoLedger(path)
-            return .ok
+            if options.json { printNoLedger(path) }
+            throw LedgerHistory.failure(.missing(path: path, hadMark: LedgerStore.hasMark(path)), path: path)
         }
         defer { store.close() }
         // What it shows is said, and why plan, run and apply refuse it (they exit 78).
@@ -57,11 +59,8 @@ struct StatusCommand {
 
     private func say(_ text: String) { print(text, terminator: "") }
 
+    /// The `--json` status of a path with no ledger: every count zero, `ledger_exists` false.
     private func printNoLedger(_ path: String) {
-        guard options.json else {
-            print("settle status: no ledger at \(path) (nothing settled yet)")
-            return
-        }
         var pairs: [(String, JSON)] = [("ledger", .string(path)), ("ledger_exists", .bool(false))]
         if let lineID = options.lineID {
             pairs += [("line_id", .string(lineID)), ("status", .string("not_in_ledger")), ("history", .array([]))]

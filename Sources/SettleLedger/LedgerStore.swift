@@ -86,10 +86,13 @@ public final class LedgerStore {
         try open(path: path, acceptingLostCommits: false)
     }
 
+    /// Whether the mark file of a ledger at this path exists: one was there once.
+    public static func hasMark(_ path: String) -> Bool { FileManager.default.fileExists(atPath: markPath(path)) }
+
     static func open(path given: String, acceptingLostCommits: Bool) throws(LedgerError) -> LedgerStore {
         let path = try oneName(given)
         guard FileManager.default.fileExists(atPath: path) else {
-            throw .missing(path: path, hadMark: FileManager.default.fileExists(atPath: markPath(path)))
+            throw .missing(path: path, hadMark: hasMark(path))
         }
         // A file that is not a ledger at all is told before the lock file is made beside it.
         try checkFile(path)

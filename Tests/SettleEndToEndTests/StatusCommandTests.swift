@@ -310,10 +310,15 @@ import Testing
     @Test func noLedgerNotALedgerAndAMissingOneForCancel() throws {
         let folder = SettleProcess.temporaryFolder()
         let missing = folder.appendingPathComponent("none.sqlite").path
+        // No ledger at the path is not "nothing settled yet": a lost or misnamed ledger exits
+        // 78 as for run, apply and cancel (audit 35 P9: it exited 0, and a monitor saw nothing).
         let none = try SettleProcess.run(["status", "--ledger", missing])
-        #expect(none.status == 0)
-        #expect(none.stdout == "settle status: no ledger at \(missing) (nothing settled yet)\n")
-        let noneJSON = try Self.object(try SettleProcess.run(["status", "--ledger", missing, "--json"]).stdout)
+        #expect(none.status == 78)
+        #expect(none.stdout.isEmpty)
+        #expect(none.stderr.contains("there is no ledger at \(missing): create one with `settle ledger init"))
+        let noneRun = try SettleProcess.run(["status", "--ledger", missing, "--json"])
+        #expect(noneRun.status == 78)
+        let noneJSON = try Self.object(noneRun.stdout)
         #expect(noneJSON["ledger_exists"] as? Bool == false)
         #expect((noneJSON["runs"] as? [Any])?.isEmpty == true)
         // The shape of a ledger's status, at zero (audit 19 F8: lines and instructions missing).
@@ -322,6 +327,13 @@ import Testing
             noneJSON["instructions"] as? [String: Int] == ["settled": 0, "in_flight": 0, "unknown": 0, "failed": 0])
         let ledger = try Self.object(try SettleProcess.run(["status", "--ledger", try Self.ledger(), "--json"]).stdout)
         #expect(Set(noneJSON.keys) == Set(ledger.keys))
+
+        // A ledger that was there (its mark left beside it) and is gone says so.
+        let lost = try Self.ledger()
+        try FileManager.default.removeItem(atPath: lost)
+        let gone = try SettleProcess.run(["status", "--ledger", lost])
+        #expect(gone.status == 78)
+        #expect(gone.stderr.contains("the ledger \(lost) is missing, but its mark \(lost).mark shows one was there"))
 
         let bogus = folder.appendingPathComponent("bogus.sqlite")
         try Data("not a database at all".utf8).write(to: bogus)
