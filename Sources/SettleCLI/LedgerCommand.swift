@@ -134,6 +134,18 @@ struct LedgerCommand {
                         records: SpoolRecords(folder: plan.folder, manifest: plan.manifest))
                 }
             }
+            // Payouts Stripe posted can still come back: the next runs watch them for a return
+            // as they watch an apply's (their lines held, released, so that the run that learns
+            // of a return reports them; audit 35 P8: a return after the rebuild was reported by
+            // no run, and the recipient's money sat in the financial account unsaid).
+            for result in opened where !report.posted.isEmpty {
+                _ = try onPlanFolder { () throws(SettleError) in
+                    let plan = try result.get()
+                    return try plan.holdFollowing(
+                        report.posted, ledger: ledger,
+                        records: SpoolRecords(folder: plan.folder, manifest: plan.manifest), state: .released)
+                }
+            }
             // Payouts that came back while no ledger followed them: their lines are reported
             // failed by the next run, in its errors.csv, to be fed back (audit 35 P8: no run
             // reported them, and the days' sums did not join).

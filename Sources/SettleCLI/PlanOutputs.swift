@@ -112,7 +112,8 @@ struct PlanOutputs {
             progress.update(done: rowsWritten)
             let summary = try sums.write(path: path("summary.csv"), into: files)
             let chargesFile = try ChargesFile.write(
-                path: path("charges.csv"), runID: written.runID, rows: charges, into: files)
+                path: path("charges.csv"), countedPath: path(ChargesFile.countedName), runID: written.runID,
+                rows: charges, into: files)
             // report.html: the same sums as summary.csv, for finance.
             let page = try ReportPage.write(
                 path: path("report.html"),
@@ -132,7 +133,8 @@ struct PlanOutputs {
             written.files.append(("deferred.csv", second.deferred.sha256, second.deferred.rows))
             written.files.append(("instructions.jsonl", second.instructions.sha256, second.instructions.rows))
             written.files.append(("summary.csv", summary.sha256, summary.rows))
-            written.files.append(("charges.csv", chargesFile.sha256, chargesFile.rows))
+            written.files.append(("charges.csv", chargesFile.charges.sha256, chargesFile.charges.rows))
+            written.files.append((ChargesFile.countedName, chargesFile.counted.sha256, chargesFile.counted.rows))
             written.files.append((LineIndex.name, index.sha256, index.rows))
             written.files.append((NettedLines.name, netted.sha256, netted.rows))
             written.files.append(("report.html", page.sha256, page.rows))

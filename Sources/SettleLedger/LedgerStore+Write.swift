@@ -287,6 +287,11 @@ extension LedgerStore {
         /// followed by the next runs, as if this ledger had sent it. `failed`, `returned`,
         /// `canceled` (``cameBack``): it moved nothing, and only counts its instruction's attempts.
         public var payoutStatus: String?
+        /// When Stripe made it, where its object says (a payout's `created`): recorded as when
+        /// it was sent, so that a posted payout is watched for a return from then on
+        /// (``PayoutFollow/returnWindow``), as the ledger that sent it watched it. Else the
+        /// rebuild's time.
+        public var createdAt: Date?
 
         /// The statuses of a payout whose money came back.
         public static let cameBack: Set<String> = ["failed", "returned", "canceled"]
@@ -386,6 +391,7 @@ extension LedgerStore {
                         [.text(object.stripeID), .text(object.instructionID)])
                 } else {
                     added += 1
+                    let sent = object.createdAt.map { min($0, now).ledgerMilliseconds } ?? time
                     try db.run(
                         """
                         INSERT INTO instructions (id, kind, group_key, payee, charge, currency, amount_minor, method, path,
@@ -398,7 +404,7 @@ extension LedgerStore {
                             .text(object.instructionID), .text(object.kind), .text(object.group), .text(object.payee),
                             .text(object.charge), .text(object.currency), .integer(object.amountMinor),
                             .text(object.path), .integer(Int64(object.attempt)), .text(object.idempotencyKey),
-                            .integer(time), .integer(time), .text(object.stripeID), SQLiteValue(object.payoutStatus),
+                            .integer(sent), .integer(sent), .text(object.stripeID), SQLiteValue(object.payoutStatus),
                         ])
                 }
                 // Stripe's object settles its lines, whichever instruction held them before.

@@ -255,7 +255,10 @@ public enum OutputFolder {
     /// Whether a name in `.settle/` is one settle writes there (or its temporary name).
     static func isOwnSpoolEntry(_ name: String) -> Bool {
         let name = OutputFile.baseOfTemporaryName(name) ?? name
-        if [lockName, applyingMark, "manifest.sha256", "lines.idx", "netted.jsonl", publishingJournal].contains(name) {
+        if [
+            lockName, applyingMark, "manifest.sha256", "lines.idx", "netted.jsonl", "charges-counted.csv",
+            publishingJournal,
+        ].contains(name) {
             return true
         }
         let numbered: [(prefix: String, endings: [String])] = [

@@ -109,9 +109,11 @@ extension PlanFolder {
     /// nowhere). Holding a line again is harmless. Returns how many lines were held.
     /// `unlessSettled`: not a line the ledger holds settled (a payout that came back whose line
     /// a later payout paid), nor one of `reported` (a folder reported its return already).
+    /// `state`: `released` for the lines of a payout Stripe posted, held so that a return
+    /// learned later makes them `returned` (``LedgerStore/recordPayoutStatus``).
     public func holdFollowing(
         _ payouts: Set<String>, ledger: LedgerStore, records: any SpoolRecordSource, unlessSettled: Bool = false,
-        reported: Set<String> = []
+        reported: Set<String> = [], state: HeldLine.State = .following
     ) throws(SettleError) -> Int {
         typealias F = ResultsFile.Field
         guard !payouts.isEmpty else { return 0 }
@@ -132,7 +134,7 @@ extension PlanFolder {
                 }
                 if known?.status == .settled { return }
             }
-            try held.add(row, status: nil, entry: entry, adopted: .following)
+            try held.add(row, status: nil, entry: entry, adopted: state)
             count += 1
         }
         held.write()
@@ -231,7 +233,8 @@ extension PlanFolder {
         return lines.filter { netted.contains($0.lineID) }
     }
 
-    /// The charges an applied folder's charges.csv says a run counted (`counted_in`), as the
+    /// The charges an applied folder's `.settle/charges-counted.csv` says a run counted (charges.csv's
+    /// `counted_in` column in a folder written before it), as the
     /// ledger recorded them: what `settle ledger rebuild` restores, so that no later run counts
     /// a charge's gross and fee again (audit 32 N6: the rebuilt ledger knew the transfers on a
     /// charge, not that a run had counted it, and the next run counted it a second time).
@@ -243,7 +246,22 @@ extension PlanFolder {
         paidOut: [(charge: String, currency: String, amount: Int64)]
     ) {
         guard wasApplied, let bytes = FileManager.default.contents(atPath: path("charges.csv")) else { return ([], []) }
-        let rows = try PlanFolder.plannedCharges([UInt8](bytes), withPaidOut: true)
+        var rows = try PlanFolder.plannedCharges([UInt8](bytes), withPaidOut: true)
+        // The counting run is in the sealed sidecar (charges.csv's twelfth column before it).
+        if let sidecar = FileManager.default.contents(atPath: path(ChargesFile.countedName)) {
+            var countedIn: [String: String] = [:]
+            for fields in CSVScanner.records([UInt8](sidecar)).dropFirst() where fields.count == 3 {
+                let run = String(decoding: fields[2], as: UTF8.self)
+                if !run.isEmpty {
+                    countedIn[
+                        String(decoding: fields[0], as: UTF8.self) + "\u{0}"
+                            + String(decoding: fields[1], as: UTF8.self)] = run
+                }
+            }
+            for slot in rows.indices {
+                rows[slot].firstRun = countedIn[rows[slot].charge + "\u{0}" + rows[slot].currency]
+            }
+        }
         return (
             rows.compactMap { row in
                 guard let run = row.firstRun else { return nil }

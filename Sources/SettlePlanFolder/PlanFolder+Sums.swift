@@ -196,7 +196,8 @@ extension PlanFolder {
     }
 
     /// The charges of the plan as charges.csv lists them, with no moves: charge, currency,
-    /// status, gross, fee, what earlier runs transferred, and the run that counts it. The
+    /// status, gross, fee, what earlier runs transferred (and, in a folder written before the
+    /// sidecar, the run that counts it: ``countedCharges()`` reads it from the sidecar). The
     /// lines drawing on each name its row in the line index. A re-apply reads the file the
     /// last apply rewrote: those facts do not change, and the counting run is read from the
     /// ledger again.
@@ -206,8 +207,13 @@ extension PlanFolder {
     static func plannedCharges(_ bytes: [UInt8], withPaidOut: Bool = false) throws(SettleError) -> [ChargeRow] {
         func text(_ field: [UInt8]) -> String { String(decoding: field, as: UTF8.self).trimmingFormulaGuard() }
         var rows: [ChargeRow] = []
-        for (number, fields) in CSVScanner.records(bytes).dropFirst().enumerated() {
-            guard fields.count == ChargesFile.header.count else {
+        let records = CSVScanner.records(bytes)
+        // A folder written before 2026-12-05 has the counting run as a twelfth column.
+        let columns =
+            records.first?.count == ChargesFile.headerWithCountedIn.count
+            ? ChargesFile.headerWithCountedIn.count : ChargesFile.header.count
+        for (number, fields) in records.dropFirst().enumerated() {
+            guard fields.count == columns else {
                 if fields.count <= 1 && fields.first?.isEmpty != false { continue }
                 throw SettleError(.planInvalid, "charges.csv row \(number + 2) has \(fields.count) fields")
             }
@@ -230,8 +236,10 @@ extension PlanFolder {
                 fee: try amount(5))
             row.transferredBefore = try amount(6)
             if withPaidOut { row.paidOut = try amount(9) }
-            let counted = text(fields[11])
-            row.firstRun = counted.isEmpty ? nil : counted
+            if columns > ChargesFile.header.count {
+                let counted = text(fields[ChargesFile.header.count])
+                row.firstRun = counted.isEmpty ? nil : counted
+            }
             rows.append(row)
         }
         return rows

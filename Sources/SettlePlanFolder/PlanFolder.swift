@@ -900,9 +900,11 @@ public struct PlanFolder {
                     path: path("deferred.csv"), layout: layout,
                     rows: corrections[.deferred]!, records: records, into: files))
             record("summary.csv", try sums.write(path: path("summary.csv"), into: files))
-            record(
-                "charges.csv",
-                try ChargesFile.write(path: path("charges.csv"), runID: sums.runID, rows: charges, into: files))
+            let chargesFiles = try ChargesFile.write(
+                path: path("charges.csv"), countedPath: path(ChargesFile.countedName), runID: sums.runID,
+                rows: charges, into: files)
+            record("charges.csv", chargesFiles.charges)
+            record(ChargesFile.countedName, chargesFiles.counted)
             // report.html from the same sums, with this apply's outcome.
             record(
                 "report.html",

@@ -207,12 +207,24 @@ public struct PlanCharges: RandomAccessCollection {
     }
 }
 
-/// charges.csv: one row per charge the run touched.
+/// charges.csv: one row per charge the run touched, in SPEC's eleven columns; and beside it
+/// `.settle/charges-counted.csv`, sealed with the plan: the run that counted each charge's
+/// gross and fee (the ledger's, or this run), which `settle ledger rebuild` restores.
 public enum ChargesFile {
     public static let header = [
         "run_id", "charge", "currency", "status", "gross", "fee", "transferred_before", "transferred", "reversed",
-        "paid_out", "retained", "counted_in",
+        "paid_out", "retained",
     ]
+    /// charges.csv's columns before 2026-12-05, when the counting run was its twelfth
+    /// column: an older folder is still read (by `ledger rebuild`) as it was written.
+    public static let headerWithCountedIn = header + ["counted_in"]
+
+    /// The sidecar: `charge, currency, counted_in`, a row per charge some run counted.
+    public static let countedName = ".settle/charges-counted.csv"
+    public static let countedHeader = ["charge", "currency", "counted_in"]
+
+    /// What writing charges.csv and its sidecar gave: each file's digest and rows.
+    public typealias Written = (charges: (sha256: String, rows: Int), counted: (sha256: String, rows: Int))
 
     /// Fills each row's `transferredBefore`, `paidOutBefore` and `firstRun` from the ledger, a batch at a time.
     private static func read(_ history: ChargeHistory, into charges: inout PlanCharges) {
@@ -329,61 +341,95 @@ public enum ChargesFile {
         return charges
     }
 
-    /// Writes charges.csv. Amounts are canonical decimals; `gross`, `fee`, the moves and
-    /// `transferred_before` are magnitudes, `retained` is signed.
+    /// Writes charges.csv and its sidecar (``countedName``, at `countedPath`). Amounts are
+    /// canonical decimals; `gross`, `fee`, the moves and `transferred_before` are magnitudes,
+    /// `retained` is signed.
     public static func write(
-        path: String, runID: String, rows: some Sequence<ChargeRow>, into set: FileSet? = nil
-    ) throws(WriteFailure) -> (sha256: String, rows: Int) {
-        let file = try OutputFile(path: path)
-        file.withBuffer { CSVField.header(header, to: &$0) }
+        path: String, countedPath: String, runID: String, rows: some Sequence<ChargeRow>, into set: FileSet? = nil
+    ) throws(WriteFailure) -> Written {
+        let files = try Files(path: path, countedPath: countedPath)
         for row in rows {
             var charge = row.charge
             charge.withUTF8 { charge in
-                file.withBuffer { out in
-                    appendRow(
-                        runID: runID, charge: UnsafeRawBufferPointer(charge), currencyText: row.currency,
-                        currency: Currency(row.currency) ?? .usd, status: row.status,
-                        amounts: (
-                            row.gross, row.fee, row.transferredBefore, row.transferred, row.reversed, row.paidOut,
-                            row.retained
-                        ), firstRun: row.firstRun, to: &out)
-                }
+                files.append(
+                    runID: runID, charge: UnsafeRawBufferPointer(charge), currencyText: row.currency,
+                    currency: Currency(row.currency) ?? .usd, status: row.status,
+                    amounts: (
+                        row.gross, row.fee, row.transferredBefore, row.transferred, row.reversed, row.paidOut,
+                        row.retained
+                    ), firstRun: row.firstRun)
             }
-            file.endRow()
         }
-        let sha = try file.commit(into: set)
-        return (sha, file.rows)
+        return try files.commit(into: set)
     }
 
-    /// Writes a plan's charges.csv straight from its compact rows (millions at full size):
-    /// the same bytes as the rows it reads as, with no string made a charge.
-    public static func write(path: String, runID: String, rows: PlanCharges, into set: FileSet? = nil)
-        throws(WriteFailure) -> (sha256: String, rows: Int)
+    /// Writes a plan's charges.csv and its sidecar straight from its compact rows (millions at
+    /// full size): the same bytes as the rows it reads as, with no string made a charge.
+    public static func write(
+        path: String, countedPath: String, runID: String, rows: PlanCharges, into set: FileSet? = nil
+    )
+        throws(WriteFailure) -> Written
     {
-        let file = try OutputFile(path: path)
-        file.withBuffer { CSVField.header(header, to: &$0) }
+        let files = try Files(path: path, countedPath: countedPath)
         let symbols = rows.batch.symbols
         for compact in rows.rows {
-            file.withBuffer { out in
-                appendRow(
-                    runID: runID, charge: symbols.bytes(compact.charge), currencyText: compact.currency.code,
-                    currency: compact.currency, status: compact.status.name,
-                    amounts: (
-                        compact.gross, compact.fee, compact.transferredBefore, compact.transferred, compact.reversed,
-                        compact.paidOut, compact.retained
-                    ), firstRun: rows.firstRun(of: compact), to: &out)
-            }
-            file.endRow()
+            files.append(
+                runID: runID, charge: symbols.bytes(compact.charge), currencyText: compact.currency.code,
+                currency: compact.currency, status: compact.status.name,
+                amounts: (
+                    compact.gross, compact.fee, compact.transferredBefore, compact.transferred, compact.reversed,
+                    compact.paidOut, compact.retained
+                ), firstRun: rows.firstRun(of: compact))
         }
-        let sha = try file.commit(into: set)
-        return (sha, file.rows)
+        return try files.commit(into: set)
+    }
+
+    /// The two files being written, a row of each at a time.
+    private struct Files {
+        let charges: OutputFile
+        let counted: OutputFile
+
+        init(path: String, countedPath: String) throws(WriteFailure) {
+            charges = try OutputFile(path: path)
+            counted = try OutputFile(path: countedPath)
+            charges.withBuffer { CSVField.header(header, to: &$0) }
+            counted.withBuffer { CSVField.header(countedHeader, to: &$0) }
+        }
+
+        func append(
+            runID: String, charge: UnsafeRawBufferPointer, currencyText: String, currency: Currency, status: String,
+            amounts: (Int64, Int64, Int64, Int64, Int64, Int64, Int64), firstRun: String?
+        ) {
+            charges.withBuffer { out in
+                appendRow(
+                    runID: runID, charge: charge, currencyText: currencyText, currency: currency, status: status,
+                    amounts: amounts, to: &out)
+            }
+            charges.endRow()
+            guard let firstRun else { return }
+            counted.withBuffer { out in
+                CSVField.append(charge, to: &out, guardFormula: false)
+                out.append(0x2C)
+                out.append(contentsOf: currencyText.utf8)
+                out.append(0x2C)
+                CSVField.append(firstRun, to: &out, guardFormula: false)
+                out.append(0x0A)
+            }
+            counted.endRow()
+        }
+
+        func commit(into set: FileSet?) throws(WriteFailure) -> Written {
+            let chargesSHA = try charges.commit(into: set)
+            let countedSHA = try counted.commit(into: set)
+            return ((chargesSHA, charges.rows), (countedSHA, counted.rows))
+        }
     }
 
     /// One row: `amounts` are gross, fee, transferred_before, transferred, reversed, paid_out, retained.
     @inline(__always)
     static func appendRow(
         runID: String, charge: UnsafeRawBufferPointer, currencyText: String, currency: Currency, status: String,
-        amounts: (Int64, Int64, Int64, Int64, Int64, Int64, Int64), firstRun: String?, to out: inout [UInt8]
+        amounts: (Int64, Int64, Int64, Int64, Int64, Int64, Int64), to out: inout [UInt8]
     ) {
         CSVField.append(runID, to: &out, guardFormula: true)
         out.append(0x2C)
@@ -403,8 +449,6 @@ public enum ChargesFile {
         amount(amounts.4)
         amount(amounts.5)
         amount(amounts.6)
-        out.append(0x2C)
-        if let firstRun { CSVField.append(firstRun, to: &out, guardFormula: true) }
         out.append(0x0A)
     }
 }

@@ -228,6 +228,28 @@ import Testing
             setup, in: "day3", record: "D5,1005,payout,15.00,usd,ORDER1005", returned: "15.00,1500", next: "2026-12-04")
     }
 
+    /// The same on a ledger lost and rebuilt after the payout posted: the rebuilt ledger watches
+    /// the posted payout for a return from when Stripe made it (three days before the rebuild
+    /// here, by the sandbox's clock), and the run that sees it came back reports its line
+    /// `failed`, once. Before, the rebuild followed only the payouts still processing, and no
+    /// run reported the return (audit 35 P8 `postedthenreturned`).
+    @Test func aPayoutReturnedAfterARebuildIsReportedFailed() throws {
+        let setup = try Setup()
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": -259200}"#)
+        let payout = try payThenComeBack(setup, "D7", order: "1007", status: "posted", reason: "")
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": 0}"#)
+        let rebuild = try loseAndRebuild(setup, from: "day1")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 0 && day2.isEmpty, "\(second.stderr) \(day2)")
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 65, "\(third.stderr)")
+        #expect(day3["D7"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day3)")
+        try expectReportedOnce(
+            setup, in: "day3", record: "D7,1007,payout,15.00,usd,ORDER1007", returned: "15.00,1500", next: "2026-12-04")
+    }
+
     /// A line `settle cancel` dropped, or a later run took up (its charge failed: rejected
     /// `charge_failed`), stays so when the folder that deferred it is applied again: the
     /// re-apply neither holds it again nor lets a later run pay it (audits 22, 23: the re-apply
@@ -689,8 +711,10 @@ import Testing
     /// does not count it a second time (audit 32 N6: the rebuilt ledger knew the transfer,
     /// not that day 1 had counted the charge, and the days' gross was 200.00 for 100.00), and
     /// its retained so far keeps the payout day 1 made for the charge's order (audit 33 O2:
-    /// 50.00 for 45.00).
-    @Test func aRebuiltLedgerKeepsWhichRunCountedACharge() throws {
+    /// 50.00 for 45.00). The counting run comes from the folder's sealed
+    /// `.settle/charges-counted.csv`; a folder written before it had it as charges.csv's
+    /// twelfth column, and the rebuild reads that too (`olderFolder`).
+    @Test(arguments: [false, true]) func aRebuiltLedgerKeepsWhichRunCountedACharge(olderFolder: Bool) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
         let line =
@@ -699,6 +723,16 @@ import Testing
         let (first, _) = try day(setup, "day1", Self.header + line, asOf: "2026-12-01")
         #expect(first.status == 0, "\(first.stderr)")
         #expect(usd(setup, "day1", "charges_gross") == 10000)
+        let day1 = setup.folder.appendingPathComponent("day1")
+        let run = try Self.runID(of: day1)
+        // charges.csv has SPEC's eleven columns; the counting run is in the sidecar (audit 35 C10).
+        #expect(
+            SettleProcess.read(day1.appendingPathComponent("charges.csv")).hasPrefix(
+                "run_id,charge,currency,status,gross,fee,transferred_before,transferred,reversed,paid_out,retained\n"))
+        #expect(
+            SettleProcess.read(day1.appendingPathComponent(".settle/charges-counted.csv"))
+                == "charge,currency,counted_in\nch_card1,usd,\(run)\n")
+        if olderFolder { try Self.writeAsBeforeTheSidecar(day1) }
         let rebuild = try loseAndRebuild(setup, from: "day1")
         #expect(rebuild.status == 0, "\(rebuild.stderr)")
         let more = "C2,1202,transfer,20.00,usd,ORDER1202,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
@@ -706,11 +740,46 @@ import Testing
         #expect(second.status == 0 && day2["C2"]?[8] == "settled", "\(day2) \(second.stderr)")
         #expect(usd(setup, "day2", "charges_gross") == 0 && usd(setup, "day2", "charges_fees") == 0)
         let charges = SettleProcess.read(setup.folder.appendingPathComponent("day2/charges.csv"))
-        let run =
-            SettleProcess.read(setup.folder.appendingPathComponent("day1/charges.csv"))
-            .split(separator: "\n").last?.split(separator: ",").last.map(String.init) ?? "?"
+        #expect(charges.hasSuffix(",ch_card1,usd,succeeded,100.00,0.00,30.00,20.00,0.00,0.00,45.00\n"), "\(charges)")
         #expect(
-            charges.hasSuffix(",ch_card1,usd,succeeded,100.00,0.00,30.00,20.00,0.00,0.00,45.00,\(run)\n"), "\(charges)")
+            SettleProcess.read(setup.folder.appendingPathComponent("day2/.settle/charges-counted.csv"))
+                == "charge,currency,counted_in\nch_card1,usd,\(run)\n")
+    }
+
+    /// The run id a folder's manifest names.
+    static func runID(of folder: URL) throws -> String {
+        let manifest =
+            try JSONSerialization.jsonObject(
+                with: Data(SettleProcess.read(folder.appendingPathComponent("manifest.json")).utf8)) as? [String: Any]
+        return try #require(manifest?["run_id"] as? String)
+    }
+
+    /// Makes an applied folder as settle wrote it before 2026-12-05: the counting run as
+    /// charges.csv's twelfth column `counted_in`, no sidecar, the manifest and its seal to match.
+    static func writeAsBeforeTheSidecar(_ folder: URL) throws {
+        let sidecar = folder.appendingPathComponent(".settle/charges-counted.csv")
+        var countedIn: [String: String] = [:]
+        for row in SettleProcess.read(sidecar).split(separator: "\n").dropFirst() {
+            let cells = row.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            countedIn[cells[0] + "," + cells[1]] = cells[2]
+        }
+        let chargesURL = folder.appendingPathComponent("charges.csv")
+        let rows = SettleProcess.read(chargesURL).split(separator: "\n")
+        let older = rows.enumerated().map { number, row -> String in
+            guard number > 0 else { return row + ",counted_in" }
+            let cells = row.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            return row + "," + (countedIn[cells[1] + "," + cells[2]] ?? "")
+        }
+        try (older.joined(separator: "\n") + "\n").write(to: chargesURL, atomically: true, encoding: .utf8)
+        try FileManager.default.removeItem(at: sidecar)
+        let manifestURL = folder.appendingPathComponent("manifest.json")
+        var manifest = SettleProcess.read(manifestURL)
+        let entry = try NSRegularExpression(pattern: #",?\s*"\.settle/charges-counted\.csv":\s*\{[^}]*\}"#)
+        #expect(entry.numberOfMatches(in: manifest, range: NSRange(manifest.startIndex..., in: manifest)) == 1)
+        manifest = entry.stringByReplacingMatches(
+            in: manifest, range: NSRange(manifest.startIndex..., in: manifest), withTemplate: "")
+        try manifest.write(to: manifestURL, atomically: true, encoding: .utf8)
+        try GroupAtomicityTests.reseal(folder, file: "charges.csv")
     }
 
     /// An order's dated transfer waits and its payout ends `unknown` (500, then 400 on the
@@ -1044,7 +1113,11 @@ import Testing
         #expect(second == 65)
         #expect(day2["I2"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(day2)")
         let charges = SettleProcess.read(setup.folder.appendingPathComponent("day2/charges.csv"))
-        #expect(charges.contains(",pi_Z,usd,succeeded,100.00,0.00,70.00,0.00,0.00,0.00,30.00,"), "\(charges)")
+        #expect(charges.contains(",pi_Z,usd,succeeded,100.00,0.00,70.00,0.00,0.00,0.00,30.00\n"), "\(charges)")
+        // Day 1 counted it; day 2 says so.
+        let countedByDay1 = SettleProcess.countedIn(setup.folder.appendingPathComponent("day1"))["pi_Z,usd"]
+        #expect(countedByDay1?.hasPrefix("run_") == true)
+        #expect(SettleProcess.countedIn(setup.folder.appendingPathComponent("day2"))["pi_Z,usd"] == countedByDay1)
         let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
         #expect(transfers.count == 1)
         // Within the charge it moves.

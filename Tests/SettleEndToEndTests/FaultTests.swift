@@ -930,17 +930,19 @@ import Testing
             lines: "F1,980,transfer,52.93,usd,ORDER980,acct_r1,ch_nf1,,,,,\n", exit: 0)
         #expect(rows["F1"]?[8] == "settled")
         let charges = SettleProcess.read(setup.folder.appendingPathComponent("plan/charges.csv"))
-        // Counted in this run: the row begins and ends with the run id.
+        // Counted in this run: the run that counts it is the row's own.
         let row = try #require(charges.split(separator: "\n").last.map(String.init))
         let run = try #require(row.split(separator: ",").first.map(String.init))
-        #expect(row == "\(run),ch_nf1,usd,succeeded,81.05,2.43,0.00,52.93,0.00,0.00,25.69,\(run)", "\(charges)")
+        #expect(row == "\(run),ch_nf1,usd,succeeded,81.05,2.43,0.00,52.93,0.00,0.00,25.69", "\(charges)")
+        let plan = setup.folder.appendingPathComponent("plan")
+        #expect(SettleProcess.countedIn(plan) == ["ch_nf1,usd": run])
         // A re-apply (nothing left to send, nothing looked up) keeps counting it (audit 20 F2:
         // transferred 0.00, charges_gross 0, retained −52.93).
         for attempt in ["first", "again"] {
             if attempt == "again" { #expect(try setup.apply("plan").status == 0) }
             let charges = SettleProcess.read(setup.folder.appendingPathComponent("plan/charges.csv"))
-            #expect(
-                charges.hasSuffix(",ch_nf1,usd,succeeded,81.05,2.43,0.00,52.93,0.00,0.00,25.69,\(run)\n"), "\(charges)")
+            #expect(charges.hasSuffix(",ch_nf1,usd,succeeded,81.05,2.43,0.00,52.93,0.00,0.00,25.69\n"), "\(charges)")
+            #expect(SettleProcess.countedIn(plan) == ["ch_nf1,usd": run], "\(attempt)")
             let summary = SettleProcess.read(setup.folder.appendingPathComponent("plan/summary.csv"))
             #expect(summary.contains(",usd,charges_gross,1,81.05,8105\n"), "\(attempt): \(summary)")
             #expect(summary.contains(",usd,platform_retained,,25.69,2569\n"), "\(attempt): \(summary)")

@@ -92,6 +92,18 @@ struct SettleProcess {
         return url
     }
 
+    /// The run that counts each charge of a plan folder, by `charge,currency`: its sealed
+    /// `.settle/charges-counted.csv`.
+    static func countedIn(_ folder: URL) -> [String: String] {
+        var found: [String: String] = [:]
+        for row in read(folder.appendingPathComponent(".settle/charges-counted.csv")).split(separator: "\n").dropFirst()
+        {
+            let cells = row.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            if cells.count == 3 { found[cells[0] + "," + cells[1]] = cells[2] }
+        }
+        return found
+    }
+
     static func read(_ url: URL) -> String {
         (try? String(contentsOf: url, encoding: .utf8)) ?? ""
     }

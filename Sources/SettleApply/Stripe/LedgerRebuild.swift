@@ -24,6 +24,11 @@ public struct LedgerRebuild {
         /// Payouts Stripe has not posted yet: the next runs follow them; their lines are held
         /// as followed from the plan folders (``PlanFolder/holdFollowing(_:ledger:records:unlessSettled:)``).
         public var processing: Set<String> = []
+        /// Payouts Stripe posted: a return can still come (``PayoutFollow/returnWindow``), so
+        /// the next runs watch them as they watch the posted payouts of an apply; their lines
+        /// are held, released, from the plan folders, for the run that learns of a return to
+        /// report them.
+        public var posted: Set<String> = []
         /// Payout instructions whose every payout came back (failed, returned, canceled), with
         /// the status of the last: their lines, held from the plan folders, are reported failed
         /// by the next run, which no run may have done before the ledger was lost.
@@ -118,7 +123,11 @@ public struct LedgerRebuild {
                     path: "/v2/money_management/outbound_payments",
                     idempotencyKey: IdempotencyKey.make(instruction: instruction, attempt: 1),
                     payoutStatus: status.isEmpty ? "processing" : status))
-            if status != "posted", !LedgerStore.RestoredObject.cameBack.contains(status) {
+            objects[objects.count - 1].createdAt = payment["created"]?.stringValue.flatMap(
+                ISO8601DateFormatter.withFractions)
+            if status == "posted" {
+                report.posted.insert(instruction)
+            } else if !LedgerStore.RestoredObject.cameBack.contains(status) {
                 report.processing.insert(instruction)
             }
         }
