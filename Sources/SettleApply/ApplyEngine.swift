@@ -839,9 +839,19 @@ public final class ApplyEngine {
         guard !sending.isEmpty else { return }
         var over: [(message: String, transfers: [(id: String, order: String)])] = []
         for (charge, entry) in sending.sorted(by: { $0.key < $1.key }) {
-            guard let limit = amounts[charge], let currency = Currency(limit.currency) else { continue }
-            let moved = try ledgerDo { () throws(LedgerError) in
-                try ledger.transferredBefore(charge: charge, currency: limit.currency)
+            guard var limit = amounts[charge], let currency = Currency(limit.currency) else { continue }
+            // What stands allocated on it, as the planner counts it; and the charge's amount as
+            // the run that counted it recorded it, when smaller than the plan's: a newer
+            // export's (a partial refund since; audit 38 Q6: the plan's older 100.00 let 100.00
+            // move on a charge of 80.00).
+            let (moved, counted) = try ledgerDo { () throws(LedgerError) in
+                (
+                    try ledger.transferredAmount(charge: charge, currency: limit.currency),
+                    try ledger.countedCharge(charge)
+                )
+            }
+            if let counted, counted.currency == limit.currency, counted.gross < limit.gross {
+                limit.gross = counted.gross
             }
             let (total, overflow) = moved.addingReportingOverflow(entry.amount)
             guard overflow || total > limit.gross else { continue }

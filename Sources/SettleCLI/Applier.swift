@@ -365,6 +365,16 @@ struct Applier {
         let started = Date()
         let key = try credentials()
         let configuration = try configuration(key: key)
+        // The ledger is configuration (SPEC: checked before any input is read): a missing or
+        // damaged one is 78 also when the plan folder is not there (audit 38 D9: 66 came
+        // first). Held before the folder, in the order `run` takes them.
+        let ledger: LedgerStore
+        if let givenLedger {
+            ledger = givenLedger
+        } else {
+            ledger = try LedgerHistory.openToSettle(path: options.ledger)
+            try Applier.checkMode(ledger, key: key)
+        }
         // A folder that is not there is no plan (66), not an output folder to create (audit 35
         // C14: `apply` of a mistyped folder said 73, "cannot create …/.settle").
         var info = stat()
@@ -374,13 +384,6 @@ struct Applier {
         // The folder is ours for the whole command: no re-plan can mix its files with ours.
         try onPlanFolder { () throws(SettleError) in try OutputFolder.lock(folder) }
         let plan = try onPlanFolder { () throws(SettleError) in try PlanFolder.open(folder) }
-        let ledger: LedgerStore
-        if let givenLedger {
-            ledger = givenLedger
-        } else {
-            ledger = try LedgerHistory.openToSettle(path: options.ledger)
-            try Applier.checkMode(ledger, key: key)
-        }
         try refuseIfAppliedElsewhere(plan, ledger: ledger)
         endEarlierAttempts(of: plan, ledger: ledger)
         adoptRunsNotEnded(ledger, except: folder)

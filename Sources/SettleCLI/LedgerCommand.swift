@@ -146,17 +146,55 @@ struct LedgerCommand {
                         records: SpoolRecords(folder: plan.folder, manifest: plan.manifest), state: .released)
                 }
             }
+            // The orders each applied folder decided against, as its apply recorded them (when
+            // its plan was made): an older folder applied again on this ledger moves nothing of
+            // them (audit 38 Q8: the rebuilt ledger forgot them, and the re-apply its own warning
+            // advised paid a payout of an order a newer folder had rejected `charge_failed`).
+            for case .success(let plan) in opened where plan.wasApplied {
+                let decided = try onPlanFolder { () throws(SettleError) in try plan.decidedOrders() }
+                guard !decided.isEmpty, let at = plan.plannedAt ?? RunID.time(of: plan.runID) else { continue }
+                do {
+                    try ledger.recordDecidedOrders(decided, run: plan.lastAppliedRunID ?? plan.runID, at: at)
+                } catch {
+                    throw LedgerHistory.failure(error, path: path)
+                }
+            }
+            // Lines a folder left unknown whose object Stripe holds: held as unresolved, and
+            // their outcome not reported yet, so the next run reports them settled (audit 38 Q1:
+            // no run did, and the object was in no day's sums). Not those a folder given
+            // reports settled already (a later apply of it, or another folder's).
+            var settledInFolders: Set<String> = []
+            for case .success(let plan) in opened where plan.wasApplied && !report.made.isEmpty {
+                settledInFolders.formUnion(
+                    try onPlanFolder { () throws(SettleError) in try plan.lines(withStatus: .settled) })
+            }
+            var unreported: Set<String> = []
+            for case .success(let plan) in opened where !report.made.isEmpty {
+                unreported.formUnion(
+                    try onPlanFolder { () throws(SettleError) in
+                        try plan.holdUnresolved(
+                            report.made, ledger: ledger,
+                            records: SpoolRecords(folder: plan.folder, manifest: plan.manifest),
+                            reported: settledInFolders)
+                    })
+            }
+            do {
+                try ledger.commit(unreported.sorted().map { .unreported(instruction: $0, run: nil) })
+            } catch {
+                throw LedgerHistory.failure(error, path: path)
+            }
             // Payouts that came back while no ledger followed them: their lines are reported
             // failed by the next run, in its errors.csv, to be fed back (audit 35 P8: no run
             // reported them, and the days' sums did not join).
             // Not those a given folder reported already (the return was learned before the
             // ledger was lost): a return is reported once.
-            var reported: Set<String> = []
+            var reported: [String: Set<String>] = [:]
+            let lastPayouts = Set(report.cameBackPayout.values)
             for result in opened where !report.cameBack.isEmpty {
-                reported.formUnion(
-                    try onPlanFolder { () throws(SettleError) in
-                        try result.get().linesReportedReturned(report.cameBackPayouts)
-                    })
+                let found = try onPlanFolder { () throws(SettleError) in
+                    try result.get().linesReportedReturned(lastPayouts)
+                }
+                reported.merge(found) { $0.union($1) }
             }
             var returned = 0
             for result in opened where !report.cameBack.isEmpty {
@@ -165,12 +203,13 @@ struct LedgerCommand {
                     return try plan.holdFollowing(
                         Set(report.cameBack.keys), ledger: ledger,
                         records: SpoolRecords(folder: plan.folder, manifest: plan.manifest), unlessSettled: true,
-                        reported: reported)
+                        reported: reported, lastPayout: report.cameBackPayout)
                 }
             }
             do {
                 for (instruction, status) in report.cameBack.sorted(by: { $0.key < $1.key }) {
-                    try ledger.recordPayoutStatus(instruction: instruction, status: status, reason: nil)
+                    try ledger.recordPayoutStatus(
+                        instruction: instruction, status: status, reason: report.cameBackReason[instruction])
                 }
             } catch {
                 throw LedgerHistory.failure(error, path: path)

@@ -261,6 +261,13 @@ struct Options {
         for (key, value) in pairs {
             let name = key.replacingOccurrences(of: "_", with: "-")
             let source = "\(path): \(key)"
+            // SPEC: each key is its option's name with `-` written `_`; `as-of` is not a key
+            // (audit 38 D3: it was taken as `as_of`, so a key no document names passed).
+            guard !key.contains("-") else {
+                throw CommandFailure(
+                    .configuration,
+                    "\(source): unknown key (write `-` as `_`: \(key.replacingOccurrences(of: "-", with: "_")))")
+            }
             switch (key, value) {
             case ("columns", .object(let map)):
                 for (column, header) in map {
@@ -292,8 +299,12 @@ struct Options {
 
     /// How progress is shown: `off`; a live line with `on`, or with `auto` on a terminal;
     /// otherwise a log line now and then.
+    /// A live line on a terminal; progress events in the log otherwise, and always in a JSON
+    /// log: every line of it is one JSON object, also with `--progress on` (audit 38 D1: the
+    /// live line's escapes went into the JSON stream).
     var progressMode: Progress.Mode {
         if progress == "off" { return .off }
+        if logFormat == "json" { return .logLines }
         return progress == "on" || isatty(2) == 1 ? .terminal : .logLines
     }
 

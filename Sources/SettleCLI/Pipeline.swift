@@ -87,7 +87,7 @@ struct Pipeline {
                     failure = ReadFailure(code: .emptyFile, message: "the file is empty", position: "\(name):1")
                 }
             } catch {
-                failure = error
+                failure = error.located(in: name)
             }
             let spool = try Pipeline.spool(source, format: report.format, folder: spoolFolder, file: position)
             report.spool = spool.file

@@ -34,15 +34,25 @@ extension LedgerStore {
         return found
     }
 
-    /// The minor units transferred on a charge in `currency` by transfers that are settled,
-    /// in flight or unknown (an unknown one may exist, so it counts).
+    /// What stands allocated on a charge in `currency` (SPEC's over-allocation rule, at plan
+    /// and again at apply): the transfers on it that are settled, in flight or unknown (an
+    /// unknown one may exist, so it counts), less settle's settled reversals of the settled
+    /// ones (their money went back: audit 38 Q2, the plan counted it still moved while the
+    /// apply's re-check did not, and the same ledger gave opposite verdicts).
     public func transferredAmount(charge: String, currency: String) throws(LedgerError) -> Int64 {
+        // The same sum as ``transferredAmounts(keys:found:)``, one charge at a time; a seeded
+        // property test (LedgerBatchLookUpTests) holds the two to the same answers.
         var total: Int64 = 0
         try db.query(
             """
-            SELECT COALESCE(SUM(amount_minor), 0) FROM instructions
-            WHERE kind = 'transfer' AND charge = ? AND currency = ?
-              AND status IN ('settled', 'in_flight', 'unknown')
+            SELECT COALESCE(SUM(
+                i.amount_minor - CASE WHEN i.status = 'settled' THEN
+                    (SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
+                     WHERE r.kind = 'reversal' AND r.status = 'settled'
+                       AND r.path = '/v1/transfers/' || i.stripe_id || '/reversals') ELSE 0 END), 0)
+            FROM instructions AS i
+            WHERE i.kind = 'transfer' AND i.charge = ? AND i.currency = ?
+              AND i.status IN ('settled', 'in_flight', 'unknown')
             """, text: charge, currency
         ) { row in total = row.integer(0) }
         return total
@@ -285,7 +295,11 @@ extension LedgerStore {
     public func transferredAmounts(keys: UnsafeRawBufferPointer, found: (Int, Int64) -> Void) throws(LedgerError) {
         try db.query(
             """
-            SELECT k.key, COALESCE(SUM(i.amount_minor), 0)
+            SELECT k.key, COALESCE(SUM(
+                i.amount_minor - CASE WHEN i.status = 'settled' THEN
+                    (SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
+                     WHERE r.kind = 'reversal' AND r.status = 'settled'
+                       AND r.path = '/v1/transfers/' || i.stripe_id || '/reversals') ELSE 0 END), 0)
             FROM json_each(?1) AS k CROSS JOIN instructions AS i
               ON i.kind = 'transfer' AND i.charge = k.value ->> 0 AND i.currency = k.value ->> 1
              AND i.status IN ('settled', 'in_flight', 'unknown')

@@ -108,12 +108,14 @@ extension PlanFolder {
     /// rebuilt ledger never followed them, and a payout that failed later was reported
     /// nowhere). Holding a line again is harmless. Returns how many lines were held.
     /// `unlessSettled`: not a line the ledger holds settled (a payout that came back whose line
-    /// a later payout paid), nor one of `reported` (a folder reported its return already).
+    /// a later payout paid), nor one whose row's instruction's last payout (`lastPayout`) a
+    /// folder reported the return of already (`reported`: line → payouts whose return a row
+    /// of it reported, ``linesReportedReturned(_:)``).
     /// `state`: `released` for the lines of a payout Stripe posted, held so that a return
     /// learned later makes them `returned` (``LedgerStore/recordPayoutStatus``).
     public func holdFollowing(
         _ payouts: Set<String>, ledger: LedgerStore, records: any SpoolRecordSource, unlessSettled: Bool = false,
-        reported: Set<String> = [], state: HeldLine.State = .following
+        reported: [String: Set<String>] = [:], lastPayout: [String: String] = [:], state: HeldLine.State = .following
     ) throws(SettleError) -> Int {
         typealias F = ResultsFile.Field
         guard !payouts.isEmpty else { return 0 }
@@ -125,7 +127,8 @@ extension PlanFolder {
             else { return }
             if unlessSettled {
                 let id = String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard()
-                if reported.contains(id) { return }
+                let instruction = String(decoding: row[F.instructionID.rawValue], as: UTF8.self)
+                if let payout = lastPayout[instruction], reported[id]?.contains(payout) == true { return }
                 let known: LedgerLine?
                 do {
                     known = try ledger.line(id)
@@ -142,6 +145,55 @@ extension PlanFolder {
         return count
     }
 
+    /// The lines this folder reports `unknown` under one of `made` (instructions Stripe holds
+    /// an object of, found by `settle ledger rebuild`), held as unresolved with their records,
+    /// as the apply that left them unknown held them: the next run brings them back and reports
+    /// them settled, so one day's sums count the object (audit 38 Q1: after a rebuild no run
+    /// did). Not a line of `reported` (a folder reports it settled already). Returns the
+    /// instructions of the lines held.
+    public func holdUnresolved(
+        _ made: Set<String>, ledger: LedgerStore, records: any SpoolRecordSource, reported: Set<String>
+    ) throws(SettleError) -> Set<String> {
+        typealias F = ResultsFile.Field
+        guard wasApplied, !made.isEmpty else { return [] }
+        var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: runID)
+        var instructions: Set<String> = []
+        try eachRow { (row, entry) throws(SettleError) in
+            let instruction = String(decoding: row[F.instructionID.rawValue], as: UTF8.self)
+            guard made.contains(instruction),
+                String(decoding: row[F.status.rawValue], as: UTF8.self) == LineStatus.unknown.name,
+                !reported.contains(String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard())
+            else { return }
+            try held.add(row, status: nil, entry: entry, adopted: .unresolved)
+            instructions.insert(instruction)
+        }
+        held.write()
+        if let failure = held.failure { throw failure }
+        return instructions
+    }
+
+    /// The orders this applied folder's results.csv decided against, each with the deciding
+    /// line and why: what its apply recorded in the ledger's decided orders, which `settle
+    /// ledger rebuild` restores (audit 38 Q8: a rebuilt ledger forgot them, and the re-apply of
+    /// an older folder its warning advised paid a payout of an order a newer folder had
+    /// rejected `charge_failed`). None for a folder never applied.
+    public func decidedOrders() throws(SettleError) -> [String: (line: String, reason: String)] {
+        typealias F = ResultsFile.Field
+        guard wasApplied else { return [:] }
+        var decided: [String: (line: String, reason: String)] = [:]
+        try eachRow { (row, _) throws(SettleError) in
+            func cell(_ field: F) -> String {
+                String(decoding: row[field.rawValue], as: UTF8.self).trimmingFormulaGuard()
+            }
+            guard let status = LineStatus(name: cell(.status)),
+                Self.decidesItsOrder(
+                    status: status, reasonCode: cell(.reasonCode), group: cell(.group), kind: cell(.kind))
+            else { return }
+            decided[cell(.group)] = (cell(.lineID), "\(cell(.reasonCode)): \(cell(.reason))")
+        }
+        return decided
+    }
+
     /// The lines this folder's results.csv reports with this status.
     public func lines(withStatus status: LineStatus) throws(SettleError) -> Set<String> {
         typealias F = ResultsFile.Field
@@ -154,17 +206,20 @@ extension PlanFolder {
     }
 
     /// The lines this folder's results.csv reports `failed` because one of these payouts (Stripe
-    /// ids) came back: its reason names the payout (``LedgerStore/recordPayoutStatus``).
-    public func linesReportedReturned(_ payouts: Set<String>) throws(SettleError) -> Set<String> {
+    /// ids) came back, each with the payouts its rows name: the reason names the payout
+    /// (``LedgerStore/recordPayoutStatus``).
+    public func linesReportedReturned(_ payouts: Set<String>) throws(SettleError) -> [String: Set<String>] {
         typealias F = ResultsFile.Field
-        guard !payouts.isEmpty else { return [] }
-        var found: Set<String> = []
+        guard !payouts.isEmpty else { return [:] }
+        var found: [String: Set<String>] = [:]
         try eachRow { (row, _) throws(SettleError) in
             guard String(decoding: row[F.status.rawValue], as: UTF8.self) == LineStatus.failed.name else { return }
             let reason = String(decoding: row[F.reason.rawValue], as: UTF8.self)
-            let named = reason.split(whereSeparator: { !$0.isLetter && !$0.isNumber && $0 != "_" })
-            guard named.contains(where: { payouts.contains(String($0)) }) else { return }
-            found.insert(String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard())
+            let named = reason.split(whereSeparator: { !$0.isLetter && !$0.isNumber && $0 != "_" }).map(String.init)
+            let returned = named.filter(payouts.contains)
+            guard !returned.isEmpty else { return }
+            let line = String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard()
+            found[line, default: []].formUnion(returned)
         }
         return found
     }

@@ -201,6 +201,14 @@ public struct PlanFolder {
         ReasonCode.duplicateLineID.code, ReasonCode.lineConflict.code, ReasonCode.groupRejected.code,
     ]
 
+    /// Whether a row of results.csv decides its order against moving: a line rejected by a
+    /// rule or refused by Stripe, not a copy or follower, not a payout Stripe refused or that
+    /// came back (which stops no other line of its order; payouts go last).
+    static func decidesItsOrder(status: LineStatus, reasonCode: String, group: String, kind: String) -> Bool {
+        (status == .rejected || status == .failed) && !copyOrFollower.contains(reasonCode) && !group.isEmpty
+            && !(status == .failed && kind == LineKind.payout.name)
+    }
+
     /// The orders (groups) of this plan with a line another run took up after the plan was
     /// made (`taken`: line id → who: "run …" or "settle cancel"), each with why it may not move
     /// in this apply.
@@ -795,8 +803,8 @@ public struct PlanFolder {
                     status == .rejected || status == .failed ? .rejected : status == .deferred ? .deferred : nil
                 if let target {
                     func cell(_ field: F) -> String { text(row[field.rawValue]).trimmingFormulaGuard() }
-                    if target == .rejected, !Self.copyOrFollower.contains(cell(.reasonCode)), !cell(.group).isEmpty,
-                        !(status == .failed && cell(.kind) == LineKind.payout.name)
+                    if Self.decidesItsOrder(
+                        status: status, reasonCode: cell(.reasonCode), group: cell(.group), kind: cell(.kind))
                     {
                         decidedOrders[cell(.group)] = (cell(.lineID), "\(cell(.reasonCode)): \(cell(.reason))")
                     }

@@ -367,6 +367,12 @@ import Testing
             environment: ["STRIPE_API_KEY": testKey])
         #expect(apply.status == 66, "\(apply.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder.path))
+        // With no ledger either, the configuration is told first, 78, as for `run` (audit 38 D9).
+        let neither = try SettleProcess.run(
+            ["apply", folder.path, "--ledger", setup.folder.appendingPathComponent("none.sqlite").path],
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(neither.status == 78, "\(neither.stderr)")
+        #expect(neither.stderr.contains("there is no ledger at"), "\(neither.stderr)")
     }
 
     /// An unusable `--out` (a file, a folder holding files settle did not write) is 73 before

@@ -250,6 +250,73 @@ import Testing
             setup, in: "day3", record: "D7,1007,payout,15.00,usd,ORDER1007", returned: "15.00,1500", next: "2026-12-04")
     }
 
+    /// A payout paid again after its first return, and returned again while the ledger was
+    /// lost: the rebuild holds its line as returned, because the folder that reported the
+    /// first return did not report this one, and the next run reports it `failed`, naming the
+    /// second payout. Before, any reported return of the line passed for this one, and no run
+    /// reported it (audit 38 Q7). The fix fed back unchanged (the same instruction, its next
+    /// attempt), or for another amount (another instruction).
+    @Test(arguments: ["15.00", "14.00"]) func aSecondReturnWhileTheLedgerWasLostIsReported(fixedAmount: String) throws {
+        let setup = try Setup()
+        let first = try payThenComeBack(setup, "D8", order: "1008", status: "returned", reason: "payout_method_closed")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 65 && day2["D8"]?[8] == "failed", "\(second.stderr) \(day2)")
+        var fix = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+        fix = fix.replacingOccurrences(of: "D8,1008,payout,15.00", with: "D8,1008,payout,\(fixedAmount)")
+        let (third, day3) = try day(setup, "day3", fix, asOf: "2026-12-03")
+        #expect(third.status == 0 && day3["D8"]?[8] == "settled", "\(third.stderr) \(day3)")
+        let again = try #require(day3["D8"]?[10])
+        #expect(again != first)
+        try setStatus(setup, again, "returned", reason: "payout_method_declined")
+        setup.loseLedger()
+        let rebuild = try SettleProcess.run(
+            ["ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base", setup.sandbox.base]
+                + ["day1", "day2", "day3"].map { setup.folder.appendingPathComponent($0).path },
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        let (fourth, day4) = try day(setup, "day4", Self.header, asOf: "2026-12-04")
+        #expect(fourth.status == 65, "\(fourth.stderr)")
+        #expect(day4["D8"].map { [$0[8], $0[11]] } == ["failed", "payout_method_declined"], "\(day4)")
+        #expect(day4["D8"]?[12].contains(again) == true, "\(day4)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day4/errors.csv"))
+        #expect(errors.contains("D8,1008,payout,\(fixedAmount),usd,ORDER1008"), "\(errors)")
+        let (fifth, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
+        #expect(fifth.status == 0 && day5.isEmpty, "\(fifth.stderr) \(day5)")
+    }
+
+    /// A line left `unknown` whose object Stripe made (the answer lost), on a ledger lost and
+    /// rebuilt: the rebuild finds the object and holds the line as unresolved, so the next run
+    /// reports it `settled` and counts what moved in its summary, once, as on the ledger that
+    /// sent it. Before, no run reported it and no day's sums counted it (audit 38 Q1). A
+    /// payout, and a transfer.
+    @Test(arguments: ["payout", "transfer"]) func anUnknownFoundMadeByARebuildIsReportedOnce(kind: String) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let payout = kind == "payout"
+        let path = payout ? "/v2/money_management/outbound_payments" : "/v1/transfers"
+        try faults(
+            setup, #"[{"method": "POST", "path_prefix": "\#(path)", "on": "any", "action": "drop_after_commit"}]"#)
+        let line =
+            payout
+            ? "U1,1401,payout,3.00,usd,ORDER1401,,,,,,,acct_drv,pm_ap_1,\n"
+            : "U1,1401,transfer,3.00,usd,ORDER1401,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+        let (first, day1) = try day(setup, "day1", Self.header + line, asOf: "2026-12-01")
+        #expect(first.status == 75 && day1["U1"]?[8] == "unknown", "\(first.stderr) \(day1)")
+        try faults(setup, "[]")
+        let rebuild = try loseAndRebuild(setup, from: "day1")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(day2["U1"]?[8] == "settled", "\(day2)")
+        #expect(usd(setup, "day2", payout ? "paid_out" : "transferred") == 300)
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 0 && day3.isEmpty, "\(third.stderr) \(day3)")
+        let made = try setup.sandbox.effects().filter {
+            $0["type"] as? String == (payout ? "outbound_payment" : "transfer")
+        }
+        #expect(made.count == 1)
+    }
+
     /// A line `settle cancel` dropped, or a later run took up (its charge failed: rejected
     /// `charge_failed`), stays so when the folder that deferred it is applied again: the
     /// re-apply neither holds it again nor lets a later run pay it (audits 22, 23: the re-apply
@@ -846,6 +913,45 @@ import Testing
         #expect(payouts.count == 1 && (payouts.first?["amount"] as? Int) == 400, "\(payouts)")
     }
 
+    /// The same days, then the ledger is lost and rebuilt from both folders: the rebuild
+    /// restores the orders day 2 decided against, so the re-apply of day 1 its warning advises
+    /// ("settle apply day1") does not pay the courier of the order whose charge failed; the
+    /// other order's line goes alone. Before, the rebuilt ledger forgot day 2's decision, and
+    /// the re-apply sent the whole aggregated payout (audit 38 Q8).
+    @Test func aRebuiltLedgerKeepsTheOrdersAFolderDecidedAgainst() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}]"#
+        )
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "A1,1331,transfer,78.81,usd,ORDER1331,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-15\n"
+                + "A2,1331,payout,10.95,usd,ORDER1331,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+                + "B1,1332,payout,4.00,usd,ORDER1332,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-10")
+        #expect(first.status == 75 && day1["A2"]?[8] == "unknown", "\(day1)")
+        try faults(setup, "[]")
+        try failCharge(setup, "ch_card1")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-11")
+        #expect(day2["A1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(second.stderr) \(day2)")
+        setup.loseLedger()
+        let rebuild = try SettleProcess.run(
+            ["ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base", setup.sandbox.base]
+                + ["day1", "day2"].map { setup.folder.appendingPathComponent($0).path },
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        let again = try setup.apply("day1")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("day1").map { ($0[0], $0) })
+        #expect(rows["A2"]?[8] != "settled", "\(again.stderr) \(rows)")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+            .compactMap { $0["amount"] as? Int }
+        #expect(payouts.allSatisfy { $0 == 400 }, "\(payouts)")
+        #expect(rows["A1"]?[8] != "settled", "\(rows)")
+    }
+
     /// The run that rejects the order (its charge failed) cannot look its unknown payout up
     /// (every listing answers 500): the payout stays unknown. The next run, or a re-apply of
     /// the old folder, finds it never made and does not send it either: a run decided
@@ -1032,6 +1138,68 @@ import Testing
         #expect(!effects.contains { $0["type"] as? String == "outbound_payment" }, "\(effects)")
         let errors = SettleProcess.read(setup.folder.appendingPathComponent("late/errors.csv"))
         #expect(errors.contains("L1,") && errors.contains("L1P,"), "\(errors)")
+    }
+
+    /// The apply's re-check takes the smaller of the plan's charge amount and the one the
+    /// ledger recorded from the run that counted the charge: a plan made when the export said
+    /// 100.00, applied after a run whose newer export said 80.00 (a partial refund) and moved
+    /// 40.00, does not move its 60.00 (lines naming only the payment intent: Stripe checks no
+    /// charge for them). Before, the plan's 100.00 let 100.00 move (audit 38 Q6). When the
+    /// charge is still 100.00, it moves.
+    @Test(arguments: [("80.00", false), ("100.00", true)]) func aLateApplyTakesTheSmallerChargeAmount(
+        meanwhile amount: String, moves: Bool
+    ) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let header =
+            "line_id,order_id,kind,amount,currency,destination,payment_intent,charge_amount,charge_currency,charge_status\n"
+        let apply = try planThenApplyLate(
+            setup, "stale", header + "S1,1080,transfer,60.00,usd,acct_rest,pi_S,100.00,usd,succeeded\n",
+            meanwhile: header + "S2,1081,transfer,40.00,usd,acct_rest,pi_S,\(amount),usd,succeeded\n",
+            withLedger: false)
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("stale").map { ($0[0], $0) })
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+            .compactMap { $0["amount"] as? Int }
+        if moves {
+            #expect(apply.status == 0 && rows["S1"]?[8] == "settled", "\(apply.stderr) \(rows)")
+            #expect(transfers.sorted() == [4000, 6000])
+        } else {
+            #expect(apply.status == 65, "\(apply.stderr)")
+            #expect(rows["S1"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(rows)")
+            #expect(rows["S1"]?[12].contains("more than the charge (80.00 usd)") == true, "\(rows)")
+            #expect(transfers == [4000])
+        }
+    }
+
+    /// A reversal settle made gives its money back to the charge: day 1 moves 60.00 of an
+    /// 80.00 charge, day 2 reverses 30.00 of it, and day 3's 30.00 fits (60.00 stands
+    /// allocated); 60.00 would not. Before, the plan counted the reversed 30.00 still moved and
+    /// rejected the 30.00 `over_allocated`, while a late apply's re-check let it through: one
+    /// ledger, two verdicts (audit 38 Q2).
+    @Test(arguments: [("30.00", true), ("60.00", false)]) func aSettledReversalFreesItsChargeForLaterTransfers(
+        amount: String, fits: Bool
+    ) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, _) = try day(
+            setup, "day1",
+            Self.header + "V1,2001,transfer,60.00,usd,ORDER2001,acct_rest,ch_card1,80.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let (second, day2) = try day(
+            setup, "day2", Self.header + "V2,2001,reversal,30.00,usd,ORDER2001,acct_rest,,,,,,,,\n", asOf: "2026-12-02")
+        #expect(second.status == 0 && day2["V2"]?[8] == "settled", "\(second.stderr) \(day2)")
+        let (third, day3) = try day(
+            setup, "day3",
+            Self.header + "V3,2003,transfer,\(amount),usd,ORDER2003,acct_rest,ch_card1,80.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-03")
+        if fits {
+            #expect(third.status == 0 && day3["V3"]?[8] == "settled", "\(third.stderr) \(day3)")
+        } else {
+            #expect(third.status == 65, "\(third.stderr)")
+            #expect(day3["V3"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(day3)")
+            #expect(day3["V3"]?[12].contains("add up to 90.00 USD") == true, "\(day3)")
+        }
     }
 
     /// A run killed once Stripe answered its transfer leaves it in flight: the next day's run

@@ -52,10 +52,13 @@ import Testing
 
     // MARK: logs
 
-    @Test func jsonLogsAreOneObjectPerEventWithTypedFields() throws {
+    /// Also with `--progress on`: progress is events in a JSON log, not the terminal's live
+    /// line (audit 38 D1: its escapes were 7 of 19 lines).
+    @Test(arguments: ["auto", "on"]) func jsonLogsAreOneObjectPerEventWithTypedFields(progress: String) throws {
         let out = SettleProcess.temporaryFolder()
         let outcome = try SettleProcess.run([
             "plan", Self.sample, "--out", out.path, "--as-of", "2026-11-29", "--log-format", "json", "-v",
+            "--progress", progress,
         ])
         #expect(outcome.status == 65)
         let lines = outcome.stderr.split(separator: "\n")

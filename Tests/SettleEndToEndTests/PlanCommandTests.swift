@@ -110,6 +110,20 @@ import Testing
         let manifest = SettleProcess.read(out.appendingPathComponent("manifest.json"))
         #expect(manifest.contains("\"reason_code\": \"gzip_truncated\""))
         #expect(manifest.contains("\"exit_status\": 65"))
+        // A gzip that fails in its first bytes names its file like any other (audit 38 D5:
+        // `byte 10` alone).
+        let corrupt = folder.appendingPathComponent("corrupt.csv.gz")
+        try Data([0x1F, 0x8B, 0x08, 0, 0, 0, 0, 0, 0, 0x03] + [UInt8](repeating: 0xFF, count: 70)).write(to: corrupt)
+        let again = folder.appendingPathComponent("again")
+        let rejected = try SettleProcess.run([
+            "plan", good.path, corrupt.path, "--out", again.path, "--as-of", "2026-11-29",
+        ])
+        #expect(rejected.status == 65, "\(rejected.stderr)")
+        let named = SettleProcess.read(again.appendingPathComponent("manifest.json"))
+        #expect(named.contains("\"reason_code\": \"gzip_corrupt\""), "\(named)")
+        #expect(named.contains("\"position\": \"\(corrupt.path): byte "), "\(named)")
+        #expect(
+            rejected.stderr.contains("\(corrupt.path) rejected whole at \(corrupt.path): byte "), "\(rejected.stderr)")
     }
 
     /// Files rejected before their header and files rejected mid-read, in any order among good
@@ -488,6 +502,16 @@ import Testing
         ])
         #expect(badConfig.status == 78)
         #expect(badConfig.stderr.contains("finacial_account"))
+        // A key is its option's name with `-` written `_`: the option's own spelling is no key
+        // (audit 38 D3: `as-of` was taken as `as_of`).
+        for key in ["as-of", "financial-account", "platform-country"] {
+            try #"{"\#(key)": "US"}"#.write(to: config, atomically: true, encoding: .utf8)
+            let dashed = try SettleProcess.run([
+                "plan", Self.sample, "--out", folder.appendingPathComponent("d").path, "--config", config.path,
+            ])
+            #expect(dashed.status == 78, "\(key): \(dashed.stderr)")
+            #expect(dashed.stderr.contains("\(key): unknown key"), "\(dashed.stderr)")
+        }
         #expect(try SettleProcess.run(["--help"]).stdout.contains("75  some outcomes are not known yet"))
         #expect(try SettleProcess.run(["--version"]).status == 0)
     }

@@ -17,6 +17,8 @@ public struct LedgerRebuild {
         public var reversals = 0
         public var payouts = 0
         public var added = 0
+        /// The instructions Stripe holds a live object of (settled now in the ledger).
+        public var made: Set<String> = []
         public var requests = 0
         /// Instructions settled at Stripe whose lines no plan folder gave: the ledger is
         /// refused for planning and applying until a rebuild gives them.
@@ -33,8 +35,13 @@ public struct LedgerRebuild {
         /// the status of the last: their lines, held from the plan folders, are reported failed
         /// by the next run, which no run may have done before the ledger was lost.
         public var cameBack: [String: String] = [:]
-        /// The payouts (Stripe ids) of those instructions that came back.
-        public var cameBackPayouts: Set<String> = []
+        /// The last payout (Stripe id) of each of those instructions, whose return is the one
+        /// to report: a folder that reported an earlier payout's return of the same line did
+        /// not report this one (audit 38 Q7).
+        public var cameBackPayout: [String: String] = [:]
+        /// Stripe's reason for each of those returns (the payout's `status_details`), where it
+        /// gives one: the code the next run reports the lines `failed` with.
+        public var cameBackReason: [String: String] = [:]
     }
 
     /// - Parameters:
@@ -50,6 +57,8 @@ public struct LedgerRebuild {
         var stripe = try StripeGet(configuration: configuration)
         var report = Report()
         var objects: [LedgerStore.RestoredObject] = []
+        /// Stripe's reason for each payout that came back, by its id.
+        var reasons: [String: String] = [:]
         func get(_ path: String) throws(ApplyError) -> JSON {
             defer { report.requests = stripe.requests }
             return try stripe.object(path)
@@ -125,6 +134,9 @@ public struct LedgerRebuild {
                     payoutStatus: status.isEmpty ? "processing" : status))
             objects[objects.count - 1].createdAt = payment["created"]?.stringValue.flatMap(
                 ISO8601DateFormatter.withFractions)
+            if let reason = payment["status_details"]?[status]?["reason"]?.stringValue {
+                reasons[id] = reason
+            }
             if status == "posted" {
                 report.posted.insert(instruction)
             } else if !LedgerStore.RestoredObject.cameBack.contains(status) {
@@ -143,9 +155,10 @@ public struct LedgerRebuild {
         }
         let live = Set(objects.filter { !$0.hasComeBack }.map(\.instructionID))
         for object in objects where object.hasComeBack && !live.contains(object.instructionID) {
-            report.cameBackPayouts.insert(object.stripeID)
             if report.cameBack[object.instructionID] == nil || object.attempt == cameBack[object.instructionID] {
                 report.cameBack[object.instructionID] = object.payoutStatus
+                report.cameBackPayout[object.instructionID] = object.stripeID
+                report.cameBackReason[object.instructionID] = reasons[object.stripeID]
             }
         }
         for index in objects.indices where objects[index].kind == "payout" {
@@ -155,7 +168,8 @@ public struct LedgerRebuild {
             objects[index].idempotencyKey = IdempotencyKey.make(
                 instruction: objects[index].instructionID, attempt: objects[index].attempt)
         }
-        let lines = try linesOf(Set(objects.filter { !$0.hasComeBack }.map(\.instructionID)))
+        report.made = Set(objects.filter { !$0.hasComeBack }.map(\.instructionID))
+        let lines = try linesOf(report.made)
         do {
             report.added = try ledger.restore(objects, lines: lines, runs: runs)
             report.withoutLines = try ledger.instructionsWithoutLines()

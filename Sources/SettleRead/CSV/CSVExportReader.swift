@@ -93,7 +93,7 @@ public final class CSVExportReader {
             }
         } catch {
             if let fileIndex = state.fileIndex { sink.discardFile(fileIndex) }
-            return ReadFailure(code: error.code, message: error.message, position: "\(name): \(error.position)")
+            return error.located(in: name)
         }
         guard let fileIndex = state.fileIndex else {
             return ReadFailure(
