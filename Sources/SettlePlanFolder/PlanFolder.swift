@@ -735,6 +735,19 @@ public struct PlanFolder {
                         // (unless a later run took it up meanwhile, or settle cancel dropped it:
                         // then it stays as the stop left it, audit 22).
                         set(&row, restored, code: before.code, reason: before.reason)
+                    } else if status == LineStatus.unknown.name,
+                        case let instruction = text(row[F.instructionID.rawValue]), !instruction.isEmpty,
+                        report.ledgerFailure == nil,
+                        (try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard())) == .some(nil),
+                        let own = splitResult(&row, of: instruction),
+                        own.status != .settled, own.status != .alreadySettled
+                    {
+                        // Left unknown by an earlier attempt of this folder on a ledger that has
+                        // lost it (rebuilt: the payout was never made), and split now: this line
+                        // did not go, for its order's reason. Left `unknown`, it was held again,
+                        // and the next run paid it for an order a newer run had rejected
+                        // (audit 38 Q8).
+                        set(&row, own.status, stripeID: own.stripeID, code: own.reasonCode, reason: own.reason)
                     } else if status == LineStatus.unknown.name {
                         // Sent by an earlier run: the engine resolved it first; the ledger has the answer.
                         let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()

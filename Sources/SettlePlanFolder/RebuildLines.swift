@@ -11,11 +11,15 @@ extension PlanFolder {
     /// against its id as read). A payout that apply split (``PayoutSplit``: an aggregated
     /// payout sent for only some of its lines) is in no instructions.jsonl: its lines are the
     /// rows of the folder's results.csv that name it, with the claims the planned payout lists
-    /// for them.
+    /// for them. With them, the charge key of each wanted transfer that names no charge (its
+    /// payment intent, `charge_key`): the ledger records the transfer under it, so later runs
+    /// count it against the charge (audit 38 Q12: a rebuilt ledger did not, and the next run
+    /// moved 90.00 on an 80.00 charge).
     public static func instructionLines(of wanted: Set<String>, in folders: [String]) throws(ApplyError)
-        -> [String: [LedgerLineClaim]]
+        -> (lines: [String: [LedgerLineClaim]], chargeKeys: [String: String])
     {
         var found: [String: [LedgerLineClaim]] = [:]
+        var chargeKeys: [String: String] = [:]
         func claim(_ line: Instruction.Line) -> LedgerLineClaim {
             LedgerLineClaim(lineID: line.lineID, kind: line.kind, amountMinor: line.amountMinor, content: line.content)
         }
@@ -31,6 +35,9 @@ extension PlanFolder {
             while let instruction = try instructions.next() {
                 guard wanted.contains(instruction.id), found[instruction.id] == nil else { continue }
                 found[instruction.id] = instruction.lines.map(claim)
+                if instruction.kind == .transfer, !instruction.ledgerCharge.isEmpty {
+                    chargeKeys[instruction.id] = instruction.ledgerCharge
+                }
             }
         }
         var missing = wanted.subtracting(found.keys)
@@ -65,6 +72,6 @@ extension PlanFolder {
                 missing.remove(id)
             }
         }
-        return found
+        return (found, chargeKeys)
     }
 }

@@ -915,9 +915,11 @@ import Testing
 
     /// The same days, then the ledger is lost and rebuilt from both folders: the rebuild
     /// restores the orders day 2 decided against, so the re-apply of day 1 its warning advises
-    /// ("settle apply day1") does not pay the courier of the order whose charge failed; the
-    /// other order's line goes alone. Before, the rebuilt ledger forgot day 2's decision, and
-    /// the re-apply sent the whole aggregated payout (audit 38 Q8).
+    /// ("settle apply day1") does not pay the courier of the order whose charge failed, nor does
+    /// the run after it; the other order's line goes alone, once. Before, the rebuilt ledger
+    /// forgot day 2's decision, and the re-apply sent the whole aggregated payout; then the
+    /// re-apply held it back but left its row `unknown`, and the run after it paid it (audit
+    /// 38 Q8).
     @Test func aRebuiltLedgerKeepsTheOrdersAFolderDecidedAgainst() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
@@ -945,11 +947,15 @@ import Testing
         #expect(rebuild.status == 0, "\(rebuild.stderr)")
         let again = try setup.apply("day1")
         let rows = Dictionary(uniqueKeysWithValues: setup.results("day1").map { ($0[0], $0) })
-        #expect(rows["A2"]?[8] != "settled", "\(again.stderr) \(rows)")
+        #expect(rows["A2"].map { [$0[8], $0[11]] } == ["rejected", "group_rejected"], "\(again.stderr) \(rows)")
+        #expect(rows["A1"]?[8] != "settled", "\(rows)")
+        // Nor does the run after it, which resolves what the re-apply left open: the decision
+        // is newer than day 1's plan, whenever its payout was sent.
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-12")
+        #expect(day3["A2"]?[8] != "settled", "\(third.stderr) \(day3)")
         let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
             .compactMap { $0["amount"] as? Int }
-        #expect(payouts.allSatisfy { $0 == 400 }, "\(payouts)")
-        #expect(rows["A1"]?[8] != "settled", "\(rows)")
+        #expect(payouts == [400], "\(payouts)")
     }
 
     /// The run that rejects the order (its charge failed) cannot look its unknown payout up
@@ -1169,6 +1175,32 @@ import Testing
             #expect(rows["S1"]?[12].contains("more than the charge (80.00 usd)") == true, "\(rows)")
             #expect(transfers == [4000])
         }
+    }
+
+    /// A transfer that names its charge only by payment intent, on a ledger lost and rebuilt:
+    /// the rebuild records it under the plan's charge key (the payment intent), so day 2's
+    /// transfer past the charge is `over_allocated` as on the ledger that sent it. Before, the
+    /// rebuilt transfer had no charge, and day 2 moved 90.00 on an 80.00 charge (audit 38 Q12).
+    @Test(arguments: [false, true]) func aRebuiltTransferKeepsItsPaymentIntentCharge(rebuilt: Bool) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let header =
+            "line_id,order_id,kind,amount,currency,destination,payment_intent,charge_amount,charge_currency,charge_status\n"
+        let (first, day1) = try day(
+            setup, "day1", header + "Y1,1091,transfer,60.00,usd,acct_rest,pi_Y,80.00,usd,succeeded\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1["Y1"]?[8] == "settled", "\(first.stderr) \(day1)")
+        if rebuilt {
+            let rebuild = try loseAndRebuild(setup, from: "day1")
+            #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        }
+        let (second, day2) = try day(
+            setup, "day2", header + "Y2,1092,transfer,30.00,usd,acct_rest,pi_Y,80.00,usd,succeeded\n",
+            asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["Y2"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(day2)")
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+        #expect(transfers.count == 1)
     }
 
     /// A reversal settle made gives its money back to the charge: day 1 moves 60.00 of an

@@ -52,7 +52,9 @@ public struct LedgerRebuild {
     ///     (``LedgerStore/knowsRun(_:)``: their folders may be applied again on this ledger).
     public func run(
         ledger: LedgerStore, since: Int64, runs: [String] = [],
-        linesOf: (Set<String>) throws(ApplyError) -> [String: [LedgerLineClaim]] = { _ in [:] }
+        linesOf: (Set<String>) throws(ApplyError) -> (
+            lines: [String: [LedgerLineClaim]], chargeKeys: [String: String]
+        ) = { _ in ([:], [:]) }
     ) throws(ApplyError) -> Report {
         var stripe = try StripeGet(configuration: configuration)
         var report = Report()
@@ -169,7 +171,12 @@ public struct LedgerRebuild {
                 instruction: objects[index].instructionID, attempt: objects[index].attempt)
         }
         report.made = Set(objects.filter { !$0.hasComeBack }.map(\.instructionID))
-        let lines = try linesOf(report.made)
+        let (lines, chargeKeys) = try linesOf(report.made)
+        // A transfer that names no charge is recorded under its plan's charge key (its payment
+        // intent), as the apply that sent it recorded it.
+        for index in objects.indices where objects[index].kind == "transfer" && objects[index].charge.isEmpty {
+            objects[index].charge = chargeKeys[objects[index].instructionID] ?? ""
+        }
         do {
             report.added = try ledger.restore(objects, lines: lines, runs: runs)
             report.withoutLines = try ledger.instructionsWithoutLines()
