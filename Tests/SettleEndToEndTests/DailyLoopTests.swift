@@ -268,11 +268,7 @@ import Testing
         let again = try #require(day3["D8"]?[10])
         #expect(again != first)
         try setStatus(setup, again, "returned", reason: "payout_method_declined")
-        setup.loseLedger()
-        let rebuild = try SettleProcess.run(
-            ["ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base", setup.sandbox.base]
-                + ["day1", "day2", "day3"].map { setup.folder.appendingPathComponent($0).path },
-            environment: ["STRIPE_API_KEY": testKey])
+        let rebuild = try loseAndRebuild(setup, from: "day1", "day2", "day3")
         #expect(rebuild.status == 0, "\(rebuild.stderr)")
         let (fourth, day4) = try day(setup, "day4", Self.header, asOf: "2026-12-04")
         #expect(fourth.status == 65, "\(fourth.stderr)")
@@ -459,13 +455,12 @@ import Testing
     }
 
     /// The ledger lost, then rebuilt from Stripe with the plan folder `folder`.
-    func loseAndRebuild(_ setup: Setup, from folder: String) throws -> SettleProcess.Outcome {
+    func loseAndRebuild(_ setup: Setup, from folders: String...) throws -> SettleProcess.Outcome {
         setup.loseLedger()
         return try SettleProcess.run(
-            [
-                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base, setup.folder.appendingPathComponent(folder).path,
-            ], environment: ["STRIPE_API_KEY": testKey])
+            ["ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base", setup.sandbox.base]
+                + folders.map { setup.folder.appendingPathComponent($0).path }, environment: ["STRIPE_API_KEY": testKey]
+        )
     }
 
     /// A rebuild given a folder whose run was planned before `--since` is refused, 64, and
@@ -507,13 +502,7 @@ import Testing
         let payout = try payThenComeBack(setup, "B1", order: "1095", status: "returned", reason: "payout_method_closed")
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(second.status == 65 && day2["B1"]?[8] == "failed", "\(day2)")
-        setup.loseLedger()
-        let rebuilt = try SettleProcess.run(
-            [
-                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base,
-                setup.folder.appendingPathComponent("day1").path, setup.folder.appendingPathComponent("day2").path,
-            ], environment: ["STRIPE_API_KEY": testKey])
+        let rebuilt = try loseAndRebuild(setup, from: "day1", "day2")
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
         let (fixed, day3) = try day(
             setup, "day3", Self.header + "B1,1095,payout,15.00,usd,ORDER1095,,,,,,,acct_drv,pm_ap_2,\n",
@@ -877,6 +866,33 @@ import Testing
         #expect(try setup.sandbox.effects().isEmpty)
     }
 
+    /// Day 1 (as of 12-10): order `orders` (A1 a transfer dated 12-15 on ch_card1, A2 its
+    /// payout) and order `orders` + 1 (B1, a payout on no charge) share one aggregated payout,
+    /// which Stripe answers 500 (never made): A2 and B1 `unknown`. ch_card1 then fails, and day
+    /// 2 (12-11) runs: its outcome and rows.
+    func unknownAggregatedPayoutThenChargeFails(_ setup: Setup, orders: Int) throws -> (
+        SettleProcess.Outcome, [String: [String]]
+    ) {
+        try setup.sandbox.seed(Self.fixtures)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}]"#
+        )
+        let other = orders + 1
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "A1,\(orders),transfer,78.81,usd,ORDER\(orders),acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-15\n"
+                + "A2,\(orders),payout,10.95,usd,ORDER\(orders),,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+                + "B1,\(other),payout,4.00,usd,ORDER\(other),,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-10")
+        #expect(first.status == 75 && day1["A2"]?[8] == "unknown" && day1["B1"]?[8] == "unknown", "\(day1)")
+        #expect(day1["A2"]?[9] == day1["B1"]?[9], "one aggregated payout: \(day1)")
+        try faults(setup, "[]")
+        try failCharge(setup, "ch_card1")
+        return try day(setup, "day2", Self.header, asOf: "2026-12-11")
+    }
+
     /// The unknown payout is aggregated: it also pays another order, on no charge, that may
     /// move. Found never made, it is not sent (the stopped order's line is `failed`
     /// `group_rejected`); the other order's line waits in the ledger (`deferred` `scheduled`)
@@ -884,23 +900,7 @@ import Testing
     /// only if fed back (audit 35 P3).
     @Test func theOtherOrdersOfAnUnknownPayoutNeverMadeWaitForTheNextRun() throws {
         let setup = try Setup()
-        try setup.sandbox.seed(Self.fixtures)
-        try faults(
-            setup,
-            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}]"#
-        )
-        let (first, day1) = try day(
-            setup, "day1",
-            Self.header
-                + "A1,1321,transfer,78.81,usd,ORDER1321,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-15\n"
-                + "A2,1321,payout,10.95,usd,ORDER1321,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
-                + "B1,1322,payout,4.00,usd,ORDER1322,,,,,,,acct_drv,pm_ap_1,\n",
-            asOf: "2026-12-10")
-        #expect(first.status == 75 && day1["A2"]?[8] == "unknown" && day1["B1"]?[8] == "unknown", "\(day1)")
-        #expect(day1["A2"]?[9] == day1["B1"]?[9], "one aggregated payout: \(day1)")
-        try faults(setup, "[]")
-        try failCharge(setup, "ch_card1")
-        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-11")
+        let (second, day2) = try unknownAggregatedPayoutThenChargeFails(setup, orders: 1321)
         #expect(second.status == 65, "\(second.stderr)")
         #expect(day2["A1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day2)")
         #expect(day2["A2"].map { [$0[8], $0[11]] } == ["failed", "group_rejected"], "\(day2)")
@@ -922,28 +922,9 @@ import Testing
     /// 38 Q8).
     @Test func aRebuiltLedgerKeepsTheOrdersAFolderDecidedAgainst() throws {
         let setup = try Setup()
-        try setup.sandbox.seed(Self.fixtures)
-        try faults(
-            setup,
-            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}]"#
-        )
-        let (first, day1) = try day(
-            setup, "day1",
-            Self.header
-                + "A1,1331,transfer,78.81,usd,ORDER1331,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-15\n"
-                + "A2,1331,payout,10.95,usd,ORDER1331,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
-                + "B1,1332,payout,4.00,usd,ORDER1332,,,,,,,acct_drv,pm_ap_1,\n",
-            asOf: "2026-12-10")
-        #expect(first.status == 75 && day1["A2"]?[8] == "unknown", "\(day1)")
-        try faults(setup, "[]")
-        try failCharge(setup, "ch_card1")
-        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-11")
+        let (second, day2) = try unknownAggregatedPayoutThenChargeFails(setup, orders: 1331)
         #expect(day2["A1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(second.stderr) \(day2)")
-        setup.loseLedger()
-        let rebuild = try SettleProcess.run(
-            ["ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base", setup.sandbox.base]
-                + ["day1", "day2"].map { setup.folder.appendingPathComponent($0).path },
-            environment: ["STRIPE_API_KEY": testKey])
+        let rebuild = try loseAndRebuild(setup, from: "day1", "day2")
         #expect(rebuild.status == 0, "\(rebuild.stderr)")
         let again = try setup.apply("day1")
         let rows = Dictionary(uniqueKeysWithValues: setup.results("day1").map { ($0[0], $0) })
