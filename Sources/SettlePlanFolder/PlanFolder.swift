@@ -770,7 +770,19 @@ public struct PlanFolder {
                                     reason: "settled by an earlier run")
                             case .failed:
                                 let group = text(row[F.group.rawValue]).trimmingFormulaGuard()
-                                if let stopped = report.waitingAfterStop[line.instructionID], !stopped.contains(group) {
+                                if let end = endedElsewhere[lineID], end.state == .cancelled {
+                                    // Never made, and `settle cancel` dropped it since this plan
+                                    // (it waited for another order's reason): not this folder's to
+                                    // report failed, nor to list in errors.csv to be fed back
+                                    // (audit 38 Q10: fed back, the cancelled line was paid).
+                                    set(
+                                        &row, .deferred, code: ReasonCode.scheduled.code,
+                                        reason:
+                                            "settle cancel dropped it after this plan: it does not wait in the ledger any more"
+                                    )
+                                } else if let stopped = report.waitingAfterStop[line.instructionID],
+                                    !stopped.contains(group)
+                                {
                                     // Never made, and not sent for another order it paid: this
                                     // line's own order may move, so it waits for the next run.
                                     set(

@@ -939,6 +939,25 @@ import Testing
         #expect(payouts == [400], "\(payouts)")
     }
 
+    /// The same days, then `settle cancel` of the other order's waiting line and a re-apply of
+    /// day 1: the cancelled line stays `deferred`, saying the cancel dropped it, out of
+    /// errors.csv, and nothing is paid. Before, the re-apply listed it `failed` `group_rejected`
+    /// for the stopped order's reason, in errors.csv, and fed back it was paid (audit 38 Q10).
+    @Test func aCancelledLineOfAnUnknownPayoutIsNotListedFailedByAReapply() throws {
+        let setup = try Setup()
+        let (second, day2) = try unknownAggregatedPayoutThenChargeFails(setup, orders: 1341)
+        #expect(day2["B1"].map { [$0[8], $0[11]] } == ["deferred", "scheduled"], "\(second.stderr) \(day2)")
+        let cancel = try SettleProcess.run(["cancel", "B1", "--ledger", setup.ledger])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        let again = try setup.apply("day1")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("day1").map { ($0[0], $0) })
+        #expect(rows["B1"]?[8] == "deferred", "\(again.stderr) \(rows)")
+        #expect(rows["B1"]?[12].contains("settle cancel dropped it") == true, "\(rows)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day1/errors.csv"))
+        #expect(!errors.contains("B1,1342"), "\(errors)")
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
     /// The run that rejects the order (its charge failed) cannot look its unknown payout up
     /// (every listing answers 500): the payout stays unknown. The next run, or a re-apply of
     /// the old folder, finds it never made and does not send it either: a run decided
