@@ -159,9 +159,10 @@ extension PlanFolder {
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: runID)
         var instructions: Set<String> = []
         try eachRow { (row, entry) throws(SettleError) in
+            // The status's bytes first: most rows are not unknown, and make no string.
+            guard row[F.status.rawValue].elementsEqual(LineStatus.unknown.name.utf8) else { return }
             let instruction = String(decoding: row[F.instructionID.rawValue], as: UTF8.self)
             guard made.contains(instruction),
-                String(decoding: row[F.status.rawValue], as: UTF8.self) == LineStatus.unknown.name,
                 !reported.contains(String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard())
             else { return }
             try held.add(row, status: nil, entry: entry, adopted: .unresolved)
@@ -185,7 +186,12 @@ extension PlanFolder {
             func cell(_ field: F) -> String {
                 String(decoding: row[field.rawValue], as: UTF8.self).trimmingFormulaGuard()
             }
-            guard let status = LineStatus(name: cell(.status)),
+            // Only rejected and failed rows decide: their status's bytes first, no string made.
+            let statusBytes = row[F.status.rawValue]
+            guard
+                statusBytes.elementsEqual(LineStatus.rejected.name.utf8)
+                    || statusBytes.elementsEqual(LineStatus.failed.name.utf8),
+                let status = LineStatus(name: cell(.status)),
                 Self.decidesItsOrder(
                     status: status, reasonCode: cell(.reasonCode), group: cell(.group), kind: cell(.kind))
             else { return }

@@ -193,6 +193,8 @@ public struct PlanFolder {
     /// The end of the reason of a line whose payout this run made came back, and that a later
     /// run paid again (a re-apply counts that payout as made at every attempt).
     static let cameBackPaidAgain = " of this run came back; a later run paid the line again"
+    /// The reason of a deferred row whose line `settle cancel` dropped after the plan.
+    static let droppedByCancel = "settle cancel dropped it after this plan: it does not wait in the ledger any more"
 
     /// Reason codes of rows that decide nothing about their order: a copy of a line (the line
     /// itself is elsewhere), or a line that follows its order's fate (the deciding line has
@@ -684,7 +686,7 @@ public struct PlanFolder {
                         set(
                             &row, .deferred, code: text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
                             reason: end.state == .cancelled
-                                ? "settle cancel dropped it after this plan: it does not wait in the ledger any more"
+                                ? Self.droppedByCancel
                                 : "run \(end.endedRun ?? "") took it up after this plan: it does not wait in the ledger any more"
                         )
                     } else if status == LineStatus.alreadySettled.name, !cameBack.isEmpty,
@@ -777,9 +779,7 @@ public struct PlanFolder {
                                     // (audit 38 Q10: fed back, the cancelled line was paid).
                                     set(
                                         &row, .deferred, code: ReasonCode.scheduled.code,
-                                        reason:
-                                            "settle cancel dropped it after this plan: it does not wait in the ledger any more"
-                                    )
+                                        reason: Self.droppedByCancel)
                                 } else if let stopped = report.waitingAfterStop[line.instructionID],
                                     !stopped.contains(group)
                                 {
