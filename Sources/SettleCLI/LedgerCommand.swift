@@ -159,6 +159,13 @@ struct LedgerCommand {
                     throw LedgerHistory.failure(error, path: path)
                 }
             }
+            // The charges each applied folder's plan found failed at Stripe: a later run rejects
+            // their lines whatever the export says (audit 38 Q5).
+            do {
+                for case .success(let plan) in opened { try ledger.recordFailedCharges(plan.failedCharges) }
+            } catch {
+                throw LedgerHistory.failure(error, path: path)
+            }
             // Lines a folder left unknown whose object Stripe holds: held as unresolved, and
             // their outcome not reported yet, so the next run reports them settled (audit 38 Q1:
             // no run did, and the object was in no day's sums). Not those a folder given

@@ -204,6 +204,17 @@ final class LedgerHistory: SettlementHistory {
         }
     }
 
+    func failedCharges() -> [(charge: String, paymentIntent: String?, fact: StripeFacts.Charge)] {
+        read([]) { () throws(LedgerError) in try store.failedCharges() }.map { failed in
+            (
+                failed.charge, failed.paymentIntent,
+                StripeFacts.Charge(
+                    status: .failed, amount: -1, currency: .usd, requestID: failed.requestID,
+                    checkedAt: failed.checkedAt, refusal: failed.refusal, lookedUpBy: failed.run)
+            )
+        }
+    }
+
     func countedCharge(_ charge: String) -> ChargeTotal? {
         read(nil) { () throws(LedgerError) -> ChargeTotal? in
             guard let counted = try store.countedCharge(charge), let currency = Currency(counted.currency) else {

@@ -147,7 +147,9 @@ struct Pipeline {
             fields: [.lines(checker.batch.lines.count), .durationMS(Pipeline.milliseconds(since: started))]
                 + Log.Field.memory())
         // The look-ups show their own progress line; planning starts when they are done.
-        let stripeFacts = try facts?(checker.batch) ?? .empty
+        var stripeFacts = try facts?(checker.batch) ?? .empty
+        // What earlier runs' look-ups found failed still stands (a failed charge stays failed).
+        if let history { stripeFacts.remember(history.failedCharges()) }
         let planning = Date()
         // Group rules and instruction forming run as one call: the line shows the time spent.
         progress.phase("planning \(HumanFormat.count(checker.batch.lines.count)) lines", total: nil)

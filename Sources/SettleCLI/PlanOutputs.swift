@@ -231,6 +231,7 @@ struct PlanOutputs {
                             ("amount_refunded_minor", charge.refundedMinor.map(JSON.int) ?? .null),
                             ("currency", text(charge.currency)), ("fee_minor", charge.feeMinor.map(JSON.int) ?? .null),
                             ("payment_method_type", text(charge.paymentMethodType)),
+                            ("payment_intent", text(charge.paymentIntent)),
                             ("request_id", text(charge.requestID)), ("checked_at", text(charge.checkedAt)),
                         ])
                     })

@@ -190,3 +190,28 @@ public struct LedgerStatusSummary: Sendable, Equatable {
         self.instructions = instructions
     }
 }
+
+/// A charge Stripe said failed when a run looked it up, or gave no charge for (``refusal``:
+/// why, such as `resource_missing: No such charge`), as that run's facts hold it.
+public struct FailedCharge: Sendable, Equatable {
+    public var charge: String
+    /// The charge's payment intent, when Stripe named one.
+    public var paymentIntent: String?
+    public var refusal: String?
+    /// The run whose look-up said so, when, and Stripe's request id of that look-up.
+    public var run: String
+    public var checkedAt: String
+    public var requestID: String
+
+    public init(
+        charge: String, paymentIntent: String? = nil, refusal: String? = nil, run: String, checkedAt: String,
+        requestID: String
+    ) {
+        self.charge = charge
+        self.paymentIntent = paymentIntent
+        self.refusal = refusal
+        self.run = run
+        self.checkedAt = checkedAt
+        self.requestID = requestID
+    }
+}

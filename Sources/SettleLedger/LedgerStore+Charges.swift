@@ -205,3 +205,43 @@ extension LedgerStore {
         for (position, amount) in kept.sorted(by: { $0.key < $1.key }) { found(position, amount) }
     }
 }
+
+/// The `failed_charges` table (``schemaVersion9``): Stripe's word that a charge failed.
+extension LedgerStore {
+    /// Records the charges a run's look-ups found failed; a charge already recorded keeps the
+    /// run that first learned it.
+    public func recordFailedCharges(_ charges: [FailedCharge]) throws(LedgerError) {
+        guard version >= 9, !charges.isEmpty else { return }
+        try db.transaction { () throws(LedgerError) in
+            for charge in charges {
+                _ = try db.run(
+                    """
+                    INSERT INTO failed_charges(charge, payment_intent, refusal, run_id, checked_at, request_id)
+                    VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(charge) DO UPDATE
+                    SET payment_intent = COALESCE(failed_charges.payment_intent, excluded.payment_intent)
+                    """,
+                    [
+                        .text(charge.charge), SQLiteValue(charge.paymentIntent), SQLiteValue(charge.refusal),
+                        .text(charge.run), .text(charge.checkedAt),
+                        .text(charge.requestID),
+                    ])
+            }
+        }
+    }
+
+    /// Every charge the ledger knows Stripe found failed, by charge id (a handful a day: a plan
+    /// reads them all, then matches the batch's charges in memory).
+    public func failedCharges() throws(LedgerError) -> [FailedCharge] {
+        guard version >= 9 else { return [] }
+        var found: [FailedCharge] = []
+        try db.query(
+            "SELECT charge, payment_intent, refusal, run_id, checked_at, request_id FROM failed_charges ORDER BY charge"
+        ) { row in
+            found.append(
+                FailedCharge(
+                    charge: row.text(0) ?? "", paymentIntent: row.text(1), refusal: row.text(2), run: row.text(3) ?? "",
+                    checkedAt: row.text(4) ?? "", requestID: row.text(5) ?? ""))
+        }
+        return found
+    }
+}

@@ -9,7 +9,7 @@ import Glibc
 /// a crash or power loss. Use one store from one thread.
 public final class LedgerStore {
     /// The schema this build reads and writes (older ledgers are migrated on open).
-    public static let schemaVersion = 8
+    public static let schemaVersion = 9
 
     /// The ledger file.
     public let path: String
@@ -362,6 +362,7 @@ public final class LedgerStore {
             try db.query("SELECT 1 FROM pragma_table_info('instructions') WHERE name = 'sent_run'") { _ in has = true }
             if !has { try db.execute(Self.schemaVersion8) }
         }
+        if version < 9 { try db.execute(Self.schemaVersion9) }
         try db.run(
             """
             INSERT INTO settle_meta(key, value) VALUES ('schema_version', ?)
@@ -476,6 +477,24 @@ public final class LedgerStore {
     /// line a later run's attempt had seen refused, and no folder reported it).
     static let schemaVersion8 = """
         ALTER TABLE instructions ADD COLUMN sent_run TEXT;
+        """
+
+    /// Version 9: the charges Stripe said failed (or gave no charge for) when a run looked them
+    /// up, as the applied run's facts hold them. A failed charge never succeeds later: a later
+    /// plan rejects every line naming it (or its payment intent) `charge_failed`, whatever its
+    /// export says (audit 38 Q5: a payout row of such a charge, fed back from errors.csv with
+    /// the export's `succeeded`, was paid).
+    static let schemaVersion9 = """
+        CREATE TABLE IF NOT EXISTS failed_charges (
+            charge         TEXT PRIMARY KEY,
+            payment_intent TEXT,
+            refusal        TEXT,
+            run_id         TEXT NOT NULL,
+            checked_at     TEXT NOT NULL,
+            request_id     TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS failed_charges_by_intent ON failed_charges(payment_intent)
+            WHERE payment_intent IS NOT NULL;
         """
 
     /// The `held_lines` table, its states those of ``HeldLine/State`` (a ledger made new has

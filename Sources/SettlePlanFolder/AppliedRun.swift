@@ -1,4 +1,5 @@
 public import Foundation
+public import SettleApply
 public import SettleCore
 public import SettleWrite
 
@@ -30,6 +31,8 @@ public struct AppliedRun: Sendable {
     /// Charges apply learned of that charges.csv does not list (an offline plan's charge with
     /// no facts), and the charge of each instruction drawing on one: counted like the others.
     public var lookedUpCharges: [ChargeRow] = []
+    /// What apply's look-ups said of the charges (an offline plan's), for the ones that failed.
+    public var checkedCharges: [ChargeFact] = []
     public var chargeOfInstruction: [String: String] = [:]
     public var requests = 0
     public var retries = 0

@@ -1,4 +1,5 @@
 public import Foundation
+import SettleApply
 public import SettleCore
 public import SettleLedger
 import SettleWrite
@@ -171,6 +172,40 @@ extension PlanFolder {
         held.write()
         if let failure = held.failure { throw failure }
         return instructions
+    }
+
+    /// The charges this folder's plan looked up and Stripe said failed (or gave no charge for),
+    /// from its manifest's facts: what its apply recorded in the ledger, which `settle ledger
+    /// rebuild` restores. The charges its apply looked up are not in the folder.
+    public var failedCharges: [FailedCharge] {
+        guard wasApplied else { return [] }
+        return Self.failedCharges(manifest: manifest, run: lastAppliedRunID ?? runID)
+    }
+
+    /// The failed charges among a manifest's facts (`facts.charges`, written from
+    /// ``ChargeFact``s), as recorded by `run`.
+    static func failedCharges(manifest: JSON, run: String) -> [FailedCharge] {
+        guard case .array(let charges)? = manifest["facts"]?["charges"] else { return [] }
+        return charges.compactMap { charge in
+            guard let id = charge["charge"]?.stringValue, charge["verdict"]?.stringValue == "refused" else {
+                return nil
+            }
+            var fact = ChargeFact(charge: id, verdict: .refused(charge["reason"]?.stringValue ?? ""))
+            fact.status = charge["status"]?.stringValue
+            fact.paymentIntent = charge["payment_intent"]?.stringValue
+            fact.requestID = charge["request_id"]?.stringValue
+            fact.checkedAt = charge["checked_at"]?.stringValue
+            return failedCharge(fact, run: run)
+        }
+    }
+
+    /// A look-up's answer as the ledger remembers it, when Stripe refused the charge: failed,
+    /// or no charge at all (its ``FailedCharge/refusal``).
+    static func failedCharge(_ fact: ChargeFact, run: String) -> FailedCharge? {
+        guard case .refused(let why) = fact.verdict else { return nil }
+        return FailedCharge(
+            charge: fact.charge, paymentIntent: fact.paymentIntent, refusal: fact.status == nil ? why : nil,
+            run: run, checkedAt: fact.checkedAt ?? "", requestID: fact.requestID ?? "")
     }
 
     /// The orders this applied folder's results.csv decided against, each with the deciding

@@ -901,6 +901,16 @@ public struct PlanFolder {
                 exit = exit.combined(with: .tryAgain)
             }
         }
+        // The charges Stripe said failed, at the plan's look-ups or this apply's: a later run
+        // rejects every line on them, whatever its export says (audit 38 Q5).
+        do throws(LedgerError) {
+            try ledger.recordFailedCharges(
+                Self.failedCharges(manifest: manifest, run: run)
+                    + report.checkedCharges.compactMap { Self.failedCharge($0, run: run) })
+        } catch {
+            notesProblem = "charges Stripe said failed (apply the folder again to record them): \(error)"
+            exit = exit.combined(with: .tryAgain)
+        }
         // A re-apply keeps the earlier attempt's outcome files beside the new ones.
         let attempt = nextAttempt
         if attempt > 1 {

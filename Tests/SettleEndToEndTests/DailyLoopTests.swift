@@ -939,6 +939,87 @@ import Testing
         #expect(payouts == [400], "\(payouts)")
     }
 
+    /// Day 1 (as of 12-10) looks ch_card1 up for order 1401 (its transfer F1 waits for 12-15
+    /// while its payout F2 is due) and Stripe says it failed: both rejected `charge_failed`. Day 2
+    /// feeds F2's row back from errors.csv unchanged (its columns say `succeeded`, so nothing
+    /// asks Stripe again), beside G1, another order's payout on a good charge. F2 is rejected
+    /// `charge_failed` for what day 1's look-up said; G1 alone is paid. Before, F2 was paid on
+    /// the failed charge (audit 38 Q5). `rebuilt`: the ledger is lost after day 1 and rebuilt
+    /// from its folder, which restores the failed charge from the folder's facts.
+    @Test(arguments: [false, true]) func aChargeStripeSaidFailedStaysFailedWhenItsRowIsFedBack(rebuilt: Bool) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        try failCharge(setup, "ch_card1")
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "F1,1401,transfer,60.00,usd,ORDER1401,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-15\n"
+                + "F2,1401,payout,10.95,usd,ORDER1401,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-10")
+        #expect(first.status == 65, "\(first.stderr)")
+        #expect(day1["F2"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day1)")
+        if rebuilt {
+            let rebuild = try loseAndRebuild(setup, from: "day1")
+            #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        }
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day1/errors.csv"))
+        let fed = setup.folder.appendingPathComponent("fed.csv")
+        let lines = errors.split(separator: "\n", omittingEmptySubsequences: true)
+        try (lines.prefix(1) + lines.filter { $0.hasPrefix("F2,") }).map { $0 + "\n" }.joined()
+            .write(to: fed, atomically: true, encoding: .utf8)
+        #expect(SettleProcess.read(fed).contains("F2,1401,payout,10.95,usd,ORDER1401,,ch_card1,100.00,usd,succeeded"))
+        let (second, day2) = try day(
+            setup, "day2",
+            Self.header + "G1,1402,payout,5.00,usd,ORDER1402,,ch_card2,30.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-11", extra: [fed])
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["F2"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day2)")
+        #expect(day2["F2"]?[12].hasPrefix("Stripe reported charge ch_card1 failed when run run_") == true, "\(day2)")
+        #expect(day2["G1"]?[8] == "settled", "\(day2)")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+            .compactMap { $0["amount"] as? Int }
+        #expect(payouts == [500], "\(payouts)")
+    }
+
+    /// An offline plan pays K1 on ch_card5, whose export gives no charge columns: its apply
+    /// looks the charge up, Stripe says it failed, and the order is not sent. A later run's K2
+    /// names only ch_card5's payment intent, with columns that say `succeeded`: it is rejected
+    /// `charge_failed` for what that apply's look-up said (the ledger keeps the charge with its
+    /// intent), and nothing is paid. Before, K2 was paid (audit 38 Q4, when the charge was
+    /// looked up once).
+    @Test func aChargeAnApplyFoundFailedStopsTheLinesOfItsPaymentIntent() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            Self.fixtures.replacingOccurrences(
+                of: #"{"charges": ["#,
+                with:
+                    #"{"charges": [{"id": "ch_card5", "amount": 4000, "currency": "usd", "status": "succeeded", "payment_intent": "pi_card5"},"#
+            ))
+        try failCharge(setup, "ch_card5")
+        let first = setup.folder.appendingPathComponent("k1.csv")
+        try (Self.header + "K1,1501,payout,7.00,usd,ORDER1501,,ch_card5,,,,,acct_drv,pm_ap_1,\n")
+            .write(to: first, atomically: true, encoding: .utf8)
+        let plan = try SettleProcess.run(setup.arguments("plan", [first.path], out: "day1"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let applied = try setup.apply("day1")
+        #expect(applied.status == 65, "\(applied.stderr)")
+        #expect(setup.results("day1").first.map { [$0[0], $0[8], $0[11]] } == ["K1", "rejected", "charge_failed"])
+        let second = setup.folder.appendingPathComponent("k2.csv")
+        try
+            ("line_id,order_id,kind,amount,currency,payment_intent,charge_amount,charge_currency,charge_status,recipient,payout_method\n"
+            + "K2,1502,payout,8.00,usd,pi_card5,40.00,usd,succeeded,acct_drv,pm_ap_1\n").write(
+                to: second, atomically: true, encoding: .utf8)
+        let run = try setup.run([second], out: "day2")
+        #expect(run.status == 65, "\(run.stderr)")
+        let row = setup.results("day2").first
+        #expect(
+            row.map { [$0[0], $0[8], $0[11]] } == ["K2", "rejected", "charge_failed"], "\(String(describing: row))")
+        #expect(
+            row?[12].hasPrefix("Stripe reported the charge of payment intent pi_card5 failed when run run_") == true,
+            "\(String(describing: row))")
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
     /// The same days, then `settle cancel` of the other order's waiting line and a re-apply of
     /// day 1: the cancelled line stays `deferred`, saying the cancel dropped it, out of
     /// errors.csv, and nothing is paid. Before, the re-apply listed it `failed` `group_rejected`

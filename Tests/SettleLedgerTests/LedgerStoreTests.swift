@@ -92,7 +92,7 @@ struct LedgerStoreTests {
         store.close()
         let output = try sqlite(
             folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'; PRAGMA journal_mode;")
-        #expect(output == "8\nwal\n")
+        #expect(output == "9\nwal\n")
     }
 
     /// A version 2 ledger (whose held lines could not be `unresolved`) is migrated on open:
@@ -113,7 +113,7 @@ struct LedgerStoreTests {
             """
             CREATE TABLE h2 (line_id TEXT PRIMARY KEY, state TEXT NOT NULL CHECK (state IN ('waiting', 'following', 'returned', 'cancelled', 'released')), payee TEXT NOT NULL, amount_minor INTEGER NOT NULL, currency TEXT NOT NULL, reason_code TEXT NOT NULL, reason TEXT NOT NULL, source TEXT NOT NULL, header TEXT NOT NULL, record BLOB NOT NULL, instruction_id TEXT, since_run TEXT NOT NULL, since_at INTEGER NOT NULL, ended_run TEXT, ended_at INTEGER);
             INSERT INTO h2 SELECT * FROM held_lines; DROP TABLE held_lines; ALTER TABLE h2 RENAME TO held_lines;
-            DROP INDEX instructions_by_stripe_id; DROP TABLE earlier_objects; ALTER TABLE instructions DROP COLUMN sent_run; UPDATE settle_meta SET value = '2' WHERE key = 'schema_version'; COMMIT
+            DROP INDEX instructions_by_stripe_id; DROP TABLE earlier_objects; DROP TABLE failed_charges; ALTER TABLE instructions DROP COLUMN sent_run; UPDATE settle_meta SET value = '2' WHERE key = 'schema_version'; COMMIT
             """)
         #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "2\n")
         let reader = try #require(try LedgerStore.openReadOnly(path: folder.ledgerPath))
@@ -127,7 +127,7 @@ struct LedgerStoreTests {
         try migrated.hold([unresolved])
         #expect(try migrated.heldLines([.unresolved]).map(\.lineID) == ["U1"])
         migrated.close()
-        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "8\n")
+        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "9\n")
         #expect(
             try sqlite(folder.ledgerPath, "SELECT name FROM sqlite_master WHERE name = 'instructions_by_stripe_id'")
                 == "instructions_by_stripe_id\n")
@@ -140,6 +140,39 @@ struct LedgerStoreTests {
         #expect(try sqlite(folder.ledgerPath, "SELECT COUNT(*) FROM netted_lines") == "0\n")
         #expect(try sqlite(folder.ledgerPath, "SELECT COUNT(*) FROM payout_charges") == "0\n")
         #expect(try sqlite(folder.ledgerPath, "SELECT COUNT(*) FROM earlier_objects") == "0\n")
+        // Version 9: the charges Stripe said failed.
+        #expect(try sqlite(folder.ledgerPath, "SELECT COUNT(*) FROM failed_charges") == "0\n")
+    }
+
+    /// A failed charge is remembered once, by the run that learned it first; a second record
+    /// adds the payment intent the first did not know. An older ledger read without migrating
+    /// has none.
+    @Test func failedChargesAreRememberedOnceWithTheirIntent() throws {
+        let folder = try TemporaryFolder()
+        let store = try openTestLedger(path: folder.ledgerPath)
+        try store.recordFailedCharges([
+            FailedCharge(charge: "ch_b", run: "run_1", checkedAt: "t1", requestID: "req_1"),
+            FailedCharge(
+                charge: "ch_a", refusal: "resource_missing: No such charge", run: "run_1", checkedAt: "t1",
+                requestID: "req_2"),
+        ])
+        try store.recordFailedCharges([
+            FailedCharge(charge: "ch_b", paymentIntent: "pi_b", run: "run_2", checkedAt: "t2", requestID: "req_3")
+        ])
+        #expect(
+            try store.failedCharges() == [
+                FailedCharge(
+                    charge: "ch_a", refusal: "resource_missing: No such charge", run: "run_1", checkedAt: "t1",
+                    requestID: "req_2"),
+                FailedCharge(charge: "ch_b", paymentIntent: "pi_b", run: "run_1", checkedAt: "t1", requestID: "req_1"),
+            ])
+        store.close()
+        _ = try sqlite(
+            folder.ledgerPath,
+            "DROP TABLE failed_charges; UPDATE settle_meta SET value = '8' WHERE key = 'schema_version'; COMMIT")
+        let reader = try #require(try LedgerStore.openReadOnly(path: folder.ledgerPath))
+        #expect(try reader.failedCharges() == [])
+        reader.close()
     }
 
     @Test func inFlightIsCommittedAndVisibleToAnotherConnectionBeforeAnyOutcome() throws {

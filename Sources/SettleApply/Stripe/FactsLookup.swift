@@ -37,10 +37,12 @@ public struct FactsLookup {
                 default: .failed
                 }
             let currency = charge.currency.flatMap { Currency($0) } ?? Currency.usd
-            facts.charges[charge.charge] = .init(
+            let fact = StripeFacts.Charge(
                 status: status, amount: (charge.amountMinor ?? 0) - (charge.refundedMinor ?? 0), currency: currency,
                 fee: charge.feeMinor, paymentMethodType: charge.paymentMethodType, requestID: charge.requestID ?? "",
                 checkedAt: charge.checkedAt ?? "", refusal: charge.status == nil ? Self.refusal(charge.verdict) : nil)
+            facts.charges[charge.charge] = fact
+            if status == .failed, let intent = charge.paymentIntent { facts.failedIntents[intent] = fact }
         }
         return (facts, looked)
     }

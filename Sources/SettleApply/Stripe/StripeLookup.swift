@@ -178,6 +178,7 @@ enum StripeLookup {
             if case .int(let fee)? = balance?["fee"] { fact.feeMinor = fee }
             if case .int(let refunded)? = body["amount_refunded"] { fact.refundedMinor = refunded }
             fact.paymentMethodType = body["payment_method_details"]?["type"]?.stringValue
+            fact.paymentIntent = body["payment_intent"]?.stringValue
             switch status {
             case "succeeded": fact.verdict = .usable
             case "pending": fact.verdict = .pending
@@ -240,8 +241,15 @@ public struct ChargeFact: Sendable, Equatable {
     public var currency: String?
     public var feeMinor: Int64?
     public var paymentMethodType: String?
+    /// The charge's `payment_intent`, when Stripe names one.
+    public var paymentIntent: String?
     public var requestID: String?
     public var checkedAt: String?
+
+    public init(charge: String, verdict: FactVerdict) {
+        self.charge = charge
+        self.verdict = verdict
+    }
 }
 
 /// The answers of a batch of look-ups.

@@ -60,12 +60,17 @@ public struct StripeFacts: Sendable, Equatable {
         /// Why Stripe gave no charge to draw on (`resource_missing: No such charge …`), when
         /// the look-up was refused: the charge is then `failed`, and its lines say why.
         public var refusal: String?
+        /// The run whose look-up this is, when an earlier run made it (the ledger remembers the
+        /// charges Stripe said failed); nil for this plan's own look-up.
+        public var lookedUpBy: String?
 
         public init(
             status: ChargeStatus, amount: Int64, currency: Currency, fee: Int64? = nil,
-            paymentMethodType: String? = nil, requestID: String = "", checkedAt: String = "", refusal: String? = nil
+            paymentMethodType: String? = nil, requestID: String = "", checkedAt: String = "", refusal: String? = nil,
+            lookedUpBy: String? = nil
         ) {
             self.refusal = refusal
+            self.lookedUpBy = lookedUpBy
             self.status = status
             self.amount = amount
             self.currency = currency
@@ -79,16 +84,46 @@ public struct StripeFacts: Sendable, Equatable {
     public var payoutMethods: [PayoutMethodKey: PayoutMethod]
     /// Charges by id (`ch_…`, `py_…`).
     public var charges: [String: Charge]
+    /// Failed charges by their payment intent (`pi_…`): lines that name only the intent draw
+    /// on no money either.
+    public var failedIntents: [String: Charge]
 
-    public init(payoutMethods: [PayoutMethodKey: PayoutMethod] = [:], charges: [String: Charge] = [:]) {
+    public init(
+        payoutMethods: [PayoutMethodKey: PayoutMethod] = [:], charges: [String: Charge] = [:],
+        failedIntents: [String: Charge] = [:]
+    ) {
         self.payoutMethods = payoutMethods
         self.charges = charges
+        self.failedIntents = failedIntents
+    }
+
+    /// Adds what earlier runs' look-ups found failed (`remembered`: by charge id, with the
+    /// charge's payment intent), where this plan did not look the charge up itself: a failed
+    /// charge never succeeds later, so Stripe's word then still stands (audit 38 Q5).
+    public mutating func remember(_ remembered: [(charge: String, paymentIntent: String?, fact: Charge)]) {
+        for (charge, intent, fact) in remembered {
+            if charges[charge] == nil { charges[charge] = fact }
+            if let intent, failedIntents[intent] == nil { failedIntents[intent] = fact }
+        }
+    }
+
+    /// Why a line on a failed charge is rejected, `name` naming the charge as the plan knows it.
+    public static func failure(of fact: Charge, name: String, id: String?) -> String {
+        let earlier = fact.lookedUpBy.map { " when run \($0) looked it up (\(fact.checkedAt))" } ?? ""
+        if let refusal = fact.refusal, let id {
+            // A charge Stripe does not give (a mistyped id answers 404): funds nothing, and the
+            // reason says so rather than a failed payment.
+            return fact.lookedUpBy == nil
+                ? "Stripe has no charge \(id) to draw on (\(refusal)); check the charge id"
+                : "Stripe had no charge \(id) to draw on\(earlier) (\(refusal)); check the charge id"
+        }
+        return fact.lookedUpBy == nil ? "Stripe reports \(name) failed" : "Stripe reported \(name) failed\(earlier)"
     }
 
     /// No look-up was made: an offline plan.
     public static let empty = StripeFacts()
 
-    public var isEmpty: Bool { payoutMethods.isEmpty && charges.isEmpty }
+    public var isEmpty: Bool { payoutMethods.isEmpty && charges.isEmpty && failedIntents.isEmpty }
 
     public func payoutMethod(recipient: String, method: String) -> PayoutMethod? {
         payoutMethods[PayoutMethodKey(recipient: recipient, method: method)]

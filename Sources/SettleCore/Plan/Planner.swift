@@ -387,14 +387,37 @@ public struct Planner {
             }
         }
         for slot in charges.facts.indices { charges.facts[slot].resolveAmounts() }
-        guard !facts.charges.isEmpty else { return charges }
+        guard !facts.charges.isEmpty || !facts.failedIntents.isEmpty else { return charges }
         for slot in charges.facts.indices {
-            guard case .named(let symbol) = charges.facts[slot].key,
-                let fact = facts.charges[batch.text(symbol)]
-            else { continue }
-            charges.facts[slot].adopt(fact, batch: batch)
+            switch charges.facts[slot].key {
+            case .named(let symbol):
+                guard let fact = facts.charges[batch.text(symbol)] else { continue }
+                // An earlier run's look-up says only that it failed: the lines' amounts stand.
+                if fact.lookedUpBy == nil {
+                    charges.facts[slot].adopt(fact, batch: batch)
+                } else {
+                    charges.facts[slot].failedAtStripe()
+                }
+            case .paymentIntent(let intent):
+                // Lines that name only the intent of a charge Stripe said failed: no money either.
+                if !facts.failedIntents.isEmpty, facts.failedIntents[batch.text(intent)] != nil {
+                    charges.facts[slot].failedAtStripe()
+                }
+            case .group: continue
+            }
         }
         return charges
+    }
+
+    /// Stripe's fact of a charge whose facts are Stripe's (``ChargeFacts/fromStripe``).
+    private func stripeFact(_ key: ChargeKey, _ batch: Batch) -> (fact: StripeFacts.Charge, id: String?)? {
+        switch key {
+        case .named(let charge):
+            let id = batch.text(charge)
+            return facts.charges[id].map { ($0, id) }
+        case .paymentIntent(let intent): return facts.failedIntents[batch.text(intent)].map { ($0, nil) }
+        case .group: return nil
+        }
     }
 
     /// charge_mismatch, charge_failed, currency_mismatch, over_allocated: per line, before groups.
@@ -408,17 +431,12 @@ public struct Planner {
             } else if let inexact = facts.inexactAmount(of: line, batch: batch) {
                 batch.set(index, .rejected, .chargeInvalid, inexact)
             } else if facts.status == .failed {
-                let source = facts.fromStripe ? "Stripe reports " : ""
-                if facts.fromStripe, case .named(let charge) = facts.key,
-                    let refusal = self.facts.charges[batch.text(charge)]?.refusal
-                {
-                    // A charge Stripe does not give (a mistyped id answers 404): funds nothing,
-                    // and the reason says so rather than a failed payment.
+                if facts.fromStripe, let (fact, id) = stripeFact(facts.key, batch) {
                     batch.set(
                         index, .rejected, .chargeFailed,
-                        "Stripe has no charge \(batch.text(charge)) to draw on (\(refusal)); check the charge id")
+                        StripeFacts.failure(of: fact, name: facts.key.name(batch), id: id))
                 } else {
-                    batch.set(index, .rejected, .chargeFailed, "\(source)\(facts.key.name(batch)) failed")
+                    batch.set(index, .rejected, .chargeFailed, "\(facts.key.name(batch)) failed")
                 }
             } else if line.kind == .transfer, let currency = facts.currency, currency != line.currency {
                 batch.set(
@@ -1078,6 +1096,13 @@ extension Planner.ChargeFacts {
     }
 
     /// Stripe's answer replaces the export's columns: they no longer count, even to disagree.
+    /// Stripe said the charge failed, and nothing else of it is known.
+    mutating func failedAtStripe() {
+        status = .failed
+        mismatch = nil
+        fromStripe = true
+    }
+
     mutating func adopt(_ fact: StripeFacts.Charge, batch: Batch) {
         amount = fact.amount
         currency = fact.currency

@@ -45,10 +45,14 @@ public protocol SettlementHistory: AnyObject {
     /// The charge as the run that counted it recorded it (its `charge` symbol left for the
     /// caller to set), nil when no run did.
     func countedCharge(_ charge: String) -> ChargeTotal?
+    /// The charges earlier runs' look-ups found failed, each with its payment intent and the
+    /// look-up (``StripeFacts/Charge/lookedUpBy`` set).
+    func failedCharges() -> [(charge: String, paymentIntent: String?, fact: StripeFacts.Charge)]
 }
 
 extension SettlementHistory {
     public func countedCharge(_ charge: String) -> ChargeTotal? { nil }
+    public func failedCharges() -> [(charge: String, paymentIntent: String?, fact: StripeFacts.Charge)] { [] }
     public func unsettledTransfer(group: String, destination: String, currency: String) -> String? { nil }
 }
 
