@@ -75,6 +75,10 @@ public final class ApplyEngine {
     /// transfer's charge under. Asked only when other runs may have moved money on them
     /// since the plan counted what earlier runs moved (``stopOverAllocated(_:)``).
     public var chargeAmounts: (() throws(ApplyError) -> [String: (currency: String, gross: Int64)])?
+    /// The plan's transfer lines that wait for their date (or their charge), by the charge
+    /// each draws on: what the over-allocation check at apply counts beside what it sends.
+    public var waitingTransfers:
+        (() throws(ApplyError) -> [String: [(line: String, order: String, amount: Int64, currency: String)]])?
     /// Whether other runs may have moved money on the plan's charges since it was made: it
     /// was made without a ledger, or another run started after it. (A transfer an earlier run
     /// left open is not one: the plan carries its lines, ``LedgerStore/heldLines(_:)``.)
@@ -837,7 +841,12 @@ public final class ApplyEngine {
             sending[charge] = entry
         }
         guard !sending.isEmpty else { return }
-        var over: [(message: String, transfers: [(id: String, order: String)])] = []
+        // The plan's own transfers that wait for their date on the same charges count too, as
+        // the plan counted them (audit 38 Q11: the due transfer moved, and its order's dated
+        // one was rejected `over_allocated` on its day: the order moved in part). Not those a
+        // later run has sent since: the ledger counts them already.
+        let waiting = try waitingTransfers?() ?? [:]
+        var over: [(message: String, transfers: [(id: String, order: String)], orders: Set<String>)] = []
         for (charge, entry) in sending.sorted(by: { $0.key < $1.key }) {
             guard var limit = amounts[charge], let currency = Currency(limit.currency) else { continue }
             // What stands allocated on it, as the planner counts it; and the charge's amount as
@@ -853,21 +862,30 @@ public final class ApplyEngine {
             if let counted, counted.currency == limit.currency, counted.gross < limit.gross {
                 limit.gross = counted.gross
             }
-            let (total, overflow) = moved.addingReportingOverflow(entry.amount)
-            guard overflow || total > limit.gross else { continue }
+            var waits: Int64 = 0
+            var waitingOrders: Set<String> = []
+            for line in waiting[charge] ?? [] where line.currency == limit.currency {
+                guard try ledgerDo({ () throws(LedgerError) in try ledger.line(line.line) }) == nil else { continue }
+                waits = waits.addingReportingOverflow(line.amount).overflow ? .max : waits + line.amount
+                if !line.order.isEmpty { waitingOrders.insert(line.order) }
+            }
+            let (sent, overflow) = moved.addingReportingOverflow(entry.amount)
+            let (total, overflowWaiting) = sent.addingReportingOverflow(waits)
+            guard overflow || overflowWaiting || total > limit.gross else { continue }
             func text(_ minor: Int64) -> String { "\(MinorUnits.format(minor, currency: currency)) \(limit.currency)" }
             over.append(
                 (
                     "transfers on charge \(charge) add up to more than the charge (\(text(limit.gross))): "
-                        + "\(text(moved)) moved on it by settle, and this plan would send \(text(entry.amount)) more "
-                        + "(checked at apply: other runs moved money on the charge since this plan was made)",
-                    entry.transfers
+                        + "\(text(moved)) moved on it by settle, and this plan would send \(text(entry.amount)) more"
+                        + (waits > 0 ? " and \(text(waits)) on a later date" : "")
+                        + " (checked at apply: other runs moved money on the charge since this plan was made)",
+                    entry.transfers, waitingOrders
                 ))
         }
         guard !over.isEmpty else { return }
         // Orders a transfer or reversal of which moved already go on (an earlier apply of this
         // folder sent them after the same check).
-        let orders = Set(over.flatMap { $0.transfers.map(\.order) })
+        let orders = Set(over.flatMap { $0.transfers.map(\.order) + $0.orders })
         var moved: Set<String> = []
         try plan.rewind()
         while let instruction = try plan.next() {
@@ -878,13 +896,16 @@ public final class ApplyEngine {
             }
         }
         var cascade = self.cascade ?? OrderStops()
-        for (message, transfers) in over {
+        for (message, transfers, waitingOrders) in over {
             log(.warning, message)
+            let obstacle = OrderStops.Obstacle.refused(code: ReasonCode.overAllocated.code, message: message)
             for (id, order) in transfers where !moved.contains(order) {
-                let obstacle = OrderStops.Obstacle.refused(code: ReasonCode.overAllocated.code, message: message)
                 obstacles.overAllocated[id] = obstacle
                 cascade.add(order: order, obstacle: obstacle)
             }
+            // An order whose transfers on the charge all wait stops too: its lines are rejected
+            // now, not one by one on their dates.
+            for order in waitingOrders where !moved.contains(order) { cascade.add(order: order, obstacle: obstacle) }
         }
         self.cascade = cascade
     }

@@ -456,6 +456,15 @@ struct Applier {
                     throw .planInvalid(line: 0, message: "\(error)")
                 }
             }
+            engine.waitingTransfers = { () throws(ApplyError) in
+                do {
+                    return try plan.waitingTransfers().mapValues { lines in
+                        lines.map { ($0.line, $0.order, $0.amount, $0.currency) }
+                    }
+                } catch {
+                    throw .planInvalid(line: 0, message: "\(error)")
+                }
+            }
             engine.ledgerMovedSincePlan = movedSincePlan
             engine.stoppedInstructions = { (open) throws(ApplyError) in
                 let earliest = open.values.map(\.sentAt).min() ?? .distantPast

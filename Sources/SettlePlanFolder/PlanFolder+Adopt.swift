@@ -208,6 +208,37 @@ extension PlanFolder {
             run: run, checkedAt: fact.checkedAt ?? "", requestID: fact.requestID ?? "")
     }
 
+    /// A transfer line of the plan that waits (`deferred`: a later `transfer_on`, a pending
+    /// charge): what a late apply counts as allocated on its charge beside what it sends.
+    public struct WaitingTransfer: Sendable, Equatable {
+        public var line: String
+        public var order: String
+        public var amount: Int64
+        public var currency: String
+    }
+
+    /// The plan's waiting transfer lines (as results.csv now says), by the key of the charge
+    /// each draws on (charges.csv's, which the ledger records a transfer's charge under).
+    public func waitingTransfers() throws(SettleError) -> [String: [WaitingTransfer]] {
+        typealias F = ResultsFile.Field
+        let charges = try Self.plannedCharges(
+            FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
+        var found: [String: [WaitingTransfer]] = [:]
+        try eachRow { (row, entry) throws(SettleError) in
+            guard let slot = entry.charge, slot < charges.count,
+                row[F.status.rawValue].elementsEqual(LineStatus.deferred.name.utf8),
+                row[F.kind.rawValue].elementsEqual(Instruction.Kind.transfer.name.utf8),
+                let amount = Int64(String(decoding: row[F.amountMinor.rawValue], as: UTF8.self))
+            else { return }
+            func cell(_ field: F) -> String {
+                String(decoding: row[field.rawValue], as: UTF8.self).trimmingFormulaGuard()
+            }
+            found[charges[slot].charge, default: []].append(
+                WaitingTransfer(line: cell(.lineID), order: cell(.group), amount: amount, currency: cell(.currency)))
+        }
+        return found
+    }
+
     /// The orders this applied folder's results.csv decided against, each with the deciding
     /// line and why: what its apply recorded in the ledger's decided orders, which `settle
     /// ledger rebuild` restores (audit 38 Q8: a rebuilt ledger forgot them, and the re-apply of

@@ -1258,6 +1258,45 @@ import Testing
         }
     }
 
+    /// A plan (as of 11-29) moves order 1601 on ch_card1 (100.00): Q1 50.00 now, Q2 on 12-20;
+    /// another run moves 25.00 on the charge before the plan is applied. With Q2 30.00 the
+    /// order needs 105.00: the late apply stops it whole, Q1 `over_allocated` and nothing
+    /// moved; with Q2 20.00 (95.00) Q1 moves and Q2 waits. Before, Q1 moved and Q2 was rejected
+    /// on its day: the order moved in part (audit 38 Q11). Order 1603's one transfer, dated,
+    /// on the same charge, stops with it.
+    @Test(arguments: [("30.00", false), ("20.00", true)]) func aLateApplyCountsThePlansDatedTransfersOnTheCharge(
+        dated amount: String, moves: Bool
+    ) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let apply = try planThenApplyLate(
+            setup, "late",
+            Self.header
+                + "Q1,1601,transfer,50.00,usd,ORDER1601,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+                + "Q2,1601,transfer,\(amount),usd,ORDER1601,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-20\n"
+                + "Q3,1603,transfer,0.50,usd,ORDER1603,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-20\n",
+            meanwhile: Self.header
+                + "R1,1602,transfer,25.00,usd,ORDER1602,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("late").map { ($0[0], $0) })
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+            .compactMap { $0["amount"] as? Int }
+        if moves {
+            #expect(apply.status == 0, "\(apply.stderr)")
+            #expect(
+                rows["Q1"]?[8] == "settled" && rows["Q2"]?[8] == "deferred" && rows["Q3"]?[8] == "deferred", "\(rows)")
+            #expect(transfers.sorted() == [2500, 5000], "\(transfers)")
+        } else {
+            #expect(apply.status == 65, "\(apply.stderr)")
+            #expect(rows["Q1"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(rows)")
+            #expect(rows["Q1"]?[12].contains("and 30.50 usd on a later date") == true, "\(rows)")
+            #expect(rows["Q2"]?[8] == "rejected" && rows["Q3"]?[8] == "rejected", "\(rows)")
+            #expect(transfers == [2500], "\(transfers)")
+            // Nothing of the orders waits in the ledger for 12-20.
+            let (later, day) = try self.day(setup, "day-12-20", Self.header, asOf: "2026-12-20")
+            #expect(later.status == 0 && day.isEmpty, "\(later.stderr) \(day)")
+        }
+    }
+
     /// A transfer that names its charge only by payment intent, on a ledger lost and rebuilt:
     /// the rebuild records it under the plan's charge key (the payment intent), so day 2's
     /// transfer past the charge is `over_allocated` as on the ledger that sent it. Before, the
