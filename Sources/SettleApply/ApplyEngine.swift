@@ -75,6 +75,9 @@ public final class ApplyEngine {
     /// transfer's charge under. Asked only when other runs may have moved money on them
     /// since the plan counted what earlier runs moved (``stopOverAllocated(_:)``).
     public var chargeAmounts: (() throws(ApplyError) -> [String: (currency: String, gross: Int64)])?
+    /// The orders of the plan with a line on a charge the ledger knows Stripe said failed (by
+    /// an earlier run's look-up, or since this plan was made), with why.
+    public var ordersOnFailedCharges: (() throws(ApplyError) -> [String: (charge: String, why: String)])?
     /// The plan's transfer lines that wait for their date (or their charge), by the charge
     /// each draws on: what the over-allocation check at apply counts beside what it sends.
     public var waitingTransfers:
@@ -109,6 +112,9 @@ public final class ApplyEngine {
     /// The charges an offline plan's facts check found at Stripe, and the instructions that
     /// draw on each (``ApplyReport/lookedUpCharges``).
     private var lookedUpCharges: [ChargeFact] = []
+    /// What Stripe said now of the charges the ledger remembered failed that the plan's orders
+    /// draw on (``ApplyReport/recheckedCharges``).
+    private var recheckedCharges: [ChargeFact] = []
     /// Whether `settle cancel` dropped any line since the plan was made (asked once a run).
     private var cancelledSincePlan: Bool?
     private var chargeOfInstruction: [String: String] = [:]
@@ -226,6 +232,7 @@ public final class ApplyEngine {
         cascade = nil
         obstacles = Obstacles()
         lookedUpCharges = []
+        recheckedCharges = []
         chargeOfInstruction = [:]
         resolvedCharges = [:]
         waitingAfterStop = [:]
@@ -264,6 +271,7 @@ public final class ApplyEngine {
         try resolveUnresolved()
         if keyRefused == nil, ledgerFailure == nil { try stopOrdersRefusedElsewhere(plan) }
         if keyRefused == nil, ledgerFailure == nil, checkFacts { try self.checkFacts(plan) }
+        if keyRefused == nil, ledgerFailure == nil { try stopOrdersOnFailedCharges(plan) }
         if keyRefused == nil, ledgerFailure == nil { try stopOverAllocated(plan) }
         if keyRefused == nil, ledgerFailure == nil {
             do {
@@ -302,6 +310,7 @@ public final class ApplyEngine {
         report.waitingAfterStop = waitingAfterStop
         report.stoppedBeforeSending = Set(report.refusedOrders.keys)
         report.lookedUpCharges = lookedUpCharges
+        report.recheckedCharges = recheckedCharges
         report.chargeOfInstruction = chargeOfInstruction
         for (order, refusals) in unmoved {
             guard let (id, refusal) = refusals.min(by: { $0.key < $1.key }) else { continue }
@@ -808,6 +817,46 @@ public final class ApplyEngine {
                     cascade.add(order: order, obstacle: obstacle)
                 }
             }
+        }
+        self.cascade = cascade
+    }
+
+    /// A charge Stripe said failed stays failed: the orders of the plan with a line on one the
+    /// ledger knows of (an earlier run's look-up, or one made since this plan) are not sent,
+    /// each whole, their lines `charge_failed` and `group_rejected` (audit 41 F2: a plan made
+    /// before the failure was known, applied late, paid the courier). An order a transfer or
+    /// reversal of which moved already (an earlier apply of this folder) goes on.
+    private func stopOrdersOnFailedCharges(_ plan: any InstructionSource) throws(ApplyError) {
+        guard let ordersOnFailedCharges else { return }
+        let remembered = try ordersOnFailedCharges()
+        guard !remembered.isEmpty else { return }
+        // Stripe is asked again first: a charge put right since goes on, and the rewrite has
+        // the ledger forget it (``ApplyReport/recheckedCharges``).
+        let lookup = FactsScheduler(configuration: configuration)
+        defer { counters.add(lookup.counters) }
+        let facts = try lookup.run(
+            payoutMethods: [], charges: Set(remembered.values.map(\.charge)).sorted())
+        let unavailable = facts.unavailable
+        if !unavailable.isEmpty { throw .factsUnavailable(unavailable) }
+        recheckedCharges = facts.charges
+        var stillFailed: Set<String> = []
+        for fact in facts.charges {
+            if case .refused = fact.verdict { stillFailed.insert(fact.charge) }
+        }
+        let orders = remembered.filter { stillFailed.contains($0.value.charge) }
+        guard !orders.isEmpty else { return }
+        var moved: Set<String> = []
+        try plan.rewind()
+        while let instruction = try plan.next() {
+            guard instruction.kind != .payout, orders[instruction.group] != nil else { continue }
+            switch try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) {
+            case .settled?, .alreadySettled?: moved.insert(instruction.group)
+            default: break
+            }
+        }
+        var cascade = self.cascade ?? OrderStops()
+        for (order, stop) in orders.sorted(by: { $0.key < $1.key }) where !moved.contains(order) {
+            cascade.add(order: order, obstacle: .refused(code: ReasonCode.chargeFailed.code, message: stop.why))
         }
         self.cascade = cascade
     }

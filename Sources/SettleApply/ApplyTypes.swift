@@ -279,6 +279,9 @@ public struct ApplyReport: Sendable {
     /// checked them, and the instructions that draw on each: charges.csv and summary.csv
     /// count them like the charges a plan knew (an offline plan knew nothing of them).
     public var lookedUpCharges: [ChargeFact] = []
+    /// What Stripe said at this apply of the charges the ledger remembered failed that the
+    /// plan's orders draw on: failed still (their orders stopped) or put right (forgotten).
+    public var recheckedCharges: [ChargeFact] = []
     public var chargeOfInstruction: [String: String] = [:]
 }
 

@@ -157,6 +157,14 @@ struct Applier {
                 + "other's; nothing was read or sent")
     }
 
+    /// The charges Stripe said failed that an apply of `plan` holds its orders to: what the
+    /// ledger remembers, less what the plan's own look-ups found succeeded or pending since,
+    /// and what those look-ups found failed.
+    static func failedCharges(_ ledger: LedgerStore, _ plan: PlanFolder) throws(LedgerError) -> [FailedCharge] {
+        let putRight = plan.lookedUpNotFailed
+        return try ledger.failedCharges().filter { !putRight.contains($0.charge) } + plan.lookedUpFailed
+    }
+
     static func runsNotEnded(_ ledger: LedgerStore, except folder: String) -> [LedgerRun] {
         guard let runs = try? ledger.runs() else { return [] }
         var last: [String: LedgerRun] = [:]
@@ -456,6 +464,19 @@ struct Applier {
                     throw .planInvalid(line: 0, message: "\(error)")
                 }
             }
+            engine.ordersOnFailedCharges = { () throws(ApplyError) in
+                let failed: [FailedCharge]
+                do throws(LedgerError) {
+                    failed = try Self.failedCharges(ledger, plan)
+                } catch {
+                    throw .ledger(error)
+                }
+                do {
+                    return try plan.ordersOnFailedCharges(failed)
+                } catch {
+                    throw .planInvalid(line: 0, message: "\(error)")
+                }
+            }
             engine.waitingTransfers = { () throws(ApplyError) in
                 do {
                     return try plan.waitingTransfers().mapValues { lines in
@@ -469,13 +490,18 @@ struct Applier {
             engine.stoppedInstructions = { (open) throws(ApplyError) in
                 let earliest = open.values.map(\.sentAt).min() ?? .distantPast
                 let decided: [String: (at: Date, reason: String)]
+                let failed: [FailedCharge]
                 do throws(LedgerError) {
                     decided = try ledger.decidedOrders(after: earliest)
+                    failed = try Self.failedCharges(ledger, plan)
                 } catch {
                     throw .ledger(error)
                 }
                 do {
-                    return try plan.stoppedInstructions(open, decided: decided)
+                    // What was left open of an order on a charge Stripe said failed is not sent
+                    // again either (audit 41 F4).
+                    return try plan.stoppedInstructions(
+                        open, decided: decided, onFailedCharges: plan.ordersOnFailedCharges(failed))
                 } catch {
                     throw .planInvalid(line: 0, message: "\(error)")
                 }

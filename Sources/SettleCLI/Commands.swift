@@ -86,7 +86,8 @@ struct Commands {
             }
         }
         try onPlanFolder { () throws(SettleError) in try OutputFolder.prepare(folder) }
-        let lookup = FactsStep(configuration: lookUp, log: log, folder: folder, asOf: options.ruleOptions.asOf)
+        let lookup = FactsStep(
+            configuration: lookUp, log: log, folder: folder, asOf: options.ruleOptions.asOf, history: history)
         let factsStep: ((Batch) throws(CommandFailure) -> StripeFacts)? =
             lookUp == nil ? nil : { (batch: Batch) throws(CommandFailure) -> StripeFacts in try lookup.facts(batch) }
         // One snapshot of the ledger for the whole plan: what waits, what was settled, what
@@ -307,17 +308,21 @@ final class FactsStep {
     private(set) var looked = LookedUpFacts()
 
     let asOf: Int32
+    /// The ledger: the charges it remembers failed are asked again.
+    let history: LedgerHistory?
 
-    init(configuration: ApplyConfiguration?, log: Log, folder: String, asOf: Int32) {
+    init(configuration: ApplyConfiguration?, log: Log, folder: String, asOf: Int32, history: LedgerHistory? = nil) {
         self.configuration = configuration
         self.log = log
         self.folder = folder
         self.asOf = asOf
+        self.history = history
     }
 
     func facts(_ batch: Batch) throws(CommandFailure) -> StripeFacts {
         guard let configuration else { return .empty }
-        let request = FactsRequest.needed(for: batch, asOf: asOf)
+        var request = FactsRequest.needed(for: batch, asOf: asOf)
+        if let history { request.askAgain(history.failedCharges().map { ($0.charge, $0.paymentIntent) }, in: batch) }
         log(
             .info, event: "facts_lookup",
             "looking up \(request.payoutMethods.count) payout method(s) and \(request.charges.count) charge(s) before planning"

@@ -59,7 +59,18 @@ struct LedgerCommand {
             }
             // The plan folders that made what Stripe holds: their instructions.jsonl name
             // each instruction's lines, which Stripe's objects do not carry.
-            let folders = Array(options.inputs.dropFirst())
+            // Each folder once, however it is named (audit 38 Q9: a folder given twice counted
+            // its netted and waiting lines twice in the messages).
+            var folders: [String] = []
+            var seen: Set<String> = []
+            for folder in options.inputs.dropFirst() {
+                let real = URL(fileURLWithPath: folder).standardizedFileURL.resolvingSymlinksInPath().path
+                if seen.insert(real).inserted {
+                    folders.append(folder)
+                } else {
+                    log(.warning, "\(folder) is given more than once: it is read once")
+                }
+            }
             let applier = Applier(options: options, log: log)
             let configuration = try applier.configuration(key: try applier.credentials())
             // Each folder opened once (its seals checked once): for its run and its payouts.

@@ -1,6 +1,7 @@
 import Foundation
 import SettleCore
 import SettleLedger
+import SettlePlanFolder
 
 /// The ledger as the planner sees it (SettlementHistory over LedgerStore).
 ///
@@ -205,14 +206,7 @@ final class LedgerHistory: SettlementHistory {
     }
 
     func failedCharges() -> [(charge: String, paymentIntent: String?, fact: StripeFacts.Charge)] {
-        read([]) { () throws(LedgerError) in try store.failedCharges() }.map { failed in
-            (
-                failed.charge, failed.paymentIntent,
-                StripeFacts.Charge(
-                    status: .failed, amount: -1, currency: .usd, requestID: failed.requestID,
-                    checkedAt: failed.checkedAt, refusal: failed.refusal, lookedUpBy: failed.run)
-            )
-        }
+        read([]) { () throws(LedgerError) in try store.failedCharges() }.map { ($0.charge, $0.paymentIntent, $0.fact) }
     }
 
     func countedCharge(_ charge: String) -> ChargeTotal? {

@@ -29,7 +29,7 @@ extension PlanFolder {
                 charge: fact.charge, currency: currency, status: fact.status ?? "", gross: amount,
                 fee: fact.feeMinor ?? 0)
         }
-        run.checkedCharges = report.lookedUpCharges
+        run.checkedCharges = report.lookedUpCharges + report.recheckedCharges
         run.splitInstructions = outcomes.splitInstructions
         run.lineResultOfLine = { line, instruction in
             guard let found = outcomes[line: line, of: instruction] else { return nil }

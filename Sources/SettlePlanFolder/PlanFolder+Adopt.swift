@@ -174,12 +174,29 @@ extension PlanFolder {
         return instructions
     }
 
-    /// The charges this folder's plan looked up and Stripe said failed (or gave no charge for),
-    /// from its manifest's facts: what its apply recorded in the ledger, which `settle ledger
-    /// rebuild` restores. The charges its apply looked up are not in the folder.
+    /// The charges Stripe said failed (or gave no charge for) that this applied folder knows
+    /// of: its plan's look-ups (the manifest's `facts`) and what its applies learned (the
+    /// manifest's `apply.failed_charges`: their own look-ups, transfers Stripe refused
+    /// `charge_failed`). What its applies recorded in the ledger, which `settle ledger rebuild`
+    /// restores.
     public var failedCharges: [FailedCharge] {
         guard wasApplied else { return [] }
-        return Self.failedCharges(manifest: manifest, run: lastAppliedRunID ?? runID)
+        let run = lastAppliedRunID ?? runID
+        return Self.failedCharges(manifest: manifest, run: run) + Self.learnedAtApply(manifest: manifest, run: run)
+    }
+
+    /// The charges this plan's own look-ups found failed (its manifest's facts), applied or not.
+    public var lookedUpFailed: [FailedCharge] { Self.failedCharges(manifest: manifest, run: runID) }
+
+    /// The charges this plan's own look-ups found succeeded or pending: what the ledger
+    /// remembered failed of them no longer holds.
+    public var lookedUpNotFailed: Set<String> {
+        guard case .array(let charges)? = manifest["facts"]?["charges"] else { return [] }
+        return Set(
+            charges.compactMap { charge in
+                ["usable", "pending"].contains(charge["verdict"]?.stringValue ?? "")
+                    ? charge["charge"]?.stringValue : nil
+            })
     }
 
     /// The failed charges among a manifest's facts (`facts.charges`, written from
@@ -197,6 +214,63 @@ extension PlanFolder {
             fact.checkedAt = charge["checked_at"]?.stringValue
             return failedCharge(fact, run: run)
         }
+    }
+
+    /// The failed charges a manifest's applies learned (`apply.failed_charges`).
+    static func learnedAtApply(manifest: JSON, run: String) -> [FailedCharge] {
+        guard case .array(let charges)? = manifest["apply"]?["failed_charges"] else { return [] }
+        return charges.compactMap { charge in
+            guard let id = charge["charge"]?.stringValue else { return nil }
+            return FailedCharge(
+                charge: id, paymentIntent: charge["payment_intent"]?.stringValue,
+                refusal: charge["refusal"]?.stringValue, run: charge["run"]?.stringValue ?? run,
+                checkedAt: charge["checked_at"]?.stringValue ?? "", requestID: charge["request_id"]?.stringValue ?? "")
+        }
+    }
+
+    /// `apply.failed_charges` of the manifest: what the applies learned.
+    static func json(_ charges: [FailedCharge]) -> JSON {
+        func text(_ value: String?) -> JSON { value.map(JSON.string) ?? .null }
+        return .array(
+            charges.map { charge in
+                .object([
+                    ("charge", .string(charge.charge)), ("payment_intent", text(charge.paymentIntent)),
+                    ("refusal", text(charge.refusal)), ("run", .string(charge.run)),
+                    ("checked_at", .string(charge.checkedAt)), ("request_id", .string(charge.requestID)),
+                ])
+            })
+    }
+
+    /// The orders of this plan with a line on a charge Stripe said failed (`failed`, by charge
+    /// id or payment intent, as charges.csv keys its rows), each with why: an apply stops them
+    /// whole, and resolves without sending again what an earlier run left open of them.
+    public func ordersOnFailedCharges(_ failed: [FailedCharge]) throws(SettleError) -> [String: (
+        charge: String, why: String
+    )] {
+        guard !failed.isEmpty else { return [:] }
+        var byKey: [String: (FailedCharge, intent: Bool)] = [:]
+        for charge in failed {
+            byKey[charge.charge] = (charge, false)
+            if let intent = charge.paymentIntent, byKey[intent] == nil { byKey[intent] = (charge, true) }
+        }
+        let charges = try Self.plannedCharges(
+            FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
+        var why: [Int: (charge: String, why: String)] = [:]
+        for (slot, row) in charges.enumerated() {
+            guard let (charge, intent) = byKey[row.charge] else { continue }
+            let name = intent ? "the charge of payment intent \(row.charge)" : "charge \(row.charge)"
+            why[slot] = (
+                charge.charge, StripeFacts.failure(of: charge.fact, name: name, id: intent ? nil : charge.charge)
+            )
+        }
+        guard !why.isEmpty else { return [:] }
+        var orders: [String: (charge: String, why: String)] = [:]
+        try eachRow { (row, entry) throws(SettleError) in
+            guard let slot = entry.charge, let reason = why[slot] else { return }
+            let group = String(decoding: row[ResultsFile.Field.group.rawValue], as: UTF8.self).trimmingFormulaGuard()
+            if !group.isEmpty, orders[group] == nil { orders[group] = reason }
+        }
+        return orders
     }
 
     /// A look-up's answer as the ledger remembers it, when Stripe refused the charge: failed,
@@ -403,7 +477,8 @@ extension PlanFolder {
     /// order a run decided against after the instruction was sent (`decided`: each order's
     /// latest decision in the ledger), with why (``ApplyEngine/stoppedInstructions``).
     public func stoppedInstructions(
-        _ open: [String: (lines: [String], sentAt: Date)], decided: [String: (at: Date, reason: String)] = [:]
+        _ open: [String: (lines: [String], sentAt: Date)], decided: [String: (at: Date, reason: String)] = [:],
+        onFailedCharges: [String: (charge: String, why: String)] = [:]
     ) throws(SettleError) -> [String: (why: String, orders: Set<String>)] {
         guard !open.isEmpty else { return [:] }
         let linesOf = open.mapValues(\.lines)
@@ -428,6 +503,7 @@ extension PlanFolder {
             let sentAt = open[instruction]?.sentAt ?? .distantFuture
             let stopped = orders.sorted().compactMap { order -> (String, String)? in
                 if let reason = rejected[order] { return (order, reason) }
+                if let reason = onFailedCharges[order] { return (order, "order \(order): \(reason.why)") }
                 guard let decision = decided[order], decision.at > sentAt else { return nil }
                 return (order, "order \(order): \(decision.reason)")
             }
@@ -453,5 +529,14 @@ extension PlanFolder {
             guard row.count == ResultsFile.header.count else { continue }
             try body(&row, entry)
         }
+    }
+}
+
+extension FailedCharge {
+    /// The charge as the planner takes an earlier run's look-up of it (``StripeFacts/Charge/lookedUpBy``).
+    public var fact: StripeFacts.Charge {
+        StripeFacts.Charge(
+            status: .failed, amount: -1, currency: .usd, requestID: requestID, checkedAt: checkedAt, refusal: refusal,
+            lookedUpBy: run)
     }
 }

@@ -901,12 +901,31 @@ public struct PlanFolder {
                 exit = exit.combined(with: .tryAgain)
             }
         }
-        // The charges Stripe said failed, at the plan's look-ups or this apply's: a later run
-        // rejects every line on them, whatever its export says (audit 38 Q5).
+        // The charges Stripe said failed, at the plan's look-ups, this apply's, or refusing a
+        // transfer `charge_failed`: a later run rejects every line on them, whatever its export
+        // says (audit 38 Q5). What the applies learned goes into the manifest too, for `ledger
+        // rebuild` (an offline plan's facts say nothing of them).
+        // A charge this apply's look-ups found succeeded or pending was put right since: what
+        // the plan or an earlier apply said of it no longer holds, and the ledger forgets it.
+        let putRight = Set(
+            report.checkedCharges.compactMap { fact in
+                switch fact.verdict {
+                case .usable, .pending: fact.charge
+                default: nil
+                }
+            })
+        var learned = Self.learnedAtApply(manifest: manifest, run: run).filter { !putRight.contains($0.charge) }
         do throws(LedgerError) {
-            try ledger.recordFailedCharges(
-                Self.failedCharges(manifest: manifest, run: run)
-                    + report.checkedCharges.compactMap { Self.failedCharge($0, run: run) })
+            for charge in report.checkedCharges.compactMap({ Self.failedCharge($0, run: run) })
+                + (try ledger.chargesRefusedForTransfers(run: run))
+            where !learned.contains(where: { $0.charge == charge.charge }) {
+                learned.append(charge)
+            }
+            let failed =
+                Self.failedCharges(manifest: manifest, run: run).filter { !putRight.contains($0.charge) } + learned
+            try ledger.recordFailedCharges(failed)
+            try ledger.forgetFailedCharges(
+                putRight.union(lookedUpNotFailed).subtracting(failed.map(\.charge)).sorted())
         } catch {
             notesProblem = "charges Stripe said failed (apply the folder again to record them): \(error)"
             exit = exit.combined(with: .tryAgain)
@@ -984,6 +1003,7 @@ public struct PlanFolder {
                     ("answers_not_from_stripe", .int(Int64(report.notStripeAnswers))),
                     ("key_refused", report.keyRefused.map(JSON.string) ?? .null),
                     ("ledger_failure", report.ledgerFailure.map(JSON.string) ?? .null),
+                    ("failed_charges", Self.json(learned)),
                 ]))
             if attempt > 1, let run = manifest["run_id"]?.stringValue {
                 put(

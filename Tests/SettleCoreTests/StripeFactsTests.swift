@@ -51,6 +51,39 @@ import Testing
         #expect(plan.outcome("1") == (.planned, ""))
     }
 
+    /// What earlier runs' look-ups found failed (``StripeFacts/remember(_:)``): lines on the
+    /// charge, or naming only its payment intent (with charge columns or without), are
+    /// rejected `charge_failed` whatever the export says, their orders `group_rejected`; a
+    /// charge this plan looked up itself keeps this look-up's answer; other charges plan.
+    @Test func rememberedFailuresRejectTheLinesOfTheChargeAndOfItsIntent() {
+        let export = TestExport()
+            .transfer("1", order: "1", amount: "10.00", charge: "ch_bad")
+            .payout("2", order: "1", amount: "5.00")
+            .payout("3", order: "2", amount: "5.00", extra: ["payment_intent": "pi_bad", "charge_status": "succeeded"])
+            .payout("4", order: "3", amount: "5.00", extra: ["payment_intent": "pi_bad"])
+            .transfer("5", order: "4", amount: "10.00", charge: "ch_good")
+            .transfer("6", order: "5", amount: "10.00", charge: "ch_again")
+        let earlier = StripeFacts.Charge(
+            status: .failed, amount: -1, currency: .usd, checkedAt: "Mon, 30 Nov 2026 01:00:00 GMT", lookedUpBy: "run_1"
+        )
+        var facts = Self.charge("ch_again", .succeeded)
+        facts.remember([("ch_bad", "pi_bad", earlier), ("ch_again", nil, earlier)])
+        let plan = Planner(options: TestExport.options(), history: nil, facts: facts).plan(export.batch())
+        #expect(plan.outcome("1") == (.rejected, "charge_failed"))
+        #expect(
+            plan.batch.reasonText(of: plan.batch.lines[0])
+                == "Stripe reported charge ch_bad failed when run run_1 looked it up (Mon, 30 Nov 2026 01:00:00 GMT)")
+        #expect(plan.outcome("2") == (.rejected, "group_rejected"))
+        #expect(plan.outcome("3") == (.rejected, "charge_failed"))
+        #expect(plan.outcome("4") == (.rejected, "charge_failed"))
+        #expect(
+            plan.batch.reasonText(of: plan.batch.lines[3])
+                == "Stripe reported the charge of payment intent pi_bad failed when run run_1 looked it up (Mon, 30 Nov 2026 01:00:00 GMT)"
+        )
+        #expect(plan.outcome("5") == (.planned, ""))
+        #expect(plan.outcome("6") == (.planned, ""))
+    }
+
     @Test func stripesChargeStatusOverridesTheExport() {
         let export = TestExport()
             .transfer("1", order: "1", amount: "10.00", charge: "ch_failed")

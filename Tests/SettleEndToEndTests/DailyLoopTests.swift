@@ -463,6 +463,29 @@ import Testing
         )
     }
 
+    /// A folder given twice to `ledger rebuild` (once through `./`) is read once: its waiting
+    /// line is named once in the warning, and the rebuild says the folder was given twice.
+    /// Before, each mention counted it again (audit 38 Q9).
+    @Test func aFolderGivenTwiceToARebuildIsReadOnce() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, _) = try day(
+            setup, "day1",
+            Self.header + "W1,1951,payout,10.00,usd,ORDER1951,,,,,,,acct_drv,pm_ap_1,2026-12-09\n", asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        setup.loseLedger()
+        let folder = setup.folder.appendingPathComponent("day1").path
+        let rebuild = try SettleProcess.run(
+            [
+                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base,
+                folder, setup.folder.path + "/./day1",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        #expect(rebuild.stderr.contains("is given more than once: it is read once"), "\(rebuild.stderr)")
+        #expect(rebuild.stderr.components(separatedBy: "1 in \(folder)/deferred.csv").count == 2, "\(rebuild.stderr)")
+    }
+
     /// A rebuild given a folder whose run was planned before `--since` is refused, 64, and
     /// writes nothing: Stripe's listing from that date would not show what the run made, and
     /// its lines would be paid again on the rebuilt ledger (audit 35 P6). From an earlier day,
@@ -968,13 +991,20 @@ import Testing
         try (lines.prefix(1) + lines.filter { $0.hasPrefix("F2,") }).map { $0 + "\n" }.joined()
             .write(to: fed, atomically: true, encoding: .utf8)
         #expect(SettleProcess.read(fed).contains("F2,1401,payout,10.95,usd,ORDER1401,,ch_card1,100.00,usd,succeeded"))
+        // An offline plan of the row takes the ledger's word.
+        let offline = try SettleProcess.run(setup.arguments("plan", [fed.path], out: "offline"))
+        #expect(offline.status == 65, "\(offline.stderr)")
+        let planned = try #require(setup.results("offline").first)
+        #expect([planned[0], planned[8], planned[11]] == ["F2", "rejected", "charge_failed"], "\(planned)")
+        #expect(planned[12].hasPrefix("Stripe reported charge ch_card1 failed when run run_"), "\(planned)")
         let (second, day2) = try day(
             setup, "day2",
             Self.header + "G1,1402,payout,5.00,usd,ORDER1402,,ch_card2,30.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
             asOf: "2026-12-11", extra: [fed])
         #expect(second.status == 65, "\(second.stderr)")
         #expect(day2["F2"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day2)")
-        #expect(day2["F2"]?[12].hasPrefix("Stripe reported charge ch_card1 failed when run run_") == true, "\(day2)")
+        // The run asks Stripe again about the charge the ledger remembers (its columns would not).
+        #expect(day2["F2"]?[12] == "Stripe reports charge ch_card1 failed", "\(day2)")
         #expect(day2["G1"]?[8] == "settled", "\(day2)")
         let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
             .compactMap { $0["amount"] as? Int }
@@ -987,7 +1017,12 @@ import Testing
     /// `charge_failed` for what that apply's look-up said (the ledger keeps the charge with its
     /// intent), and nothing is paid. Before, K2 was paid (audit 38 Q4, when the charge was
     /// looked up once).
-    @Test func aChargeAnApplyFoundFailedStopsTheLinesOfItsPaymentIntent() throws {
+    /// `rebuilt`: the ledger is lost after that apply and rebuilt from its folder, whose
+    /// manifest keeps what the apply learned (audit 41 F3: an offline plan's facts say nothing,
+    /// and the rebuilt ledger forgot the charge).
+    @Test(arguments: [false, true]) func aChargeAnApplyFoundFailedStopsTheLinesOfItsPaymentIntent(
+        rebuilt: Bool
+    ) throws {
         let setup = try Setup()
         try setup.sandbox.seed(
             Self.fixtures.replacingOccurrences(
@@ -1004,6 +1039,10 @@ import Testing
         let applied = try setup.apply("day1")
         #expect(applied.status == 65, "\(applied.stderr)")
         #expect(setup.results("day1").first.map { [$0[0], $0[8], $0[11]] } == ["K1", "rejected", "charge_failed"])
+        if rebuilt {
+            let rebuild = try loseAndRebuild(setup, from: "day1")
+            #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        }
         let second = setup.folder.appendingPathComponent("k2.csv")
         try
             ("line_id,order_id,kind,amount,currency,payment_intent,charge_amount,charge_currency,charge_status,recipient,payout_method\n"
@@ -1015,8 +1054,89 @@ import Testing
         #expect(
             row.map { [$0[0], $0[8], $0[11]] } == ["K2", "rejected", "charge_failed"], "\(String(describing: row))")
         #expect(
-            row?[12].hasPrefix("Stripe reported the charge of payment intent pi_card5 failed when run run_") == true,
+            row?[12] == "Stripe reports the charge of payment intent pi_card5 failed", "\(String(describing: row))")
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
+    /// A plan made offline before anyone knew (M1, a payout on ch_card1 whose export says
+    /// `succeeded`), then a run whose look-up finds ch_card1 failed (another order, M2), then the
+    /// plan's late apply: M1's order is not sent, `rejected` for the failed charge. Before, the
+    /// apply paid it: only plans read the ledger's failed charges (audit 41 F2).
+    @Test func aLateApplyDoesNotPayAnOrderOnAChargeARunFoundFailedSince() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        try failCharge(setup, "ch_card1")
+        let input = setup.folder.appendingPathComponent("offline.csv")
+        try (Self.header + "M1,1701,payout,10.00,usd,ORDER1701,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "offline"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let (other, meanwhile) = try day(
+            setup, "meanwhile",
+            Self.header + "M2,1702,transfer,30.00,usd,ORDER1702,acct_rest,ch_card1,100.00,usd,pending,card,,,\n",
+            asOf: "2026-11-29")
+        #expect(meanwhile["M2"]?[11] == "charge_failed", "\(other.stderr) \(meanwhile)")
+        let apply = try setup.apply("offline")
+        #expect(apply.status == 65, "\(apply.stderr)")
+        let row = setup.results("offline").first
+        #expect(row.map { [$0[0], $0[8]] } == ["M1", "rejected"], "\(String(describing: row))")
+        #expect(
+            row?[12].contains("Stripe reported charge ch_card1 failed when run run_") == true,
             "\(String(describing: row))")
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
+    /// Day 1's payout N1 on ch_card1 gets 500s: `unknown`, never made. Day 2's look-up finds
+    /// ch_card1 failed (another order's line, pending): N1, found never made, is not sent
+    /// again. Before, the resolution re-sent it and the courier was paid (audit 41 F4).
+    @Test func anUnknownPayoutOnAChargeFoundFailedSinceIsNotSentAgain() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}]"#
+        )
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header + "N1,1801,payout,10.00,usd,ORDER1801,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 75 && day1["N1"]?[8] == "unknown", "\(first.stderr) \(day1)")
+        try faults(setup, "[]")
+        try failCharge(setup, "ch_card1")
+        let (second, day2) = try day(
+            setup, "day2",
+            Self.header + "N2,1802,transfer,30.00,usd,ORDER1802,acct_rest,ch_card1,100.00,usd,pending,card,,,\n",
+            asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["N1"].map { [$0[8], $0[11]] } == ["failed", "group_rejected"], "\(day2)")
+        #expect(
+            day2["N1"]?[12].contains("not sent now: order ORDER1801: Stripe reported charge ch_card1 failed") == true)
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(day3["N1"]?[8] != "settled", "\(third.stderr) \(day3)")
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
+    /// Day 1 holds payout V1 on ch_card1 for 12-03. Day 2's transfer V2 names ch_card1 with no
+    /// charge columns (not looked up: V1's columns say `succeeded`), and Stripe refuses it
+    /// `charge_failed`. On 12-03, V1 comes back and is rejected `charge_failed`: the refusal is
+    /// remembered like a look-up. Before, V1 was paid (audit 41 F1).
+    @Test func aTransferStripeRefusedChargeFailedStopsTheChargesHeldLines() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        try failCharge(setup, "ch_card1")
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "V1,1901,payout,10.00,usd,ORDER1901,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,2026-12-03\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1["V1"]?[8] == "deferred", "\(first.stderr) \(day1)")
+        let (second, day2) = try day(
+            setup, "day2", Self.header + "V2,1902,transfer,30.00,usd,ORDER1902,acct_rest,ch_card1,,,,,,,\n",
+            asOf: "2026-12-02")
+        #expect(day2["V2"].map { [$0[8], $0[11]] } == ["failed", "charge_failed"], "\(second.stderr) \(day2)")
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 65, "\(third.stderr)")
+        #expect(day3["V1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day3)")
         #expect(try setup.sandbox.effects().isEmpty)
     }
 

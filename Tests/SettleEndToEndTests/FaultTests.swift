@@ -1071,11 +1071,16 @@ import Testing
             let state = Dictionary(uniqueKeysWithValues: setup.results("onrebuilt").map { ($0[0], $0[8]) })
             #expect(state["O1"] == "already_settled" && state["O2"] == "already_settled", "\(state)")
         }
-        // Fed back, the order on the failed charge is rejected again; nothing is paid twice.
+        // Fed back, the order on the failed charge is rejected again, before anything is sent:
+        // the ledger remembers the transfer Stripe refused `charge_failed`, and the run asks
+        // Stripe again; nothing is paid twice.
         let fed = try setup.run(
             [setup.folder.appendingPathComponent("out/errors.csv")], out: "fed", extra: ["--payouts", payouts])
         #expect(fed.status == 65, "\(fed.stderr)")
-        #expect(setup.results("fed").map { $0[0] + " " + $0[8] } == ["L1 failed", "L2 rejected"])
+        #expect(
+            setup.results("fed").map { $0[0] + " " + $0[8] + " " + $0[11] } == [
+                "L1 rejected charge_failed", "L2 rejected group_rejected",
+            ])
         let courier = try setup.sandbox.effects().filter { $0["recipient"] as? String == "acct_c0" }
         #expect(courier.compactMap { $0["amount"] as? Int } == [200])
     }

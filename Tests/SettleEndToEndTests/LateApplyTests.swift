@@ -1040,8 +1040,10 @@ import Testing
         #expect(try step(setup, "run", "day1", export, asOf: "2026-12-10").status == 65)
         #expect(rows(setup, "day1")["LB2"].map { [$0[8], $0[11]] } == ["failed", "charge_failed"])
         #expect(try step(setup, "run", "day2", export, asOf: "2026-12-11").status == 65)
+        // Rejected by the plan now: day 1's refusal is remembered, and Stripe asked again says failed.
         #expect(
-            rows(setup, "day2")["LB1"].map { [$0[8], $0[11]] } == ["failed", "charge_failed"], "\(rows(setup, "day2"))")
+            rows(setup, "day2")["LB1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"],
+            "\(rows(setup, "day2"))")
         _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_LB/status", json: #"{"status": "succeeded"}"#)
         _ = try setup.apply("day1")
         #expect(rows(setup, "day1")["LB2"]?[8] != "settled", "\(rows(setup, "day1"))")

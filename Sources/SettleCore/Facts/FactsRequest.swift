@@ -17,6 +17,34 @@ public struct FactsRequest: Sendable, Equatable {
 
     public var isEmpty: Bool { payoutMethods.isEmpty && charges.isEmpty }
 
+    /// Adds the charges earlier runs' look-ups found failed (`remembered`, with their payment
+    /// intents) that this batch names, by id or by intent: the plan asks Stripe again, and
+    /// plans with its answer (a charge put right since is forgotten; README, "A charge Stripe
+    /// said failed stays failed").
+    public mutating func askAgain(_ remembered: [(charge: String, paymentIntent: String?)], in batch: Batch) {
+        guard !remembered.isEmpty else { return }
+        var chargeNamed: [String: String] = [:]
+        for (charge, intent) in remembered {
+            chargeNamed[charge] = charge
+            if let intent, chargeNamed[intent] == nil { chargeNamed[intent] = charge }
+        }
+        // Each distinct charge or intent of the batch once (a bit a symbol), its text made only
+        // then: the symbol table's index is let go after reading.
+        var seen = [UInt64](repeating: 0, count: batch.symbols.count / 64 + 1)
+        var asked = Set(charges)
+        func visit(_ symbol: Symbol) {
+            let raw = Int(symbol.raw)
+            guard !symbol.isNone, seen[raw >> 6] & (1 << UInt64(raw & 63)) == 0 else { return }
+            seen[raw >> 6] |= 1 << UInt64(raw & 63)
+            if let charge = chargeNamed[batch.text(symbol)], asked.insert(charge).inserted { charges.append(charge) }
+        }
+        for line in batch.lines {
+            visit(line.charge)
+            visit(line.paymentIntent)
+        }
+        charges.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
+
     /// What to look up for a checked batch (after the readers, before the planner).
     ///
     /// `asOf`: the settlement date. An order whose transfer waits for a later `transfer_on`

@@ -422,9 +422,22 @@ public struct Planner {
 
     /// charge_mismatch, charge_failed, currency_mismatch, over_allocated: per line, before groups.
     private func applyChargeRules(_ batch: Batch, charges: inout ChargeTable) {
+        let failedIntents = facts.failedIntents
         for index in batch.lines.indices {
             let line = batch.lines[index]
-            guard line.status == .planned, let slot = charges.slot(line: index) else { continue }
+            guard line.status == .planned, let slot = charges.slot(line: index) else {
+                // A line that names only the payment intent of a charge Stripe said failed,
+                // without charge columns, draws on no charge of its own but on no money either.
+                if !failedIntents.isEmpty, line.status == .planned, line.charge.isNone, !line.paymentIntent.isNone,
+                    let fact = failedIntents[batch.text(line.paymentIntent)]
+                {
+                    batch.set(
+                        index, .rejected, .chargeFailed,
+                        StripeFacts.failure(
+                            of: fact, name: "the charge of payment intent \(batch.text(line.paymentIntent))", id: nil))
+                }
+                continue
+            }
             let facts = charges.facts[slot]
             if let mismatch = facts.mismatch {
                 batch.set(index, .rejected, .chargeMismatch, mismatch)
