@@ -73,8 +73,8 @@ public struct RunMetrics: Sendable, Equatable {
 /// renamed, so a scrape never reads half a file. The collector reads only `*.prom`, and the
 /// temporary name (`….prom.tmp-<pid>`) does not end so.
 ///
-/// Every value describes the last run, so every metric is a gauge (the `_total` ones too:
-/// they are the last run's totals, not counters that grow across runs).
+/// Every value describes the last run, so every metric is a gauge, and none is named `_total`
+/// (Prometheus' name for a counter that grows across runs; audit 38 D6).
 public enum MetricsFile {
     /// The file's text; pure, for tests.
     public static func render(_ metrics: RunMetrics) -> String {
@@ -109,12 +109,12 @@ public enum MetricsFile {
             sample(
                 "settle_amount_minor", [("currency", amount.currency), ("status", amount.status)], String(amount.minor))
         }
-        family("settle_requests_total", "HTTP requests the last run sent to Stripe (every try counts).")
-        sample("settle_requests_total", [], String(metrics.requests))
-        family("settle_retries_total", "Tries after the first in the last run.")
-        sample("settle_retries_total", [], String(metrics.retries))
-        family("settle_rate_limited_total", "HTTP 429 answers the last run met.")
-        sample("settle_rate_limited_total", [], String(metrics.rateLimited))
+        family("settle_last_run_requests", "HTTP requests the last run sent to Stripe (every try counts).")
+        sample("settle_last_run_requests", [], String(metrics.requests))
+        family("settle_last_run_retries", "Tries after the first in the last run.")
+        sample("settle_last_run_retries", [], String(metrics.retries))
+        family("settle_last_run_rate_limited", "HTTP 429 answers the last run met.")
+        sample("settle_last_run_rate_limited", [], String(metrics.rateLimited))
         return out
     }
 

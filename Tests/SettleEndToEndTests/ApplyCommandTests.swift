@@ -591,7 +591,7 @@ import Testing
         let parsed = try OperatorCommandTests.parseMetrics(metrics)
         // 4 transfers, 3 payouts (one per recipient), the 3 payout methods looked up first,
         // and the 2 lists a new ledger reads before its first request (EarlierLedgerProbe).
-        #expect(parsed["settle_requests_total"] == 12, "\(parsed)")
-        #expect(parsed["settle_requests_total"].map { Int($0) } == sent, "sandbox saw \(sent)")
+        #expect(parsed["settle_last_run_requests"] == 12, "\(parsed)")
+        #expect(parsed["settle_last_run_requests"].map { Int($0) } == sent, "sandbox saw \(sent)")
     }
 }

@@ -190,9 +190,9 @@ import Testing
         #expect(metrics["settle_lines{status=\"deferred\"}"] == 3)
         #expect(metrics["settle_lines{status=\"netted\"}"] == 2)
         #expect(metrics["settle_lines{status=\"settled\"}"] == 0)
-        #expect(metrics["settle_requests_total"] == 0)
-        #expect(metrics["settle_retries_total"] == 0)
-        #expect(metrics["settle_rate_limited_total"] == 0)
+        #expect(metrics["settle_last_run_requests"] == 0)
+        #expect(metrics["settle_last_run_retries"] == 0)
+        #expect(metrics["settle_last_run_rate_limited"] == 0)
         // Amounts are summary.csv's, exactly.
         let summary = SettleProcess.read(folder.appendingPathComponent("out/summary.csv"))
         var compared = 0

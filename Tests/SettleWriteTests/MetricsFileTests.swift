@@ -26,9 +26,9 @@ import Testing
         #expect(text.contains("\nsettle_lines{status=\"unknown\"} 0\n"))
         #expect(text.contains("\nsettle_amount_minor{currency=\"usd\",status=\"planned\"} 7000\n"))
         #expect(text.contains("\nsettle_amount_minor{currency=\"usd\",status=\"rejected\"} 1500\n"))
-        #expect(text.contains("\nsettle_requests_total 14\n"))
-        #expect(text.contains("\nsettle_retries_total 2\n"))
-        #expect(text.contains("\nsettle_rate_limited_total 1\n"))
+        #expect(text.contains("\nsettle_last_run_requests 14\n"))
+        #expect(text.contains("\nsettle_last_run_retries 2\n"))
+        #expect(text.contains("\nsettle_last_run_rate_limited 1\n"))
         let families = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.count
         let helps = text.split(separator: "\n").filter { $0.hasPrefix("# HELP ") }.count
         #expect(families == 9 && helps == 9)
