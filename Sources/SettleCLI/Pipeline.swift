@@ -6,6 +6,30 @@ import SettleRead
 import SettleWrite
 
 /// What happened to one input file.
+extension Pipeline {
+    /// Metadata columns that are not sent, said once per file (audit 38 D10: they were
+    /// dropped without a word): `metadata.` with no key, and settle's own key, whose value is
+    /// the instruction id settle finds its objects by.
+    func warnUnsentMetadata(_ batch: Batch) {
+        for file in batch.files {
+            for (name, role) in zip(file.layout.names, file.layout.roles) {
+                let why: String
+                switch role {
+                case .metadata(let key) where key == "settle_instruction":
+                    why = "it is settle's own key (settle sends the instruction id there and finds its objects by it)"
+                case .extra where name.trimmingSpaces().lowercased() == metadataColumnPrefix:
+                    why = "it names no key"
+                default: continue
+                }
+                log(
+                    .warning, event: "metadata_not_sent",
+                    "\(file.name): column \(name) is not sent to Stripe: \(why); it stays in the files",
+                    fields: [.file(file.name)])
+            }
+        }
+    }
+}
+
 struct InputReport {
     var path: String
     /// Lines the ledger held (waiting, returned payouts), brought back by this run.
@@ -139,6 +163,7 @@ struct Pipeline {
             reports.append(report)
         }
         HeldInputs.markReturned(held, batch: checker.batch)
+        warnUnsentMetadata(checker.batch)
         checker.finishReading()
         log(
             .debug, event: "inputs_read",

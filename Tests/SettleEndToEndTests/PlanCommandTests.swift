@@ -28,6 +28,31 @@ import Testing
         }
     }
 
+    /// A `metadata.` column with no key, and `metadata.settle_instruction` (settle's own key),
+    /// are not sent: the plan says so, once per file; `metadata.shift` is sent as given. Before,
+    /// both were dropped without a word (audit 38 D10).
+    @Test func metadataColumnsThatAreNotSentAreNamed() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("in.csv")
+        try """
+        line_id,order_id,destination,currency,amount,metadata.,metadata.settle_instruction,metadata.shift
+        1-1,1,acct_A,usd,2.00,a,b,evening
+        1-2,1,acct_B,usd,3.00,c,d,evening
+
+        """.write(to: input, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("out")
+        let outcome = try SettleProcess.run(["plan", input.path, "--out", out.path, "--as-of", "2026-11-29"])
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let warnings = outcome.stderr.split(separator: "\n").filter { $0.contains("is not sent to Stripe") }
+        #expect(
+            warnings == [
+                "settle: warning: \(input.path): column metadata. is not sent to Stripe: it names no key; it stays in the files",
+                "settle: warning: \(input.path): column metadata.settle_instruction is not sent to Stripe: it is settle's own key (settle sends the instruction id there and finds its objects by it); it stays in the files",
+            ], "\(outcome.stderr)")
+        let instructions = SettleProcess.read(out.appendingPathComponent("instructions.jsonl"))
+        #expect(instructions.contains(#""metadata[shift]":"evening""#), "\(instructions)")
+    }
+
     @Test func seedExampleSummaryKeepsSixEighty() throws {
         let folder = SettleProcess.temporaryFolder()
         let input = folder.appendingPathComponent("seed.csv")
