@@ -77,7 +77,7 @@ public final class ApplyEngine {
     public var chargeAmounts: (() throws(ApplyError) -> [String: (currency: String, gross: Int64)])?
     /// The orders of the plan with a line on a charge the ledger knows Stripe said failed (by
     /// an earlier run's look-up, or since this plan was made), with why.
-    public var ordersOnFailedCharges: (() throws(ApplyError) -> [String: (charge: String, why: String)])?
+    public var ordersOnFailedCharges: (() throws(ApplyError) -> [String: (charge: String, key: String, why: String)])?
     /// The plan's transfer lines that wait for their date (or their charge), by the charge
     /// each draws on: what the over-allocation check at apply counts beside what it sends.
     public var waitingTransfers:
@@ -115,6 +115,8 @@ public final class ApplyEngine {
     /// What Stripe said now of the charges the ledger remembered failed that the plan's orders
     /// draw on (``ApplyReport/recheckedCharges``).
     private var recheckedCharges: [ChargeFact] = []
+    /// The charges of transfers Stripe refused `charge_failed` in this apply.
+    private var refusedCharges: Set<String> = []
     /// Whether `settle cancel` dropped any line since the plan was made (asked once a run).
     private var cancelledSincePlan: Bool?
     private var chargeOfInstruction: [String: String] = [:]
@@ -233,6 +235,7 @@ public final class ApplyEngine {
         obstacles = Obstacles()
         lookedUpCharges = []
         recheckedCharges = []
+        refusedCharges = []
         chargeOfInstruction = [:]
         resolvedCharges = [:]
         waitingAfterStop = [:]
@@ -288,6 +291,7 @@ public final class ApplyEngine {
         }
         if keyRefused == nil, ledgerFailure == nil, interruption.caughtSignal == nil { try send(plan) }
         if let planFailure { throw planFailure }
+        lookUpRefusedCharges()
 
         if stopReason != nil || outcomes.count - extraOutcomes < plan.overview.count {
             try plan.rewind()
@@ -311,6 +315,7 @@ public final class ApplyEngine {
         report.stoppedBeforeSending = Set(report.refusedOrders.keys)
         report.lookedUpCharges = lookedUpCharges
         report.recheckedCharges = recheckedCharges
+        report.refusedCharges = refusedCharges.sorted()
         report.chargeOfInstruction = chargeOfInstruction
         for (order, refusals) in unmoved {
             guard let (id, refusal) = refusals.min(by: { $0.key < $1.key }) else { continue }
@@ -676,8 +681,9 @@ public final class ApplyEngine {
         /// By `recipient/method`.
         var methods: [String: OrderStops.Obstacle] = [:]
         var charges: [String: OrderStops.Obstacle] = [:]
-        /// Transfers past their charge with what other runs moved on it since the plan, by id.
-        var overAllocated: [String: OrderStops.Obstacle] = [:]
+        /// Transfers refused at apply, by id: past their charge with what other runs moved on it
+        /// since the plan, or on a charge Stripe said failed.
+        var refused: [String: OrderStops.Obstacle] = [:]
 
         var isEmpty: Bool { methods.isEmpty && charges.isEmpty }
 
@@ -692,7 +698,7 @@ public final class ApplyEngine {
 
         /// What Stripe said of this instruction's own facts (a refused method first).
         func of(_ instruction: Instruction) -> OrderStops.Obstacle? {
-            if let found = overAllocated[instruction.id] { return found }
+            if let found = refused[instruction.id] { return found }
             if let key = Self.methodKey(instruction), let found = methods[key] { return found }
             if let charge = instruction.preflight.charge, let found = charges[charge] { return found }
             return nil
@@ -821,6 +827,21 @@ public final class ApplyEngine {
         self.cascade = cascade
     }
 
+    /// Looks up the charges of the transfers Stripe refused `charge_failed`, for their payment
+    /// intents: the ledger then remembers the charge by both (audit 42 F2: a line naming only
+    /// the intent was paid). A look-up that gets no answer leaves the charge remembered by id.
+    private func lookUpRefusedCharges() {
+        let wanted = refusedCharges.subtracting(recheckedCharges.map(\.charge)).sorted()
+        guard !wanted.isEmpty, keyRefused == nil else { return }
+        let lookup = FactsScheduler(configuration: configuration)
+        defer { counters.add(lookup.counters) }
+        guard let facts = try? lookup.run(payoutMethods: [], charges: wanted) else { return }
+        recheckedCharges += facts.charges.filter { fact in
+            if case .unavailable = fact.verdict { return false }
+            return true
+        }
+    }
+
     /// A charge Stripe said failed stays failed: the orders of the plan with a line on one the
     /// ledger knows of (an earlier run's look-up, or one made since this plan) are not sent,
     /// each whole, their lines `charge_failed` and `group_rejected` (audit 41 F2: a plan made
@@ -846,17 +867,28 @@ public final class ApplyEngine {
         let orders = remembered.filter { stillFailed.contains($0.value.charge) }
         guard !orders.isEmpty else { return }
         var moved: Set<String> = []
+        // The transfers on the charge itself carry its refusal, `charge_failed`, as a plan
+        // gives them; the rest of the order `group_rejected` (audit 42 F8).
+        var onCharge: [(id: String, order: String)] = []
         try plan.rewind()
         while let instruction = try plan.next() {
-            guard instruction.kind != .payout, orders[instruction.group] != nil else { continue }
+            guard instruction.kind != .payout, let stop = orders[instruction.group] else { continue }
             switch try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) {
             case .settled?, .alreadySettled?: moved.insert(instruction.group)
+            case nil:
+                let key = instruction.charge.isEmpty ? instruction.ledgerCharge : instruction.charge
+                if instruction.kind == .transfer, key == stop.key {
+                    onCharge.append((instruction.id, instruction.group))
+                }
             default: break
             }
         }
         var cascade = self.cascade ?? OrderStops()
         for (order, stop) in orders.sorted(by: { $0.key < $1.key }) where !moved.contains(order) {
             cascade.add(order: order, obstacle: .refused(code: ReasonCode.chargeFailed.code, message: stop.why))
+        }
+        for (id, order) in onCharge where !moved.contains(order) {
+            obstacles.refused[id] = .refused(code: ReasonCode.chargeFailed.code, message: orders[order]?.why ?? "")
         }
         self.cascade = cascade
     }
@@ -895,6 +927,11 @@ public final class ApplyEngine {
         // one was rejected `over_allocated` on its day: the order moved in part). Not those a
         // later run has sent since: the ledger counts them already.
         let waiting = try waitingTransfers?() ?? [:]
+        // Not those `settle cancel` dropped: they never move (audit 42 F3).
+        let waitingIDs = sending.keys.flatMap { waiting[$0]?.map(\.line) ?? [] }
+        let cancelled =
+            waitingIDs.isEmpty
+            ? [] : try ledgerDo { () throws(LedgerError) in try ledger.cancelledLines(waitingIDs, since: nil) }
         var over: [(message: String, transfers: [(id: String, order: String)], orders: Set<String>)] = []
         for (charge, entry) in sending.sorted(by: { $0.key < $1.key }) {
             guard var limit = amounts[charge], let currency = Currency(limit.currency) else { continue }
@@ -913,7 +950,7 @@ public final class ApplyEngine {
             }
             var waits: Int64 = 0
             var waitingOrders: Set<String> = []
-            for line in waiting[charge] ?? [] where line.currency == limit.currency {
+            for line in waiting[charge] ?? [] where line.currency == limit.currency && !cancelled.contains(line.line) {
                 guard try ledgerDo({ () throws(LedgerError) in try ledger.line(line.line) }) == nil else { continue }
                 waits = waits.addingReportingOverflow(line.amount).overflow ? .max : waits + line.amount
                 if !line.order.isEmpty { waitingOrders.insert(line.order) }
@@ -949,7 +986,7 @@ public final class ApplyEngine {
             log(.warning, message)
             let obstacle = OrderStops.Obstacle.refused(code: ReasonCode.overAllocated.code, message: message)
             for (id, order) in transfers where !moved.contains(order) {
-                obstacles.overAllocated[id] = obstacle
+                obstacles.refused[id] = obstacle
                 cascade.add(order: order, obstacle: obstacle)
             }
             // An order whose transfers on the charge all wait stops too: its lines are rejected
@@ -962,6 +999,14 @@ public final class ApplyEngine {
     /// Notes what Stripe said of a transfer or reversal of an order (``unmoved``,
     /// ``unsettled``).
     private func noteMoved(_ dispatch: LedgerDispatch, _ result: InstructionOutcome) {
+        // A transfer Stripe refused because its `source_transaction` failed: remembered like a
+        // look-up's answer (the rewrite records it), sent now or resolved from an earlier run.
+        if case .failed(let code, _) = result, code == ReasonCode.chargeFailed.code,
+            dispatch.kind == Instruction.Kind.transfer.name,
+            dispatch.charge.hasPrefix("ch_") || dispatch.charge.hasPrefix("py_")
+        {
+            refusedCharges.insert(dispatch.charge)
+        }
         guard dispatch.kind != Instruction.Kind.payout.name, !dispatch.group.isEmpty else { return }
         let order = dispatch.group
         func drop(_ table: inout [String: [String: String]]) {

@@ -282,6 +282,8 @@ public struct ApplyReport: Sendable {
     /// What Stripe said at this apply of the charges the ledger remembered failed that the
     /// plan's orders draw on: failed still (their orders stopped) or put right (forgotten).
     public var recheckedCharges: [ChargeFact] = []
+    /// The charges of the transfers Stripe refused `charge_failed` in this apply.
+    public var refusedCharges: [String] = []
     public var chargeOfInstruction: [String: String] = [:]
 }
 

@@ -172,8 +172,20 @@ struct LedgerCommand {
             }
             // The charges each applied folder's plan found failed at Stripe: a later run rejects
             // their lines whatever the export says (audit 38 Q5).
+            // Oldest folder first: a newer folder's look-up that found one put right wins (audit
+            // 42 F6: the rebuilt ledger brought back a failure a later run had seen put right).
+            var failed: [String: FailedCharge] = [:]
+            let byTime = opened.compactMap { try? $0.get() }.sorted {
+                ($0.plannedAt ?? RunID.time(of: $0.runID) ?? .distantPast)
+                    < ($1.plannedAt ?? RunID.time(of: $1.runID) ?? .distantPast)
+            }
+            for plan in byTime {
+                let (folderFailed, putRight) = plan.chargeVerdicts
+                for charge in putRight { failed[charge] = nil }
+                for charge in folderFailed where failed[charge.charge] == nil { failed[charge.charge] = charge }
+            }
             do {
-                for case .success(let plan) in opened { try ledger.recordFailedCharges(plan.failedCharges) }
+                try ledger.recordFailedCharges(failed.values.sorted { $0.charge < $1.charge })
             } catch {
                 throw LedgerHistory.failure(error, path: path)
             }

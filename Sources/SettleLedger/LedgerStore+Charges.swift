@@ -238,30 +238,6 @@ extension LedgerStore {
         }
     }
 
-    /// The charges Stripe refused a transfer of `run`'s on with `charge_failed` (the transfer
-    /// named the charge in `source_transaction`): failed as surely as a look-up says, so
-    /// remembered too (a line the ledger held on that charge came back later and was paid).
-    public func chargesRefusedForTransfers(run: String) throws(LedgerError) -> [FailedCharge] {
-        var found: [FailedCharge] = []
-        try db.query(
-            """
-            SELECT i.charge, COALESCE(i.request_id, ''),
-                   COALESCE((SELECT a.stripe_date FROM attempts a
-                             WHERE a.instruction_id = i.id AND a.stripe_date IS NOT NULL
-                             ORDER BY a.seq DESC LIMIT 1), '')
-            FROM instructions i
-            WHERE i.kind = 'transfer' AND i.status = 'failed' AND i.error_code = 'charge_failed'
-              AND i.sent_run = ? AND (i.charge LIKE 'ch\\_%' ESCAPE '\\' OR i.charge LIKE 'py\\_%' ESCAPE '\\')
-            ORDER BY i.charge
-            """, [.text(run)]
-        ) { row in
-            found.append(
-                FailedCharge(
-                    charge: row.text(0) ?? "", run: run, checkedAt: row.text(2) ?? "", requestID: row.text(1) ?? ""))
-        }
-        return found
-    }
-
     /// Every charge the ledger knows Stripe found failed, by charge id (a handful a day: a plan
     /// reads them all, then matches the batch's charges in memory).
     public func failedCharges() throws(LedgerError) -> [FailedCharge] {

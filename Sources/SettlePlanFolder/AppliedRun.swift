@@ -33,6 +33,8 @@ public struct AppliedRun: Sendable {
     public var lookedUpCharges: [ChargeRow] = []
     /// What apply's look-ups said of the charges (an offline plan's), for the ones that failed.
     public var checkedCharges: [ChargeFact] = []
+    /// The charges of the transfers Stripe refused `charge_failed` (remembered failed).
+    public var refusedCharges: [String] = []
     public var chargeOfInstruction: [String: String] = [:]
     public var requests = 0
     public var retries = 0

@@ -188,6 +188,20 @@ extension PlanFolder {
     /// The charges this plan's own look-ups found failed (its manifest's facts), applied or not.
     public var lookedUpFailed: [FailedCharge] { Self.failedCharges(manifest: manifest, run: runID) }
 
+    /// What this applied folder's last apply left the ledger knowing of failed charges, as its
+    /// rewrite recorded it: the charges failed (its plan's look-ups, what its applies learned,
+    /// less what the apply found put right) and those its look-ups found succeeded or pending
+    /// (forgotten). `ledger rebuild` plays the folders oldest first.
+    public var chargeVerdicts: (failed: [FailedCharge], putRight: Set<String>) {
+        guard wasApplied else { return ([], []) }
+        var putRight: Set<String> = []
+        if case .array(let charges)? = manifest["apply"]?["charges_put_right"] {
+            putRight = Set(charges.compactMap(\.stringValue))
+        }
+        let failed = failedCharges.filter { !putRight.contains($0.charge) }
+        return (failed, putRight.union(lookedUpNotFailed).subtracting(failed.map(\.charge)))
+    }
+
     /// The charges this plan's own look-ups found succeeded or pending: what the ledger
     /// remembered failed of them no longer holds.
     public var lookedUpNotFailed: Set<String> {
@@ -245,7 +259,7 @@ extension PlanFolder {
     /// id or payment intent, as charges.csv keys its rows), each with why: an apply stops them
     /// whole, and resolves without sending again what an earlier run left open of them.
     public func ordersOnFailedCharges(_ failed: [FailedCharge]) throws(SettleError) -> [String: (
-        charge: String, why: String
+        charge: String, key: String, why: String
     )] {
         guard !failed.isEmpty else { return [:] }
         var byKey: [String: (FailedCharge, intent: Bool)] = [:]
@@ -255,16 +269,17 @@ extension PlanFolder {
         }
         let charges = try Self.plannedCharges(
             FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
-        var why: [Int: (charge: String, why: String)] = [:]
+        var why: [Int: (charge: String, key: String, why: String)] = [:]
         for (slot, row) in charges.enumerated() {
             guard let (charge, intent) = byKey[row.charge] else { continue }
             let name = intent ? "the charge of payment intent \(row.charge)" : "charge \(row.charge)"
             why[slot] = (
-                charge.charge, StripeFacts.failure(of: charge.fact, name: name, id: intent ? nil : charge.charge)
+                charge.charge, row.charge,
+                StripeFacts.failure(of: charge.fact, name: name, id: intent ? nil : charge.charge)
             )
         }
         guard !why.isEmpty else { return [:] }
-        var orders: [String: (charge: String, why: String)] = [:]
+        var orders: [String: (charge: String, key: String, why: String)] = [:]
         try eachRow { (row, entry) throws(SettleError) in
             guard let slot = entry.charge, let reason = why[slot] else { return }
             let group = String(decoding: row[ResultsFile.Field.group.rawValue], as: UTF8.self).trimmingFormulaGuard()
@@ -478,7 +493,7 @@ extension PlanFolder {
     /// latest decision in the ledger), with why (``ApplyEngine/stoppedInstructions``).
     public func stoppedInstructions(
         _ open: [String: (lines: [String], sentAt: Date)], decided: [String: (at: Date, reason: String)] = [:],
-        onFailedCharges: [String: (charge: String, why: String)] = [:]
+        onFailedCharges: [String: (charge: String, key: String, why: String)] = [:]
     ) throws(SettleError) -> [String: (why: String, orders: Set<String>)] {
         guard !open.isEmpty else { return [:] }
         let linesOf = open.mapValues(\.lines)

@@ -917,7 +917,7 @@ public struct PlanFolder {
         var learned = Self.learnedAtApply(manifest: manifest, run: run).filter { !putRight.contains($0.charge) }
         do throws(LedgerError) {
             for charge in report.checkedCharges.compactMap({ Self.failedCharge($0, run: run) })
-                + (try ledger.chargesRefusedForTransfers(run: run))
+                + report.refusedCharges.map({ FailedCharge(charge: $0, run: run, checkedAt: "", requestID: "") })
             where !learned.contains(where: { $0.charge == charge.charge }) {
                 learned.append(charge)
             }
@@ -1004,6 +1004,7 @@ public struct PlanFolder {
                     ("key_refused", report.keyRefused.map(JSON.string) ?? .null),
                     ("ledger_failure", report.ledgerFailure.map(JSON.string) ?? .null),
                     ("failed_charges", Self.json(learned)),
+                    ("charges_put_right", .array(putRight.sorted().map(JSON.string))),
                 ]))
             if attempt > 1, let run = manifest["run_id"]?.stringValue {
                 put(

@@ -46,6 +46,36 @@ import Testing
         _ = try setup.sandbox.control("POST", "/_sandbox/charges/\(charge)/status", json: #"{"status": "failed"}"#)
     }
 
+    /// The day's fixtures and one more charge, `charge` of payment intent `intent` (100.00 or
+    /// `amount` cents), in `status`.
+    func seed(_ setup: Setup, charge: String, intent: String, status: String, amount: Int = 10000) throws {
+        try setup.sandbox.seed(
+            Self.fixtures.replacingOccurrences(
+                of: #"{"charges": ["#,
+                with:
+                    #"{"charges": [{"id": "\#(charge)", "amount": \#(amount), "currency": "usd", "status": "\#(status)", "payment_intent": "\#(intent)"},"#
+            ))
+    }
+
+    /// A `run` into `folder` of one payout `line` (7.00 to acct_drv) that names only payment
+    /// intent `intent`, its charge columns saying `succeeded`: rejected `charge_failed`, nothing
+    /// paid at Stripe. Its row.
+    func expectIntentPayoutRejected(_ setup: Setup, _ line: String, intent: String, folder: String) throws -> [String]?
+    {
+        let input = setup.folder.appendingPathComponent("\(folder).csv")
+        try
+            ("line_id,order_id,kind,amount,currency,payment_intent,charge_amount,charge_currency,charge_status,recipient,payout_method\n"
+            + "\(line),1,payout,7.00,usd,\(intent),100.00,usd,succeeded,acct_drv,pm_ap_1\n").write(
+                to: input, atomically: true, encoding: .utf8)
+        let run = try setup.run([input], out: folder)
+        #expect(run.status == 65, "\(run.stderr)")
+        let row = setup.results(folder).first
+        #expect(
+            row.map { [$0[0], $0[8], $0[11]] } == [line, "rejected", "charge_failed"], "\(String(describing: row))")
+        #expect(try setup.sandbox.effects().isEmpty)
+        return row
+    }
+
     /// Stripe reports `payout` in `status` (for `reason`, when it came back).
     func setStatus(_ setup: Setup, _ payout: String, _ status: String, reason: String = "") throws {
         _ = try setup.sandbox.control(
@@ -1024,12 +1054,7 @@ import Testing
         rebuilt: Bool
     ) throws {
         let setup = try Setup()
-        try setup.sandbox.seed(
-            Self.fixtures.replacingOccurrences(
-                of: #"{"charges": ["#,
-                with:
-                    #"{"charges": [{"id": "ch_card5", "amount": 4000, "currency": "usd", "status": "succeeded", "payment_intent": "pi_card5"},"#
-            ))
+        try seed(setup, charge: "ch_card5", intent: "pi_card5", status: "succeeded", amount: 4000)
         try failCharge(setup, "ch_card5")
         let first = setup.folder.appendingPathComponent("k1.csv")
         try (Self.header + "K1,1501,payout,7.00,usd,ORDER1501,,ch_card5,,,,,acct_drv,pm_ap_1,\n")
@@ -1043,19 +1068,9 @@ import Testing
             let rebuild = try loseAndRebuild(setup, from: "day1")
             #expect(rebuild.status == 0, "\(rebuild.stderr)")
         }
-        let second = setup.folder.appendingPathComponent("k2.csv")
-        try
-            ("line_id,order_id,kind,amount,currency,payment_intent,charge_amount,charge_currency,charge_status,recipient,payout_method\n"
-            + "K2,1502,payout,8.00,usd,pi_card5,40.00,usd,succeeded,acct_drv,pm_ap_1\n").write(
-                to: second, atomically: true, encoding: .utf8)
-        let run = try setup.run([second], out: "day2")
-        #expect(run.status == 65, "\(run.stderr)")
-        let row = setup.results("day2").first
-        #expect(
-            row.map { [$0[0], $0[8], $0[11]] } == ["K2", "rejected", "charge_failed"], "\(String(describing: row))")
+        let row = try expectIntentPayoutRejected(setup, "K2", intent: "pi_card5", folder: "day2")
         #expect(
             row?[12] == "Stripe reports the charge of payment intent pi_card5 failed", "\(String(describing: row))")
-        #expect(try setup.sandbox.effects().isEmpty)
     }
 
     /// A plan made offline before anyone knew (M1, a payout on ch_card1 whose export says
@@ -1067,7 +1082,9 @@ import Testing
         try setup.sandbox.seed(Self.fixtures)
         try failCharge(setup, "ch_card1")
         let input = setup.folder.appendingPathComponent("offline.csv")
-        try (Self.header + "M1,1701,payout,10.00,usd,ORDER1701,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n")
+        try
+            (Self.header + "M1,1701,payout,10.00,usd,ORDER1701,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+            + "M3,1701,transfer,40.00,usd,ORDER1701,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n")
             .write(to: input, atomically: true, encoding: .utf8)
         let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "offline"))
         #expect(plan.status == 0, "\(plan.stderr)")
@@ -1078,11 +1095,12 @@ import Testing
         #expect(meanwhile["M2"]?[11] == "charge_failed", "\(other.stderr) \(meanwhile)")
         let apply = try setup.apply("offline")
         #expect(apply.status == 65, "\(apply.stderr)")
-        let row = setup.results("offline").first
-        #expect(row.map { [$0[0], $0[8]] } == ["M1", "rejected"], "\(String(describing: row))")
-        #expect(
-            row?[12].contains("Stripe reported charge ch_card1 failed when run run_") == true,
-            "\(String(describing: row))")
+        // The transfer on the charge says so (`charge_failed`, audit 42 F8), the payout goes with
+        // its order.
+        let rows = setup.results("offline").map { [$0[0], $0[8], $0[11]] }
+        #expect(rows == [["M1", "rejected", "group_rejected"], ["M3", "rejected", "charge_failed"]], "\(rows)")
+        let reason = setup.results("offline").last?[12] ?? ""
+        #expect(reason.hasPrefix("Stripe reported charge ch_card1 failed when run run_"), "\(reason)")
         #expect(try setup.sandbox.effects().isEmpty)
     }
 
@@ -1138,6 +1156,68 @@ import Testing
         #expect(third.status == 65, "\(third.stderr)")
         #expect(day3["V1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day3)")
         #expect(try setup.sandbox.effects().isEmpty)
+    }
+
+    /// ch_card6 (payment intent pi_card6) failed at Stripe; its export says `succeeded`. Day 1's
+    /// transfer U1 on it gets a 500 first (`resend`: then Stripe's refusal on the retry,
+    /// `unknown`; day 2 resolves it, sends it again, and Stripe refuses it) or is refused at
+    /// once. Either way the ledger remembers the charge with its intent, and day 3's payout
+    /// naming only pi_card6 (charge columns `succeeded`) is rejected `charge_failed`: nothing is
+    /// paid. Before, a refusal met while resolving was not remembered, and a refused transfer's
+    /// charge was remembered without its intent (audit 42 F1, F2).
+    @Test(arguments: [false, true]) func aTransferRefusedChargeFailedStopsTheLinesOfItsIntent(resend: Bool) throws {
+        let setup = try Setup()
+        try seed(setup, charge: "ch_card6", intent: "pi_card6", status: "failed")
+        if resend {
+            try faults(
+                setup,
+                #"[{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "status", "status": 500}]"#
+            )
+        }
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header + "U1,1961,transfer,30.00,usd,ORDER1961,acct_rest,ch_card6,100.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-01")
+        #expect(day1["U1"]?[8] == (resend ? "unknown" : "failed"), "\(first.stderr) \(day1)")
+        try faults(setup, "[]")
+        let (_, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        if resend { #expect(day2["U1"].map { [$0[8], $0[11]] } == ["failed", "charge_failed"], "\(day2)") }
+        _ = try expectIntentPayoutRejected(setup, "U3", intent: "pi_card6", folder: "day3")
+    }
+
+    /// Day 1's look-up finds ch_card7 failed (order 1971's payout is due, its transfer dated).
+    /// The charge is then put right at Stripe; day 2's run of an order naming only its payment
+    /// intent asks again and moves it, and the ledger forgets the failure. A rebuild from both
+    /// folders does not bring it back: an offline plan on ch_card7 then plans its line. Before,
+    /// the stale failure stopped the line of the intent, and the rebuild restored it (audit 42
+    /// F4, F6).
+    @Test func aChargePutRightIsForgottenAndStaysForgottenAfterARebuild() throws {
+        let setup = try Setup()
+        try seed(setup, charge: "ch_card7", intent: "pi_card7", status: "failed")
+        let (_, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "X1,1971,transfer,30.00,usd,ORDER1971,acct_rest,ch_card7,100.00,usd,succeeded,card,,,2026-12-09\n"
+                + "X2,1971,payout,5.00,usd,ORDER1971,,ch_card7,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(day1["X2"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"], "\(day1)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_card7/status", json: #"{"status": "succeeded"}"#)
+        let second = setup.folder.appendingPathComponent("day2.csv")
+        try
+            ("line_id,order_id,kind,amount,currency,destination,payment_intent,charge_amount,charge_currency,charge_status\n"
+            + "X3,1972,transfer,20.00,usd,acct_rest,pi_card7,100.00,usd,succeeded\n").write(
+                to: second, atomically: true, encoding: .utf8)
+        let run = try setup.run([second], out: "day2")
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(setup.results("day2").first?[8] == "settled", "\(setup.results("day2"))")
+        let rebuild = try loseAndRebuild(setup, from: "day1", "day2")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        let third = setup.folder.appendingPathComponent("day3.csv")
+        try (Self.header + "X4,1973,payout,4.00,usd,ORDER1973,,ch_card7,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n")
+            .write(to: third, atomically: true, encoding: .utf8)
+        let plan = try SettleProcess.run(setup.arguments("plan", [third.path], out: "day3"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        #expect(setup.results("day3").first.map { [$0[0], $0[8]] } == ["X4", "planned"])
     }
 
     /// The same days, then `settle cancel` of the other order's waiting line and a re-apply of
@@ -1415,6 +1495,39 @@ import Testing
             let (later, day) = try self.day(setup, "day-12-20", Self.header, asOf: "2026-12-20")
             #expect(later.status == 0 && day.isEmpty, "\(later.stderr) \(day)")
         }
+    }
+
+    /// The plan's dated transfer Q2 was taken up by another run of the same export and then
+    /// dropped with `settle cancel`: a late apply does not count it, and the plan's other
+    /// order fits. Before, it counted the cancelled 30.00 and rejected the order
+    /// `over_allocated` (audit 42 F3).
+    @Test func aLateApplyDoesNotCountADatedLineSettleCancelDropped() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let order =
+            Self.header
+            + "Q1,1611,transfer,50.00,usd,ORDER1611,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            + "Q2,1611,transfer,30.00,usd,ORDER1611,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-20\n"
+        let input = setup.folder.appendingPathComponent("p.csv")
+        try (order + "Q3,1612,transfer,20.00,usd,ORDER1612,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "p"))
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let (other, _) = try day(setup, "r", order, asOf: "2026-11-29")
+        #expect(other.status == 0, "\(other.stderr)")
+        let cancel = try SettleProcess.run(["cancel", "Q2", "--ledger", setup.ledger])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        let (more, _) = try day(
+            setup, "r3",
+            Self.header + "Q4,1614,transfer,30.00,usd,ORDER1614,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+            asOf: "2026-11-29")
+        #expect(more.status == 0, "\(more.stderr)")
+        let apply = try setup.apply("p")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("p").map { ($0[0], $0) })
+        #expect(rows["Q3"]?[8] == "settled", "\(apply.stderr) \(rows)")
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+            .compactMap { $0["amount"] as? Int }
+        #expect(transfers.sorted() == [2000, 3000, 5000], "\(transfers)")
     }
 
     /// A transfer that names its charge only by payment intent, on a ledger lost and rebuilt:

@@ -101,8 +101,10 @@ public struct StripeFacts: Sendable, Equatable {
     /// charge's payment intent), where this plan did not look the charge up itself: a failed
     /// charge never succeeds later, so Stripe's word then still stands (audit 38 Q5).
     public mutating func remember(_ remembered: [(charge: String, paymentIntent: String?, fact: Charge)]) {
-        for (charge, intent, fact) in remembered {
-            if charges[charge] == nil { charges[charge] = fact }
+        // A charge this plan looked up itself keeps this look-up's answer, for its intent too
+        // (audit 42 F4: a charge put right still stopped the lines naming its intent).
+        for (charge, intent, fact) in remembered where charges[charge] == nil {
+            charges[charge] = fact
             if let intent, failedIntents[intent] == nil { failedIntents[intent] = fact }
         }
     }
