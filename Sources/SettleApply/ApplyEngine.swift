@@ -827,6 +827,24 @@ public final class ApplyEngine {
         self.cascade = cascade
     }
 
+    /// Before the first payout: the orders with a line on a charge whose transfer Stripe refused
+    /// `charge_failed` in this apply stop too, their payouts held back (audit 43 N3: another
+    /// order's payout on the charge was paid in the same apply). Stripe has just answered for
+    /// the charge: no look-up. An order a transfer of which moved on another charge stops as well
+    /// (its payout does not go on a failed charge).
+    private func stopOrdersOnChargesRefusedNow() throws(ApplyError) {
+        guard !refusedCharges.isEmpty, let ordersOnFailedCharges else { return }
+        // Their payment intents first: lines naming only the intent stop too.
+        lookUpRefusedCharges()
+        let orders = try ordersOnFailedCharges().filter { refusedCharges.contains($0.value.charge) }
+        guard !orders.isEmpty else { return }
+        var cascade = self.cascade ?? OrderStops()
+        for (order, stop) in orders.sorted(by: { $0.key < $1.key }) {
+            cascade.add(order: order, obstacle: .refused(code: ReasonCode.chargeFailed.code, message: stop.why))
+        }
+        self.cascade = cascade
+    }
+
     /// Looks up the charges of the transfers Stripe refused `charge_failed`, for their payment
     /// intents: the ledger then remembers the charge by both (audit 42 F2: a line naming only
     /// the intent was paid). A look-up that gets no answer leaves the charge remembered by id.
@@ -836,9 +854,22 @@ public final class ApplyEngine {
         let lookup = FactsScheduler(configuration: configuration)
         defer { counters.add(lookup.counters) }
         guard let facts = try? lookup.run(payoutMethods: [], charges: wanted) else { return }
-        recheckedCharges += facts.charges.filter { fact in
+        let answered = facts.charges.filter { fact in
             if case .unavailable = fact.verdict { return false }
             return true
+        }
+        recheckedCharges += answered
+        // The intents into the ledger at once, as the refusals went.
+        do {
+            try ledger.recordFailedCharges(
+                answered.compactMap { fact in
+                    guard case .refused = fact.verdict, let intent = fact.paymentIntent else { return nil }
+                    return FailedCharge(
+                        charge: fact.charge, paymentIntent: intent, run: runID, checkedAt: fact.checkedAt ?? "",
+                        requestID: fact.requestID ?? "")
+                })
+        } catch {
+            fail(error)
         }
     }
 
@@ -910,7 +941,10 @@ public final class ApplyEngine {
         var sending: [String: (amount: Int64, transfers: [(id: String, order: String)])] = [:]
         try plan.rewind()
         while let instruction = try plan.next() {
-            guard instruction.kind == .transfer, !instruction.group.isEmpty else { continue }
+            // Not an order something else stops already: nothing of it moves now, and what it
+            // holds back is checked again by the run that brings it back (audit 43 N2).
+            guard instruction.kind == .transfer, !instruction.group.isEmpty, orderStop(instruction.group) == nil
+            else { continue }
             let charge = instruction.charge.isEmpty ? instruction.ledgerCharge : instruction.charge
             guard let limit = amounts[charge], limit.currency == instruction.currency,
                 try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil
@@ -950,7 +984,8 @@ public final class ApplyEngine {
             }
             var waits: Int64 = 0
             var waitingOrders: Set<String> = []
-            for line in waiting[charge] ?? [] where line.currency == limit.currency && !cancelled.contains(line.line) {
+            for line in waiting[charge] ?? []
+            where line.currency == limit.currency && !cancelled.contains(line.line) && orderStop(line.order) == nil {
                 guard try ledgerDo({ () throws(LedgerError) in try ledger.line(line.line) }) == nil else { continue }
                 waits = waits.addingReportingOverflow(line.amount).overflow ? .max : waits + line.amount
                 if !line.order.isEmpty { waitingOrders.insert(line.order) }
@@ -1003,9 +1038,17 @@ public final class ApplyEngine {
         // look-up's answer (the rewrite records it), sent now or resolved from an earlier run.
         if case .failed(let code, _) = result, code == ReasonCode.chargeFailed.code,
             dispatch.kind == Instruction.Kind.transfer.name,
-            dispatch.charge.hasPrefix("ch_") || dispatch.charge.hasPrefix("py_")
+            dispatch.charge.hasPrefix("ch_") || dispatch.charge.hasPrefix("py_"),
+            refusedCharges.insert(dispatch.charge).inserted
         {
-            refusedCharges.insert(dispatch.charge)
+            // In the ledger at once: a run killed before its rewrite still remembers it.
+            do {
+                try ledger.recordFailedCharges([
+                    FailedCharge(charge: dispatch.charge, run: runID, checkedAt: "", requestID: "")
+                ])
+            } catch {
+                fail(error)
+            }
         }
         guard dispatch.kind != Instruction.Kind.payout.name, !dispatch.group.isEmpty else { return }
         let order = dispatch.group
@@ -1255,6 +1298,7 @@ public final class ApplyEngine {
                                 break
                             }
                             payoutsMayGo = true
+                            try self.stopOrdersOnChargesRefusedNow()
                         }
                         guard !self.isDuplicate(instruction.id), !batch.contains(where: { $0.id == instruction.id })
                         else { continue }

@@ -281,7 +281,10 @@ extension PlanFolder {
         guard !why.isEmpty else { return [:] }
         var orders: [String: (charge: String, key: String, why: String)] = [:]
         try eachRow { (row, entry) throws(SettleError) in
-            guard let slot = entry.charge, let reason = why[slot] else { return }
+            // A reversal brings money back: a failed charge never stops it (audit 43 N1).
+            guard let slot = entry.charge, let reason = why[slot],
+                !row[ResultsFile.Field.kind.rawValue].elementsEqual(LineKind.reversal.name.utf8)
+            else { return }
             let group = String(decoding: row[ResultsFile.Field.group.rawValue], as: UTF8.self).trimmingFormulaGuard()
             if !group.isEmpty, orders[group] == nil { orders[group] = reason }
         }

@@ -1220,6 +1220,63 @@ import Testing
         #expect(setup.results("day3").first.map { [$0[0], $0[8]] } == ["X4", "planned"])
     }
 
+    /// Day 1 moves T1 (60.00 on ch_card1). ch_card1 then fails at Stripe and day 2's look-up
+    /// learns it. Day 3's reversal of T1, naming no charge, is sent: a reversal brings money
+    /// back, and the ledger's memory of the failed charge does not stop its order at apply.
+    /// Before, it was refused on every run (audit 43 N1). `naming`: with ch_card1 in
+    /// `source_transaction`, the line is on the failed charge and is rejected `charge_failed`,
+    /// as SPEC says of the lines on a failed charge.
+    @Test(arguments: [false, true]) func aReversalGoesOnAChargeStripeSaidFailed(naming: Bool) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header + "R1,1981,transfer,60.00,usd,ORDER1981,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let transfer = try #require(day1["R1"]?[10])
+        try failCharge(setup, "ch_card1")
+        let (_, day2) = try day(
+            setup, "day2",
+            Self.header + "R2,1982,transfer,10.00,usd,ORDER1982,acct_rest,ch_card1,100.00,usd,pending,card,,,\n",
+            asOf: "2026-12-02")
+        #expect(day2["R2"]?[11] == "charge_failed", "\(day2)")
+        let third = setup.folder.appendingPathComponent("day3.csv")
+        try
+            ("line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,transfer\n"
+            + "R3,1981,reversal,60.00,usd,ORDER1981,acct_rest,\(naming ? "ch_card1" : ""),\(transfer)\n").write(
+                to: third, atomically: true, encoding: .utf8)
+        let run = try setup.run([third], out: "day3")
+        #expect(run.status == (naming ? 65 : 0), "\(run.stderr)")
+        #expect(
+            setup.results("day3").first.map { [$0[0], $0[8], $0[11]] }
+                == (naming ? ["R3", "rejected", "charge_failed"] : ["R3", "settled", ""]), "\(setup.results("day3"))")
+        let reversals = try setup.sandbox.effects().filter { $0["type"] as? String == "reversal" }
+        #expect(reversals.compactMap { $0["amount"] as? Int } == (naming ? [] : [6000]), "\(reversals)")
+    }
+
+    /// One run: order 1991's transfer on ch_card6 (its export says `succeeded`; it failed at
+    /// Stripe) is refused `charge_failed`; orders 1993 (a payout naming only pi_card6) and 1994
+    /// (a payout naming ch_card6) come after it in the same apply, and are not paid. Before,
+    /// they went in one payout after the refusal (audit 43 N3).
+    @Test func thePayoutsOfAChargeRefusedInTheSameApplyAreNotPaid() throws {
+        let setup = try Setup()
+        try seed(setup, charge: "ch_card6", intent: "pi_card6", status: "failed")
+        let input = setup.folder.appendingPathComponent("one.csv")
+        try
+            ("line_id,order_id,kind,amount,currency,destination,source_transaction,payment_intent,charge_amount,charge_currency,charge_status,recipient,payout_method\n"
+            + "Z1,1991,transfer,30.00,usd,acct_rest,ch_card6,,100.00,usd,succeeded,,\n"
+            + "Z3,1993,payout,7.00,usd,,,pi_card6,100.00,usd,succeeded,acct_drv,pm_ap_2\n"
+            + "Z4,1994,payout,8.00,usd,,ch_card6,,100.00,usd,succeeded,acct_drv,pm_ap_2\n").write(
+                to: input, atomically: true, encoding: .utf8)
+        let run = try setup.run([input], out: "one")
+        #expect(run.status == 65, "\(run.stderr)")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("one").map { ($0[0], [$0[8], $0[11]]) })
+        #expect(rows["Z1"] == ["failed", "charge_failed"], "\(rows)")
+        #expect(rows["Z3"]?[0] != "settled" && rows["Z4"]?[0] != "settled", "\(rows)")
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.isEmpty)
+    }
+
     /// The same days, then `settle cancel` of the other order's waiting line and a re-apply of
     /// day 1: the cancelled line stays `deferred`, saying the cancel dropped it, out of
     /// errors.csv, and nothing is paid. Before, the re-apply listed it `failed` `group_rejected`
@@ -1362,7 +1419,8 @@ import Testing
     /// `settle plan` of `export` into `folder` (without a ledger unless `withLedger`), then a
     /// day's `run` of `meanwhile`, then `settle apply` of the plan: the apply's outcome.
     func planThenApplyLate(
-        _ setup: Setup, _ folder: String, _ export: String, meanwhile: String, withLedger: Bool = true
+        _ setup: Setup, _ folder: String, _ export: String, meanwhile: String, withLedger: Bool = true,
+        before: () throws -> Void = {}
     ) throws -> SettleProcess.Outcome {
         let input = setup.folder.appendingPathComponent("\(folder).csv")
         try export.write(to: input, atomically: true, encoding: .utf8)
@@ -1375,6 +1433,7 @@ import Testing
         #expect(plan.status == 0, "\(plan.stderr)")
         let (other, _) = try day(setup, "\(folder)-meanwhile", meanwhile, asOf: "2026-11-29")
         #expect(other.status == 0, "\(other.stderr)")
+        try before()
         return try setup.apply(folder)
     }
 
@@ -1528,6 +1587,35 @@ import Testing
         let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
             .compactMap { $0["amount"] as? Int }
         #expect(transfers.sorted() == [2000, 3000, 5000], "\(transfers)")
+    }
+
+    /// An offline plan: order 1621 (T1 20.00 now, T2 30.00 on 12-20, and a payout by a method
+    /// archived before the apply) and order 1622 (T3 10.00), on ch_card1 (100.00). Another run
+    /// moves 75.00 on the charge before the apply. Order 1621 stops for its payout method, so
+    /// nothing of it counts, now or dated: T3 fits (85.00) and moves. Before, the stopped order's transfers
+    /// were counted and T3 was rejected `over_allocated` (audit 43 N2).
+    @Test func aLateApplyDoesNotCountTheTransfersOfAnOrderItStops() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let apply = try planThenApplyLate(
+            setup, "late",
+            Self.header
+                + "T1,1621,transfer,20.00,usd,ORDER1621,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+                + "T2,1621,transfer,30.00,usd,ORDER1621,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-20\n"
+                + "T4,1621,payout,5.00,usd,ORDER1621,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_9,\n"
+                + "T3,1622,transfer,10.00,usd,ORDER1622,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+            meanwhile: Self.header
+                + "T5,1623,transfer,75.00,usd,ORDER1623,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+            before: {
+                try setup.sandbox.seed(
+                    #"{"payout_methods": [{"id": "pm_ap_9", "recipient": "acct_drv", "archived": true}]}"#)
+            })
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("late").map { ($0[0], $0[8]) })
+        #expect(rows["T3"] == "settled", "\(apply.stderr) \(rows)")
+        #expect(rows["T1"] == "rejected" && rows["T2"] == "rejected", "\(rows)")
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+            .compactMap { $0["amount"] as? Int }
+        #expect(transfers.sorted() == [1000, 7500], "\(transfers)")
     }
 
     /// A transfer that names its charge only by payment intent, on a ledger lost and rebuilt:

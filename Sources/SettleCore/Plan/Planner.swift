@@ -428,7 +428,8 @@ public struct Planner {
             guard line.status == .planned, let slot = charges.slot(line: index) else {
                 // A line that names only the payment intent of a charge Stripe said failed,
                 // without charge columns, draws on no charge of its own but on no money either.
-                if !failedIntents.isEmpty, line.status == .planned, line.charge.isNone, !line.paymentIntent.isNone,
+                if !failedIntents.isEmpty, line.status == .planned, line.kind != .reversal, line.charge.isNone,
+                    !line.paymentIntent.isNone,
                     let fact = failedIntents[batch.text(line.paymentIntent)]
                 {
                     batch.set(
