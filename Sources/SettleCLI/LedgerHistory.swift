@@ -206,8 +206,15 @@ final class LedgerHistory: SettlementHistory {
     }
 
     func failedCharges() -> [(charge: String, paymentIntent: String?, fact: StripeFacts.Charge)] {
-        read([]) { () throws(LedgerError) in try store.failedCharges() }.map { ($0.charge, $0.paymentIntent, $0.fact) }
+        // Asked twice a plan (the look-ups, then the planner), read once: one snapshot.
+        if let remembered { return remembered }
+        let found = read([]) { () throws(LedgerError) in try store.failedCharges() }.map {
+            ($0.charge, $0.paymentIntent, $0.fact)
+        }
+        remembered = found
+        return found
     }
+    private var remembered: [(charge: String, paymentIntent: String?, fact: StripeFacts.Charge)]?
 
     func countedCharge(_ charge: String) -> ChargeTotal? {
         read(nil) { () throws(LedgerError) -> ChargeTotal? in

@@ -267,8 +267,7 @@ extension PlanFolder {
             byKey[charge.charge] = (charge, false)
             if let intent = charge.paymentIntent, byKey[intent] == nil { byKey[intent] = (charge, true) }
         }
-        let charges = try Self.plannedCharges(
-            FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
+        let charges = try plannedCharges()
         var why: [Int: (charge: String, key: String, why: String)] = [:]
         for (slot, row) in charges.enumerated() {
             guard let (charge, intent) = byKey[row.charge] else { continue }
@@ -313,8 +312,7 @@ extension PlanFolder {
     /// each draws on (charges.csv's, which the ledger records a transfer's charge under).
     public func waitingTransfers() throws(SettleError) -> [String: [WaitingTransfer]] {
         typealias F = ResultsFile.Field
-        let charges = try Self.plannedCharges(
-            FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
+        let charges = try plannedCharges()
         var found: [String: [WaitingTransfer]] = [:]
         try eachRow { (row, entry) throws(SettleError) in
             guard let slot = entry.charge, slot < charges.count,

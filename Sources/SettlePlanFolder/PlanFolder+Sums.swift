@@ -187,12 +187,17 @@ extension PlanFolder {
     /// The amount of each charge charges.csv lists, by the key the ledger records a transfer's
     /// charge under: ``ApplyEngine/chargeAmounts``.
     public func chargeAmounts() throws(SettleError) -> [String: (currency: String, gross: Int64)] {
-        let bytes = FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? []
         var found: [String: (currency: String, gross: Int64)] = [:]
-        for row in try PlanFolder.plannedCharges(bytes) where found[row.charge] == nil {
+        for row in try plannedCharges() where found[row.charge] == nil {
             found[row.charge] = (row.currency, row.gross)
         }
         return found
+    }
+
+    /// ``plannedCharges(_:withPaidOut:)`` of the folder's charges.csv as it is now (none when
+    /// it has no such file).
+    func plannedCharges() throws(SettleError) -> [ChargeRow] {
+        try Self.plannedCharges(FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
     }
 
     /// The charges of the plan as charges.csv lists them, with no moves: charge, currency,

@@ -364,8 +364,7 @@ public struct PlanFolder {
         // what waits), and adds to the counts, the sums, the corrections and the held lines.
         // Memory holds one row, the per-status counters and the rows of errors.csv and
         // deferred.csv; what is kept per instruction waits in a spill on disk.
-        var planned = try PlanFolder.plannedCharges(
-            FileManager.default.contents(atPath: path("charges.csv")).map { [UInt8]($0) } ?? [])
+        var planned = try plannedCharges()
         // Charges the plan named with no facts, which apply looked up: counted as if known (a
         // re-apply finds their rows in the charges.csv the first apply wrote).
         var slotOfLookedUp: [String: Int] = [:]
