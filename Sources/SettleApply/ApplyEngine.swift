@@ -933,9 +933,22 @@ public final class ApplyEngine {
     /// it add up to more than the charge, its transfers are not sent: their orders stop whole,
     /// the transfers `over_allocated`, their other lines `group_rejected` (an order a transfer
     /// or reversal of which moved already, in an earlier apply of this folder, goes on).
+    ///
+    /// The charges this apply looked up because the export gave no amount for them (an
+    /// offline plan) are checked too, against Stripe's amount less what was refunded, whether
+    /// or not other runs moved money since: the plan could not check them at all (audit 46 F3:
+    /// an order's first transfer moved and Stripe refused its second, `amount_too_large`).
     private func stopOverAllocated(_ plan: any InstructionSource) throws(ApplyError) {
-        guard let chargeAmounts, ledgerMovedSincePlan else { return }
-        let amounts = try chargeAmounts()
+        var amounts: [String: (currency: String, gross: Int64)] = [:]
+        if let chargeAmounts, ledgerMovedSincePlan { amounts = try chargeAmounts() }
+        var fromStripe: Set<String> = []
+        for fact in lookedUpCharges where fact.status == "succeeded" {
+            guard let amount = fact.amountMinor, let currency = fact.currency?.lowercased() else { continue }
+            let gross = amount - (fact.refundedMinor ?? 0)
+            if let known = amounts[fact.charge], known.currency == currency, known.gross <= gross { continue }
+            amounts[fact.charge] = (currency, gross)
+            fromStripe.insert(fact.charge)
+        }
         guard !amounts.isEmpty else { return }
         // What this apply would send on each charge, and the transfers and orders that send it.
         var sending: [String: (amount: Int64, transfers: [(id: String, order: String)])] = [:]
@@ -999,7 +1012,9 @@ public final class ApplyEngine {
                     "transfers on charge \(charge) add up to more than the charge (\(text(limit.gross))): "
                         + "\(text(moved)) moved on it by settle, and this plan would send \(text(entry.amount)) more"
                         + (waits > 0 ? " and \(text(waits)) on a later date" : "")
-                        + " (checked at apply: other runs moved money on the charge since this plan was made)",
+                        + (fromStripe.contains(charge)
+                            ? " (checked at apply against the amount Stripe gives for the charge: the export gave none)"
+                            : " (checked at apply: other runs moved money on the charge since this plan was made)"),
                     entry.transfers, waitingOrders
                 ))
         }

@@ -190,7 +190,7 @@ final class LedgerHistory: SettlementHistory {
     private static func recorded(_ transfer: LedgerTransfer) -> RecordedTransfer {
         RecordedTransfer(
             stripeID: transfer.stripeID, remaining: transfer.amountMinor - transfer.reversedMinor,
-            charge: transfer.charge)
+            charge: transfer.charge, currency: transfer.currency)
     }
 
     /// `[charge, currency]` pairs, the keys of the look-ups by charge.

@@ -166,12 +166,16 @@ public struct LedgerTransfer: Sendable, Equatable {
     public var reversedMinor: Int64
     /// Its funding charge (`source_transaction`), empty when it had none.
     public var charge: String
+    /// The currency it moved in (lowercase), which Stripe reverses it in whatever a line says.
+    public var currency: String
 
-    public init(stripeID: String, amountMinor: Int64, reversedMinor: Int64, charge: String = "") {
+    public init(stripeID: String, amountMinor: Int64, reversedMinor: Int64, charge: String = "", currency: String = "")
+    {
         self.stripeID = stripeID
         self.amountMinor = amountMinor
         self.reversedMinor = reversedMinor
         self.charge = charge
+        self.currency = currency
     }
 }
 

@@ -68,7 +68,8 @@ extension LedgerStore {
             SELECT t.stripe_id, t.amount_minor, t.charge,
                    (SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
                     WHERE r.kind = 'reversal' AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals'
-                      AND r.status IN ('settled', 'in_flight', 'unknown')) AS reversed
+                      AND r.status IN ('settled', 'in_flight', 'unknown')) AS reversed,
+                   t.currency
             FROM instructions t
             WHERE t.kind = 'transfer' AND t.status = 'settled' AND t.group_key = ? AND t.payee = ?
               AND t.currency = ? AND t.stripe_id IS NOT NULL
@@ -77,7 +78,7 @@ extension LedgerStore {
         ) { row in
             found = LedgerTransfer(
                 stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(3),
-                charge: row.text(2) ?? "")
+                charge: row.text(2) ?? "", currency: row.text(4) ?? "")
         }
         return found
     }
@@ -319,7 +320,8 @@ extension LedgerStore {
             SELECT t.stripe_id, t.amount_minor, t.charge,
                    (SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
                     WHERE r.kind = 'reversal' AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals'
-                      AND r.status IN ('settled', 'in_flight', 'unknown'))
+                      AND r.status IN ('settled', 'in_flight', 'unknown')),
+                   t.currency
             FROM instructions AS t
             WHERE t.kind = 'transfer' AND +t.status = 'settled' AND t.stripe_id IN (SELECT value FROM json_each(?1))
             """, json: keys
@@ -327,7 +329,7 @@ extension LedgerStore {
             found(
                 LedgerTransfer(
                     stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(3),
-                    charge: row.text(2) ?? ""))
+                    charge: row.text(2) ?? "", currency: row.text(4) ?? ""))
         }
     }
 }

@@ -1437,6 +1437,48 @@ import Testing
         return try setup.apply(folder)
     }
 
+    /// Lines that state their charge's status but not its amount: the over-allocation rule
+    /// cannot be checked on the export's word, so the charge is looked up (by `run` before it
+    /// plans, by the apply of an offline plan before it sends) and the order's transfers are
+    /// checked against Stripe's amount. Order 1700 puts 40.00 on ch_card2 (30.00 at Stripe):
+    /// both transfers `over_allocated`, its payout `group_rejected`, nothing of it moves;
+    /// order 1701's 15.00 on ch_card3 (20.00) moves. Before, the charge was not looked up:
+    /// A1 moved and Stripe refused A2 `amount_too_large`, the order moved in part (audit 46 F3).
+    @Test(arguments: [false, true]) func aChargeWithNoAmountIsLookedUpBeforeItsTransfersMove(offline: Bool) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let input = setup.folder.appendingPathComponent("status-only.csv")
+        try
+            (Self.header
+            + "A1,1700,transfer,20.00,usd,ORDER1700,acct_rest,ch_card2,,,succeeded,card,,,\n"
+            + "A2,1700,transfer,20.00,usd,ORDER1700,acct_cour,ch_card2,,,succeeded,card,,,\n"
+            + "A3,1700,payout,4.00,usd,ORDER1700,,ch_card2,,,succeeded,card,acct_drv,pm_ap_1,\n"
+            + "B1,1701,transfer,15.00,usd,ORDER1701,acct_rest,ch_card3,,,succeeded,card,,,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        let outcome: SettleProcess.Outcome
+        if offline {
+            let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "day"))
+            #expect(plan.status == 0, "\(plan.stderr)")
+            outcome = try setup.apply("day")
+        } else {
+            outcome = try SettleProcess.run(
+                setup.arguments("run", [input.path], out: "day"), environment: ["STRIPE_API_KEY": testKey])
+        }
+        #expect(outcome.status == 65, "\(outcome.stderr)")
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("day").map { ($0[0], $0) })
+        #expect(rows["A1"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(rows)")
+        #expect(rows["A2"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(rows)")
+        #expect(rows["A3"].map { [$0[8], $0[11]] } == ["rejected", "group_rejected"], "\(rows)")
+        #expect(rows["B1"]?[8] == "settled", "\(rows)")
+        if offline {
+            #expect(rows["A1"]?[12].contains("the amount Stripe gives for the charge") == true, "\(rows)")
+        }
+        let effects = try setup.sandbox.effects()
+        let transfers = effects.filter { $0["type"] as? String == "transfer" }.compactMap { $0["amount"] as? Int }
+        #expect(transfers == [1500], "\(effects)")
+        #expect(!effects.contains { $0["type"] as? String == "outbound_payment" }, "\(effects)")
+    }
+
     /// A plan applied after another run moved money of the same charge reports what moved
     /// before it as the ledger stands at its apply. Before, it kept the plan-time figure (0.00),
     /// and retained so far left out the other run's transfer (audit 5 #4).

@@ -382,6 +382,71 @@ import Testing
             ])
     }
 
+    /// What the XML schema refused of a line has no CSV column: errors.csv keeps it in
+    /// `schema_refused` (an attribute it does not allow with its value, else the schema's
+    /// words), so the row fed back unchanged is rejected `schema_invalid` again, and a person
+    /// who puts the value where it belongs and empties the cell gets the line they meant.
+    /// Before, the row came back valid: a misspelled `transferOnn` moved its money at once
+    /// instead of on 12-20 (audit 46 F2).
+    @Test func anXMLLineTheSchemaRefusedStaysRefusedUntilFixed() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("in.xml")
+        try """
+        <orderExport xmlns="urn:settle:order-export:1">
+          <order id="203" transferGroup="ORDER203" sourceTransaction="ch_1" chargeAmount="40.00" chargeCurrency="usd" chargeStatus="succeeded">
+            <line id="203-1" destination="acct_a" amount="25.00" currency="usd"/>
+            <line id="203-2" destination="acct_c" amount="5.00" currency="usd" colour="red"/>
+            <line id="203-3" destination="acct_c" amount="1.00" currency="usd" transferOnn="2026-12-20"/>
+          </order>
+          <order id="204" transferGroup="ORDER204" sourceTransaction="ch_2" chargeAmount="9.00" chargeCurrency="usd" chargeStatus="succeeded">
+            <line id="204-1" destination="acct_a" amount="2.00" currency="usd"><note/></line>
+          </order>
+        </orderExport>
+
+        """.write(to: input, atomically: true, encoding: .utf8)
+        let first = folder.appendingPathComponent("first")
+        #expect(
+            try SettleProcess.run(["plan", input.path, "--out", first.path, "--as-of", "2026-11-29", "-q"]).status == 65
+        )
+        let errors = first.appendingPathComponent("errors.csv")
+        let table = SettleProcess.read(errors).split(separator: "\n").map { SettleProcess.csvFields(String($0)) }
+        let column = try #require(table.first?.firstIndex(of: "schema_refused"))
+        let refused = Dictionary(uniqueKeysWithValues: table.dropFirst().map { ($0[0], $0[column]) })
+        #expect(
+            refused == [
+                "203-1": "", "203-2": #"colour="red""#, "203-3": #"transferOnn="2026-12-20""#,
+                "204-1": "schema: Element 'note': This element is not expected. Expected is ( metadata ).",
+            ], "\(table)")
+
+        // Fed back unchanged: refused again, the group with them.
+        #expect(
+            try Self.fedBack(errors, into: folder.appendingPathComponent("again")) == [
+                "203-1 rejected group_rejected", "203-2 rejected schema_invalid", "203-3 rejected schema_invalid",
+                "204-1 rejected schema_invalid",
+            ])
+
+        // Put right: the date in transfer_on, the colour dropped, the cells emptied.
+        let fixed = folder.appendingPathComponent("fixed.csv")
+        let transferOn = try #require(table[0].firstIndex(of: "transfer_on"))
+        let rows = table.map { row -> String in
+            var row = row
+            if row[0] == "203-3" { row[transferOn] = "2026-12-20" }
+            if row[0] != "line_id" { row[column] = "" }
+            return row.map {
+                $0.contains(",") || $0.contains("\"") ? "\"" + $0.replacing("\"", with: "\"\"") + "\"" : $0
+            }
+            .joined(separator: ",")
+        }
+        try (rows.joined(separator: "\n") + "\n").write(to: fixed, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("fixed")
+        let outcome = try SettleProcess.run(["plan", fixed.path, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        #expect(
+            SettleProcess.results(out).map { "\($0[0]) \($0[8]) \($0[11])" } == [
+                "203-1 planned ", "203-2 planned ", "203-3 deferred scheduled", "204-1 planned ",
+            ])
+    }
+
     /// `errors` planned again into `again` (exit 65): each row's line id, status and reason code.
     static func fedBack(_ errors: URL, into again: URL) throws -> [String] {
         let outcome = try SettleProcess.run(["plan", errors.path, "--out", again.path, "--as-of", "2026-11-29", "-q"])

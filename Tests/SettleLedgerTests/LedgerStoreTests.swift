@@ -299,7 +299,18 @@ struct LedgerStoreTests {
         try store.recordOutcome(instruction: "ins_r2", .failed(code: "balance_insufficient", message: "no"))
         #expect(
             try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd")
-                == LedgerTransfer(stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500, charge: "ch_1"))
+                == LedgerTransfer(
+                    stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500, charge: "ch_1", currency: "usd"))
+        // Found by its Stripe id too, with the currency Stripe reverses it in.
+        var byID: [LedgerTransfer] = []
+        try Array(#"["tr_9","tr_none"]"#.utf8).withUnsafeBytes { keys in
+            try store.transfers(stripeIDs: keys) { byID.append($0) }
+        }
+        #expect(
+            byID == [
+                LedgerTransfer(
+                    stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500, charge: "ch_1", currency: "usd")
+            ])
         #expect(try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "eur") == nil)
         #expect(try store.transfer(group: "OTHER", destination: "acct_rest", currency: "usd") == nil)
         // What stands allocated on the charge: the transfer less its settled reversal (the

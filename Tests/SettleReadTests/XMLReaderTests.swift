@@ -460,7 +460,10 @@ struct XMLReaderTests {
                 #expect(fields.count <= layout.count)
                 for index in 0..<layout.count {
                     let spooled = index < fields.count ? fields[index] : ""
-                    #expect(spooled == record.fields[index], "\(name) \(layout.names[index])")
+                    // A record ends at the columns known when it was read (schema_refused
+                    // comes with the first line the schema refused).
+                    let field = index < record.fields.count ? record.fields[index] : ""
+                    #expect(spooled == field, "\(name) \(layout.names[index])")
                 }
             }
         }

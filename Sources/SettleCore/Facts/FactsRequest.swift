@@ -1,6 +1,9 @@
 /// The look-ups at Stripe a plan depends on (README, "Stripe's facts before the plan"): every payout method the batch pays
 /// to, and every named charge whose export columns do not settle the question: pending,
-/// asynchronous (a bank debit) and not yet succeeded, or with no charge columns at all.
+/// asynchronous (a bank debit) and not yet succeeded, with no charge columns at all, or with
+/// transfers on it and no `charge_amount` (audit 46 F3: over-allocation cannot be checked
+/// without the charge's amount, and Stripe refused the second transfer of an order after
+/// the first moved).
 ///
 /// Lines the rules already rejected, and every line of a group such a line sinks, need no
 /// look-up: nothing Stripe says can move them.
@@ -68,6 +71,10 @@ public struct FactsRequest: Sendable, Equatable {
             var pending = false
             var succeeded = false
             var bankDebit = false
+            /// A line states `charge_amount`.
+            var amount = false
+            /// A transfer line draws on it.
+            var transfers = false
         }
         var charges: [Symbol: Seen] = [:]
         for line in lines where alive(line) {
@@ -84,6 +91,8 @@ public struct FactsRequest: Sendable, Equatable {
             if line.chargeStatus == .pending { seen.pending = true }
             if line.chargeStatus == .succeeded { seen.succeeded = true }
             if !line.paymentMethodType.isNone, batch.isBankDebit(line.paymentMethodType) { seen.bankDebit = true }
+            if line.chargeAmount >= 0 { seen.amount = true }
+            if line.kind == .transfer { seen.transfers = true }
             charges[line.charge] = seen
         }
         // Orders that pay out now while a transfer of theirs waits for its date: their
@@ -106,7 +115,9 @@ public struct FactsRequest: Sendable, Equatable {
         }
         let needed = charges.compactMap { symbol, seen -> String? in
             let asynchronousUnsettled = seen.bankDebit && !seen.succeeded
-            return !seen.columns || seen.pending || asynchronousUnsettled || scheduledCharges.contains(symbol)
+            let unmeasured = seen.transfers && !seen.amount
+            return !seen.columns || seen.pending || asynchronousUnsettled || unmeasured
+                || scheduledCharges.contains(symbol)
                 ? batch.text(symbol) : nil
         }
         return FactsRequest(

@@ -70,6 +70,14 @@ public enum Column: Int, CaseIterable, Sendable {
 /// The prefix of metadata columns (`metadata.shift`).
 public let metadataColumnPrefix = "metadata."
 
+/// The column of `errors.csv` that holds what the XML schema refused of a line (an attribute
+/// it does not allow, with its value, else the schema's words): a CSV row has no place for
+/// it, and without it the row fed back unchanged would be a valid line (audit 46 F2: a
+/// misspelled `transferOnn` moved the line's money before its date). In a file settle wrote,
+/// a non-empty cell rejects the line `schema_invalid` again; a person puts the value where it
+/// belongs and empties the cell.
+public let schemaRefusedColumn = "schema_refused"
+
 /// Columns settle adds to `errors.csv` and `deferred.csv`; when such a file is fed back,
 /// these are settle's own annotations and are replaced, not carried twice.
 public let annotationColumns: Set<String> = ["reason_code", "reason", "source"]

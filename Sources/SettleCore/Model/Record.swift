@@ -22,6 +22,8 @@ public final class FileLayout: @unchecked Sendable {
     /// Built from a CSV header: each record of the file has as many cells as the header, and
     /// one with more or fewer cannot be taken column by column (`malformed_record`).
     public private(set) var fromHeader = false
+    /// In a file settle wrote, its ``schemaRefusedColumn`` (an extra column otherwise).
+    public private(set) var schemaRefusedIndex: Int?
 
     public init() {}
 
@@ -123,6 +125,9 @@ public final class FileLayout: @unchecked Sendable {
                 role = .annotation
             } else {
                 role = .extra
+                if annotated, key == schemaRefusedColumn, layout.schemaRefusedIndex == nil {
+                    layout.schemaRefusedIndex = position
+                }
             }
             layout.append(name: name, role: role)
         }

@@ -30,7 +30,7 @@ public struct PlanRow: Sendable {
     private var storedAttempt: Int32 = 1
     public var currency: Currency
     public var kind: Kind
-    /// The charge must be looked up before sending (the export had no charge columns).
+    /// The charge must be looked up before sending (the export gave no `charge_amount` for it).
     public var needsChargeLookup = false
 
     /// The charge to look up before sending (``needsChargeLookup``): a transfer's own, or the

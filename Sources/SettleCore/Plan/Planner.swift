@@ -639,6 +639,8 @@ public struct Planner {
         var exceededSlots: Set<Int> = []
         var exceededTransfers: [String: Int64] = [:]
         var targetUnknown: [Int32] = []
+        /// Reversal lines naming a transfer settle made in another currency than theirs.
+        var wrongCurrency: [(line: Int32, transfer: RecordedTransfer)] = []
         /// Kept across groups: the transfers settle made that reversal lines name (by symbol),
         /// and what this run's formed groups already reverse of each (by Stripe id).
         var namedTransfers: [Symbol: RecordedTransfer] = [:]
@@ -650,6 +652,7 @@ public struct Planner {
             exceededSlots.removeAll(keepingCapacity: true)
             exceededTransfers.removeAll(keepingCapacity: true)
             targetUnknown.removeAll(keepingCapacity: true)
+            wrongCurrency.removeAll(keepingCapacity: true)
             transfers.removeAll(keepingCapacity: true)
             netted.removeAll(keepingCapacity: true)
             reversals.removeAll(keepingCapacity: true)
@@ -682,9 +685,10 @@ public struct Planner {
                         currency: line.currency)
                     instruction.charge = line.charge
                     instruction.amount = line.amount
-                    if !line.charge.isNone, let facts = charges[line: Int(index)], facts.amount < 0,
-                        facts.status == .unknown
-                    {
+                    // Nothing says the charge's amount (nor, perhaps, its status): the apply of an
+                    // offline plan looks it up, and checks the order's transfers against it
+                    // before any goes (audit 46 F3).
+                    if !line.charge.isNone, let facts = charges[line: Int(index)], facts.amount < 0 {
                         instruction.needsChargeLookup = true
                     }
                     scratch.transferMembers.append((Int32(scratch.transfers.count), index))
@@ -698,6 +702,12 @@ public struct Planner {
                     // Never more than is left of a transfer settle made (the ledger knows it);
                     // Stripe alone knows what is left of any other.
                     if let recorded = scratch.namedTransfers[line.transfer] {
+                        // Stripe reverses in the transfer's currency whatever the line says: a
+                        // line in another one would move another amount than it states.
+                        if let currency = Currency(recorded.currency), currency != line.currency {
+                            scratch.wrongCurrency.append((index, recorded))
+                            continue
+                        }
                         takeFrom(recorded, line.amount, line: index, &scratch)
                         if line.charge.isNone, !recorded.charge.isEmpty {
                             scratch.reversalCharges.append((index, recorded.charge))
@@ -756,7 +766,9 @@ public struct Planner {
             takeFrom(recorded, line.amount, line: index, &scratch)
             if line.charge.isNone, !recorded.charge.isEmpty { scratch.reversalCharges.append((index, recorded.charge)) }
         }
-        guard scratch.exceededSlots.isEmpty, scratch.exceededTransfers.isEmpty, scratch.targetUnknown.isEmpty else {
+        guard scratch.exceededSlots.isEmpty, scratch.exceededTransfers.isEmpty, scratch.targetUnknown.isEmpty,
+            scratch.wrongCurrency.isEmpty
+        else {
             blameReversals(batch, group: group, scratch: scratch)
             return
         }
@@ -829,7 +841,8 @@ public struct Planner {
         }
     }
 
-    /// A group whose reversals exceed what they take from, or have nothing to take from, is
+    /// A group whose reversals exceed what they take from, have nothing to take from, or name a
+    /// transfer settle made in another currency (`currency_mismatch`), is
     /// rejected: every reversal line on an exceeded transfer is `reversal_exceeds_transfer`
     /// (together they exceed it; which one came last in the file does not matter), every one
     /// with no transfer `reversal_target_unknown`, the others `group_rejected`.
@@ -848,6 +861,14 @@ public struct Planner {
                     "reversals of \(MinorUnits.format(scratch.reversing[stripeID, default: 0], currency: currency)) exceed what is left of transfer \(stripeID) (\(MinorUnits.format(left, currency: currency)))"
                 )
             }
+        }
+        for (index, transfer) in scratch.wrongCurrency {
+            let line = batch.lines[Int(index)]
+            batch.set(
+                Int(index), .rejected, .currencyMismatch,
+                "transfer \(transfer.stripeID) moved in \(transfer.currency.uppercased()) and Stripe reverses it in that "
+                    + "currency, not in \(line.currency.code.uppercased()) as this line says"
+            )
         }
         for index in scratch.targetUnknown {
             let line = batch.lines[Int(index)]

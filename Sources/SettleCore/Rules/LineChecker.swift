@@ -184,6 +184,13 @@ public final class LineChecker: RecordSink {
         if let defect = record.defect {
             return defect.code == .malformedRecord ? defect : rejectedBeforeAmount(defect)
         }
+        if let refused = layout.schemaRefusedIndex, !record.value(refused).allSatisfy({ $0 == 0x20 || $0 == 0x09 }) {
+            return rejectedBeforeAmount(
+                RecordDefect(
+                    code: .schemaInvalid,
+                    message: "the XML schema refused part of this line when it was read (\(schemaRefusedColumn): "
+                        + "\(text(record.value(refused)))): put it right in the line's columns and empty that cell"))
+        }
         // A line rejected by any rule after this still states what it says of its charge (the
         // charge rules read it, docs/RULES.md, Group rules); its defect keeps its place below.
         let chargeDefect = readCharge(fields, into: &line)

@@ -75,10 +75,14 @@ public struct RecordedTransfer: Sendable {
     public var remaining: Int64
     /// Its funding charge, empty when it had none (charges.csv shows the reversal on it).
     public var charge: String
-    public init(stripeID: String, remaining: Int64, charge: String = "") {
+    /// The currency it moved in (lowercase code; empty when not known). A reversal takes no
+    /// currency at Stripe: its amount is in this one, whatever the line says.
+    public var currency: String
+    public init(stripeID: String, remaining: Int64, charge: String = "", currency: String = "") {
         self.stripeID = stripeID
         self.remaining = remaining
         self.charge = charge
+        self.currency = currency
     }
 }
 

@@ -35,6 +35,8 @@ final class XMLExportParse {
         var valuesEnd: Int
         var firstLine: Int
         var defect = Defects()
+        /// Its attributes the schema does not allow, as `name="value"` (``schemaRefusedColumn``).
+        var refused: [UInt8] = []
     }
 
     private struct PendingLine {
@@ -43,6 +45,8 @@ final class XMLExportParse {
         var valuesStart: Int
         var valuesEnd: Int
         var defect = Defects()
+        /// Its attributes the schema does not allow, as `name="value"` (``schemaRefusedColumn``).
+        var refused: [UInt8] = []
     }
 
     /// What is wrong with a line or an order: the reader's own findings and the schema's,
@@ -107,6 +111,7 @@ final class XMLExportParse {
     private var columnOfName = NameTable()
     @exclusivity(unchecked) private var metadataKeys: [(key: [UInt8], column: Int)] = []
     @exclusivity(unchecked) private var columnOfMetadataKey: [String: Int] = [:]
+    @exclusivity(unchecked) private var refusedColumnIndex: Int?
 
     @exclusivity(unchecked) private var depth = 0
     @exclusivity(unchecked) private var orderDepth = 0
@@ -768,6 +773,7 @@ final class XMLExportParse {
                 if attribute[1] != nil { suspect() }
                 guard attribute[2] == nil, let column = column(ofAttribute: attribute[0], id: .orderID) else {
                     suspect()
+                    Self.describe(attribute, to: &orders[orders.count - 1].refused)
                     continue  // qualified or unknown: the validator reports it
                 }
                 seen |= 1 << UInt32(column)
@@ -795,6 +801,7 @@ final class XMLExportParse {
                 if attribute[1] != nil { suspect() }
                 guard attribute[2] == nil, let column = column(ofAttribute: attribute[0], id: .lineID) else {
                     suspect()
+                    Self.describe(attribute, to: &lines[lines.count - 1].refused)
                     continue
                 }
                 seen |= 1 << UInt32(column)
@@ -963,21 +970,76 @@ final class XMLExportParse {
             }
             var defect = line.defect.merged
             if let orderDefect = order.defect.merged { Self.note(orderDefect, in: &defect) }
-
+            // What the schema refused goes into a column of its own, so that the row fed back
+            // from errors.csv unchanged is refused again (``schemaRefusedColumn``).
+            var refused: [UInt8] = []
+            if let defect, defect.code == .schemaInvalid {
+                refused = order.refused
+                if !line.refused.isEmpty {
+                    if !refused.isEmpty { refused.append(0x20) }
+                    refused += line.refused
+                }
+                if refused.isEmpty {
+                    refused = Array(defect.message.utf8)
+                }
+                let column = refusedColumn()
+                if views.count <= column {
+                    views.append(contentsOf: repeatElement(empty, count: column + 1 - views.count))
+                }
+            }
             let offset = spool.offset
-            encodeSpoolRecord()
-            spool.append(spoolRecord.all)
-            let length = UInt32(truncatingIfNeeded: spoolRecord.count)
-            views.withUnsafeBufferPointer {
-                sink.record(
-                    RecordView(
-                        fields: $0, line: line.line, spoolOffset: offset, spoolLength: length,
-                        defect: defect), file: file)
+            func deliver() {
+                encodeSpoolRecord()
+                spool.append(spoolRecord.all)
+                let length = UInt32(truncatingIfNeeded: spoolRecord.count)
+                views.withUnsafeBufferPointer {
+                    sink.record(
+                        RecordView(
+                            fields: $0, line: line.line, spoolOffset: offset, spoolLength: length,
+                            defect: defect), file: file)
+                }
+            }
+            if refused.isEmpty {
+                deliver()
+            } else {
+                let column = refusedColumn()
+                refused.withUnsafeBytes { bytes in
+                    views[column] = bytes
+                    deliver()
+                    views[column] = empty
+                }
             }
             index += 1
             deliveredLines += 1
         }
         dropDelivered(lines: index)
+    }
+
+    /// The layout's ``schemaRefusedColumn``, added the first time a line needs it.
+    private func refusedColumn() -> Int {
+        if let refusedColumnIndex { return refusedColumnIndex }
+        let column = layout.append(name: schemaRefusedColumn, role: .extra)
+        refusedColumnIndex = column
+        return column
+    }
+
+    /// `name="value"` of an attribute (SAX2: localname, prefix, URI, value start, value end),
+    /// after what `out` holds, a space between.
+    private static func describe(_ attribute: UnsafeMutablePointer<UnsafePointer<xmlChar>?>, to out: inout [UInt8]) {
+        guard let name = attribute[0] else { return }
+        if !out.isEmpty { out.append(0x20) }
+        if let prefix = attribute[1] {
+            out += UnsafeBufferPointer(
+                start: prefix, count: strlen(UnsafeRawPointer(prefix).assumingMemoryBound(to: CChar.self)))
+            out.append(0x3A)
+        }
+        out += UnsafeBufferPointer(
+            start: name, count: strlen(UnsafeRawPointer(name).assumingMemoryBound(to: CChar.self)))
+        out += [0x3D, 0x22]
+        if let start = attribute[3], let end = attribute[4], end > start {
+            out += UnsafeBufferPointer(start: start, count: end - start)
+        }
+        out.append(0x22)
     }
 
     /// Forgets the delivered orders and lines; the open order (if any) moves to the front.
