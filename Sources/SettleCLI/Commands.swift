@@ -87,7 +87,8 @@ struct Commands {
         }
         try onPlanFolder { () throws(SettleError) in try OutputFolder.prepare(folder) }
         let lookup = FactsStep(
-            configuration: lookUp, log: log, folder: folder, asOf: options.ruleOptions.asOf, history: history)
+            configuration: lookUp, log: log, folder: folder, asOf: options.ruleOptions.asOf, history: history,
+            heldFrom: options.inputs.count)
         let factsStep: ((Batch) throws(CommandFailure) -> StripeFacts)? =
             lookUp == nil ? nil : { (batch: Batch) throws(CommandFailure) -> StripeFacts in try lookup.facts(batch) }
         // One snapshot of the ledger for the whole plan: what waits, what was settled, what
@@ -310,18 +311,24 @@ final class FactsStep {
     let asOf: Int32
     /// The ledger: the charges it remembers failed are asked again.
     let history: LedgerHistory?
+    /// The first file of the batch that holds the ledger's lines (after the inputs).
+    let heldFrom: Int
 
-    init(configuration: ApplyConfiguration?, log: Log, folder: String, asOf: Int32, history: LedgerHistory? = nil) {
+    init(
+        configuration: ApplyConfiguration?, log: Log, folder: String, asOf: Int32, history: LedgerHistory? = nil,
+        heldFrom: Int = .max
+    ) {
         self.configuration = configuration
         self.log = log
         self.folder = folder
         self.asOf = asOf
         self.history = history
+        self.heldFrom = heldFrom
     }
 
     func facts(_ batch: Batch) throws(CommandFailure) -> StripeFacts {
         guard let configuration else { return .empty }
-        var request = FactsRequest.needed(for: batch, asOf: asOf)
+        var request = FactsRequest.needed(for: batch, asOf: asOf, heldFrom: heldFrom)
         if let history { request.askAgain(history.failedCharges().map { ($0.charge, $0.paymentIntent) }, in: batch) }
         log(
             .info, event: "facts_lookup",

@@ -314,12 +314,15 @@ extension LedgerStore {
                 "UPDATE instructions SET status = 'failed', error_code = ?, error_message = ? WHERE id = ?",
                 [.text(code), .text(message), .text(id)])
             try db.run("UPDATE lines SET status = 'failed' WHERE instruction_id = ?", [.text(id)])
-            // Its lines: followed (still processing), or released when it posted (a return
-            // after posting); each row names the payout that last paid its line.
+            // Its lines: followed (still processing), released when it posted (a return after
+            // posting), or unresolved when another folder's apply resolved the payout and no
+            // run has reported it yet (audit 46 M1: the line stayed `unresolved`, came back as
+            // a line to pay, and was paid again with the return reported nowhere); each row
+            // names the payout that last paid its line.
             try db.run(
                 """
                 UPDATE held_lines SET state = 'returned', reason_code = ?, reason = ?, ended_run = NULL, ended_at = NULL
-                WHERE instruction_id = ? AND state IN ('following', 'released')
+                WHERE instruction_id = ? AND state IN ('following', 'released', 'unresolved')
                 """, [.text(code), .text(message), .text(id)])
         }
     }

@@ -54,7 +54,13 @@ public struct FactsRequest: Sendable, Equatable {
     /// while its payout moves now gets its charges looked up too, whatever the export says
     /// of them: the transfer that would find a failed charge comes only later, and the
     /// courier must not be paid today for an order whose money will never move.
-    public static func needed(for batch: Batch, asOf: Int32? = nil) -> FactsRequest {
+    ///
+    /// `heldFrom`: the first file of the batch that holds the ledger's lines (deferred ones
+    /// now due). The charge a held transfer draws on is asked again: its export's columns are
+    /// as old as the run that deferred it, which may have planned its order with Stripe's word
+    /// instead (audit 46 M3: Stripe's 100.00 let the order pass whole; on its date the dated
+    /// transfer met the export's 50.00 and was rejected `over_allocated`, the order in part).
+    public static func needed(for batch: Batch, asOf: Int32? = nil, heldFrom: Int = .max) -> FactsRequest {
         let lines = batch.lines
         // Groups with a line the per-line rules rejected are lost whatever Stripe says.
         var sunk = Set<Symbol>()
@@ -75,6 +81,8 @@ public struct FactsRequest: Sendable, Equatable {
             var amount = false
             /// A transfer line draws on it.
             var transfers = false
+            /// A transfer line the ledger held draws on it.
+            var held = false
         }
         var charges: [Symbol: Seen] = [:]
         for line in lines where alive(line) {
@@ -93,6 +101,7 @@ public struct FactsRequest: Sendable, Equatable {
             if !line.paymentMethodType.isNone, batch.isBankDebit(line.paymentMethodType) { seen.bankDebit = true }
             if line.chargeAmount >= 0 { seen.amount = true }
             if line.kind == .transfer { seen.transfers = true }
+            if line.kind == .transfer, Int(line.file) >= heldFrom { seen.held = true }
             charges[line.charge] = seen
         }
         // Orders that pay out now while a transfer of theirs waits for its date: their
@@ -116,7 +125,7 @@ public struct FactsRequest: Sendable, Equatable {
         let needed = charges.compactMap { symbol, seen -> String? in
             let asynchronousUnsettled = seen.bankDebit && !seen.succeeded
             let unmeasured = seen.transfers && !seen.amount
-            return !seen.columns || seen.pending || asynchronousUnsettled || unmeasured
+            return !seen.columns || seen.pending || asynchronousUnsettled || unmeasured || seen.held
                 || scheduledCharges.contains(symbol)
                 ? batch.text(symbol) : nil
         }
