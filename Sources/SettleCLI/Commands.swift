@@ -104,6 +104,7 @@ struct Commands {
         } catch {
             throw CommandFailure(.tryAgain, "reading the lines the ledger holds failed: \(error)")
         }
+        lookup.waiting = Set(held.lazy.filter { $0.state == .waiting }.map(\.lineID))
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(
             history: history, spoolFolder: folder, facts: factsStep, held: held)
         try history?.checkReads()
@@ -313,6 +314,8 @@ final class FactsStep {
     let history: LedgerHistory?
     /// The first file of the batch that holds the ledger's lines (after the inputs).
     let heldFrom: Int
+    /// The ids of the ledger's lines that waited (deferred): their charges are asked again.
+    var waiting: Set<String> = []
 
     init(
         configuration: ApplyConfiguration?, log: Log, folder: String, asOf: Int32, history: LedgerHistory? = nil,
@@ -328,7 +331,7 @@ final class FactsStep {
 
     func facts(_ batch: Batch) throws(CommandFailure) -> StripeFacts {
         guard let configuration else { return .empty }
-        var request = FactsRequest.needed(for: batch, asOf: asOf, heldFrom: heldFrom)
+        var request = FactsRequest.needed(for: batch, asOf: asOf, heldFrom: heldFrom, waiting: waiting)
         if let history { request.askAgain(history.failedCharges().map { ($0.charge, $0.paymentIntent) }, in: batch) }
         log(
             .info, event: "facts_lookup",

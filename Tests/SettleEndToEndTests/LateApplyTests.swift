@@ -829,8 +829,9 @@ import Testing
     }
 
     /// A run pays an order's payout from a charge it counts, while the order's dated transfer
-    /// waits. The charge then fails at Stripe, and the next run's transfer is refused
-    /// `charge_failed`. The first folder, applied again, keeps counting the charge's gross: it
+    /// waits. The charge then fails at Stripe, and the next run, which asks Stripe again about
+    /// the charge of the transfer it brings back, rejects it `charge_failed` before sending
+    /// (it was sent and refused `charge_failed` before audit 46 M3). The first folder, applied again, keeps counting the charge's gross: it
     /// counted it, and money of the order moved (audit 29 G4: its gross was dropped, and once the
     /// charge was put right and the transfer went, no day counted it).
     @Test func aReapplyKeepsCountingAChargeItsRunPaidFromAfterItFailsLater() throws {
@@ -845,7 +846,9 @@ import Testing
         _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_mb/status", json: #"{"status": "failed"}"#)
         #expect(try step(setup, "run", "day2", Self.header, asOf: "2026-12-13", extra: perLine).status == 65)
         #expect(
-            rows(setup, "day2")["MB1"].map { [$0[8], $0[11]] } == ["failed", "charge_failed"], "\(rows(setup, "day2"))")
+            rows(setup, "day2")["MB1"].map { [$0[8], $0[11]] } == ["rejected", "charge_failed"],
+            "\(rows(setup, "day2"))")
+        #expect(try moved(setup, "transfer") == [])
         _ = try setup.apply("day1")
         #expect(measure(setup, "day1", "charges_gross") == 10000, "the charge day 1 counted and paid from")
         #expect(["day1", "day2"].reduce(0) { $0 + (measure(setup, $1, "charges_gross") ?? 0) } == 10000)

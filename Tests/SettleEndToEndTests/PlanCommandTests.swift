@@ -447,6 +447,46 @@ import Testing
             ])
     }
 
+    /// A line element an order system misnamed (`<Line>`) or put in another namespace is a line
+    /// all the same: rejected `schema_invalid` with a row of its own (its order's other lines
+    /// with it), and the run exits 65. Before, an order whose only line was such an element
+    /// left no row at all and the plan exited 0 (audit 47 S1). An order's other stray child
+    /// (`<summary total=…>`) only rejects the order's lines.
+    @Test func aMisnamedXMLLineIsRejectedNotDropped() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("in.xml")
+        try """
+        <orderExport xmlns="urn:settle:order-export:1">
+          <order id="o1" sourceTransaction="ch_1">
+            <Line id="o1-1" destination="acct_a" amount="5.00" currency="usd"/>
+          </order>
+          <order id="o2" sourceTransaction="ch_2">
+            <line xmlns="urn:settle:order-export:2" id="o2-1" destination="acct_a" amount="1.00" currency="usd"/>
+            <line id="o2-2" destination="acct_a" amount="2.00" currency="usd"/>
+          </order>
+          <order id="o3" sourceTransaction="ch_3">
+            <line id="o3-1" destination="acct_a" amount="3.00" currency="usd"/>
+            <summary total="3.00"/>
+          </order>
+          <order id="o4" sourceTransaction="ch_4">
+            <line id="o4-1" destination="acct_a" amount="4.00" currency="usd"/>
+          </order>
+        </orderExport>
+
+        """.write(to: input, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("out")
+        let outcome = try SettleProcess.run(["plan", input.path, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+        #expect(outcome.status == 65, "\(outcome.stderr)")
+        #expect(
+            SettleProcess.results(out).map { "\($0[0]) \($0[5]) \($0[8]) \($0[11]) \($0[13])" } == [
+                "o1-1 5.00 rejected schema_invalid \(input.path):3",
+                "o2-1 1.00 rejected schema_invalid \(input.path):6",
+                "o2-2 2.00 rejected schema_invalid \(input.path):7",
+                "o3-1 3.00 rejected schema_invalid \(input.path):10",
+                "o4-1 4.00 planned  \(input.path):14",
+            ])
+    }
+
     /// `errors` planned again into `again` (exit 65): each row's line id, status and reason code.
     static func fedBack(_ errors: URL, into again: URL) throws -> [String] {
         let outcome = try SettleProcess.run(["plan", errors.path, "--out", again.path, "--as-of", "2026-11-29", "-q"])

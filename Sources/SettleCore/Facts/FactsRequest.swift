@@ -55,12 +55,16 @@ public struct FactsRequest: Sendable, Equatable {
     /// of them: the transfer that would find a failed charge comes only later, and the
     /// courier must not be paid today for an order whose money will never move.
     ///
-    /// `heldFrom`: the first file of the batch that holds the ledger's lines (deferred ones
-    /// now due). The charge a held transfer draws on is asked again: its export's columns are
-    /// as old as the run that deferred it, which may have planned its order with Stripe's word
-    /// instead (audit 46 M3: Stripe's 100.00 let the order pass whole; on its date the dated
-    /// transfer met the export's 50.00 and was rejected `over_allocated`, the order in part).
-    public static func needed(for batch: Batch, asOf: Int32? = nil, heldFrom: Int = .max) -> FactsRequest {
+    /// `heldFrom`, `waiting`: the first file of the batch that holds the ledger's lines, and
+    /// the ids of those that waited (deferred). The charge a waiting transfer that is now due
+    /// draws on is asked again: its export's columns are as old as the run that deferred it,
+    /// which may have planned its order with Stripe's word instead (audit 46 M3: Stripe's
+    /// 100.00 let the order pass whole; on its date the dated transfer met the export's 50.00
+    /// and was rejected `over_allocated`, the order in part). Lines sent already (unresolved)
+    /// are Stripe's to settle by their own objects.
+    public static func needed(
+        for batch: Batch, asOf: Int32? = nil, heldFrom: Int = .max, waiting: Set<String> = []
+    ) -> FactsRequest {
         let lines = batch.lines
         // Groups with a line the per-line rules rejected are lost whatever Stripe says.
         var sunk = Set<Symbol>()
@@ -101,7 +105,13 @@ public struct FactsRequest: Sendable, Equatable {
             if !line.paymentMethodType.isNone, batch.isBankDebit(line.paymentMethodType) { seen.bankDebit = true }
             if line.chargeAmount >= 0 { seen.amount = true }
             if line.kind == .transfer { seen.transfers = true }
-            if line.kind == .transfer, Int(line.file) >= heldFrom { seen.held = true }
+            // Only a held transfer that is due: one still waiting for its date is asked on its day.
+            if line.kind == .transfer, Int(line.file) >= heldFrom, !waiting.isEmpty,
+                line.transferOn == .min || asOf.map({ line.transferOn <= $0 }) ?? true,
+                waiting.contains(batch.text(line.lineID))
+            {
+                seen.held = true
+            }
             charges[line.charge] = seen
         }
         // Orders that pay out now while a transfer of theirs waits for its date: their

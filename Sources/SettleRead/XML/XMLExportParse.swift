@@ -423,6 +423,23 @@ final class XMLExportParse {
             target = .order
             return
         }
+        if orderDepth > 0, depth == orderDepth + 1, Self.looksLikeLine(name, attributeCount, attributes) {
+            // A child of <order> that is meant as a line but is not a <line> of the export
+            // (misnamed, or of another namespace) breaks the order's content, and its record is
+            // a line too: rejected with a row of its own, never dropped (audit 47 S1: an order
+            // whose only line was a <Line> left no row, and the run exited 0).
+            if !validating { suspect() }
+            let offset = settle_xml_offset(parser)
+            let found = name.map { String(cString: $0) } ?? ""
+            let defect = RecordDefect(
+                code: .schemaInvalid,
+                message: "schema: <\(found)> in an <order> is not a <line> of namespace \(OrderExportSchema.namespace)")
+            orders[orders.count - 1].defect.noteOwn(defect, at: offset)
+            openLine(attributeCount, attributes)
+            lines[lines.count - 1].defect.noteOwn(defect, at: offset)
+            target = .line
+            return
+        }
         target = orderDepth > 0 ? .order : .root
         if !validating {
             if orderDepth > 0 {
@@ -1013,6 +1030,23 @@ final class XMLExportParse {
             deliveredLines += 1
         }
         dropDelivered(lines: index)
+    }
+
+    /// Whether an element that is not a <line> of the export is meant as one: named `line` in
+    /// any case or namespace, or with an `id` or `amount` attribute (an order's other stray
+    /// children, `<summary total="…"/>`, only break the order).
+    private static func looksLikeLine(
+        _ name: UnsafePointer<xmlChar>?, _ attributeCount: Int,
+        _ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?
+    ) -> Bool {
+        if let name, String(cString: name).lowercased() == "line" { return true }
+        guard let attributes else { return false }
+        for index in 0..<attributeCount {
+            guard let attribute = attributes[index * 5] else { continue }
+            let text = String(cString: attribute)
+            if text == "id" || text == "amount" { return true }
+        }
+        return false
     }
 
     /// The layout's ``schemaRefusedColumn``, added the first time a line needs it.
