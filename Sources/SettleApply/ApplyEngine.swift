@@ -112,6 +112,7 @@ public final class ApplyEngine {
     /// The charges an offline plan's facts check found at Stripe, and the instructions that
     /// draw on each (``ApplyReport/lookedUpCharges``).
     private var lookedUpCharges: [ChargeFact] = []
+    private var lookedUpMethods: [PayoutMethodFact] = []
     /// What Stripe said now of the charges the ledger remembered failed that the plan's orders
     /// draw on (``ApplyReport/recheckedCharges``).
     private var recheckedCharges: [ChargeFact] = []
@@ -234,6 +235,7 @@ public final class ApplyEngine {
         cascade = nil
         obstacles = Obstacles()
         lookedUpCharges = []
+        lookedUpMethods = []
         recheckedCharges = []
         refusedCharges = []
         chargeOfInstruction = [:]
@@ -314,6 +316,7 @@ public final class ApplyEngine {
         report.waitingAfterStop = waitingAfterStop
         report.stoppedBeforeSending = Set(report.refusedOrders.keys)
         report.lookedUpCharges = lookedUpCharges
+        report.lookedUpMethods = lookedUpMethods
         report.recheckedCharges = recheckedCharges
         report.refusedCharges = refusedCharges.sorted()
         report.chargeOfInstruction = chargeOfInstruction
@@ -756,6 +759,7 @@ public final class ApplyEngine {
         let unavailable = facts.unavailable
         if !unavailable.isEmpty { throw .factsUnavailable(unavailable) }
         lookedUpCharges = facts.charges
+        lookedUpMethods = facts.payoutMethods
         for fact in facts.payoutMethods {
             guard case .refused(let why) = fact.verdict else { continue }
             obstacles.methods[Obstacles.key(recipient: fact.recipient, method: fact.method)] = .refused(

@@ -279,6 +279,18 @@ public struct ApplyReport: Sendable {
     /// checked them, and the instructions that draw on each: charges.csv and summary.csv
     /// count them like the charges a plan knew (an offline plan knew nothing of them).
     public var lookedUpCharges: [ChargeFact] = []
+    /// The payout methods an offline plan's facts check found at Stripe (the manifest's
+    /// `apply.facts`, with ``lookedUpCharges``: what the money moved on; audit 47 S2).
+    public var lookedUpMethods: [PayoutMethodFact] = []
+
+    /// ``lookedUpMethods`` and ``lookedUpCharges`` together; nil when the apply looked up none.
+    public var lookedUpFacts: LookedUpFacts? {
+        guard !lookedUpMethods.isEmpty || !lookedUpCharges.isEmpty else { return nil }
+        var facts = LookedUpFacts()
+        facts.payoutMethods = lookedUpMethods
+        facts.charges = lookedUpCharges
+        return facts
+    }
     /// What Stripe said at this apply of the charges the ledger remembered failed that the
     /// plan's orders draw on: failed still (their orders stopped) or put right (forgotten).
     public var recheckedCharges: [ChargeFact] = []

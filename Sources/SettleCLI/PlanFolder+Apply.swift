@@ -30,6 +30,7 @@ extension PlanFolder {
                 fee: fact.feeMinor ?? 0)
         }
         run.checkedCharges = report.lookedUpCharges + report.recheckedCharges
+        run.lookedUpFacts = report.lookedUpFacts
         run.refusedCharges = report.refusedCharges
         run.splitInstructions = outcomes.splitInstructions
         run.lineResultOfLine = { line, instruction in

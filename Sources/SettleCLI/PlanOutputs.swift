@@ -155,7 +155,7 @@ struct PlanOutputs {
             if case .object(var pairs) = manifest {
                 pairs.append(("spool", .object(spool)))
                 pairs.append(("ledger", ledger.map { JSON.string($0.path) } ?? .null))
-                pairs.append(("facts", PlanOutputs.factsJSON(facts)))
+                pairs.append(("facts", facts?.manifestJSON(online: true) ?? .object([("online", .bool(false))])))
                 manifest = .object(pairs)
             }
             try Manifest.write(manifest, folder: folder, into: files)
@@ -191,52 +191,6 @@ struct PlanOutputs {
             throw CommandFailure(.tryAgain, "reading the ledger's charges failed: \(failure)")
         }
         return result
-    }
-
-    /// The facts the plan used, as the manifest records them.
-    static func factsJSON(_ facts: LookedUpFacts?) -> JSON {
-        guard let facts else { return .object([("online", .bool(false))]) }
-        func verdict(_ value: FactVerdict) -> (String, String) {
-            switch value {
-            case .usable: return ("usable", "")
-            case .pending: return ("pending", "")
-            case .refused(let why): return ("refused", why)
-            case .unavailable(let why): return ("unavailable", why)
-            }
-        }
-        func text(_ value: String?) -> JSON { value.map(JSON.string) ?? .null }
-        return .object([
-            ("online", .bool(true)),
-            (
-                "payout_methods",
-                .array(
-                    facts.payoutMethods.map { method in
-                        let (name, why) = verdict(method.verdict)
-                        return .object([
-                            ("recipient", .string(method.recipient)), ("payout_method", .string(method.method)),
-                            ("verdict", .string(name)), ("reason", .string(why)),
-                            ("request_id", text(method.requestID)), ("checked_at", text(method.checkedAt)),
-                        ])
-                    })
-            ),
-            (
-                "charges",
-                .array(
-                    facts.charges.map { charge in
-                        let (name, why) = verdict(charge.verdict)
-                        return .object([
-                            ("charge", .string(charge.charge)), ("status", text(charge.status)),
-                            ("verdict", .string(name)), ("reason", .string(why)),
-                            ("amount_minor", charge.amountMinor.map(JSON.int) ?? .null),
-                            ("amount_refunded_minor", charge.refundedMinor.map(JSON.int) ?? .null),
-                            ("currency", text(charge.currency)), ("fee_minor", charge.feeMinor.map(JSON.int) ?? .null),
-                            ("payment_method_type", text(charge.paymentMethodType)),
-                            ("payment_intent", text(charge.paymentIntent)),
-                            ("request_id", text(charge.requestID)), ("checked_at", text(charge.checkedAt)),
-                        ])
-                    })
-            ),
-        ])
     }
 
     static func exitCode(counts: [LineStatus: Int], inputs: [InputReport]) -> ExitCode {

@@ -33,6 +33,9 @@ public struct AppliedRun: Sendable {
     public var lookedUpCharges: [ChargeRow] = []
     /// What apply's look-ups said of the charges (an offline plan's), for the ones that failed.
     public var checkedCharges: [ChargeFact] = []
+    /// What the apply of an offline plan looked up before sending (``ApplyReport/lookedUpFacts``):
+    /// the manifest's `apply.facts`; nil when it looked up nothing.
+    public var lookedUpFacts: LookedUpFacts?
     /// The charges of the transfers Stripe refused `charge_failed` (remembered failed).
     public var refusedCharges: [String] = []
     public var chargeOfInstruction: [String: String] = [:]

@@ -985,6 +985,7 @@ public struct PlanFolder {
             put("outputs", .object(outputs))
             put("counts", .object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }))
             put("control_sums", sums.json())
+            let appliedFacts: JSON = report.lookedUpFacts?.manifestJSON(online: false) ?? .null
             put(
                 "apply",
                 .object([
@@ -1004,6 +1005,10 @@ public struct PlanFolder {
                     ("ledger_failure", report.ledgerFailure.map(JSON.string) ?? .null),
                     ("failed_charges", Self.json(learned)),
                     ("charges_put_right", .array(putRight.sorted().map(JSON.string))),
+                    // What an offline plan's apply looked up before sending (audit 47 S2: the
+                    // manifest did not say what the money moved on); null when it looked up
+                    // nothing (a plan made online carries its own `facts`).
+                    ("facts", appliedFacts),
                 ]))
             if attempt > 1, let run = manifest["run_id"]?.stringValue {
                 put(

@@ -1537,6 +1537,20 @@ import Testing
         #expect(rows["B1"]?[8] == "settled", "\(rows)")
         if offline {
             #expect(rows["A1"]?[12].contains("the amount Stripe gives for the charge") == true, "\(rows)")
+            // The manifest says what the apply looked up: what the money moved on (audit 47 S2).
+            let manifest = try #require(
+                try JSONSerialization.jsonObject(
+                    with: Data(contentsOf: setup.folder.appendingPathComponent("day/manifest.json"))) as? [String: Any])
+            let facts = try #require((manifest["apply"] as? [String: Any])?["facts"] as? [String: Any])
+            let charges = (facts["charges"] as? [[String: Any]] ?? []).map {
+                "\($0["charge"] ?? "") \($0["verdict"] ?? "") \($0["amount_minor"] ?? "")"
+            }
+            #expect(charges.sorted() == ["ch_card2 usable 3000", "ch_card3 usable 2000"], "\(facts)")
+            let methods = (facts["payout_methods"] as? [[String: Any]] ?? []).map {
+                "\($0["payout_method"] ?? "") \($0["verdict"] ?? "")"
+            }
+            #expect(methods == ["pm_ap_1 usable"], "\(facts)")
+            #expect(facts["online"] == nil)
         }
         let effects = try setup.sandbox.effects()
         let transfers = effects.filter { $0["type"] as? String == "transfer" }.compactMap { $0["amount"] as? Int }

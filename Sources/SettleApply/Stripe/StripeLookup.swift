@@ -1,4 +1,4 @@
-import SettleCore
+public import SettleCore
 import SettleHTTP
 import SettleLedger
 
@@ -284,5 +284,55 @@ public struct LookedUpFacts: Sendable, Equatable {
                 default: return nil
                 }
             }
+    }
+}
+
+extension LookedUpFacts {
+    /// The facts as a manifest records them: the plan's `facts` (`run`, `plan --online`;
+    /// `online` true) and what the apply of an offline plan looked up (`apply.facts`, no
+    /// `online`). `ledger rebuild` reads the charges back.
+    public func manifestJSON(online: Bool) -> JSON {
+        func verdict(_ value: FactVerdict) -> (String, String) {
+            switch value {
+            case .usable: return ("usable", "")
+            case .pending: return ("pending", "")
+            case .refused(let why): return ("refused", why)
+            case .unavailable(let why): return ("unavailable", why)
+            }
+        }
+        func text(_ value: String?) -> JSON { value.map(JSON.string) ?? .null }
+        return .object(
+            (online ? [("online", JSON.bool(true))] : []) + [
+                (
+                    "payout_methods",
+                    .array(
+                        payoutMethods.map { method in
+                            let (name, why) = verdict(method.verdict)
+                            return .object([
+                                ("recipient", .string(method.recipient)), ("payout_method", .string(method.method)),
+                                ("verdict", .string(name)), ("reason", .string(why)),
+                                ("request_id", text(method.requestID)), ("checked_at", text(method.checkedAt)),
+                            ])
+                        })
+                ),
+                (
+                    "charges",
+                    .array(
+                        charges.map { charge in
+                            let (name, why) = verdict(charge.verdict)
+                            return .object([
+                                ("charge", .string(charge.charge)), ("status", text(charge.status)),
+                                ("verdict", .string(name)), ("reason", .string(why)),
+                                ("amount_minor", charge.amountMinor.map(JSON.int) ?? .null),
+                                ("amount_refunded_minor", charge.refundedMinor.map(JSON.int) ?? .null),
+                                ("currency", text(charge.currency)),
+                                ("fee_minor", charge.feeMinor.map(JSON.int) ?? .null),
+                                ("payment_method_type", text(charge.paymentMethodType)),
+                                ("payment_intent", text(charge.paymentIntent)),
+                                ("request_id", text(charge.requestID)), ("checked_at", text(charge.checkedAt)),
+                            ])
+                        })
+                ),
+            ])
     }
 }
