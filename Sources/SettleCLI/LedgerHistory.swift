@@ -216,6 +216,10 @@ final class LedgerHistory: SettlementHistory {
     }
     private var remembered: [(charge: String, paymentIntent: String?, fact: StripeFacts.Charge)]?
 
+    func decidedOrders(_ groups: [String]) -> [String: (line: String, reason: String)] {
+        read([:]) { () throws(LedgerError) in try store.latestDecisions(groups: groups) }
+    }
+
     func countedCharge(_ charge: String) -> ChargeTotal? {
         read(nil) { () throws(LedgerError) -> ChargeTotal? in
             guard let counted = try store.countedCharge(charge), let currency = Currency(counted.currency) else {

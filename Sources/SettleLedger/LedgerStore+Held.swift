@@ -430,6 +430,31 @@ extension LedgerStore {
         return found
     }
 
+    /// Of these orders (group keys), those a run decided against, each with its latest decision:
+    /// the deciding line and why, naming the run (``recordDecidedOrders``).
+    public func latestDecisions(groups: [String]) throws(LedgerError) -> [String: (line: String, reason: String)] {
+        guard version >= 7, !groups.isEmpty else { return [:] }
+        var found: [String: (line: String, reason: String)] = [:]
+        var start = 0
+        while start < groups.count {
+            let chunk = groups[start..<min(start + 500, groups.count)]
+            start += chunk.count
+            try db.query(
+                """
+                SELECT group_key, line_id, reason, run_id FROM decided_orders
+                WHERE group_key IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))
+                ORDER BY decided_at
+                """, chunk.map { .text($0) }
+            ) { row in
+                let line = row.text(1) ?? ""
+                found[row.text(0) ?? ""] = (
+                    line, "run \(row.text(3) ?? "") decided against it (line \(line): \(row.text(2) ?? ""))"
+                )
+            }
+        }
+        return found
+    }
+
     /// Every order a run decided against after `since`, with its latest decision: when and
     /// why (``recordDecidedOrders``).
     public func decidedOrders(after since: Date) throws(LedgerError) -> [String: (at: Date, reason: String)] {

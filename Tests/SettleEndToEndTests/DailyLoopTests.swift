@@ -1437,6 +1437,47 @@ import Testing
         return try setup.apply(folder)
     }
 
+    /// Day 1's transfer R1 loses its answer (a 500, then a 400 on every retry: `unknown`) and
+    /// its order's payout R2 waits in day 1's deferred.csv; day 2 finds R1 never made, sends it
+    /// again, and Stripe refuses it for good: R1 `failed`, R2 `group_rejected`. Day 1's
+    /// deferred.csv fed back on day 3 pays nothing: the order moves only whole, and R2 is
+    /// rejected `group_rejected` naming R1. Fed back with R1 (errors.csv, the account fixed),
+    /// the order moves whole. Before, day 3 paid R2 alone: the order moved in part (audit 48 R1).
+    @Test func aStaleDeferredFileDoesNotMoveAnOrderALaterRunDecidedAgainst() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "on": "first", "action": "status", "status": 500},"#
+                + #"{"method": "POST", "path_prefix": "/v1/transfers", "on": "retry", "action": "status", "status": 400, "code": "parameter_invalid"}]"#
+        )
+        let (_, day1) = try day(
+            setup, "day1",
+            Self.header + "R1,2100,transfer,70.00,usd,ORDER2100,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+                + "R2,2100,payout,20.00,usd,ORDER2100,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(day1["R1"]?[8] == "unknown" && day1["R2"]?[8] == "deferred", "\(day1)")
+        let stale = setup.folder.appendingPathComponent("stale.csv")
+        try FileManager.default.copyItem(at: setup.folder.appendingPathComponent("day1/deferred.csv"), to: stale)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "action": "status", "status": 400, "code": "parameter_invalid"}]"#
+        )
+        let (_, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(day2["R1"]?[8] == "failed" && day2["R2"]?[11] == "group_rejected", "\(day2)")
+        try faults(setup, "[]")
+        let third = try setup.run([stale], out: "day3")
+        #expect(third.status == 65, "\(third.stderr)")
+        let day3 = setup.results("day3")
+        #expect(day3.map { [$0[0], $0[8], $0[11]] } == [["R2", "rejected", "group_rejected"]], "\(day3)")
+        #expect(day3.first?[12].contains("line R1") == true, "\(day3)")
+        #expect(try setup.sandbox.effects().isEmpty)
+        // Day 2's errors.csv holds the whole order: fed back, it moves whole.
+        let fourth = try setup.run([setup.folder.appendingPathComponent("day2/errors.csv")], out: "day4")
+        #expect(fourth.status == 0, "\(fourth.stderr)")
+        #expect(setup.results("day4").map { $0[8] } == ["settled", "settled"], "\(setup.results("day4"))")
+    }
+
     /// A payout left in flight by its folder's killed apply, sent by another folder's apply
     /// (which resolves the ledger's unknowns first), then returned at Stripe: the next run
     /// reports its line `failed` with Stripe's reason, in errors.csv, and sends nothing. Before,

@@ -159,7 +159,10 @@ public struct Planner {
     public func plan(_ batch: Batch) -> SettlementPlan {
         let plan = SettlementPlan(batch: batch, options: options)
         plan.facts = facts
-        if let history { applyHistory(batch, plan: plan, history: history) }
+        if let history {
+            applyHistory(batch, plan: plan, history: history)
+            applyDecidedOrders(batch, history: history)
+        }
         applyPayoutMethodFacts(batch)
         var charges = mergeCharges(batch)
         applyChargeRules(batch, charges: &charges)
@@ -306,6 +309,50 @@ public struct Planner {
             if ids.count == Planner.lookUpBatch { lookUp() }
         }
         if !ids.isEmpty { lookUp() }
+    }
+
+    /// An order an earlier run decided against (a line of it rejected, or refused by Stripe)
+    /// moves only whole: its lines read back from a file settle wrote (an earlier run's
+    /// deferred.csv or errors.csv) are rejected `group_rejected` when the line that decided it
+    /// is not in the batch and has not settled since (audit 48 R1: a deferred.csv written
+    /// before a later run saw the order's transfer refused paid the order's payout alone). An
+    /// export lists its orders whole, so only fed-back files are asked about.
+    private func applyDecidedOrders(_ batch: Batch, history: any SettlementHistory) {
+        let fedBack = Set(batch.files.indices.filter { batch.files[$0].layout.guardedCells != nil })
+        guard !fedBack.isEmpty else { return }
+        var asked = Set<Symbol>()
+        for line in batch.lines
+        where fedBack.contains(Int(line.file)) && line.status == .planned && !line.group.isNone {
+            asked.insert(line.group)
+        }
+        guard !asked.isEmpty else { return }
+        let decided = history.decidedOrders(asked.map { batch.text($0) }.sorted())
+        guard !decided.isEmpty else { return }
+        // The decided orders' lines in the batch, from every file, and the ids they hold.
+        var members: [Symbol: [Int]] = [:]
+        var ids: [Symbol: Set<String>] = [:]
+        for index in batch.lines.indices {
+            let line = batch.lines[index]
+            guard asked.contains(line.group), decided[batch.text(line.group)] != nil else { continue }
+            members[line.group, default: []].append(index)
+            ids[line.group, default: []].insert(batch.text(line.lineID))
+        }
+        for (group, indices) in members {
+            guard let decision = decided[batch.text(group)], ids[group]?.contains(decision.line) != true else {
+                continue
+            }
+            // The deciding line settled since (its order fed back whole and paid): the order moved.
+            var settled = false
+            Array(decision.line.utf8).withUnsafeBytes { id in
+                history.lines([id]) { _, known in settled = known.state == .settled }
+            }
+            guard !settled else { continue }
+            for index in indices where batch.lines[index].status == .planned {
+                batch.set(
+                    index, .rejected, .groupRejected,
+                    "\(decision.reason); the order moves only whole: feed it back with line \(decision.line)")
+            }
+        }
     }
 
     /// The transfers settle made that planned reversal lines name, asked once for the batch.

@@ -48,9 +48,13 @@ public protocol SettlementHistory: AnyObject {
     /// The charges earlier runs' look-ups found failed, each with its payment intent and the
     /// look-up (``StripeFacts/Charge/lookedUpBy`` set).
     func failedCharges() -> [(charge: String, paymentIntent: String?, fact: StripeFacts.Charge)]
+    /// Of these orders (group keys), those an earlier run's files decided against, each with
+    /// its latest decision: the line that decided it and why, with the run.
+    func decidedOrders(_ groups: [String]) -> [String: (line: String, reason: String)]
 }
 
 extension SettlementHistory {
+    public func decidedOrders(_ groups: [String]) -> [String: (line: String, reason: String)] { [:] }
     public func countedCharge(_ charge: String) -> ChargeTotal? { nil }
     public func failedCharges() -> [(charge: String, paymentIntent: String?, fact: StripeFacts.Charge)] { [] }
     public func unsettledTransfer(group: String, destination: String, currency: String) -> String? { nil }
