@@ -5,7 +5,6 @@ import SettlePlanFolder
 import SettleRead
 import SettleWrite
 
-/// What happened to one input file.
 extension Pipeline {
     /// Metadata columns that are not sent, said once per file (audit 38 D10: they were
     /// dropped without a word): `metadata.` with no key, and settle's own key, whose value is
@@ -30,6 +29,7 @@ extension Pipeline {
     }
 }
 
+/// What happened to one input file.
 struct InputReport {
     var path: String
     /// Lines the ledger held (waiting, returned payouts), brought back by this run.

@@ -448,7 +448,7 @@ extension LedgerStore {
             ) { row in
                 let line = row.text(1) ?? ""
                 found[row.text(0) ?? ""] = (
-                    line, "run \(row.text(3) ?? "") decided against it (line \(line): \(row.text(2) ?? ""))"
+                    line, Self.decision(run: row.text(3) ?? "", line: line, reason: row.text(2) ?? "")
                 )
             }
         }
@@ -461,10 +461,15 @@ extension LedgerStore {
         var found: [String: (at: Date, reason: String)] = [:]
         for decision in try decisions(after: since) {
             found[decision.order] = (
-                decision.at, "run \(decision.run) decided against it (line \(decision.line): \(decision.reason))"
+                decision.at, Self.decision(run: decision.run, line: decision.line, reason: decision.reason)
             )
         }
         return found
+    }
+
+    /// How a decision reads in a reason: "run … decided against it (line …: …)".
+    private static func decision(run: String, line: String, reason: String) -> String {
+        "run \(run) decided against it (line \(line): \(reason))"
     }
 
     /// The decided orders recorded after `since`, oldest first.

@@ -326,21 +326,22 @@ public struct Planner {
             asked.insert(line.group)
         }
         guard !asked.isEmpty else { return }
-        let decided = history.decidedOrders(asked.map { batch.text($0) }.sorted())
+        let names = Dictionary(uniqueKeysWithValues: asked.map { (batch.text($0), $0) })
+        var decided: [Symbol: (line: String, reason: String)] = [:]
+        for (name, decision) in history.decidedOrders(names.keys.sorted()) {
+            if let group = names[name] { decided[group] = decision }
+        }
         guard !decided.isEmpty else { return }
         // The decided orders' lines in the batch, from every file, and the ids they hold.
         var members: [Symbol: [Int]] = [:]
         var ids: [Symbol: Set<String>] = [:]
-        for index in batch.lines.indices {
+        for index in batch.lines.indices where decided[batch.lines[index].group] != nil {
             let line = batch.lines[index]
-            guard asked.contains(line.group), decided[batch.text(line.group)] != nil else { continue }
             members[line.group, default: []].append(index)
             ids[line.group, default: []].insert(batch.text(line.lineID))
         }
         for (group, indices) in members {
-            guard let decision = decided[batch.text(group)], ids[group]?.contains(decision.line) != true else {
-                continue
-            }
+            guard let decision = decided[group], ids[group]?.contains(decision.line) != true else { continue }
             // The deciding line settled since (its order fed back whole and paid): the order moved.
             var settled = false
             Array(decision.line.utf8).withUnsafeBytes { id in

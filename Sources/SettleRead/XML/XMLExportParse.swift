@@ -999,10 +999,6 @@ final class XMLExportParse {
                 if refused.isEmpty {
                     refused = Array(defect.message.utf8)
                 }
-                let column = refusedColumn()
-                if views.count <= column {
-                    views.append(contentsOf: repeatElement(empty, count: column + 1 - views.count))
-                }
             }
             let offset = spool.offset
             func deliver() {
@@ -1020,6 +1016,9 @@ final class XMLExportParse {
                 deliver()
             } else {
                 let column = refusedColumn()
+                if views.count <= column {
+                    views.append(contentsOf: repeatElement(empty, count: column + 1 - views.count))
+                }
                 refused.withUnsafeBytes { bytes in
                     views[column] = bytes
                     deliver()
