@@ -248,9 +248,9 @@ struct Applier {
                 recordEnded(plan.ended(run), ledger: ledger)
                 var text = "run \(run.id) in \(path) never ended (killed?): "
                 text +=
-                    "\(adopted.waiting) line(s) it did not send and \(adopted.refused) Stripe refused wait in the "
-                    + "ledger (sent by the next plan), \(adopted.unresolved) sent with no known outcome are resolved "
-                    + "and reported by the next apply"
+                    "\(adopted.waiting) line(s) it did not send wait in the ledger (sent by the next plan), "
+                    + "\(adopted.refused) Stripe refused are reported failed by the next plan, "
+                    + "\(adopted.unresolved) sent with no known outcome are resolved and reported by the next apply"
                 if adopted.settledUnreported > 0 {
                     text +=
                         "; \(adopted.settledUnreported) it settled are in the ledger but in no results.csv until "

@@ -129,7 +129,7 @@ struct Commands {
         var reasons: [String: Int] = [:]
         for line in batch.lines {
             counts[line.status, default: 0] += 1
-            if line.reason != .none { reasons[line.reason.code, default: 0] += 1 }
+            if line.reason != .none { reasons[batch.reasonCode(of: line), default: 0] += 1 }
         }
         var text = "settle validate: \(batch.lines.count) lines in \(inputs.count) file(s)\n"
         for input in inputs {
@@ -147,7 +147,7 @@ struct Commands {
         let shown = batch.lines.lazy.filter { $0.status == .rejected }.prefix(20)
         for line in shown {
             text +=
-                "  \(batch.source(of: line)): \(batch.text(line.lineID)): \(line.reason.code): \(batch.reasonText(of: line))\n"
+                "  \(batch.source(of: line)): \(batch.text(line.lineID)): \(batch.reasonCode(of: line)): \(batch.reasonText(of: line))\n"
         }
         text += "  instructions that would be sent: \(plan.instructions.count)\n"
         print(text, terminator: "")

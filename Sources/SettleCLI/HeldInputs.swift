@@ -132,6 +132,40 @@ enum HeldInputs {
         }
     }
 
+    /// Lines sent by a run that did not learn the outcome, which an apply of another folder
+    /// then sent and Stripe refused for good, are `failed` in this run with Stripe's code and
+    /// message, in its errors.csv: a person decides whether they go again. Before, the next
+    /// run sent them again under a new attempt by itself, and the refusal was in no
+    /// results.csv. A refused transfer or reversal stops the rest of its order (Planner).
+    static func markRefused(_ held: [HeldLine], batch: Batch, ledger: LedgerStore?) throws(CommandFailure) {
+        guard let ledger else { return }
+        var refused: [Symbol: (code: String, message: String)] = [:]
+        for line in held where line.state == .unresolved {
+            do throws(LedgerError) {
+                guard let known = try ledger.line(line.lineID), known.status == .failed,
+                    let instruction = try ledger.instruction(known.instructionID),
+                    let code = instruction.errorCode, !code.isEmpty, code != LedgerOutcome.notSentCode
+                else { continue }
+                let by = instruction.sentBy.map { " (run \($0))" } ?? ""
+                var said = instruction.errorMessage ?? code
+                while said.hasSuffix(".") { said.removeLast() }
+                refused[batch.symbols.intern(line.lineID)] = (
+                    code,
+                    "Stripe refused it for good when an apply sent it again after its outcome was lost\(by): \(said); "
+                        + "fix it and feed it back"
+                )
+            } catch {
+                throw CommandFailure(
+                    .tryAgain, "the ledger could not tell what became of a line sent earlier: \(error)")
+            }
+        }
+        guard !refused.isEmpty else { return }
+        for index in batch.lines.indices where batch.lines[index].status != .rejected {
+            guard let refusal = refused[batch.lines[index].lineID] else { continue }
+            batch.setRefused(index, code: refusal.code, message: refusal.message)
+        }
+    }
+
     /// `name` of a `name:line` source.
     static func sourceName(_ source: String) -> String {
         guard let colon = source.lastIndex(of: ":"), Int(source[source.index(after: colon)...]) != nil else {

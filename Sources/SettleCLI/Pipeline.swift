@@ -163,6 +163,7 @@ struct Pipeline {
             reports.append(report)
         }
         HeldInputs.markReturned(held, batch: checker.batch)
+        try HeldInputs.markRefused(held, batch: checker.batch, ledger: (history as? LedgerHistory)?.store)
         warnUnsentMetadata(checker.batch)
         checker.finishReading()
         log(

@@ -74,11 +74,15 @@ struct PlanOutputs {
             let records = SpoolRecords(folder: folder, files: spoolFiles)
             let errors = try CorrectionFile.Writer(path: corrections.errors, layout: layout)
             let deferred = try CorrectionFile.Writer(path: corrections.deferred, layout: layout)
-            for line in batch.lines where line.status == .rejected || line.status == .deferred {
+            // A plan's failed lines are those the ledger reports (a payout that came back, a
+            // refusal another folder's apply learned): errors.csv holds them with the rejected.
+            for line in batch.lines where line.status == .rejected || line.status == .failed || line.status == .deferred
+            {
                 let row = CorrectionRow(
                     file: Int(line.file), spoolOffset: line.spoolOffset, spoolLength: line.spoolLength,
-                    reasonCode: line.reason.code, reason: batch.reasonText(of: line), source: batch.source(of: line))
-                try (line.status == .rejected ? errors : deferred).add(row, records: records)
+                    reasonCode: batch.reasonCode(of: line), reason: batch.reasonText(of: line),
+                    source: batch.source(of: line))
+                try (line.status == .deferred ? deferred : errors).add(row, records: records)
             }
             return (
                 instructions: instructions, errors: try errors.commit(into: files),

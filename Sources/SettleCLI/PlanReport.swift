@@ -10,7 +10,8 @@ enum PlanReport {
         var groups = ReportPage.ReasonGroups()
         for line in batch.lines where line.status == .rejected || line.status == .failed {
             groups.add(
-                status: line.status, code: line.reason.code, currency: line.amount > 0 ? line.currency.code : "",
+                status: line.status, code: batch.reasonCode(of: line),
+                currency: line.amount > 0 ? line.currency.code : "",
                 amountMinor: line.amount, lineID: batch.text(line.lineID), source: batch.source(of: line),
                 reason: batch.reasonText(of: line))
         }

@@ -11,8 +11,9 @@ extension PlanFolder {
         public var waiting = 0
         /// Lines sent with no known outcome: the next run resolves them at Stripe and reports them.
         public var unresolved = 0
-        /// Lines Stripe refused: they wait too, and the next run sends them again under the next
-        /// attempt's key (as a re-apply of the folder would) and reports what Stripe says.
+        /// Lines Stripe refused for good (or whose payout came back): held until the next run
+        /// reports them `failed` with Stripe's code, in its errors.csv, for a person to fix and
+        /// feed back; nothing sends them again by itself.
         public var refused = 0
         /// Lines Stripe made before the process died: the ledger has them settled, no run's
         /// results.csv does until the folder is applied again.
@@ -26,10 +27,14 @@ extension PlanFolder {
     /// files, so its lines are `planned` or `deferred` as the plan left them): the ledger takes
     /// over what they need, as the rewrite of a finished apply would have given it, so the
     /// daily loop carries them without anyone applying the folder by hand. A line nothing
-    /// claimed (never sent, or released unsent), a line the plan deferred and a line Stripe
-    /// refused wait (the next run plans them, a refused one under its next attempt); a line
-    /// sent with no known outcome is unresolved (the next run resolves and reports it). What the ledger already holds for a
-    /// line is left as it is, and holding again is harmless, so adopting twice ends the same.
+    /// claimed (never sent, or released unsent) and a line the plan deferred wait (the next run
+    /// plans them); a line sent with no known outcome is unresolved (the next run resolves and
+    /// reports it); so is a line Stripe refused for good: the next run reports it `failed` with
+    /// Stripe's code (``HeldInputs``), and a person decides whether it goes again (audit 49 F2:
+    /// it waited, and the next run sent it again by itself). A line the ledger holds as
+    /// `returned` keeps that hold: the next run reports the return (audit 49 F2: a payout that
+    /// came back was taken for a refusal of the killed run and paid again, the return reported
+    /// nowhere). Holding again is harmless, so adopting twice ends the same.
     /// A re-apply of the folder later still works: the ledger's line claims keep every line
     /// once.
     ///
@@ -49,6 +54,7 @@ extension PlanFolder {
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: run)
         var adopted = Adopted()
         let waits = "; it waits in the ledger for the next run"
+        let returned = try ledgerRead { () throws(LedgerError) in try ledger.heldLineStarts([.returned]) }
         try eachRow { (row, entry) throws(SettleError) in
             let status = text(row[F.status.rawValue])
             guard
@@ -69,19 +75,17 @@ extension PlanFolder {
                 if status != LineStatus.unknown.name { adopted.settledUnreported += 1 }
                 return
             case .failed?:
-                // Released: never sent, or refused by Stripe (then the next run sends it again
-                // under the next attempt's key, as a re-apply would, and reports what Stripe says;
-                // the rest of its order moves only if it does).
+                // Released: never sent (it waits), refused by Stripe for good (the next run reports
+                // it, with the rest of its order), or a payout that came back (its hold says so).
+                if returned[lineID] != nil { return }
                 state = .waiting
                 let instruction = try ledgerRead { () throws(LedgerError) in
                     try ledger.instruction(line?.instructionID ?? "")
                 }
                 if let instruction, instruction.errorCode != LedgerOutcome.notSentCode {
                     refused = true
-                    row[F.reasonCode.rawValue] = Array(ReasonCode.scheduled.code.utf8)
-                    row[F.reason.rawValue] = Array(
-                        ("refused by Stripe in run \(run), which never ended (\(instruction.errorCode ?? ""): "
-                            + "\(instruction.errorMessage ?? "")); sent again by the next run").utf8)
+                    state = .unresolved
+                    row[F.instructionID.rawValue] = Array(instruction.id.utf8)
                 }
             }
             if state == .waiting, status != LineStatus.deferred.name, !refused {
@@ -89,10 +93,10 @@ extension PlanFolder {
                 row[F.reason.rawValue] = Array(("not sent: run \(run) in \(folder) never ended (killed?)" + waits).utf8)
             }
             try held.add(row, status: nil, entry: entry, adopted: state)
-            if state == .unresolved {
-                adopted.unresolved += 1
-            } else if refused {
+            if refused {
                 adopted.refused += 1
+            } else if state == .unresolved {
+                adopted.unresolved += 1
             } else {
                 adopted.waiting += 1
             }

@@ -16,6 +16,8 @@ extension PlanFolder {
     struct HeldLines {
         typealias F = ResultsFile.Field
         static let chunk = 4096
+        /// The codes of rows that are not the line's own (``add(_:status:entry:adopted:reportsReturn:)``).
+        static let copiesThatDoNotCount: Set<String> = [ReasonCode.lineConflict.code, ReasonCode.duplicateLineID.code]
         let layout: CorrectionLayout
         let ledger: LedgerStore
         let records: any SpoolRecordSource
@@ -104,9 +106,11 @@ extension PlanFolder {
             case .planned?:
                 break  // not sent (a plan not applied yet): neither held nor released
             default:
-                // An export's copy that conflicts with the held line leaves it held: the
-                // held copy has a row of its own in this run.
-                if let start = heldNow[id], text(.reasonCode) != ReasonCode.lineConflict.code,
+                // A copy that does not count (a later copy of the line_id, or an export's copy
+                // that conflicts with the held line) leaves it held: the copy that counts has a
+                // row of its own in this run, and says. (A later copy's release, a chunk after
+                // the first copy held the line again, lost a waiting line.)
+                if let start = heldNow[id], !Self.copiesThatDoNotCount.contains(text(.reasonCode)),
                     reportsReturn || start.run == run || plannedAt.map({ start.at < $0 }) ?? true
                 {
                     release.append(id)

@@ -40,7 +40,14 @@ extension PlanFolder {
                 }
             }
         }
-        var missing = wanted.subtracting(found.keys)
+        // Every folder is read for them, and each payout's lines are the union of what the
+        // folders say: a folder whose row names the payout for only some of its lines (one
+        // re-applied after another folder's run sent it, its other rows `already_settled`
+        // from its own plan) does not speak for the rest (audit 49 F1: the rebuilt ledger held
+        // a split payout without one of its lines, and the next apply paid that line again).
+        let missing = wanted.subtracting(found.keys)
+        var splitLines: [String: [String: LedgerLineClaim]] = [:]
+        var splitOrder: [String: [String]] = [:]
         for folder in folders where !missing.isEmpty {
             // Lines whose results.csv row names a payout no instructions.jsonl lists.
             let path = (folder as NSString).appendingPathComponent("results.csv")
@@ -59,18 +66,18 @@ extension PlanFolder {
                 throw .planInvalid(line: 0, message: "\(error.path): \(error.message)")
             }
             guard !owner.isEmpty else { continue }
-            var split: [String: [LedgerLineClaim]] = [:]
             let instructions = try stream(folder)
             while let instruction = try instructions.next() {
                 guard instruction.kind == .payout else { continue }
                 for line in instruction.lines {
-                    if let id = owner[line.lineID] { split[id, default: []].append(claim(line)) }
+                    guard let id = owner[line.lineID], splitLines[id]?[line.lineID] == nil else { continue }
+                    splitLines[id, default: [:]][line.lineID] = claim(line)
+                    splitOrder[id, default: []].append(line.lineID)
                 }
             }
-            for (id, lines) in split {
-                found[id] = lines
-                missing.remove(id)
-            }
+        }
+        for (id, order) in splitOrder {
+            found[id] = order.compactMap { splitLines[id]?[$0] }
         }
         return (found, chargeKeys)
     }

@@ -339,7 +339,7 @@ public enum ResultsFile {
                     CSVField.append(stripeID, to: &out, guardFormula: true)
                 }
                 out.append(0x2C)
-                out.append(contentsOf: line.reason.code.utf8)
+                out.append(contentsOf: batch.reasonCode(of: line).utf8)
                 out.append(0x2C)
                 if line.status != .planned {
                     CSVField.append(batch.reasonText(of: line), to: &out, guardFormula: true)

@@ -1334,6 +1334,30 @@ import Testing
         #expect(reported.map { [$0[8], $0[11]] } == ["failed", "group_rejected"], "\(String(describing: reported))")
     }
 
+    /// A waiting line re-exported, with a later copy of its line_id more than one ledger chunk
+    /// (4,096 held lines) after it: the later copy (`duplicate_line_id`) does not release the
+    /// line the first copy held again, and it is paid on its day. Before, the copy's row
+    /// released it a chunk after it was held again: never paid, in no later results.csv.
+    @Test func aLaterCopyFarAfterAWaitingLineDoesNotReleaseIt() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let waiting = "W1,1020,transfer,10.00,usd,ORDER1020,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-03\n"
+        let (first, day1) = try day(setup, "day1", Self.header + waiting, asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(day1["W1"]?[8] == "deferred", "\(day1)")
+        let filler = (0..<4200).map {
+            "F\($0),2\($0),transfer,0.01,usd,ORDERF\($0),acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-31\n"
+        }.joined()
+        let (second, _) = try day(setup, "day2", Self.header + waiting + filler + waiting, asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        let copies = setup.results("day2").filter { $0[0] == "W1" }.map { [$0[8], $0[11]] }
+        #expect(copies == [["deferred", "scheduled"], ["rejected", "duplicate_line_id"]], "\(copies)")
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(day3["W1"].map { [$0[8], $0[6]] } == ["settled", "1000"], "\(day3["W1"] ?? [])")
+        #expect(try setup.sandbox.effects().compactMap { $0["amount"] as? Int } == [1000])
+    }
+
     /// A line that waits in the ledger stays held when a later export carries its line_id
     /// with other money content: that copy is rejected `line_conflict`, the held copy comes
     /// back (deferred again), and it is paid on its day. Before, the conflicting copy
@@ -1493,12 +1517,7 @@ import Testing
         try (Self.header + "C1,1801,transfer,30.00,usd,ORDER1801,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n")
             .write(to: other, atomically: true, encoding: .utf8)
         #expect(try SettleProcess.run(setup.arguments("plan", [first.path], out: "out1")).status == 0)
-        let killed = try SettleProcess.run(
-            [
-                "apply", setup.folder.appendingPathComponent("out1").path, "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
-            ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "in_flight_written:1"])
-        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        try killApply(setup, "out1")
         #expect(try setup.sandbox.effects().isEmpty)
         #expect(try SettleProcess.run(setup.arguments("plan", [other.path], out: "out2")).status == 0)
         let second = try setup.apply("out2")
@@ -1514,6 +1533,185 @@ import Testing
         let errors = SettleProcess.read(setup.folder.appendingPathComponent("out3/errors.csv"))
         #expect(errors.contains("P1,1800,payout,7.00,usd"), "\(errors)")
         #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 1)
+    }
+
+    /// Order 1810's transfer T1 is left in flight by its folder's killed apply (its payout P1
+    /// not sent); another folder's apply resolves it by sending it, and Stripe refuses it for
+    /// good. The next day (a `run`, or a plan made offline and applied) reports T1 `failed`
+    /// with Stripe's code and P1 `group_rejected`, both in errors.csv, and sends nothing; that
+    /// errors.csv fed back moves the order whole, once. Before, the next run sent T1 again
+    /// under a new attempt by itself, paid P1, and no results.csv said Stripe had refused T1.
+    @Test(arguments: [false, true]) func aRefusalAnotherFoldersApplyLearnedIsReportedNotSentAgain(offline: Bool) throws
+    {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let first = setup.folder.appendingPathComponent("d1.csv")
+        try
+            (Self.header
+            + "T1,1810,transfer,30.00,usd,ORDER1810,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            + "P1,1810,payout,7.00,usd,ORDER1810,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n")
+            .write(to: first, atomically: true, encoding: .utf8)
+        let other = setup.folder.appendingPathComponent("d2.csv")
+        try (Self.header + "C1,1811,transfer,10.00,usd,ORDER1811,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n")
+            .write(to: other, atomically: true, encoding: .utf8)
+        #expect(try SettleProcess.run(setup.arguments("plan", [first.path], out: "out1")).status == 0)
+        try killApply(setup, "out1")
+        #expect(try SettleProcess.run(setup.arguments("plan", [other.path], out: "out2")).status == 0)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "times": 1, "action": "status", "status": 400, "code": "account_invalid"}]"#
+        )
+        let second = try setup.apply("out2")
+        #expect(second.status == 0, "\(second.stderr)")
+        try faults(setup, "[]")
+        #expect(try setup.sandbox.effects().compactMap { $0["amount"] as? Int } == [1000])
+
+        let third: SettleProcess.Outcome
+        if offline {
+            let input = setup.folder.appendingPathComponent("out3.csv")
+            try Self.header.write(to: input, atomically: true, encoding: .utf8)
+            var arguments = setup.arguments("plan", [input.path], out: "out3")
+            arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-03"
+            #expect(try SettleProcess.run(arguments).status == 65)
+            // The plan's own errors.csv holds the failed line with the rejected one (SPEC).
+            let planned = SettleProcess.read(setup.folder.appendingPathComponent("out3/errors.csv"))
+            #expect(planned.contains("T1,1810,transfer,30.00,usd"), "\(planned)")
+            #expect(planned.contains(",account_invalid,"), "\(planned)")
+            third = try setup.apply("out3")
+        } else {
+            third = try day(setup, "out3", Self.header, asOf: "2026-12-03").0
+        }
+        #expect(third.status == 65, "\(third.stderr)")
+        let rows = Dictionary(setup.results("out3").map { ($0[0], $0) }, uniquingKeysWith: { first, _ in first })
+        #expect(rows["T1"].map { [$0[8], $0[11]] } == ["failed", "account_invalid"], "\(rows)")
+        #expect(rows["P1"].map { [$0[8], $0[11]] } == ["rejected", "group_rejected"], "\(rows)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("out3/errors.csv"))
+        #expect(errors.contains("T1,1810,transfer,30.00,usd"), "\(errors)")
+        #expect(errors.contains("P1,1810,payout,7.00,usd"), "\(errors)")
+        #expect(try setup.sandbox.effects().compactMap { $0["amount"] as? Int } == [1000])
+
+        let fed = try setup.run([setup.folder.appendingPathComponent("out3/errors.csv")], out: "out4")
+        #expect(fed.status == 0, "\(fed.stderr)")
+        #expect(setup.results("out4").map { [$0[0], $0[8]] } == [["T1", "settled"], ["P1", "settled"]])
+        #expect(try setup.sandbox.effects().compactMap { $0["amount"] as? Int } == [1000, 3000, 700])
+    }
+
+    /// `settle apply` of `folder`, killed right after its first in-flight commit (nothing sent).
+    func killApply(_ setup: Setup, _ folder: String) throws {
+        let killed = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent(folder).path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "in_flight_written:1"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+    }
+
+    /// The payouts to acct_drv, in cents, as the sandbox made them.
+    func payouts(_ setup: Setup) throws -> [Int] {
+        try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+            .compactMap { $0["amount"] as? Int }
+    }
+
+    /// A payout apply split (order 1830's transfer refused `charge_failed`, its payout held
+    /// back: O2 and Q2 paid together, 5.00) is named first, in the folders given to a rebuild,
+    /// by an earlier offline plan of O2 alone, applied after: its row names the split for O2
+    /// only. The rebuilt ledger still holds the split with both lines, and the folder applied
+    /// again pays nothing. Before, the first folder that named the split gave its lines (O2),
+    /// and the re-apply paid Q2 a second time (audit 49 F1: paid twice).
+    @Test func aRebuiltLedgerHoldsEveryLineOfASplitPayoutWhateverFolderNamesItFirst() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        try failCharge(setup, "ch_card3")
+        let o2 = "O2,1831,payout,2.00,usd,ORDER1831,,,,,,,acct_drv,pm_ap_1,\n"
+        let early = setup.folder.appendingPathComponent("early.csv")
+        try (Self.header + o2).write(to: early, atomically: true, encoding: .utf8)
+        #expect(try SettleProcess.run(setup.arguments("plan", [early.path], out: "early")).status == 0)
+        let (made, rows) = try day(
+            setup, "out",
+            Self.header + "L1,1830,transfer,10.00,usd,ORDER1830,acct_rest,ch_card3,20.00,usd,succeeded,card,,,\n"
+                + "L2,1830,payout,5.00,usd,ORDER1830,,,,,,,acct_drv,pm_ap_1,\n" + o2
+                + "Q2,1832,payout,3.00,usd,ORDER1832,,,,,,,acct_drv,pm_ap_1,\n", asOf: "2026-12-02")
+        #expect(made.status == 65, "\(made.stderr)")
+        #expect(rows.mapValues { $0[8] } == ["L1": "failed", "L2": "rejected", "O2": "settled", "Q2": "settled"])
+        let applied = try setup.apply("early")
+        #expect(applied.status == 0, "\(applied.stderr)")
+        #expect(setup.results("early").map { [$0[0], $0[8]] } == [["O2", "already_settled"]])
+        #expect(try payouts(setup) == [500])
+        let rebuild = try loseAndRebuild(setup, from: "early", "out")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        let again = try setup.apply("out")
+        #expect(again.status == 65, "\(again.stderr)")
+        #expect(try payouts(setup) == [500])
+        let after = Dictionary(uniqueKeysWithValues: setup.results("out").map { ($0[0], $0[8]) })
+        #expect(after["O2"] == "settled" && after["Q2"] == "settled", "\(after)")
+    }
+
+    /// An old plan of P1 (and X1), applied after a run paid P1, is killed mid-apply; P1's
+    /// payout then comes back. The next run, which takes up the killed apply's folder, reports
+    /// P1 `failed payout_method_closed` and pays nothing more. Before, the folder's P1 was
+    /// taken for a line Stripe refused in the killed run: held to wait over the ledger's
+    /// `returned`, sent again by the run to the closed method, and the return reported nowhere
+    /// (audit 49 F2).
+    @Test func aKilledApplysFolderDoesNotTurnAReturnedPayoutIntoALineToPay() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let p1 = "P1,1840,payout,7.00,usd,ORDER1840,,,,,,,acct_drv,pm_ap_1,\n"
+        let old = setup.folder.appendingPathComponent("old.csv")
+        try
+            (Self.header + p1 + "X1,1841,transfer,10.00,usd,ORDER1841,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n")
+            .write(to: old, atomically: true, encoding: .utf8)
+        #expect(try SettleProcess.run(setup.arguments("plan", [old.path], out: "old")).status == 0)
+        let (first, day1) = try day(setup, "day1", Self.header + p1, asOf: "2026-12-01")
+        #expect(first.status == 0 && day1["P1"]?[8] == "settled", "\(day1) \(first.stderr)")
+        let payout = try #require(
+            setup.sandbox.effects().first { $0["type"] as? String == "outbound_payment" }?["id"] as? String)
+        try killApply(setup, "old")
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 65, "\(third.stderr)")
+        #expect(day3["P1"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day3)")
+        #expect(day3["X1"]?[8] == "settled", "\(day3)")
+        #expect(try payouts(setup) == [700])
+    }
+
+    /// A run whose apply recorded Stripe's refusal of T1 (`account_invalid`, for good) is
+    /// killed before it rewrote its files. The next run takes up its folder and reports T1
+    /// `failed account_invalid` and its order's payout `group_rejected`; nothing of the order
+    /// moves. Before, T1 was held to wait and the next run sent it again by itself, then paid
+    /// the order (audit 49, beside F2).
+    @Test func aRefusalAKilledRunRecordedIsReportedNotSentAgain() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        // Answers 300 ms apart: the refusal (the first answer) is committed before the kill.
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 300}"#)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "nth": 1, "action": "status", "status": 400, "code": "account_invalid"}]"#
+        )
+        let input = setup.folder.appendingPathComponent("day1.csv")
+        try
+            (Self.header
+            + "T1,1850,transfer,30.00,usd,ORDER1850,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            + "P1,1850,payout,7.00,usd,ORDER1850,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+            + "Y1,1851,transfer,1.00,usd,ORDER1851,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n"
+            + "Y2,1852,transfer,1.00,usd,ORDER1852,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n"
+            + "Y3,1853,transfer,1.00,usd,ORDER1853,acct_rest,ch_card3,20.00,usd,succeeded,card,,,\n"
+            + "Y4,1854,transfer,1.00,usd,ORDER1854,acct_rest,ch_card3,20.00,usd,succeeded,card,,,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("run", [input.path], out: "day1", extra: ["--concurrency", "1"])
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-01"
+        let killed = try SettleProcess.run(
+            arguments, environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "answer_received:4"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        try faults(setup, "[]")
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 0}"#)
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(second.stderr.contains("1 Stripe refused are reported failed by the next plan"), "\(second.stderr)")
+        #expect(day2["T1"].map { [$0[8], $0[11]] } == ["failed", "account_invalid"], "\(day2)")
+        #expect(day2["P1"].map { [$0[8], $0[11]] } == ["rejected", "group_rejected"], "\(day2)")
+        let moved = try setup.sandbox.effects().compactMap { $0["amount"] as? Int }
+        #expect(moved == [100, 100, 100, 100], "\(moved)")
     }
 
     /// Day 1 plans order 1900 with Stripe's word on ch_card1 (100.00; the export says 50.00:

@@ -55,6 +55,22 @@ public final class Batch: @unchecked Sendable {
         MinorUnits.appendDecimal(Int64(line.sourceLine), to: &out)
     }
 
+    /// Stripe's own codes of the lines this run reports refused (``ReasonCode/refusedByStripe``),
+    /// by their message: few lines have one.
+    public var stripeCodes: [Int32: String] = [:]
+
+    /// The `reason_code` a line's row shows: a fixed code, or Stripe's own.
+    public func reasonCode(of line: OrderLine) -> String {
+        line.reason == .refusedByStripe ? stripeCodes[line.message] ?? "" : line.reason.code
+    }
+
+    /// Reports a line `failed` with Stripe's own code and message: Stripe refused it for good.
+    public func setRefused(_ index: Int, code: String, message: String) {
+        let stored = addMessage(message)
+        stripeCodes[stored] = code
+        set(index, .failed, .refusedByStripe, message: stored)
+    }
+
     /// The reason a person reads for a line's status.
     public func reasonText(of line: OrderLine) -> String {
         if line.message >= 0 { return messages[Int(line.message)] }
@@ -120,6 +136,7 @@ public enum ReasonText {
         case .chargePending: "the funding charge has not succeeded yet"
         case .scheduled: "transfer_on is after the settlement date"
         case .payoutMethodUnusable: "the payout method cannot receive instant Apple Pay payouts"
+        case .refusedByStripe: "Stripe refused it for good"
         case .payoutMethodDeclined, .payoutMethodExpired, .payoutMethodUnsupported, .payoutMethodAmountLimitExceeded,
             .payoutMethodClosed, .payoutFailed, .payoutReturned, .payoutCanceled:
             "Stripe accepted the payout, then it did not reach the recipient; the money is back in the financial account"

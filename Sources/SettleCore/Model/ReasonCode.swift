@@ -15,6 +15,9 @@ public enum ReasonCode: UInt8, Sendable, CaseIterable {
     case chargePending, scheduled
     // apply
     case payoutMethodUnusable
+    /// Stripe refused the line's instruction for good when an apply of another folder sent it,
+    /// and no run reported it: its code is Stripe's own, kept with the line (``Batch/reasonCode(of:)``).
+    case refusedByStripe
     // a payout Stripe accepted, then failed, returned or canceled (its status_details code)
     case payoutMethodDeclined, payoutMethodExpired, payoutMethodUnsupported, payoutMethodAmountLimitExceeded
     case payoutMethodClosed, payoutFailed, payoutReturned, payoutCanceled
@@ -63,6 +66,7 @@ public enum ReasonCode: UInt8, Sendable, CaseIterable {
         case .chargePending: "charge_pending"
         case .scheduled: "scheduled"
         case .payoutMethodUnusable: "payout_method_unusable"
+        case .refusedByStripe: ""
         case .payoutMethodDeclined: "payout_method_declined"
         case .payoutMethodExpired: "payout_method_expired"
         case .payoutMethodUnsupported: "payout_method_unsupported"

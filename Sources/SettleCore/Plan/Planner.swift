@@ -621,9 +621,16 @@ public struct Planner {
         return false
     }
 
+    /// Whether a line keeps its group from moving: rejected, or a transfer or reversal Stripe
+    /// refused for good that this run reports (``HeldInputs``; a refused payout stops itself
+    /// alone, as at apply).
+    private static func sinksGroup(_ line: OrderLine) -> Bool {
+        line.status == .rejected || (line.reason == .refusedByStripe && line.kind != .payout)
+    }
+
     /// A group is atomic; rejection beats deferral; charge_pending beats scheduled.
     private func applyGroupRules(_ batch: Batch, group: ArraySlice<Int32>, charges: ChargeTable) {
-        if group.contains(where: { batch.lines[Int($0)].status == .rejected }) {
+        if group.contains(where: { Planner.sinksGroup(batch.lines[Int($0)]) }) {
             rejectGroup(batch, group: group)
             return
         }
@@ -649,10 +656,11 @@ public struct Planner {
     }
 
     private func rejectGroup(_ batch: Batch, group: ArraySlice<Int32>) {
-        let culprit = group.first { batch.lines[Int($0)].status == .rejected }!
+        let culprit = group.first { Planner.sinksGroup(batch.lines[Int($0)]) }!
         let culpritLine = batch.lines[Int(culprit)]
+        let what = culpritLine.status == .rejected ? "was rejected" : "was refused by Stripe"
         let message = batch.addMessage(
-            "line \(batch.text(culpritLine.lineID)) of group \(batch.text(culpritLine.group)) was rejected (\(culpritLine.reason.code)); the group moves together or not at all"
+            "line \(batch.text(culpritLine.lineID)) of group \(batch.text(culpritLine.group)) \(what) (\(batch.reasonCode(of: culpritLine))); the group moves together or not at all"
         )
         for index in group {
             let status = batch.lines[Int(index)].status
