@@ -42,6 +42,10 @@ public struct CorrectionLayout: Sendable {
         guarded = names.map { name in FileLayout.isGuarded(Column(headerName: name).map { .known($0) } ?? .extra) }
     }
 
+    /// The codes a line gets whatever else is wrong with its record (its record may have a
+    /// stray quote the reader saw: ``inputCells(of:records:)`` keeps it).
+    static let overridesRecordDefects: Set<String> = [ReasonCode.duplicateLineID.code, ReasonCode.lineConflict.code]
+
     /// The input columns of one row in this layout: the spooled record's fields, each in its
     /// output column, with the guard a file settle wrote put on them removed.
     public func inputValues(of row: CorrectionRow, records: any OriginalRecords) throws(WriteFailure) -> [[UInt8]] {
@@ -62,8 +66,15 @@ public struct CorrectionLayout: Sendable {
         guard row.spoolLength > 0 else { return [CorrectionCell](repeating: CorrectionCell(), count: names.count) }
         let map = row.file < mapping.count ? mapping[row.file] : []
         var fields: [CorrectionCell]
-        if row.reasonCode == ReasonCode.malformedRecord.code || row.reasonCode == ReasonCode.fieldTooLong.code {
-            // The reader could not take the record as the header says: every byte as read.
+        let csv = row.file < csvInputs.count && csvInputs[row.file]
+        if row.reasonCode == ReasonCode.malformedRecord.code || row.reasonCode == ReasonCode.fieldTooLong.code
+            || (csv && CorrectionLayout.overridesRecordDefects.contains(row.reasonCode))
+        {
+            // The reader could not take the record as the header says: every byte as read. A
+            // later copy of a line_id (or an export's copy that conflicts with a held line) is
+            // rejected so whatever else is wrong with it, a stray quote too: read the same way,
+            // a well-formed record gives the same cells (audit 49 F1 of the input fuzzer: a
+            // copy's `"10.00"5` was written `10.00`, and fed back it was planned).
             let bytes = try records.bytes(file: row.file, offset: row.spoolOffset, length: row.spoolLength)
             fields = bytes.withUnsafeBytes { CSVScanner.losslessFields(of: $0) }.map {
                 CorrectionCell(bytes: $0.value, strayQuote: $0.strayQuote)
@@ -81,7 +92,6 @@ public struct CorrectionLayout: Sendable {
         if row.file < guardedInputs.count, guardedInputs[row.file] != nil {
             for position in fields.indices { fields[position].removeGuard() }
         }
-        let csv = row.file < csvInputs.count && csvInputs[row.file]
         if csv, fields.count != columns {
             return CorrectionLayout.misaligned(fields, map: map, columns: columns, width: names.count)
         }

@@ -1704,9 +1704,11 @@ extension CrashPointTests {
     }
 
     /// The killed run's first transfer was refused by Stripe (recorded before the kill): the
-    /// next run plans it again under the next attempt's key (as a re-apply would), and its
-    /// order's payout goes only once it moved. Everything moves once.
-    @Test func aRefusalOfAKilledRunIsTriedAgainByTheNextRunItsOrderWhole() throws {
+    /// next run reports it `failed` with Stripe's code and its order's payout `group_rejected`
+    /// (in errors.csv), sending nothing of the order; fed back, the order goes under the next
+    /// attempt's key, its payout only once its transfer moved. Everything moves once. (Before
+    /// audit 49, the next run sent the refused transfer again by itself.)
+    @Test func aRefusalOfAKilledRunIsReportedByTheNextRunItsOrderWhole() throws {
         let setup = try ApplyCommandTests.Setup()
         let input = try ApplyCommandTests.export(orders: 3, in: setup.folder)
         try FaultTests.rules(
@@ -1721,11 +1723,20 @@ extension CrashPointTests {
         try String(SettleProcess.read(input).prefix { $0 != "\n" } + "\n").write(
             to: empty, atomically: true, encoding: .utf8)
         let next = try setup.run([empty], out: "next")
-        #expect(next.status == 0, "\(next.stderr)")
-        #expect(next.stderr.contains("1 Stripe refused"), "\(next.stderr)")
-        let rows = setup.results("next")
-        #expect(rows.allSatisfy { $0[8] == "settled" }, "\(rows)")
-        #expect(Set(rows.map { $0[0] }).isSuperset(of: ["T1", "P1"]), "\(rows.map { $0[0] })")
+        #expect(next.status == 65, "\(next.stderr)")
+        #expect(next.stderr.contains("1 Stripe refused are reported failed"), "\(next.stderr)")
+        let reported = Dictionary(uniqueKeysWithValues: setup.results("next").map { ($0[0], [$0[8], $0[11]]) })
+        #expect(reported["T1"] == ["failed", "balance_insufficient"], "\(reported)")
+        #expect(reported["P1"] == ["rejected", "group_rejected"], "\(reported)")
+        #expect(
+            reported.filter { $0.key != "T1" && $0.key != "P1" }.values.allSatisfy { $0[0] == "settled" },
+            "\(reported)")
+        #expect(
+            try setup.sandbox.effects().filter { $0["transfer_group"] as? String == "ORDER1" }.isEmpty)
+        let fed = try setup.run([setup.folder.appendingPathComponent("next/errors.csv")], out: "fed")
+        #expect(fed.status == 0, "\(fed.stderr)")
+        let rows = setup.results("fed")
+        #expect(rows.map { [$0[0], $0[8]] } == [["T1", "settled"], ["P1", "settled"]], "\(rows)")
         try ApplyCommandTests.expectPaidExactlyOnce(
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(3), payouts: 3 * 250)
         let effects = try setup.sandbox.effects()

@@ -213,6 +213,32 @@ import Testing
         }
     }
 
+    /// A later copy of a line_id is `duplicate_line_id` whatever else is wrong with its record;
+    /// a stray quote in it is still kept as read in errors.csv, so fed back unchanged the row
+    /// is `malformed_record`, not a clean line. Before, `"10.00"5` was written `10.00` and the
+    /// fed-back copy was planned (audit 49, the input fuzzer's F1).
+    @Test func aLaterCopyKeepsItsStrayQuoteInErrorsCSV() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("in.csv")
+        try """
+        line_id,order_id,kind,amount,currency,destination
+        D1,O1,transfer,10.00,usd,acct_r1
+        D1,O1,transfer,"10.00"5,usd,acct_r1
+
+        """.write(to: input, atomically: true, encoding: .utf8)
+        let out = folder.appendingPathComponent("out")
+        #expect(
+            try SettleProcess.run(["plan", input.path, "--out", out.path, "--as-of", "2026-11-29", "-q"]).status == 65)
+        let errors = SettleProcess.read(out.appendingPathComponent("errors.csv"))
+        #expect(errors.contains(#"D1,O1,transfer,"10.00"5,usd,acct_r1,duplicate_line_id,"#), "\(errors)")
+        let again = folder.appendingPathComponent("again")
+        let fed = try SettleProcess.run([
+            "plan", out.appendingPathComponent("errors.csv").path, "--out", again.path, "--as-of", "2026-11-29", "-q",
+        ])
+        #expect(fed.status == 65)
+        #expect(SettleProcess.results(again).map { "\($0[0]) \($0[8]) \($0[11])" } == ["D1 rejected malformed_record"])
+    }
+
     /// A malformed record's row in errors.csv keeps every byte it was read with (the text
     /// after a stray quote, fields past the header), and fed back unchanged it is rejected
     /// again. Before, `"1.00"5` came back as 1.00 and was planned (audit 5 #3), and so was a
