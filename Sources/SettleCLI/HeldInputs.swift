@@ -143,15 +143,15 @@ enum HeldInputs {
         for line in held where line.state == .unresolved {
             do throws(LedgerError) {
                 guard let known = try ledger.line(line.lineID), known.status == .failed,
-                    let instruction = try ledger.instruction(known.instructionID),
-                    let code = instruction.errorCode, !code.isEmpty, code != LedgerOutcome.notSentCode
+                    let instruction = try ledger.instruction(known.instructionID), instruction.refusedByStripe,
+                    let code = instruction.errorCode
                 else { continue }
-                let by = instruction.sentBy.map { " (run \($0))" } ?? ""
+                let by = instruction.sentBy.map { " sent by run \($0)" } ?? ""
                 var said = instruction.errorMessage ?? code
                 while said.hasSuffix(".") { said.removeLast() }
                 refused[batch.symbols.intern(line.lineID)] = (
                     code,
-                    "Stripe refused it for good when an apply sent it again after its outcome was lost\(by): \(said); "
+                    "Stripe refused it for good (\(instruction.id)\(by), whose own files never said so): \(said); "
                         + "fix it and feed it back"
                 )
             } catch {

@@ -219,7 +219,8 @@ struct StatusCommand {
                         ("reason_code", .string(held.reasonCode)), ("reason", .string(held.reason)),
                         ("source", .string(held.source)), ("instruction_id", optional(held.instructionID)),
                     ],
-                    text: "held by \(held.sinceRun) (from \(held.source)): \(held.reasonCode): \(held.reason)"))
+                    text: "held by \(held.sinceRun) (from \(held.source))"
+                        + ([held.reasonCode, held.reason].filter { !$0.isEmpty }.map { ": " + $0 }.joined())))
             if let ended = held.endedRun {
                 events.append(
                     Event(

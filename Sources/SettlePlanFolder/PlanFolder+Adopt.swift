@@ -4,6 +4,20 @@ public import SettleCore
 public import SettleLedger
 import SettleWrite
 
+extension LedgerInstruction {
+    /// Whether Stripe refused it for good: failed with Stripe's own code. Not a release
+    /// settle decided (`not_sent`: the request never left; one of its own codes, such as
+    /// `group_rejected` for an instruction a look-up found never made whose order was stopped):
+    /// those lines go again with their orders. The line of a refusal is reported `failed` by
+    /// the next plan and goes again only when a person feeds it back.
+    public var refusedByStripe: Bool {
+        guard status == .failed, let code = errorCode, !code.isEmpty, code != LedgerOutcome.notSentCode else {
+            return false
+        }
+        return !ReasonCode.allCases.contains { $0.code == code }
+    }
+}
+
 extension PlanFolder {
     /// What ``adoptUnfinished(ledger:records:run:)`` found, by what the ledger now holds.
     public struct Adopted: Sendable, Equatable {
@@ -11,9 +25,9 @@ extension PlanFolder {
         public var waiting = 0
         /// Lines sent with no known outcome: the next run resolves them at Stripe and reports them.
         public var unresolved = 0
-        /// Lines Stripe refused for good (or whose payout came back): held until the next run
-        /// reports them `failed` with Stripe's code, in its errors.csv, for a person to fix and
-        /// feed back; nothing sends them again by itself.
+        /// Lines Stripe refused for good (``LedgerInstruction/refusedByStripe``): held until the
+        /// next plan reports them `failed` with Stripe's code, in its errors.csv, for a person
+        /// to fix and feed back; nothing sends them again by itself.
         public var refused = 0
         /// Lines Stripe made before the process died: the ledger has them settled, no run's
         /// results.csv does until the folder is applied again.
@@ -82,7 +96,7 @@ extension PlanFolder {
                 let instruction = try ledgerRead { () throws(LedgerError) in
                     try ledger.instruction(line?.instructionID ?? "")
                 }
-                if let instruction, instruction.errorCode != LedgerOutcome.notSentCode {
+                if let instruction, instruction.refusedByStripe {
                     refused = true
                     state = .unresolved
                     row[F.instructionID.rawValue] = Array(instruction.id.utf8)

@@ -16,8 +16,6 @@ extension PlanFolder {
     struct HeldLines {
         typealias F = ResultsFile.Field
         static let chunk = 4096
-        /// The codes of rows that are not the line's own (``add(_:status:entry:adopted:reportsReturn:)``).
-        static let copiesThatDoNotCount: Set<String> = [ReasonCode.lineConflict.code, ReasonCode.duplicateLineID.code]
         let layout: CorrectionLayout
         let ledger: LedgerStore
         let records: any SpoolRecordSource
@@ -110,7 +108,7 @@ extension PlanFolder {
                 // that conflicts with the held line) leaves it held: the copy that counts has a
                 // row of its own in this run, and says. (A later copy's release, a chunk after
                 // the first copy held the line again, lost a waiting line.)
-                if let start = heldNow[id], !Self.copiesThatDoNotCount.contains(text(.reasonCode)),
+                if let start = heldNow[id], !ReasonCode.copyCodes.contains(text(.reasonCode)),
                     reportsReturn || start.run == run || plannedAt.map({ start.at < $0 }) ?? true
                 {
                     release.append(id)

@@ -199,9 +199,7 @@ public struct PlanFolder {
     /// Reason codes of rows that decide nothing about their order: a copy of a line (the line
     /// itself is elsewhere), or a line that follows its order's fate (the deciding line has
     /// its own code).
-    static let copyOrFollower: Set<String> = [
-        ReasonCode.duplicateLineID.code, ReasonCode.lineConflict.code, ReasonCode.groupRejected.code,
-    ]
+    static let copyOrFollower: Set<String> = ReasonCode.copyCodes.union([ReasonCode.groupRejected.code])
 
     /// Whether a row of results.csv decides its order against moving: a line rejected by a
     /// rule or refused by Stripe, not a copy or follower, not a payout Stripe refused or that

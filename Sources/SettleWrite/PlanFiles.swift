@@ -42,10 +42,6 @@ public struct CorrectionLayout: Sendable {
         guarded = names.map { name in FileLayout.isGuarded(Column(headerName: name).map { .known($0) } ?? .extra) }
     }
 
-    /// The codes a line gets whatever else is wrong with its record (its record may have a
-    /// stray quote the reader saw: ``inputCells(of:records:)`` keeps it).
-    static let overridesRecordDefects: Set<String> = [ReasonCode.duplicateLineID.code, ReasonCode.lineConflict.code]
-
     /// The input columns of one row in this layout: the spooled record's fields, each in its
     /// output column, with the guard a file settle wrote put on them removed.
     public func inputValues(of row: CorrectionRow, records: any OriginalRecords) throws(WriteFailure) -> [[UInt8]] {
@@ -68,7 +64,7 @@ public struct CorrectionLayout: Sendable {
         var fields: [CorrectionCell]
         let csv = row.file < csvInputs.count && csvInputs[row.file]
         if row.reasonCode == ReasonCode.malformedRecord.code || row.reasonCode == ReasonCode.fieldTooLong.code
-            || (csv && CorrectionLayout.overridesRecordDefects.contains(row.reasonCode))
+            || (csv && ReasonCode.copyCodes.contains(row.reasonCode))
         {
             // The reader could not take the record as the header says: every byte as read. A
             // later copy of a line_id (or an export's copy that conflicts with a held line) is
@@ -349,7 +345,12 @@ public enum ResultsFile {
                     CSVField.append(stripeID, to: &out, guardFormula: true)
                 }
                 out.append(0x2C)
-                out.append(contentsOf: batch.reasonCode(of: line).utf8)
+                if line.reason == .refusedByStripe {
+                    // Stripe's own code, as it came over the network: quoted and guarded.
+                    CSVField.append(batch.reasonCode(of: line), to: &out, guardFormula: true)
+                } else {
+                    out.append(contentsOf: line.reason.code.utf8)
+                }
                 out.append(0x2C)
                 if line.status != .planned {
                     CSVField.append(batch.reasonText(of: line), to: &out, guardFormula: true)

@@ -22,6 +22,11 @@ public enum ReasonCode: UInt8, Sendable, CaseIterable {
     case payoutMethodDeclined, payoutMethodExpired, payoutMethodUnsupported, payoutMethodAmountLimitExceeded
     case payoutMethodClosed, payoutFailed, payoutReturned, payoutCanceled
 
+    /// The codes of a copy of a line that does not count (a later copy of its line_id, an
+    /// export's copy that conflicts with the line the ledger holds): the line has a row of its
+    /// own, which speaks for it; such a copy is rejected so whatever else is wrong with it.
+    public static let copyCodes: Set<String> = [ReasonCode.duplicateLineID.code, ReasonCode.lineConflict.code]
+
     /// The code of a payout's `status_details` (Stripe's own; unknown ones by the status).
     public static func payout(status: String, detail: String) -> ReasonCode {
         if let known = allCases.first(where: {
