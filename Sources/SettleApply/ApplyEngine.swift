@@ -44,6 +44,9 @@ public final class ApplyEngine {
     /// decided (audit 26 B1, B2: a re-apply paid such an order's payout, and its dated line,
     /// rejected by the later run, was never paid).
     public var takenUpOrders: [String: String] = [:]
+    /// Lines whose holding another run ended since the plan (``reportedElsewhere(_:_:)``),
+    /// asked of the ledger once, when a refused payout of this plan needs it.
+    private var endedSincePlan: [String: HeldLineEnd]?
     /// Transfers another apply found made, which this plan's folder reports, by instruction
     /// id: their charges are looked up with the plan's facts (``checkFacts(_:)``).
     public var reportedCharges: [String: String] = [:]
@@ -545,6 +548,9 @@ public final class ApplyEngine {
                 // under the next attempt's key.
                 if instruction.kind == .payout, let back = cameBack(row) { return back }
                 if let refusal = refusedElsewhere(row) { return refusal }
+                if instruction.kind == .payout, let reported = try reportedElsewhere(row, instruction) {
+                    return reported
+                }
             }
         }
         // Lines another instruction holds. When others settled every line with the same
@@ -670,6 +676,25 @@ public final class ApplyEngine {
             code: row.errorCode ?? "",
             message: "sent again by run \(sender) after this plan, and refused by Stripe: "
                 + (row.errorMessage ?? "no reason given"))
+    }
+
+    /// A refusal of this folder's own payout that a later run reported: every line's holding
+    /// ended there after this plan (the folder's run was killed before its files said so, and
+    /// the next run took its lines over and reported them `failed`). The line goes again from
+    /// that run's errors.csv, fed back, not by this folder (audit 50 N1: a re-apply sent it
+    /// again while errors.csv asked finance to fix it). A refusal this folder's own files
+    /// reported is sent again by its re-apply, as before.
+    private func reportedElsewhere(_ row: LedgerInstruction, _ instruction: Instruction) throws(LedgerError)
+        -> InstructionOutcome?
+    {
+        guard row.refusedByStripe, !runID.isEmpty, let plannedAt, !instruction.lines.isEmpty else { return nil }
+        if endedSincePlan == nil { endedSincePlan = try ledger.holdsEnded(since: plannedAt, notBy: runID) }
+        let ends = instruction.lines.map { endedSincePlan?[$0.lineID] }
+        guard ends.allSatisfy({ $0?.state == .released }), let reporter = ends.first??.endedRun else { return nil }
+        return .failed(
+            code: row.errorCode ?? "",
+            message: "refused by Stripe (\(row.errorMessage ?? "no reason given")), and reported failed by run "
+                + "\(reporter) after this plan: feed back that run's errors.csv to send it again")
     }
 
     /// Whether this run already has the instruction (a plan that lists it twice sends it once).

@@ -1,4 +1,5 @@
 public import SettleCore
+public import SettleLedger
 
 /// Which orders may not move, and what becomes of their lines, so that an order moves whole
 /// or not at all: what Stripe said of the facts of a plan made offline (a refused payout
@@ -143,5 +144,19 @@ public enum PayoutSplit {
             currency: payout.currency, amountMinor: amount,
             extras: RequestParams.extras(of: payout.params, kind: .payout))
         return derived
+    }
+}
+
+extension LedgerInstruction {
+    /// Whether Stripe refused it for good: failed with Stripe's own code. Not a release
+    /// settle decided (`not_sent`: the request never left; one of its own codes, such as
+    /// `group_rejected` for an instruction a look-up found never made whose order was stopped):
+    /// those lines go again with their orders. The line of a refusal is reported `failed` by
+    /// the next plan and goes again only when a person feeds it back.
+    public var refusedByStripe: Bool {
+        guard status == .failed, let code = errorCode, !code.isEmpty, code != LedgerOutcome.notSentCode else {
+            return false
+        }
+        return !ReasonCode.allCases.contains { $0.code == code }
     }
 }

@@ -4,20 +4,6 @@ public import SettleCore
 public import SettleLedger
 import SettleWrite
 
-extension LedgerInstruction {
-    /// Whether Stripe refused it for good: failed with Stripe's own code. Not a release
-    /// settle decided (`not_sent`: the request never left; one of its own codes, such as
-    /// `group_rejected` for an instruction a look-up found never made whose order was stopped):
-    /// those lines go again with their orders. The line of a refusal is reported `failed` by
-    /// the next plan and goes again only when a person feeds it back.
-    public var refusedByStripe: Bool {
-        guard status == .failed, let code = errorCode, !code.isEmpty, code != LedgerOutcome.notSentCode else {
-            return false
-        }
-        return !ReasonCode.allCases.contains { $0.code == code }
-    }
-}
-
 extension PlanFolder {
     /// What ``adoptUnfinished(ledger:records:run:)`` found, by what the ledger now holds.
     public struct Adopted: Sendable, Equatable {

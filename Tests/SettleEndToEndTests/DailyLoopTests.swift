@@ -1613,6 +1613,92 @@ import Testing
         #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
     }
 
+    /// A payout left in flight by a killed apply, re-sent by another folder's apply and refused
+    /// for good: the next run reports it `failed`, and a re-apply of the killed folder reports
+    /// it `failed` too and sends nothing. Before, the re-apply took that refusal for one of its
+    /// own run (the re-send did not record who sent it) and paid the line under a new attempt,
+    /// while errors.csv asked finance to fix it (audit 50 N1).
+    @Test func aPayoutAnotherApplySawRefusedIsNotSentByTheKilledFoldersReapply() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let first = setup.folder.appendingPathComponent("d1.csv")
+        try (Self.header + "P1,1860,payout,3.00,usd,ORDER1860,,,,,,,acct_drv,pm_ap_1,\n")
+            .write(to: first, atomically: true, encoding: .utf8)
+        let other = setup.folder.appendingPathComponent("d2.csv")
+        try (Self.header + "C1,1861,transfer,10.00,usd,ORDER1861,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n")
+            .write(to: other, atomically: true, encoding: .utf8)
+        #expect(try SettleProcess.run(setup.arguments("plan", [first.path], out: "out1")).status == 0)
+        try killApply(setup, "out1")
+        #expect(try SettleProcess.run(setup.arguments("plan", [other.path], out: "out2")).status == 0)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "action": "status", "status": 400, "code": "invalid_payout_method"}]"#
+        )
+        let second = try setup.apply("out2")
+        #expect(second.status == 0, "\(second.stderr)")
+        try faults(setup, "[]")
+        let (third, day3) = try day(setup, "out3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 65, "\(third.stderr)")
+        #expect(day3["P1"].map { [$0[8], $0[11]] } == ["failed", "invalid_payout_method"], "\(day3)")
+        let again = try setup.apply("out1")
+        #expect(again.status == 65, "\(again.stderr)")
+        let rows = setup.results("out1").map { [$0[0], $0[8], $0[11]] }
+        #expect(rows == [["P1", "failed", "invalid_payout_method"]], "\(rows)")
+        #expect(try payouts(setup).isEmpty)
+    }
+
+    /// A run's apply records Stripe's refusal of its first payout and is killed before it
+    /// rewrote its files; the next run takes its folder over and reports that line `failed`. A
+    /// re-apply of the killed folder reports it `failed` too and sends nothing; the next run's
+    /// errors.csv fed back pays it once. Before, the re-apply took the refusal for one its own
+    /// files had reported and sent the payout again under a new attempt (audit 50 N1, second
+    /// form).
+    @Test func aPayoutRefusalAnotherRunReportedIsNotSentByTheKilledFoldersReapply() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        // Answers 300 ms apart: the refusal (the fourth answer) is committed before the kill at
+        // the sixth.
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 300}"#)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "nth": 1, "action": "status", "status": 400, "code": "account_invalid"}]"#
+        )
+        let input = setup.folder.appendingPathComponent("day1.csv")
+        try
+            (Self.header
+            + "Y1,1871,transfer,1.00,usd,ORDER1871,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n"
+            + "Y2,1872,transfer,1.00,usd,ORDER1872,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n"
+            + "Y3,1873,transfer,1.00,usd,ORDER1873,acct_rest,ch_card3,20.00,usd,succeeded,card,,,\n"
+            + "P1,1870,payout,5.00,usd,ORDER1870,,,,,,,acct_drv,pm_ap_1,\n"
+            + "P2,1874,payout,2.00,usd,ORDER1874,,,,,,,acct_drv,pm_ap_2,\n"
+            + "P3,1875,payout,3.00,usd,ORDER1875,,,,,,,acct_drv,pm_ap_1,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments(
+            "run", [input.path], out: "day1", extra: ["--concurrency", "1", "--payouts", "per-line"])
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-01"
+        let killed = try SettleProcess.run(
+            arguments, environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "answer_received:6"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        try faults(setup, "[]")
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 0}"#)
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        let refused = day2.filter { $0.value[8] == "failed" }
+        #expect(refused.count == 1 && refused.values.allSatisfy { $0[11] == "account_invalid" }, "\(day2)")
+        let line = try #require(refused.keys.first)
+        let paid = try payouts(setup)
+        #expect(paid.count == 2, "\(paid)")
+        let again = try setup.apply("day1")
+        #expect(again.status == 65, "\(again.stderr)")
+        let row = setup.results("day1").first { $0[0] == line }
+        #expect(row.map { [$0[8], $0[11]] } == ["failed", "account_invalid"], "\(row ?? [])")
+        #expect(try payouts(setup) == paid)
+        let fed = try setup.run([setup.folder.appendingPathComponent("day2/errors.csv")], out: "day3")
+        #expect(fed.status == 0, "\(fed.stderr)")
+        #expect(setup.results("day3").map { [$0[0], $0[8]] } == [[line, "settled"]])
+        #expect(try payouts(setup).count == 3)
+    }
+
     /// The payouts to acct_drv, in cents, as the sandbox made them.
     func payouts(_ setup: Setup) throws -> [Int] {
         try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
