@@ -36,14 +36,6 @@ extension LedgerStore {
                 }
                 try db.run(
                     "UPDATE instructions SET last_sent_at = ? WHERE id = ?", [.integer(time), .text(dispatch.id)])
-                // The same request again, sent by this run: what Stripe answers it (a refusal
-                // for good) is this run's to report, not the first sender's (audit 50 N1: a
-                // re-apply of the killed folder took another apply's refusal of its re-send for
-                // its own, and sent the payout again under a new attempt).
-                if version >= 8, let writingRun {
-                    try db.run(
-                        "UPDATE instructions SET sent_run = ? WHERE id = ?", [.text(writingRun), .text(dispatch.id)])
-                }
                 return
             case .failed:
                 guard dispatch.attempt > existing.attempt else {

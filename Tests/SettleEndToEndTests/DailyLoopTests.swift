@@ -1615,9 +1615,9 @@ import Testing
 
     /// A payout left in flight by a killed apply, re-sent by another folder's apply and refused
     /// for good: the next run reports it `failed`, and a re-apply of the killed folder reports
-    /// it `failed` too and sends nothing. Before, the re-apply took that refusal for one of its
-    /// own run (the re-send did not record who sent it) and paid the line under a new attempt,
-    /// while errors.csv asked finance to fix it (audit 50 N1).
+    /// it `failed` too and sends nothing: the later run reported it. Before, the re-apply sent
+    /// the line again under a new attempt, while errors.csv asked finance to fix it (audit 50
+    /// N1).
     @Test func aPayoutAnotherApplySawRefusedIsNotSentByTheKilledFoldersReapply() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
