@@ -30,8 +30,8 @@ extension PlanFolder {
     /// claimed (never sent, or released unsent) and a line the plan deferred wait (the next run
     /// plans them); a line sent with no known outcome is unresolved (the next run resolves and
     /// reports it); so is a line Stripe refused for good: the next run reports it `failed` with
-    /// Stripe's code (``HeldInputs``), and a person decides whether it goes again (audit 49 F2:
-    /// it waited, and the next run sent it again by itself). A line the ledger holds as
+    /// Stripe's code (``HeldInputs``), and a person decides whether it goes again (found beside
+    /// audit 49 F2: it waited, and the next run sent it again by itself). A line the ledger holds as
     /// `returned` keeps that hold: the next run reports the return (audit 49 F2: a payout that
     /// came back was taken for a refusal of the killed run and paid again, the return reported
     /// nowhere). Holding again is harmless, so adopting twice ends the same.

@@ -15,8 +15,9 @@ public enum ReasonCode: UInt8, Sendable, CaseIterable {
     case chargePending, scheduled
     // apply
     case payoutMethodUnusable
-    /// Stripe refused the line's instruction for good when an apply of another folder sent it,
-    /// and no run reported it: its code is Stripe's own, kept with the line (``Batch/reasonCode(of:)``).
+    /// Stripe refused the line's instruction for good and no run's files said so (an apply of
+    /// another folder sent it again, or the run that sent it was killed before it wrote them):
+    /// its code is Stripe's own, kept with the line (``Batch/reasonCode(of:)``).
     case refusedByStripe
     // a payout Stripe accepted, then failed, returned or canceled (its status_details code)
     case payoutMethodDeclined, payoutMethodExpired, payoutMethodUnsupported, payoutMethodAmountLimitExceeded
