@@ -1549,25 +1549,14 @@ import Testing
         // with a comma (quoted and guarded in every file, the row keeps its 14 cells).
         let code = offline ? "=acct,invalid" : "account_invalid"
         let cell = offline ? "'=acct,invalid" : code
-        let first = setup.folder.appendingPathComponent("d1.csv")
-        try
-            (Self.header
-            + "T1,1810,transfer,30.00,usd,ORDER1810,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
-            + "P1,1810,payout,7.00,usd,ORDER1810,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n")
-            .write(to: first, atomically: true, encoding: .utf8)
-        let other = setup.folder.appendingPathComponent("d2.csv")
-        try (Self.header + "C1,1811,transfer,10.00,usd,ORDER1811,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n")
-            .write(to: other, atomically: true, encoding: .utf8)
-        #expect(try SettleProcess.run(setup.arguments("plan", [first.path], out: "out1")).status == 0)
-        try killApply(setup, "out1")
-        #expect(try SettleProcess.run(setup.arguments("plan", [other.path], out: "out2")).status == 0)
-        try faults(
+        try refusedWhenAnotherApplySendsIt(
             setup,
-            #"[{"method": "POST", "path_prefix": "/v1/transfers", "times": 1, "action": "status", "status": 400, "code": "\#(code)"}]"#
+            first: "T1,1810,transfer,30.00,usd,ORDER1810,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+                + "P1,1810,payout,7.00,usd,ORDER1810,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
+            other: "C1,1811,transfer,10.00,usd,ORDER1811,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
+            rule:
+                #"{"method": "POST", "path_prefix": "/v1/transfers", "times": 1, "action": "status", "status": 400, "code": "\#(code)"}"#
         )
-        let second = try setup.apply("out2")
-        #expect(second.status == 0, "\(second.stderr)")
-        try faults(setup, "[]")
         #expect(try setup.sandbox.effects().compactMap { $0["amount"] as? Int } == [1000])
 
         let third: SettleProcess.Outcome
@@ -1621,22 +1610,12 @@ import Testing
     @Test func aPayoutAnotherApplySawRefusedIsNotSentByTheKilledFoldersReapply() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        let first = setup.folder.appendingPathComponent("d1.csv")
-        try (Self.header + "P1,1860,payout,3.00,usd,ORDER1860,,,,,,,acct_drv,pm_ap_1,\n")
-            .write(to: first, atomically: true, encoding: .utf8)
-        let other = setup.folder.appendingPathComponent("d2.csv")
-        try (Self.header + "C1,1861,transfer,10.00,usd,ORDER1861,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n")
-            .write(to: other, atomically: true, encoding: .utf8)
-        #expect(try SettleProcess.run(setup.arguments("plan", [first.path], out: "out1")).status == 0)
-        try killApply(setup, "out1")
-        #expect(try SettleProcess.run(setup.arguments("plan", [other.path], out: "out2")).status == 0)
-        try faults(
-            setup,
-            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "action": "status", "status": 400, "code": "invalid_payout_method"}]"#
+        try refusedWhenAnotherApplySendsIt(
+            setup, first: "P1,1860,payout,3.00,usd,ORDER1860,,,,,,,acct_drv,pm_ap_1,\n",
+            other: "C1,1861,transfer,10.00,usd,ORDER1861,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
+            rule:
+                #"{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "action": "status", "status": 400, "code": "invalid_payout_method"}"#
         )
-        let second = try setup.apply("out2")
-        #expect(second.status == 0, "\(second.stderr)")
-        try faults(setup, "[]")
         let (third, day3) = try day(setup, "out3", Self.header, asOf: "2026-12-03")
         #expect(third.status == 65, "\(third.stderr)")
         #expect(day3["P1"].map { [$0[8], $0[11]] } == ["failed", "invalid_payout_method"], "\(day3)")
@@ -1697,6 +1676,25 @@ import Testing
         #expect(fed.status == 0, "\(fed.stderr)")
         #expect(setup.results("day3").map { [$0[0], $0[8]] } == [[line, "settled"]])
         #expect(try payouts(setup).count == 3)
+    }
+
+    /// Plans `first` into out1 and kills its apply right after the in-flight commit; plans
+    /// `other` into out2, whose apply resolves out1's instruction by sending it again while the
+    /// fault `rule` refuses it for good. The rule is cleared after.
+    func refusedWhenAnotherApplySendsIt(_ setup: Setup, first: String, other: String, rule: String) throws {
+        for (name, lines) in [("d1", first), ("d2", other)] {
+            try (Self.header + lines).write(
+                to: setup.folder.appendingPathComponent("\(name).csv"), atomically: true, encoding: .utf8)
+        }
+        for (input, out) in [("d1", "out1"), ("d2", "out2")] {
+            let path = setup.folder.appendingPathComponent("\(input).csv").path
+            #expect(try SettleProcess.run(setup.arguments("plan", [path], out: out)).status == 0)
+            if out == "out1" { try killApply(setup, "out1") }
+        }
+        try faults(setup, "[\(rule)]")
+        let second = try setup.apply("out2")
+        #expect(second.status == 0, "\(second.stderr)")
+        try faults(setup, "[]")
     }
 
     /// The payouts to acct_drv, in cents, as the sandbox made them.
