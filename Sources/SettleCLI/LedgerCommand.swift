@@ -262,7 +262,8 @@ struct LedgerCommand {
                     var unsettled = 0
                     for id in lines {
                         do throws(LedgerError) {
-                            if try ledger.line(id)?.status != .settled { unsettled += 1 }
+                            // Not a line the ledger holds (a payout of it came back: failed there).
+                            if try ledger.line(id) == nil { unsettled += 1 }
                         } catch {
                             throw LedgerHistory.failure(error, path: path)
                         }

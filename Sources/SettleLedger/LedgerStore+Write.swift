@@ -350,6 +350,10 @@ extension LedgerStore {
                 guard let latest = payouts.max(by: { $0.attempt < $1.attempt }) else { continue }
                 if !live {
                     added += 1
+                    // Sent when Stripe made its payouts, not at the rebuild: a plan of its lines
+                    // made since (fed back) is not one its return came after.
+                    let first = payouts.compactMap(\.createdAt).min().map { min($0, now).ledgerMilliseconds } ?? time
+                    let last = latest.createdAt.map { min($0, now).ledgerMilliseconds } ?? time
                     let code = "payout_\(latest.payoutStatus ?? "returned")"
                     try db.run(
                         """
@@ -363,12 +367,26 @@ extension LedgerStore {
                             .text(instruction), .text(latest.kind), .text(latest.group), .text(latest.payee),
                             .text(latest.charge), .text(latest.currency), .integer(latest.amountMinor),
                             .text(latest.path), .integer(Int64(latest.attempt)), .text(latest.idempotencyKey),
-                            .integer(time), .integer(time), .text(latest.stripeID), .text(code),
+                            .integer(first), .integer(last), .text(latest.stripeID), .text(code),
                             .text(
                                 "restored by settle ledger rebuild from Stripe: the payout \(latest.stripeID) was "
                                     + "\(latest.payoutStatus ?? "returned") at Stripe"),
                             SQLiteValue(latest.payoutStatus),
                         ])
+                    // Its lines, failed under it: released for a plan that feeds them back, never
+                    // taken for lines no payout paid (audit 50 N2). A line a live object settled
+                    // is that object's (below); one the ledger holds already keeps its claim.
+                    for claim in lines[instruction] ?? [] {
+                        try db.run(
+                            """
+                            INSERT INTO lines (line_id, content, instruction_id, kind, amount_minor, status, stripe_id)
+                            VALUES (?, ?, ?, ?, ?, 'failed', ?) ON CONFLICT(line_id) DO NOTHING
+                            """,
+                            [
+                                .text(claim.lineID), .text(claim.content), .text(instruction), .text(claim.kind),
+                                .integer(claim.amountMinor), .text(latest.stripeID),
+                            ])
+                    }
                 }
                 if version >= 6 {
                     for payout in payouts where live || payout.stripeID != latest.stripeID {

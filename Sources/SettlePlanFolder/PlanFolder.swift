@@ -796,6 +796,20 @@ public struct PlanFolder {
                             }
                         }
                     }
+                    // A row this apply turned `failed` for the return of a payout that the ledger
+                    // holds the line to report (the run or apply that learned the return held it
+                    // `returned`): this folder reports it, counted in its payouts_returned, and the
+                    // holding ends here, so that no later run reports it again and a fix fed back
+                    // is planned, not taken for the return once more (audit 50 N3, N5: a killed
+                    // folder's re-apply reported it, and so did the next run). A row already
+                    // `failed` was reported when it was written.
+                    if !reportsReturn, status != LineStatus.failed.name, !cameBack.isEmpty,
+                        row[F.status.rawValue].elementsEqual(LineStatus.failed.name.utf8),
+                        let back = cameBack[text(row[F.lineID.rawValue]).trimmingFormulaGuard()],
+                        back.reasonCode == text(row[F.reasonCode.rawValue]).trimmingFormulaGuard()
+                    {
+                        reportReturn(row)
+                    }
                 }
                 ResultsReader.append(row, to: results)
                 guard row.count == ResultsFile.header.count else { continue }

@@ -1737,6 +1737,176 @@ import Testing
         #expect(after["O2"] == "settled" && after["Q2"] == "settled", "\(after)")
     }
 
+    /// An old plan of P0 (a transfer), P1 and R1 (one payout to acct_drv), its apply killed
+    /// before it sent; the next run takes them up, P1 and R1 with its own S1 in one payout,
+    /// which comes back; the old folder applied again reports P1 and R1 `failed`. The ledger
+    /// is then lost and rebuilt from both folders (either order): the old folder applied once
+    /// more, and the next runs, pay nothing of them (the rebuilt ledger holds them failed under
+    /// the payout that came back, as the lost one did: only a plan that feeds them back pays
+    /// them). Before, the rebuilt ledger forgot them, and the re-apply paid P1 and R1 again, to
+    /// the method Stripe had closed, with nobody feeding them back (audit 50 N2).
+    @Test(arguments: [false, true]) func aRebuiltLedgerKeepsAnOldFolderFromPayingReturnedLinesAgain(reversed: Bool)
+        throws
+    {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let old = setup.folder.appendingPathComponent("old.csv")
+        try
+            (Self.header + "P0,1870,transfer,30.00,usd,ORDER1870,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            + "P1,1870,payout,4.00,usd,ORDER1870,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+            + "R1,1871,payout,2.00,usd,ORDER1871,,,,,,,acct_drv,pm_ap_1,\n").write(
+                to: old, atomically: true, encoding: .utf8)
+        #expect(try SettleProcess.run(setup.arguments("plan", [old.path], out: "old")).status == 0)
+        try killApply(setup, "old")
+        let (first, day1) = try day(
+            setup, "day1", Self.header + "S1,1872,payout,1.00,usd,ORDER1872,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-02")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(
+            day1.mapValues { $0[8] } == ["P0": "settled", "P1": "settled", "R1": "settled", "S1": "settled"], "\(day1)")
+        let made = try payouts(setup)
+        #expect(made == [700], "\(made) \(day1)")
+        let payout = try #require(day1["P1"]?[10])
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        let reapplied = try setup.apply("old")
+        #expect(reapplied.status == 65, "\(reapplied.stderr)")
+        func oldRows() -> [[String]] { setup.results("old").map { [$0[0], $0[8], $0[11]] } }
+        let returned = [
+            ["P0", "already_settled", ""], ["P1", "failed", "payout_method_closed"],
+            ["R1", "failed", "payout_method_closed"],
+        ]
+        #expect(oldRows() == returned)
+        let rebuild =
+            try reversed ? loseAndRebuild(setup, from: "day1", "old") : loseAndRebuild(setup, from: "old", "day1")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        let again = try setup.apply("old")
+        #expect(again.status == 65, "\(again.stderr)")
+        #expect(oldRows() == returned)
+        #expect(try payouts(setup) == [700])
+        // S1's return no run reported before the ledger was lost: the next run reports it, and
+        // only it; then nothing is left.
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 65, "\(third.stderr)")
+        #expect(day3.mapValues { [$0[8], $0[11]] } == ["S1": ["failed", "payout_method_closed"]], "\(day3)")
+        let (fourth, day4) = try day(setup, "day4", Self.header, asOf: "2026-12-04")
+        #expect(fourth.status == 0 && day4.isEmpty, "\(fourth.stderr) \(day4)")
+        #expect(try payouts(setup) == [700])
+    }
+
+    /// A payout line deferred on a pending charge, paid by the run after the charge succeeded,
+    /// comes back and is reported `failed` by the next run. The ledger is lost and rebuilt from
+    /// the three folders: the rebuild does not call the line one that waits with nothing at
+    /// Stripe, the first folder applied again reports it `failed` (its payout came back after
+    /// that plan), and the next runs pay nothing more.
+    /// Before, the re-apply held the line to wait again and the next run paid it to the closed
+    /// method, with nobody feeding it back (audit 50 N2, the deferred path).
+    @Test func aRebuiltLedgerKeepsADeferredLineWhosePayoutCameBackFromBeingPaidAgain() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "E1,1880,transfer,20.00,usd,ORDER1880,acct_rest,ch_becs1,50.00,usd,pending,au_becs_debit,,,\n"
+                + "E2,1880,payout,4.00,usd,ORDER1880,,ch_becs1,50.00,usd,pending,au_becs_debit,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(day1.mapValues { $0[8] } == ["E1": "deferred", "E2": "deferred"], "\(day1)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(day2.mapValues { $0[8] } == ["E1": "settled", "E2": "settled"], "\(day2)")
+        let payout = try #require(day2["E2"]?[10])
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 65, "\(third.stderr)")
+        #expect(day3.mapValues { [$0[8], $0[11]] } == ["E2": ["failed", "payout_method_closed"]], "\(day3)")
+        let rebuild = try loseAndRebuild(setup, from: "day1", "day2", "day3")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        #expect(!rebuild.stderr.contains("deferred.csv"), "\(rebuild.stderr)")
+        let again = try setup.apply("day1")
+        #expect(again.status == 65, "\(again.stderr)")
+        #expect(
+            setup.results("day1").map { [$0[0], $0[8], $0[11]] } == [
+                ["E1", "already_settled", ""], ["E2", "failed", "payout_method_closed"],
+            ])
+        for (name, asOf) in [("day4", "2026-12-04"), ("day5", "2026-12-05")] {
+            let (next, rows) = try day(setup, name, Self.header, asOf: asOf)
+            #expect(next.status == 0 && rows.isEmpty, "\(name): \(next.stderr) \(rows)")
+        }
+        #expect(try payouts(setup) == [400])
+    }
+
+    /// A payout whose answer was lost (the run killed) fails at Stripe before any run learns
+    /// it; the next run is killed too, its folder saying `unknown`. The ledger is lost and
+    /// rebuilt from both folders, and the second folder applied again: it reports R1 `failed
+    /// payout_method_declined`, in its errors.csv, once (the next runs have nothing of it),
+    /// and nothing is paid again. Before, the re-apply put the line back as one sent with no
+    /// known outcome, and the next run paid it again to the declined method, the failure
+    /// reported by no run (audit 50 N5).
+    @Test func aPayoutThatFailedBeforeARebuildIsReportedNotPaidAgain() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let r1 = "R1,1890,payout,2.00,usd,ORDER1890,,,,,,,acct_drv,pm_ap_1,\n"
+        let (first, _) = try day(setup, "day1", Self.header + r1, asOf: "2026-12-01", crashAt: "answer_received:1")
+        #expect(![0, 65, 75].contains(first.status), "not killed: \(first.status)")
+        let payout = try #require(
+            setup.sandbox.effects().first { $0["type"] as? String == "outbound_payment" }?["id"] as? String)
+        try setStatus(setup, payout, "failed", reason: "payout_method_declined")
+        let (second, _) = try day(
+            setup, "day2",
+            Self.header + "C1,1891,transfer,10.00,usd,ORDER1891,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-02", crashAt: "in_flight_written:1")
+        #expect(![0, 65, 75].contains(second.status), "not killed: \(second.status)")
+        let rebuild = try loseAndRebuild(setup, from: "day2", "day1")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        let reapplied = try setup.apply("day2")
+        #expect(reapplied.status == 65, "\(reapplied.stderr)")
+        #expect(
+            setup.results("day2").map { [$0[0], $0[8], $0[11]] } == [
+                ["C1", "settled", ""], ["R1", "failed", "payout_method_declined"],
+            ])
+        try expectReportedOnce(
+            setup, in: "day2", record: String(r1.dropLast()), returned: "2.00,200", next: "2026-12-03")
+        let (fourth, day4) = try day(setup, "day4", Self.header, asOf: "2026-12-04")
+        #expect(fourth.status == 0 && day4.isEmpty, "\(fourth.stderr) \(day4)")
+        #expect(try payouts(setup) == [200])
+    }
+
+    /// An old plan's payout line, left in flight by its killed apply, is sent by the next run;
+    /// the payout comes back, and the old folder applied again reports it `failed` (counted in
+    /// its payouts_returned). Its errors.csv fed back is paid, once, under a new payout: the
+    /// return is reported by the re-apply alone. Before, the run it was fed to reported the
+    /// same return again and paid nothing; only a second feed-back paid it (audit 50 N3).
+    @Test func aReturnTheKilledFoldersReapplyReportedIsNotReportedAgainWhenFedBack() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let old = setup.folder.appendingPathComponent("old.csv")
+        try (Self.header + "R1,1895,payout,2.00,usd,ORDER1895,,,,,,,acct_drv,pm_ap_1,\n").write(
+            to: old, atomically: true, encoding: .utf8)
+        #expect(try SettleProcess.run(setup.arguments("plan", [old.path], out: "old")).status == 0)
+        try killApply(setup, "old")
+        let (first, day1) = try day(
+            setup, "day1", Self.header + "S1,1896,payout,1.00,usd,ORDER1896,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-02")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(day1.mapValues { $0[8] } == ["R1": "settled", "S1": "settled"], "\(day1)")
+        let payout = try #require(day1["R1"]?[10])
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        let reapplied = try setup.apply("old")
+        #expect(reapplied.status == 65, "\(reapplied.stderr)")
+        #expect(setup.results("old").map { [$0[0], $0[8], $0[11]] } == [["R1", "failed", "payout_method_closed"]])
+        #expect(usd(setup, "old", "payouts_returned") == 200)
+        let fix = SettleProcess.read(setup.folder.appendingPathComponent("old/errors.csv"))
+        let (second, day2) = try day(setup, "day2", fix, asOf: "2026-12-03")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(day2.mapValues { $0[8] } == ["R1": "settled"], "\(day2)")
+        #expect(day2["R1"]?[10] != payout)
+        #expect(usd(setup, "day2", "payouts_returned") == 0)
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-04")
+        #expect(third.status == 0 && day3.isEmpty, "\(third.stderr) \(day3)")
+        #expect(try payouts(setup).sorted() == [100, 200, 200])
+    }
+
     /// An old plan of P1 (and X1), applied after a run paid P1, is killed mid-apply; P1's
     /// payout then comes back. The next run, which takes up the killed apply's folder, reports
     /// P1 `failed payout_method_closed` and pays nothing more. Before, the folder's P1 was

@@ -171,7 +171,12 @@ public struct LedgerRebuild {
                 instruction: objects[index].instructionID, attempt: objects[index].attempt)
         }
         report.made = Set(objects.filter { !$0.hasComeBack }.map(\.instructionID))
-        let (lines, chargeKeys) = try linesOf(report.made)
+        // The lines of the payouts that came back too: the rebuilt ledger holds them failed
+        // under the payout that last paid them, as the ledger that followed it did, so that an
+        // old folder applied again, or a run, does not take them for lines never paid (audit 50
+        // N2: an old folder's re-apply paid them again, to the method Stripe had closed, with
+        // nobody feeding them back).
+        let (lines, chargeKeys) = try linesOf(report.made.union(report.cameBack.keys))
         // A transfer that names no charge is recorded under its plan's charge key (its payment
         // intent), as the apply that sent it recorded it.
         for index in objects.indices where objects[index].kind == "transfer" && objects[index].charge.isEmpty {
