@@ -73,9 +73,15 @@ struct LedgerCommand {
             }
             let applier = Applier(options: options, log: log)
             let configuration = try applier.configuration(key: try applier.credentials())
-            // Each folder opened once (its seals checked once): for its run and its payouts.
+            // Each folder opened once (its seals checked once): for its run and its payouts. An
+            // apply stopped among the renames of its rewrite is put into place first, as `run`
+            // and `apply` do (audit 50, beside N4: the rebuild called the folder changed, "plan
+            // again", and the ledger stayed refused).
             let opened = folders.map { folder in
-                Result { () throws(SettleError) in try PlanFolder.open(folder) }
+                Result { () throws(SettleError) in
+                    try OutputFolder.finishStoppedRewrite(folder)
+                    return try PlanFolder.open(folder)
+                }
             }
             // A folder whose run began before the date made objects the listing would not see:
             // the rebuilt ledger would not know them, and their lines would be paid again
@@ -130,7 +136,9 @@ struct LedgerCommand {
             do {
                 report = try LedgerRebuild(configuration: configuration).run(
                     ledger: ledger, since: Int64(since) * 86_400, runs: runs
-                ) { wanted throws(ApplyError) in try PlanFolder.instructionLines(of: wanted, in: folders) }
+                ) { wanted, amounts throws(ApplyError) in
+                    try PlanFolder.instructionLines(of: wanted, in: folders, payoutAmounts: amounts)
+                }
             } catch {
                 throw Applier.failure(error, folder: path)
             }

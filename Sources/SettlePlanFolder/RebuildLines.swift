@@ -15,9 +15,16 @@ extension PlanFolder {
     /// payment intent, `charge_key`): the ledger records the transfer under it, so later runs
     /// count it against the charge (audit 38 Q12: a rebuilt ledger did not, and the next run
     /// moved 90.00 on an 80.00 charge).
-    public static func instructionLines(of wanted: Set<String>, in folders: [String]) throws(ApplyError)
-        -> (lines: [String: [LedgerLineClaim]], chargeKeys: [String: String])
-    {
+    ///
+    /// `payoutAmounts`: what Stripe made of each wanted payout, in minor units. A split payout
+    /// no results.csv names (the apply that sent it was killed before it wrote a row, audit 50
+    /// N4: the rebuild refused the ledger for good) is found from the aggregated payout it was
+    /// split from: its id is that of a plan of only its lines (``PayoutSplit/derived(from:lines:)``),
+    /// so the folders' aggregated payouts less some of their lines, of that amount, are tried
+    /// (``splitCandidates(of:amounts:wanted:)``).
+    public static func instructionLines(
+        of wanted: Set<String>, in folders: [String], payoutAmounts: [String: Int64] = [:]
+    ) throws(ApplyError) -> (lines: [String: [LedgerLineClaim]], chargeKeys: [String: String]) {
         var found: [String: [LedgerLineClaim]] = [:]
         var chargeKeys: [String: String] = [:]
         func claim(_ line: Instruction.Line) -> LedgerLineClaim {
@@ -79,6 +86,52 @@ extension PlanFolder {
         for (id, order) in splitOrder {
             found[id] = order.compactMap { splitLines[id]?[$0] }
         }
+        let unnamed = wanted.subtracting(found.keys)
+        let amounts = Set(unnamed.compactMap { payoutAmounts[$0] })
+        for folder in folders where !amounts.isEmpty && !unnamed.subtracting(found.keys).isEmpty {
+            let instructions = try stream(folder)
+            while let instruction = try instructions.next() {
+                guard instruction.kind == .payout, instruction.lines.count > 1 else { continue }
+                for (id, lines) in splitCandidates(of: instruction, amounts: amounts, wanted: unnamed)
+                where found[id] == nil {
+                    found[id] = lines.map(claim)
+                }
+            }
+        }
         return (found, chargeKeys)
+    }
+
+    /// The payouts an apply could split from `payout` (its lines less some of them, in their
+    /// order) that are `wanted`, of one of `amounts`, by id. Up to three lines left out (a
+    /// split leaves out the lines of the orders stopped at apply, most often one line each),
+    /// every subset when the payout has 16 lines or fewer; at most ~2 M candidates a payout.
+    static func splitCandidates(
+        of payout: Instruction, amounts: Set<Int64>, wanted: Set<String>
+    ) -> [(id: String, lines: [Instruction.Line])] {
+        let lines = payout.lines
+        let total = lines.reduce(Int64(0)) { $0 + $1.amountMinor }
+        guard let smallest = amounts.min(), smallest > 0, smallest < total else { return [] }
+        let most = lines.count <= 16 ? lines.count - 1 : (lines.count <= 120 ? 3 : 2)
+        var budget = 2_000_000
+        var dropped: [Int] = []
+        var result: [(id: String, lines: [Instruction.Line])] = []
+        // Lines left out from `start` on, their sum `out` kept at most `total - smallest`.
+        func leaveOut(from start: Int, out: Int64) {
+            guard budget > 0 else { return }
+            if !dropped.isEmpty, amounts.contains(total - out) {
+                budget -= 1
+                let kept = lines.indices.filter { !dropped.contains($0) }.map { lines[$0] }
+                let split = PayoutSplit.derived(from: payout, lines: kept)
+                if wanted.contains(split.id) { result.append((split.id, kept)) }
+            }
+            guard dropped.count < most else { return }
+            for index in start..<lines.count where out + lines[index].amountMinor <= total - smallest {
+                dropped.append(index)
+                leaveOut(from: index + 1, out: out + lines[index].amountMinor)
+                dropped.removeLast()
+            }
+        }
+        leaveOut(from: 0, out: 0)
+        return result
     }
 }

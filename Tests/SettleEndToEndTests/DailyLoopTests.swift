@@ -1907,6 +1907,60 @@ import Testing
         #expect(try payouts(setup).sorted() == [100, 200, 200])
     }
 
+    /// An apply that split a payout (order 1900's transfer refused `account_invalid`: P2 and
+    /// R1 paid together, 6.00) is killed once the split payout is made, before any row names
+    /// it (`answer_received:3`), or among the renames of its rewrite (`publishing:1`); then the
+    /// ledger is lost. The rebuild from the folder finishes (it finds the split's lines from
+    /// the aggregated payout it was split from, of the amount Stripe made, and puts a stopped
+    /// rewrite into place first); the folder applied again pays neither P2 nor R1 again, and the
+    /// next run pays nothing. Before, the rebuild refused the ledger for good (78: an
+    /// instruction settled at Stripe with no lines, audit 50 N4), or called the half-written
+    /// folder changed (65).
+    @Test(arguments: ["answer_received:3", "publishing:1"]) func aRebuildFindsTheLinesOfASplitNoRowNames(
+        crashAt: String
+    ) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let input = setup.folder.appendingPathComponent("out.csv")
+        try
+            (Self.header
+            + "Q1,1900,transfer,10.00,usd,ORDER1900,acct_rest,ch_card3,20.00,usd,succeeded,card,,,\n"
+            + "Q2,1900,payout,3.00,usd,ORDER1900,,ch_card3,20.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+            + "P1,1901,transfer,30.00,usd,ORDER1901,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            + "P2,1901,payout,4.00,usd,ORDER1901,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+            + "R1,1902,payout,2.00,usd,ORDER1902,,,,,,,acct_drv,pm_ap_1,\n").write(
+                to: input, atomically: true, encoding: .utf8)
+        #expect(try SettleProcess.run(setup.arguments("plan", [input.path], out: "out")).status == 0)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "nth": 1, "action": "status", "status": 400, "code": "account_invalid"}]"#
+        )
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 300}"#)
+        let killed = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent("out").path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off", "--concurrency", "1",
+            ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": crashAt])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        try faults(setup, "[]")
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 0}"#)
+        #expect(try payouts(setup) == [600])
+        let rebuild = try loseAndRebuild(setup, from: "out")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        // Applied again, the folder sends Q1 again (Stripe's refusal was in the lost ledger
+        // alone, or in the folder's files: a re-apply sends what its apply saw refused, audit 26
+        // B5), accepted now, and its order's Q2 in a payout of its own; P2 and R1 are not paid again.
+        let again = try setup.apply("out")
+        #expect(again.status == 0, "\(again.stderr)")
+        let made = crashAt == "publishing:1" ? "settled" : "already_settled"
+        let rows = Dictionary(uniqueKeysWithValues: setup.results("out").map { ($0[0], $0[8]) })
+        #expect(rows == ["Q1": "settled", "Q2": "settled", "P1": made, "P2": made, "R1": made], "\(rows)")
+        #expect(try payouts(setup).sorted() == [300, 600])
+        let (next, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(next.status == 0 && day2.isEmpty, "\(next.stderr) \(day2)")
+        #expect(try payouts(setup).sorted() == [300, 600])
+    }
+
     /// An old plan of P1 (and X1), applied after a run paid P1, is killed mid-apply; P1's
     /// payout then comes back. The next run, which takes up the killed apply's folder, reports
     /// P1 `failed payout_method_closed` and pays nothing more. Before, the folder's P1 was

@@ -47,14 +47,15 @@ public struct LedgerRebuild {
     /// - Parameters:
     ///   - since: Unix seconds; objects created before are not listed.
     ///   - linesOf: the lines of the instructions found, from the plan folders that made them
-    ///     (Stripe's objects carry the instruction's id, not its lines).
+    ///     (Stripe's objects carry the instruction's id, not its lines), given what Stripe made
+    ///     of each payout (minor units).
     ///   - runs: the runs of the plan folders given that were made since then
     ///     (``LedgerStore/knowsRun(_:)``: their folders may be applied again on this ledger).
     public func run(
         ledger: LedgerStore, since: Int64, runs: [String] = [],
-        linesOf: (Set<String>) throws(ApplyError) -> (
+        linesOf: (Set<String>, _ payoutAmounts: [String: Int64]) throws(ApplyError) -> (
             lines: [String: [LedgerLineClaim]], chargeKeys: [String: String]
-        ) = { _ in ([:], [:]) }
+        ) = { _, _ in ([:], [:]) }
     ) throws(ApplyError) -> Report {
         var stripe = try StripeGet(configuration: configuration)
         var report = Report()
@@ -176,7 +177,9 @@ public struct LedgerRebuild {
         // old folder applied again, or a run, does not take them for lines never paid (audit 50
         // N2: an old folder's re-apply paid them again, to the method Stripe had closed, with
         // nobody feeding them back).
-        let (lines, chargeKeys) = try linesOf(report.made.union(report.cameBack.keys))
+        var payoutAmounts: [String: Int64] = [:]
+        for object in objects where object.kind == "payout" { payoutAmounts[object.instructionID] = object.amountMinor }
+        let (lines, chargeKeys) = try linesOf(report.made.union(report.cameBack.keys), payoutAmounts)
         // A transfer that names no charge is recorded under its plan's charge key (its payment
         // intent), as the apply that sent it recorded it.
         for index in objects.indices where objects[index].kind == "transfer" && objects[index].charge.isEmpty {
