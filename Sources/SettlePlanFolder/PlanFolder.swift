@@ -473,8 +473,12 @@ public struct PlanFolder {
                             // Never sent (the run stopped, the key was refused, every try was
                             // rate-limited or could not connect): it waits in the ledger
                             // (deferred), and the next run sends it (or a re-apply of this folder
-                            // does; the ledger's line claims keep it once).
-                            result = unsentResult(result, waits: true)
+                            // does; the ledger's line claims keep it once). Not one `settle
+                            // cancel` dropped since the plan, or another run took up: it does not
+                            // wait (it is not held again, below; audit 50: its row said it did).
+                            result = unsentResult(
+                                result,
+                                waits: endedElsewhere[text(row[F.lineID.rawValue]).trimmingFormulaGuard()] == nil)
                         }
                         set(
                             &row, result.status, stripeID: result.stripeID, code: result.reasonCode,

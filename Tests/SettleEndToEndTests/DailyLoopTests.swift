@@ -430,6 +430,37 @@ import Testing
         #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.isEmpty)
     }
 
+    /// A dated payout line waits in the ledger; an offline plan of its day brings it back and
+    /// plans it; `settle cancel` drops it; the plan's apply sends nothing and says the cancel
+    /// dropped it, without calling it waiting (nor the run one to try again, 75), and no later
+    /// run pays it. Before, its row said "it waits in the ledger for the next run" (audit 50,
+    /// observation in fz50 seed 106).
+    @Test func aLineCancelledAfterItsPlanIsNotCalledWaiting() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1", Self.header + "W1,1910,payout,10.00,usd,ORDER1910,,,,,,,acct_drv,pm_ap_1,2026-12-09\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1["W1"].map { [$0[8], $0[11]] } == ["deferred", "scheduled"], "\(day1)")
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try Self.header.write(to: empty, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("plan", [empty.path], out: "due")
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-09"
+        let planned = try SettleProcess.run(arguments)
+        #expect(planned.status == 0, "\(planned.stderr)")
+        #expect(setup.results("due").map { [$0[0], $0[8]] } == [["W1", "planned"]])
+        let cancel = try SettleProcess.run(["cancel", "W1", "--ledger", setup.ledger])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        let applied = try setup.apply("due")
+        #expect(applied.status == 0, "\(applied.stderr)")
+        let row = try #require(setup.results("due").first)
+        #expect([row[0], row[8], row[11]] == ["W1", "deferred", "scheduled"], "\(row)")
+        #expect(row[12].hasPrefix("settle cancel dropped it after this plan") && !row[12].contains("waits"), "\(row)")
+        let (next, day9) = try day(setup, "day9", Self.header, asOf: "2026-12-09")
+        #expect(next.status == 0 && day9.isEmpty, "\(next.stderr) \(day9)")
+        #expect(try payouts(setup).isEmpty)
+    }
+
     /// An order rejected whole (its payout method unusable), fed back fixed: the later run
     /// holds its dated line. Re-applying the older folder does not release that hold, and the
     /// line is paid on its date (audit 25 A2: the re-apply released it, and it was lost while
