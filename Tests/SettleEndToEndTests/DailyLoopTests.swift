@@ -456,9 +456,7 @@ import Testing
         let row = try #require(setup.results("due").first)
         #expect([row[0], row[8], row[11]] == ["W1", "deferred", "scheduled"], "\(row)")
         #expect(row[12].hasPrefix("settle cancel dropped it after this plan") && !row[12].contains("waits"), "\(row)")
-        let (next, day9) = try day(setup, "day9", Self.header, asOf: "2026-12-09")
-        #expect(next.status == 0 && day9.isEmpty, "\(next.stderr) \(day9)")
-        #expect(try payouts(setup).isEmpty)
+        try expectNothingMore(setup, "day9", asOf: "2026-12-09", payouts: [])
     }
 
     /// An order rejected whole (its payout method unusable), fed back fixed: the later run
@@ -1819,9 +1817,15 @@ import Testing
         let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
         #expect(third.status == 65, "\(third.stderr)")
         #expect(day3.mapValues { [$0[8], $0[11]] } == ["S1": ["failed", "payout_method_closed"]], "\(day3)")
-        let (fourth, day4) = try day(setup, "day4", Self.header, asOf: "2026-12-04")
-        #expect(fourth.status == 0 && day4.isEmpty, "\(fourth.stderr) \(day4)")
-        #expect(try payouts(setup) == [700])
+        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [700])
+    }
+
+    /// A run of an empty export into `name` on `asOf` has nothing to report (exit 0, no rows),
+    /// and the payouts Stripe made are then `expected` (cents, in any order).
+    func expectNothingMore(_ setup: Setup, _ name: String, asOf: String, payouts expected: [Int]) throws {
+        let (next, rows) = try day(setup, name, Self.header, asOf: asOf)
+        #expect(next.status == 0 && rows.isEmpty, "\(name): \(next.stderr) \(rows)")
+        #expect(try payouts(setup).sorted() == expected.sorted(), "\(name)")
     }
 
     /// A payout line deferred on a pending charge, paid by the run after the charge succeeded,
@@ -1860,11 +1864,8 @@ import Testing
             setup.results("day1").map { [$0[0], $0[8], $0[11]] } == [
                 ["E1", "already_settled", ""], ["E2", "failed", "payout_method_closed"],
             ])
-        for (name, asOf) in [("day4", "2026-12-04"), ("day5", "2026-12-05")] {
-            let (next, rows) = try day(setup, name, Self.header, asOf: asOf)
-            #expect(next.status == 0 && rows.isEmpty, "\(name): \(next.stderr) \(rows)")
-        }
-        #expect(try payouts(setup) == [400])
+        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [400])
+        try expectNothingMore(setup, "day5", asOf: "2026-12-05", payouts: [400])
     }
 
     /// A payout whose answer was lost (the run killed) fails at Stripe before any run learns
@@ -1898,9 +1899,7 @@ import Testing
             ])
         try expectReportedOnce(
             setup, in: "day2", record: String(r1.dropLast()), returned: "2.00,200", next: "2026-12-03")
-        let (fourth, day4) = try day(setup, "day4", Self.header, asOf: "2026-12-04")
-        #expect(fourth.status == 0 && day4.isEmpty, "\(fourth.stderr) \(day4)")
-        #expect(try payouts(setup) == [200])
+        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [200])
     }
 
     /// An old plan's payout line, left in flight by its killed apply, is sent by the next run;
@@ -1933,9 +1932,7 @@ import Testing
         #expect(day2.mapValues { $0[8] } == ["R1": "settled"], "\(day2)")
         #expect(day2["R1"]?[10] != payout)
         #expect(usd(setup, "day2", "payouts_returned") == 0)
-        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-04")
-        #expect(third.status == 0 && day3.isEmpty, "\(third.stderr) \(day3)")
-        #expect(try payouts(setup).sorted() == [100, 200, 200])
+        try expectNothingMore(setup, "day3", asOf: "2026-12-04", payouts: [100, 200, 200])
     }
 
     /// An apply that split a payout (order 1900's transfer refused `account_invalid`: P2 and
@@ -1987,9 +1984,7 @@ import Testing
         let rows = Dictionary(uniqueKeysWithValues: setup.results("out").map { ($0[0], $0[8]) })
         #expect(rows == ["Q1": "settled", "Q2": "settled", "P1": made, "P2": made, "R1": made], "\(rows)")
         #expect(try payouts(setup).sorted() == [300, 600])
-        let (next, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
-        #expect(next.status == 0 && day2.isEmpty, "\(next.stderr) \(day2)")
-        #expect(try payouts(setup).sorted() == [300, 600])
+        try expectNothingMore(setup, "day2", asOf: "2026-12-02", payouts: [300, 600])
     }
 
     /// An old plan of P1 (and X1), applied after a run paid P1, is killed mid-apply; P1's
