@@ -54,9 +54,27 @@ extension PlanFolder {
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: run)
         var adopted = Adopted()
         let waits = "; it waits in the ledger for the next run"
-        let returned = try ledgerRead { () throws(LedgerError) in try ledger.heldLineStarts([.returned]) }
+        var returned: [String: HeldLine] = [:]
+        for hold in try ledgerRead({ () throws(LedgerError) in try ledger.heldLines([.returned]) }) {
+            returned[hold.lineID] = hold
+        }
+        // Returns the killed run's plan reported (its row `failed` with the hold's reason, the
+        // hold begun before that plan): its files say so and its summary counts them, so their
+        // holding ends, as its rewrite would have ended it. Before, the next run reported the
+        // return again (counted twice in the days' payouts_returned), and a fix fed to it from
+        // the killed run's errors.csv was taken for the return once more (audit 50 fuzzer, seed
+        // 102 without rebuilds).
+        var reportedReturns: [String] = []
         try eachRow { (row, entry) throws(SettleError) in
             let status = text(row[F.status.rawValue])
+            if status == LineStatus.failed.name, let plannedAt,
+                case let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard(), let hold = returned[lineID],
+                hold.sinceAt < plannedAt,
+                hold.reasonCode == text(row[F.reasonCode.rawValue]).trimmingFormulaGuard()
+            {
+                reportedReturns.append(lineID)
+                return
+            }
             guard
                 status == LineStatus.planned.name || status == LineStatus.deferred.name
                     || status == LineStatus.unknown.name
@@ -103,6 +121,9 @@ extension PlanFolder {
         }
         held.write()
         if let failure = held.failure { throw failure }
+        try ledgerRead { () throws(LedgerError) in
+            try ledger.endHolding(reportedReturns, to: .released, run: run, from: [.returned])
+        }
         return adopted
     }
 

@@ -1987,6 +1987,32 @@ import Testing
         try expectNothingMore(setup, "day2", asOf: "2026-12-02", payouts: [300, 600])
     }
 
+    /// A run reports a payout's return at plan time and is killed before its apply ends (its
+    /// files say `failed`, its summary counts the return). The fix fed to the next run from
+    /// the killed run's errors.csv is paid, once, and that run neither reports nor counts the
+    /// return again. Before, the ledger still held the line `returned`: the next run reported
+    /// it again (the days' payouts_returned counted it twice) and the fix was not paid (found
+    /// by the audit 50 fuzzer, seed 102 without rebuilds).
+    @Test func aReturnAKilledRunReportedIsNotReportedAgain() throws {
+        let setup = try Setup()
+        let payout = try payThenComeBack(setup, "D9", order: "1920", status: "returned", reason: "payout_method_closed")
+        let (killed, day2) = try day(
+            setup, "day2",
+            Self.header + "C1,1921,transfer,10.00,usd,ORDER1921,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-02", crashAt: "in_flight_written:1")
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        #expect(day2["D9"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day2)")
+        #expect(usd(setup, "day2", "payouts_returned") == 1500)
+        let fix = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+        #expect(fix.contains("D9,1920,payout,15.00,usd,ORDER1920"), "\(fix)")
+        let (third, day3) = try day(setup, "day3", fix, asOf: "2026-12-03")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(day3.mapValues { $0[8] } == ["C1": "settled", "D9": "settled"], "\(day3)")
+        #expect(day3["D9"]?[10] != payout)
+        #expect(usd(setup, "day3", "payouts_returned") == 0)
+        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [1500, 1500])
+    }
+
     /// An old plan of P1 (and X1), applied after a run paid P1, is killed mid-apply; P1's
     /// payout then comes back. The next run, which takes up the killed apply's folder, reports
     /// P1 `failed payout_method_closed` and pays nothing more. Before, the folder's P1 was
