@@ -171,7 +171,10 @@ extension LedgerStore {
         return result
     }
 
-    /// Holds lines (insert or replace by line id), in one transaction.
+    /// Holds lines (insert or replace by line id), in one transaction. A line held `returned`
+    /// is not followed again for the payout that came back (a re-apply of a folder that says
+    /// it `settled` by that payout): the return stays to be reported (audit 51 F6: after a
+    /// rebuild, the re-apply's row put it back to `following`, and no run reported it).
     public func hold(_ lines: [HeldLine]) throws(LedgerError) {
         guard !lines.isEmpty else { return }
         try db.transaction { () throws(LedgerError) in
@@ -192,6 +195,8 @@ extension LedgerStore {
                         source = CASE WHEN held_lines.state IN ('waiting', 'following', 'returned')
                                       THEN held_lines.source ELSE excluded.source END,
                         ended_run = NULL, ended_at = NULL
+                    WHERE NOT (held_lines.state = 'returned' AND excluded.state = 'following'
+                               AND held_lines.instruction_id IS excluded.instruction_id)
                     """,
                     [
                         .text(line.lineID), .text(line.state.rawValue), .text(line.payee), .integer(line.amountMinor),

@@ -350,10 +350,13 @@ extension LedgerStore {
                 guard let latest = payouts.max(by: { $0.attempt < $1.attempt }) else { continue }
                 if !live {
                     added += 1
-                    // Sent when Stripe made its payouts, not at the rebuild: a plan of its lines
-                    // made since (fed back) is not one its return came after.
-                    let first = payouts.compactMap(\.createdAt).min().map { min($0, now).ledgerMilliseconds } ?? time
-                    let last = latest.createdAt.map { min($0, now).ledgerMilliseconds } ?? time
+                    // Dated at the rebuild, not at Stripe's `created`: which folder's run made it
+                    // is not known here, and apply keeps a folder planned before the payout from
+                    // sending its lines again (``ApplyEngine``'s came-back check): a date on
+                    // Stripe's clock a little behind ours put an old run's own payout before its
+                    // plan, and its re-apply paid the lines again (audit 51 F2; F1: a fed-back
+                    // attempt that came back again). The clock only keeps lines from being sent:
+                    // a fix planned before the rebuild is reported again, planned after it is paid.
                     let code = "payout_\(latest.payoutStatus ?? "returned")"
                     try db.run(
                         """
@@ -367,14 +370,14 @@ extension LedgerStore {
                             .text(instruction), .text(latest.kind), .text(latest.group), .text(latest.payee),
                             .text(latest.charge), .text(latest.currency), .integer(latest.amountMinor),
                             .text(latest.path), .integer(Int64(latest.attempt)), .text(latest.idempotencyKey),
-                            .integer(first), .integer(last), .text(latest.stripeID), .text(code),
+                            .integer(time), .integer(time), .text(latest.stripeID), .text(code),
                             .text(
                                 "restored by settle ledger rebuild from Stripe: the payout \(latest.stripeID) was "
                                     + "\(latest.payoutStatus ?? "returned") at Stripe"),
                             SQLiteValue(latest.payoutStatus),
                         ])
-                    // Its lines, failed under it: released for a plan that feeds them back, never
-                    // taken for lines no payout paid (audit 50 N2). A line a live object settled
+                    // Its lines, failed under it: released for a plan that feeds them back (made
+                    // after the rebuild), never taken for lines no payout paid (audit 50 N2). A line a live object settled
                     // is that object's (below); one the ledger holds already keeps its claim.
                     for claim in lines[instruction] ?? [] {
                         try db.run(

@@ -65,6 +65,18 @@ extension PlanFolder {
         // the killed run's errors.csv was taken for the return once more (audit 50 fuzzer, seed
         // 102 without rebuilds).
         var reportedReturns: [String] = []
+        // Lines whose holding another run ended after this folder's plan (it settled, reported
+        // or rejected them, or `settle cancel` dropped them): not the killed run's to hold
+        // again, as its rewrite would not have held them (``PlanFolder/rewrite``'s
+        // `endedElsewhere`). Before (audit 51 F3, F7), the take-over held them to wait, and
+        // the next run paid a cancelled order, or a line whose payout came back and was
+        // reported, with nobody feeding it back.
+        var endedElsewhere: [String: HeldLineEnd] = [:]
+        if let plannedAt {
+            endedElsewhere = try ledgerRead { () throws(LedgerError) in
+                try ledger.holdsEnded(since: plannedAt, notBy: run)
+            }
+        }
         try eachRow { (row, entry) throws(SettleError) in
             let status = text(row[F.status.rawValue])
             if status == LineStatus.failed.name, let plannedAt,
@@ -83,6 +95,7 @@ extension PlanFolder {
             let line = try ledgerRead { () throws(LedgerError) in try ledger.line(lineID) }
             var state: HeldLine.State
             var refused = false
+            if endedElsewhere[lineID] != nil, line?.status != .inFlight, line?.status != .unknown { return }
             switch line?.status {
             case .none:
                 state = .waiting

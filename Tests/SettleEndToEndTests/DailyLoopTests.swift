@@ -2013,6 +2013,113 @@ import Testing
         try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [1500, 1500])
     }
 
+    /// A run's own payout comes back and the next run reports it; the ledger is lost and
+    /// rebuilt, with Stripe's clock two seconds behind ours. The run's folder applied again
+    /// reports the line `failed` and sends nothing; the fix fed back after the rebuild is paid
+    /// once. Before, the rebuilt ledger dated the payout by Stripe's `created`, before the
+    /// run's own plan, and the re-apply paid the line again with nobody feeding it back (audit
+    /// 51 F2; F1, a fed-back attempt that came back again, went the same way).
+    @Test func aRebuiltLedgerKeepsARunsReturnedPayoutFromItsReapplyWhateverStripesClock() throws {
+        let setup = try Setup()
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": -2}"#)
+        let payout = try payThenComeBack(
+            setup, "D10", order: "1930", status: "returned", reason: "payout_method_closed")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 65 && day2["D10"]?[8] == "failed", "\(second.stderr) \(day2)")
+        let rebuild = try loseAndRebuild(setup, from: "day1", "day2")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        let again = try setup.apply("day1")
+        #expect(again.status == 65, "\(again.stderr)")
+        #expect(setup.results("day1").map { [$0[0], $0[8], $0[11]] } == [["D10", "failed", "payout_method_closed"]])
+        #expect(try payouts(setup) == [1500])
+        let fix = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+        let (third, day3) = try day(setup, "day3", fix, asOf: "2026-12-03")
+        #expect(third.status == 0 && day3["D10"]?[8] == "settled", "\(third.stderr) \(day3)")
+        #expect(day3["D10"]?[10] != payout)
+        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [1500, 1500])
+    }
+
+    /// A waiting order is brought back by an offline plan and then cancelled (`settle
+    /// cancel`); the plan's apply is killed before it sends anything of the order. The next
+    /// run, taking the killed apply's folder over, does not hold the order again: nothing of it
+    /// is paid, then or later. Before, the take-over held the cancelled lines to wait, and the
+    /// next run paid the order (audit 51 F7; F3, a line whose later payout came back and was
+    /// reported, went the same way).
+    @Test func aKilledApplyDoesNotUndoACancel() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "W1,1940,transfer,20.00,usd,ORDER1940,acct_rest,ch_becs1,50.00,usd,pending,au_becs_debit,,,\n"
+                + "W2,1940,payout,4.00,usd,ORDER1940,,ch_becs1,50.00,usd,pending,au_becs_debit,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1.mapValues { $0[8] } == ["W1": "deferred", "W2": "deferred"], "\(day1)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
+        let late = setup.folder.appendingPathComponent("late.csv")
+        try (Self.header + "X1,1941,payout,2.00,usd,ORDER1941,,,,,,,acct_drv,pm_ap_1,\n").write(
+            to: late, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("plan", [late.path], out: "late")
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-02"
+        #expect(try SettleProcess.run(arguments).status == 0)
+        let cancel = try SettleProcess.run(["cancel", "W1", "W2", "--ledger", setup.ledger])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        try killApply(setup, "late")
+        let (next, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(day3.mapValues { $0[8] } == ["X1": "settled"], "\(day3)")
+        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [200])
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }.isEmpty)
+    }
+
+    /// An apply killed once its payout (P2 and R1, 6.00) is made, before it learns so; the next
+    /// run reports the payout `settled`. The ledger is lost and rebuilt, and the payout comes
+    /// back (after the rebuild, or before it); the next run's folder is applied again. The run
+    /// after reports P2 and R1 `failed`, counting the return once. Before, the re-apply put
+    /// the lines back to be followed for the payout that came back, and no run reported the
+    /// return (audit 51 F6).
+    @Test(arguments: [false, true]) func aReturnAfterARebuildIsReportedWhenTheTakingOverFolderIsReapplied(
+        returnedFirst: Bool
+    ) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let input = setup.folder.appendingPathComponent("out.csv")
+        try
+            (Self.header
+            + "P1,1950,transfer,30.00,usd,ORDER1950,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            + "P2,1950,payout,4.00,usd,ORDER1950,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n"
+            + "R1,1951,payout,2.00,usd,ORDER1951,,,,,,,acct_drv,pm_ap_1,\n").write(
+                to: input, atomically: true, encoding: .utf8)
+        #expect(try SettleProcess.run(setup.arguments("plan", [input.path], out: "out")).status == 0)
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 300}"#)
+        let killed = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent("out").path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off", "--concurrency", "1",
+            ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "answer_received:2"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 0}"#)
+        #expect(try payouts(setup) == [600])
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(day2.mapValues { $0[8] } == ["P2": "settled", "R1": "settled"], "\(day2)")
+        let payout = try #require(day2["P2"]?[10])
+        if returnedFirst { try setStatus(setup, payout, "returned", reason: "payout_method_closed") }
+        let rebuild = try loseAndRebuild(setup, from: "out", "day2")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        if !returnedFirst { try setStatus(setup, payout, "returned", reason: "payout_method_closed") }
+        _ = try setup.apply("day2")
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 65, "\(third.stderr)")
+        #expect(
+            day3.mapValues { [$0[8], $0[11]] } == [
+                "P2": ["failed", "payout_method_closed"], "R1": ["failed", "payout_method_closed"],
+            ], "\(day3)")
+        let returned = ["day2", "day3"].map { usd(setup, $0, "payouts_returned") }.reduce(0, +)
+        #expect(returned == 600)
+        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [600])
+    }
+
     /// An old plan of P1 (and X1), applied after a run paid P1, is killed mid-apply; P1's
     /// payout then comes back. The next run, which takes up the killed apply's folder, reports
     /// P1 `failed payout_method_closed` and pays nothing more. Before, the folder's P1 was
