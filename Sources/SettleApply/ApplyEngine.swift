@@ -123,6 +123,11 @@ public final class ApplyEngine {
     private var refusedCharges: Set<String> = []
     /// Whether `settle cancel` dropped any line since the plan was made (asked once a run).
     private var cancelledSincePlan: Bool?
+    /// When the ledger was last rebuilt (``cameBack(_:)``), asked once; a ledger that cannot
+    /// say counts as rebuilt after every plan (nothing restored is sent again).
+    private lazy var rebuiltAt: Date? = {
+        do { return try ledger.rebuiltAt() } catch { return .distantFuture }
+    }()
     private var chargeOfInstruction: [String: String] = [:]
     /// Transfers an earlier run left open that this run found made, with their charges: a plan
     /// made offline knows no facts of them, so its apply looks the charges up with its own,
@@ -653,11 +658,21 @@ public final class ApplyEngine {
     /// method may be why, and the run that learned it reports them failed, for finance to
     /// fix and feed back: a plan made from that sends them under the next attempt's key).
     /// The clock only keeps lines from being sent here, never releases any.
+    ///
+    /// A payout a rebuild restored from Stripe (no run recorded it: its run is not known, and
+    /// its time is Stripe's `created`, on Stripe's clock) keeps every folder planned before
+    /// that rebuild from sending it again: with Stripe's clock behind ours, a payout live at
+    /// the rebuild that came back after it looked older than its own run's plan, and that
+    /// folder's re-apply paid it again (audit 52 G1). A plan made after the rebuild (a fix fed
+    /// back) sends it.
     private func cameBack(_ payout: LedgerInstruction) -> InstructionOutcome? {
         guard payout.status == .failed, let made = payout.stripeID, !made.isEmpty else { return nil }
         let ours = !runID.isEmpty && payout.settledBy == runID
         let later = plannedAt.map { payout.firstSentAt >= $0 } ?? false
-        guard ours || later else { return nil }
+        let restoredAfterPlan =
+            payout.settledBy == nil
+            && (plannedAt.map { planned in rebuiltAt.map { planned < $0 } ?? true } ?? true)
+        guard ours || later || restoredAfterPlan else { return nil }
         return .failed(
             code: payout.errorCode ?? ReasonCode.payoutFailed.code,
             message: payout.errorMessage ?? "the payout \(made) came back at Stripe")

@@ -513,6 +513,11 @@ extension LedgerStore {
     /// ledger's probe then refused it for good).
     public func wasRebuilt() throws(LedgerError) -> Bool { try meta("rebuilt_at") != nil }
 
+    /// When the last `settle ledger rebuild` on this ledger finished; nil when none did.
+    public func rebuiltAt() throws(LedgerError) -> Date? {
+        try meta("rebuilt_at").flatMap { Int64($0) }.map { Date(ledgerMilliseconds: $0) }
+    }
+
     /// Ties the ledger to one Stripe mode (`test` or `live`): the first key that settles on it
     /// sets it; returns the mode it holds when that is another one (nothing is changed then).
     /// A ledger of one mode used with a key of the other would take that mode's objects for

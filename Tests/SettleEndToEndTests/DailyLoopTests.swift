@@ -2120,6 +2120,37 @@ import Testing
         try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [600])
     }
 
+    /// A run's payout is still live when the ledger is lost and rebuilt (Stripe's clock two
+    /// seconds behind ours); it comes back after the rebuild, and the next run reports it. The
+    /// run's folder applied again reports the line `failed` and sends nothing; the fix fed
+    /// back is paid once. Before, the restored payout was dated by Stripe's `created`, before
+    /// its own run's plan, and the re-apply paid the line again (audit 52 G1).
+    @Test func aPayoutLiveAtARebuildThatComesBackIsNotPaidAgainByItsFolder() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"clock_offset_s": -2}"#)
+        let (first, day1) = try day(
+            setup, "day1", Self.header + "D11,1960,payout,15.00,usd,ORDER1960,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let payout = try #require(day1["D11"]?[10])
+        let rebuild = try loseAndRebuild(setup, from: "day1")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2.mapValues { [$0[8], $0[11]] } == ["D11": ["failed", "payout_method_closed"]], "\(day2)")
+        let again = try setup.apply("day1")
+        #expect(again.status == 65, "\(again.stderr)")
+        #expect(setup.results("day1").map { [$0[0], $0[8], $0[11]] } == [["D11", "failed", "payout_method_closed"]])
+        #expect(try payouts(setup) == [1500])
+        let fix = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+        let (third, day3) = try day(setup, "day3", fix, asOf: "2026-12-03")
+        #expect(third.status == 0 && day3["D11"]?[8] == "settled", "\(third.stderr) \(day3)")
+        #expect(day3["D11"]?[10] != payout)
+        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [1500, 1500])
+    }
+
     /// An old plan of P1 (and X1), applied after a run paid P1, is killed mid-apply; P1's
     /// payout then comes back. The next run, which takes up the killed apply's folder, reports
     /// P1 `failed payout_method_closed` and pays nothing more. Before, the folder's P1 was
