@@ -1935,6 +1935,19 @@ import Testing
         try expectNothingMore(setup, "day3", asOf: "2026-12-04", payouts: [100, 200, 200])
     }
 
+    /// `settle apply` of `folder`, one request at a time with answers 300 ms apart (each answer
+    /// before the crash point committed), killed at `crashAt`.
+    func killSlowApply(_ setup: Setup, _ folder: String, at crashAt: String) throws {
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 300}"#)
+        let killed = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent(folder).path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off", "--concurrency", "1",
+            ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": crashAt])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 0}"#)
+    }
+
     /// An apply that split a payout (order 1900's transfer refused `account_invalid`: P2 and
     /// R1 paid together, 6.00) is killed once the split payout is made, before any row names
     /// it (`answer_received:3`), or among the renames of its rewrite (`publishing:1`); then the
@@ -1963,15 +1976,8 @@ import Testing
             setup,
             #"[{"method": "POST", "path_prefix": "/v1/transfers", "nth": 1, "action": "status", "status": 400, "code": "account_invalid"}]"#
         )
-        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 300}"#)
-        let killed = try SettleProcess.run(
-            [
-                "apply", setup.folder.appendingPathComponent("out").path, "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off", "--concurrency", "1",
-            ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": crashAt])
-        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        try killSlowApply(setup, "out", at: crashAt)
         try faults(setup, "[]")
-        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 0}"#)
         #expect(try payouts(setup) == [600])
         let rebuild = try loseAndRebuild(setup, from: "out")
         #expect(rebuild.status == 0, "\(rebuild.stderr)")
@@ -2013,6 +2019,22 @@ import Testing
         try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [1500, 1500])
     }
 
+    /// After a rebuild, day 1's folder (which paid `id`, 15.00, in `payout`, since come back and
+    /// reported by day 2) applied again reports `id` `failed payout_method_closed` and sends
+    /// nothing; the fix fed back from day 2's errors.csv is paid once, under a new payout, and
+    /// nothing more moves.
+    func expectReappliedDay1ReportsAndTheFixIsPaid(_ setup: Setup, _ id: String, payout: String) throws {
+        let again = try setup.apply("day1")
+        #expect(again.status == 65, "\(again.stderr)")
+        #expect(setup.results("day1").map { [$0[0], $0[8], $0[11]] } == [[id, "failed", "payout_method_closed"]])
+        #expect(try payouts(setup) == [1500])
+        let fix = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+        let (third, day3) = try day(setup, "day3", fix, asOf: "2026-12-03")
+        #expect(third.status == 0 && day3[id]?[8] == "settled", "\(third.stderr) \(day3)")
+        #expect(day3[id]?[10] != payout)
+        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [1500, 1500])
+    }
+
     /// A run's own payout comes back and the next run reports it; the ledger is lost and
     /// rebuilt, with Stripe's clock two seconds behind ours. The run's folder applied again
     /// reports the line `failed` and sends nothing; the fix fed back after the rebuild is paid
@@ -2028,15 +2050,7 @@ import Testing
         #expect(second.status == 65 && day2["D10"]?[8] == "failed", "\(second.stderr) \(day2)")
         let rebuild = try loseAndRebuild(setup, from: "day1", "day2")
         #expect(rebuild.status == 0, "\(rebuild.stderr)")
-        let again = try setup.apply("day1")
-        #expect(again.status == 65, "\(again.stderr)")
-        #expect(setup.results("day1").map { [$0[0], $0[8], $0[11]] } == [["D10", "failed", "payout_method_closed"]])
-        #expect(try payouts(setup) == [1500])
-        let fix = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
-        let (third, day3) = try day(setup, "day3", fix, asOf: "2026-12-03")
-        #expect(third.status == 0 && day3["D10"]?[8] == "settled", "\(third.stderr) \(day3)")
-        #expect(day3["D10"]?[10] != payout)
-        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [1500, 1500])
+        try expectReappliedDay1ReportsAndTheFixIsPaid(setup, "D10", payout: payout)
     }
 
     /// A waiting order is brought back by an offline plan and then cancelled (`settle
@@ -2091,14 +2105,7 @@ import Testing
             + "R1,1951,payout,2.00,usd,ORDER1951,,,,,,,acct_drv,pm_ap_1,\n").write(
                 to: input, atomically: true, encoding: .utf8)
         #expect(try SettleProcess.run(setup.arguments("plan", [input.path], out: "out")).status == 0)
-        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 300}"#)
-        let killed = try SettleProcess.run(
-            [
-                "apply", setup.folder.appendingPathComponent("out").path, "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off", "--concurrency", "1",
-            ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "answer_received:2"])
-        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
-        _ = try setup.sandbox.control("POST", "/_sandbox/config", json: #"{"latency_ms": 0}"#)
+        try killSlowApply(setup, "out", at: "answer_received:2")
         #expect(try payouts(setup) == [600])
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(second.status == 0, "\(second.stderr)")
@@ -2140,15 +2147,7 @@ import Testing
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(second.status == 65, "\(second.stderr)")
         #expect(day2.mapValues { [$0[8], $0[11]] } == ["D11": ["failed", "payout_method_closed"]], "\(day2)")
-        let again = try setup.apply("day1")
-        #expect(again.status == 65, "\(again.stderr)")
-        #expect(setup.results("day1").map { [$0[0], $0[8], $0[11]] } == [["D11", "failed", "payout_method_closed"]])
-        #expect(try payouts(setup) == [1500])
-        let fix = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
-        let (third, day3) = try day(setup, "day3", fix, asOf: "2026-12-03")
-        #expect(third.status == 0 && day3["D11"]?[8] == "settled", "\(third.stderr) \(day3)")
-        #expect(day3["D11"]?[10] != payout)
-        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [1500, 1500])
+        try expectReappliedDay1ReportsAndTheFixIsPaid(setup, "D11", payout: payout)
     }
 
     /// An old plan of P1 (and X1), applied after a run paid P1, is killed mid-apply; P1's
