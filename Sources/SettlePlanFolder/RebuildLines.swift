@@ -104,7 +104,8 @@ extension PlanFolder {
     /// The payouts an apply could split from `payout` (its lines less some of them, in their
     /// order) that are `wanted`, of one of `amounts`, by id. Up to three lines left out (a
     /// split leaves out the lines of the orders stopped at apply, most often one line each),
-    /// every subset when the payout has 16 lines or fewer; at most ~2 M candidates a payout.
+    /// every subset when the payout has 16 lines or fewer; at most 2 M sets of lines left out
+    /// are visited a payout (a very large aggregate is searched only that far).
     static func splitCandidates(
         of payout: Instruction, amounts: Set<Int64>, wanted: Set<String>
     ) -> [(id: String, lines: [Instruction.Line])] {
@@ -118,8 +119,8 @@ extension PlanFolder {
         // Lines left out from `start` on, their sum `out` kept at most `total - smallest`.
         func leaveOut(from start: Int, out: Int64) {
             guard budget > 0 else { return }
+            budget -= 1
             if !dropped.isEmpty, amounts.contains(total - out) {
-                budget -= 1
                 let kept = lines.indices.filter { !dropped.contains($0) }.map { lines[$0] }
                 let split = PayoutSplit.derived(from: payout, lines: kept)
                 if wanted.contains(split.id) { result.append((split.id, kept)) }
