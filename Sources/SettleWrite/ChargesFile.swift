@@ -287,42 +287,40 @@ public enum ChargesFile {
             charges.chargeOfLine = [Int32](repeating: -1, count: batch.lines.count)
             return charges
         }
-        // Symbols are small dense integers: a slot per symbol in a flat table (-1: none), no
-        // hashing per line. The charge of each order: the first one its lines name.
-        let symbolCount = batch.symbols.count + 1
-        var slotOfSymbol = HugePages.array(repeating: Int32(-1), count: symbolCount)
+        // The row of each charge, and the charge of each order: the first one its lines name.
+        let slotOfSymbol = SymbolSlots(expected: plan.charges.count)
         charges.rows.reserveCapacity(plan.charges.count)
-        for total in plan.charges where !total.charge.isNone && slotOfSymbol[Int(total.charge.raw)] < 0 {
-            slotOfSymbol[Int(total.charge.raw)] = Int32(charges.rows.count)
+        for total in plan.charges where !total.charge.isNone && slotOfSymbol[total.charge] < 0 {
+            slotOfSymbol.set(total.charge, Int32(charges.rows.count))
             charges.rows.append(PlanCharges.Compact(total))
         }
         if let history { read(history, into: &charges) }
         // The charge a line draws on, as the planner's rules read it.
         func key(_ line: OrderLine) -> Symbol { Planner.ChargeKey(line)?.symbol ?? .none }
-        var slotOfOrder = HugePages.array(repeating: Int32(-1), count: symbolCount)
+        let slotOfOrder = SymbolSlots(expected: plan.charges.count)
         for line in batch.lines {
             let charge = key(line)
             guard !charge.isNone else { continue }
-            let slot = slotOfSymbol[Int(charge.raw)]
-            if slot >= 0, !line.orderID.isNone, slotOfOrder[Int(line.orderID.raw)] < 0 {
-                slotOfOrder[Int(line.orderID.raw)] = slot
+            let slot = slotOfSymbol[charge]
+            if slot >= 0, !line.orderID.isNone, slotOfOrder[line.orderID] < 0 {
+                slotOfOrder.set(line.orderID, slot)
             }
         }
         // An order whose lines name no charge takes the one of the ledger's transfer that its
         // reversal lines take from (a refund, and a payout paid again, days after it moved).
         for (index, charge) in plan.ledgerChargeOfLine.sorted(by: { $0.key < $1.key }) {
             let line = batch.lines[Int(index)]
-            let slot = slotOfSymbol[Int(charge.raw)]
-            if slot >= 0, !line.orderID.isNone, slotOfOrder[Int(line.orderID.raw)] < 0 {
-                slotOfOrder[Int(line.orderID.raw)] = slot
+            let slot = slotOfSymbol[charge]
+            if slot >= 0, !line.orderID.isNone, slotOfOrder[line.orderID] < 0 {
+                slotOfOrder.set(line.orderID, slot)
             }
         }
         var chargeOfLine = HugePages.array(repeating: Int32(-1), count: batch.lines.count)
         for index in batch.lines.indices {
             let line = batch.lines[index]
             let charge = key(line)
-            var found = charge.isNone ? slotOfOrder[Int(line.orderID.raw)] : slotOfSymbol[Int(charge.raw)]
-            if found < 0, let charge = plan.ledgerChargeOfLine[Int32(index)] { found = slotOfSymbol[Int(charge.raw)] }
+            var found = charge.isNone ? slotOfOrder[line.orderID] : slotOfSymbol[charge]
+            if found < 0, let charge = plan.ledgerChargeOfLine[Int32(index)] { found = slotOfSymbol[charge] }
             guard found >= 0, !line.orderID.isNone || !charge.isNone else { continue }
             chargeOfLine[index] = found
             // A move in another currency than the charge's (a USD payout of an order paid in
@@ -332,8 +330,6 @@ public enum ChargesFile {
             let inTransfer = owner >= 0 && plan.instructions[Int(owner)].kind == .transfer
             charges.rows[Int(found)].add(kind: line.kind, amount: line.amount, inTransfer: inTransfer)
         }
-        slotOfSymbol = []
-        slotOfOrder = []
         charges.chargeOfLine = chargeOfLine
         for slot in charges.rows.indices where charges.counting(of: charges.rows[slot]) == .thisRun {
             charges.rows[slot].firstRun = PlanCharges.thisRun

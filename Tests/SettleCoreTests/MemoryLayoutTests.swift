@@ -1,4 +1,5 @@
 import SettleCore
+import SettleTestSupport
 import Testing
 
 /// The compact records a large plan holds millions of, and the bounds their narrow fields keep.
@@ -53,5 +54,35 @@ import Testing
         #expect(table.intern("acct_19999") == Symbol(raw: 20001))
         #expect(table.intern("acct_new") == fresh)
         #expect(table.string(Symbol(raw: 20001)) == "acct_19999")
+    }
+}
+
+/// ``SymbolSlots`` answers as a dictionary would, through its growth, for any symbols.
+@Suite struct SymbolSlotsTests {
+    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8])
+    func answersAsADictionaryThroughGrowth(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        let slots = SymbolSlots(expected: Int.random(in: 0...3000, using: &random))
+        var expected: [Int32: Int32] = [:]
+        // Dense runs (as interned symbols come), far apart ones, Symbol.none and Int32.max - 1.
+        let universe = Int32.random(in: 100...200_000, using: &random)
+        for _ in 0..<Int.random(in: 1...40_000, using: &random) {
+            let raw: Int32 =
+                switch Int.random(in: 0..<20, using: &random) {
+                case 0: 0
+                case 1: Int32.max - 1
+                default: Int32.random(in: 0..<universe, using: &random)
+                }
+            let value = Int32.random(in: 0...Int32.max, using: &random)
+            slots.set(Symbol(raw: raw), value)
+            expected[raw] = value
+        }
+        #expect(slots.count == expected.count)
+        for (raw, value) in expected { #expect(slots[Symbol(raw: raw)] == value) }
+        // Symbols never set have no slot.
+        for _ in 0..<5000 {
+            let raw = Int32.random(in: 0..<(universe * 2), using: &random)
+            #expect(slots[Symbol(raw: raw)] == (expected[raw] ?? -1))
+        }
     }
 }

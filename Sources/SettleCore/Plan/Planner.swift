@@ -100,16 +100,13 @@ public struct Planner {
 
     /// Charges in order of first appearance, and the charge each line draws on.
     struct ChargeTable {
-        /// Per key space (named, payment intent, group), the slot of each symbol; a space's
-        /// table is allocated when its first charge appears (most batches name their charges).
-        private var slotOfSymbol: [[Int32]] = [[], [], []]
-        private let symbols: Int
+        /// Per key space (named, payment intent, group), the slot of each symbol.
+        private let slotOfSymbol = [SymbolSlots(), SymbolSlots(), SymbolSlots()]
         var facts: [ChargeFacts] = []
         /// The slot of the charge each line draws on, -1 for none.
         var slotOfLine: [Int32]
 
-        init(symbols: Int, lines: Int) {
-            self.symbols = symbols
+        init(lines: Int) {
             slotOfLine = [Int32](repeating: -1, count: lines)
         }
 
@@ -123,12 +120,9 @@ public struct Planner {
 
         mutating func slotCreating(_ key: ChargeKey) -> Int {
             let (space, symbol) = ChargeTable.space(key)
-            if slotOfSymbol[space].isEmpty {
-                slotOfSymbol[space] = HugePages.array(repeating: Int32(-1), count: symbols + 1)
-            }
-            let slot = slotOfSymbol[space][Int(symbol.raw)]
+            let slot = slotOfSymbol[space][symbol]
             if slot >= 0 { return Int(slot) }
-            slotOfSymbol[space][Int(symbol.raw)] = Int32(facts.count)
+            slotOfSymbol[space].set(symbol, Int32(facts.count))
             facts.append(ChargeFacts(key: key))
             return facts.count - 1
         }
@@ -221,7 +215,7 @@ public struct Planner {
         if let history { addLedgerCharges(scratch.reversalCharges, batch: batch, plan: plan, history: history) }
         // What only the groups needed goes before the plan's own tables are made.
         (order, starts, scratch) = ([], [], GroupScratch())
-        charges = ChargeTable(symbols: 0, lines: 0)
+        charges = ChargeTable(lines: 0)
         var payouts = formPayouts(batch, lines: payoutLines, lookups: payoutLookups)
         payoutLines = []
         // Each kind's formed rows are let go as soon as they are copied.
@@ -423,7 +417,7 @@ public struct Planner {
     /// still states its charge's facts (they govern the other lines on it) but moves nothing;
     /// copies that do not count state nothing (``LineChecker/statesChargeFacts(_:)``).
     private func mergeCharges(_ batch: Batch) -> ChargeTable {
-        var charges = ChargeTable(symbols: batch.symbols.count, lines: batch.lines.count)
+        var charges = ChargeTable(lines: batch.lines.count)
         batch.lines.withUnsafeBufferPointer { lines in
             for index in lines.indices {
                 let line = lines[index]
@@ -576,7 +570,7 @@ public struct Planner {
     /// Lines per group, groups in order of their first line (a counting sort). Duplicates stay
     /// outside; a line without a group key is a group of its own.
     private func groupIndex(_ batch: Batch) -> (order: [Int32], starts: [Int32]) {
-        var slotOfSymbol = HugePages.array(repeating: Int32(-1), count: batch.symbols.count + 1)
+        let slotOfSymbol = SymbolSlots()
         var groupOfLine = HugePages.array(repeating: Int32(-1), count: batch.lines.count)
         var counts: [Int32] = []
         batch.lines.withUnsafeBufferPointer { lines in
@@ -588,10 +582,10 @@ public struct Planner {
                     group = Int32(counts.count)
                     counts.append(0)
                 } else {
-                    group = slotOfSymbol[Int(line.group.raw)]
+                    group = slotOfSymbol[line.group]
                     if group < 0 {
                         group = Int32(counts.count)
-                        slotOfSymbol[Int(line.group.raw)] = group
+                        slotOfSymbol.set(line.group, group)
                         counts.append(0)
                     }
                 }
@@ -988,15 +982,14 @@ public struct Planner {
         var instructions: [PlanRow] = []
         var instructionOfLine: [Int32] = []
         // Per recipient symbol, the first of its payout instructions; others chain through `next`.
-        var headOfRecipient = HugePages.array(
-            repeating: Int32(-1), count: options.payouts == .perRecipient ? batch.symbols.count + 1 : 0)
+        let headOfRecipient = SymbolSlots()
         var next: [Int32] = []
         for index in lines {
             let line = batch.lines[Int(index)]
             guard line.status == .planned else { continue }
             let lookup = lookups.isEmpty ? nil : lookups[index]
             if options.payouts == .perRecipient, lookup == nil {
-                var candidate = headOfRecipient[Int(line.payee.raw)]
+                var candidate = headOfRecipient[line.payee]
                 while candidate >= 0 {
                     let existing = instructions[Int(candidate)]
                     if existing.payoutMethod == line.payoutMethod && existing.currency == line.currency { break }
@@ -1007,8 +1000,8 @@ public struct Planner {
                     instructionOfLine.append(candidate)
                     continue
                 }
-                next.append(headOfRecipient[Int(line.payee.raw)])
-                headOfRecipient[Int(line.payee.raw)] = Int32(instructions.count)
+                next.append(headOfRecipient[line.payee])
+                headOfRecipient.set(line.payee, Int32(instructions.count))
             } else if options.payouts == .perRecipient {
                 // Its order's own payout: in no recipient's chain, and `next` keeps one entry
                 // per instruction (audit 33 O7: without it, a later payout of the recipient on
