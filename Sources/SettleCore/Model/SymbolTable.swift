@@ -40,7 +40,8 @@ public final class SymbolTable: @unchecked Sendable {
 
     public init() {
         arenaCapacity = 1 << 16
-        arena = UnsafeMutableRawPointer.allocate(byteCount: arenaCapacity, alignment: 16)
+        guard let arena = malloc(arenaCapacity) else { fatalError("out of memory") }
+        self.arena = arena
         spanCapacity = 1024
         spans = UnsafeMutablePointer<UInt64>.allocate(capacity: spanCapacity)
         spans[0] = 0
@@ -49,7 +50,7 @@ public final class SymbolTable: @unchecked Sendable {
     }
 
     deinit {
-        arena.deallocate()
+        free(arena)
         spans.deallocate()
         free(slots)
     }
@@ -179,13 +180,13 @@ public final class SymbolTable: @unchecked Sendable {
         return known.count == bytes.count && memcmp(known.baseAddress!, bytes.baseAddress!, bytes.count) == 0
     }
 
+    /// A larger arena by `realloc`: a large one is moved by remapping its pages, neither
+    /// copied nor zeroed again (it is hundreds of megabytes at full size).
     private func growArena(toFit needed: Int) {
         var capacity = arenaCapacity
         while capacity < needed { capacity *= 2 }
-        let fresh = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
+        guard let fresh = realloc(arena, capacity) else { fatalError("out of memory") }
         HugePages.advise(fresh, byteCount: capacity)
-        fresh.copyMemory(from: arena, byteCount: arenaCount)
-        arena.deallocate()
         arena = fresh
         arenaCapacity = capacity
     }
