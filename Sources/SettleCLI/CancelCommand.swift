@@ -111,6 +111,32 @@ struct CancelCommand {
     }
 }
 
+/// The cells of a held line, read from its own record and header (the columns mapped by the
+/// `--config` its export was read with); nil when its header does not read as an export's.
+struct HeldRecord {
+    private let layout: FileLayout
+    private let record: [[UInt8]]
+
+    init?(_ line: HeldLine, aliases: [String: String]) {
+        guard let header = CSVScanner.records(Array(line.header.utf8)).first,
+            let record = CSVScanner.records(line.record).first,
+            let layout = try? FileLayout.csv(
+                header: header.map { String(decoding: $0, as: UTF8.self) }, aliases: aliases)
+        else { return nil }
+        self.layout = layout
+        self.record = record
+    }
+
+    /// A column's value as the export wrote it (a guard settle added removed); empty when absent.
+    func value(_ column: Column) -> String {
+        guard let index = layout.index(of: column), index < record.count else { return "" }
+        return record[index].withUnsafeBytes { bytes in
+            let view = layout.guardedCells?[index] == true ? CSVScanner.unguarded(bytes) : bytes
+            return String(decoding: view, as: UTF8.self)
+        }
+    }
+}
+
 /// The group of a held line, read from its own record and header.
 enum HeldGroup: Equatable {
     case key(String)
@@ -120,27 +146,15 @@ enum HeldGroup: Equatable {
     case unreadable
 
     init(_ line: HeldLine, aliases: [String: String]) {
-        guard let header = CSVScanner.records(Array(line.header.utf8)).first,
-            let record = CSVScanner.records(line.record).first,
-            let layout = try? FileLayout.csv(
-                header: header.map { String(decoding: $0, as: UTF8.self) }, aliases: aliases)
-        else {
+        guard let record = HeldRecord(line, aliases: aliases) else {
             self = .unreadable
             return
         }
-        let guarded = layout.guardedCells
-        func value(_ column: Column) -> String {
-            guard let index = layout.index(of: column), index < record.count else { return "" }
-            return record[index].withUnsafeBytes { bytes in
-                let view = guarded?[index] == true ? CSVScanner.unguarded(bytes) : bytes
-                return String(decoding: view, as: UTF8.self)
-            }
-        }
-        if case let group = value(.transferGroup), !group.isEmpty {
+        if case let group = record.value(.transferGroup), !group.isEmpty {
             self = .key(group)
-        } else if case let intent = value(.paymentIntent), !intent.isEmpty {
+        } else if case let intent = record.value(.paymentIntent), !intent.isEmpty {
             self = .key("group_" + intent)
-        } else if case let order = value(.orderID), !order.isEmpty {
+        } else if case let order = record.value(.orderID), !order.isEmpty {
             self = .key("order:" + order)
         } else {
             self = .alone

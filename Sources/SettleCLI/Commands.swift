@@ -87,8 +87,7 @@ struct Commands {
         }
         try onPlanFolder { () throws(SettleError) in try OutputFolder.prepare(folder) }
         let lookup = FactsStep(
-            configuration: lookUp, log: log, folder: folder, asOf: options.ruleOptions.asOf, history: history,
-            heldFrom: options.inputs.count)
+            configuration: lookUp, log: log, folder: folder, asOf: options.ruleOptions.asOf, history: history)
         let factsStep: ((Batch) throws(CommandFailure) -> StripeFacts)? =
             lookUp == nil ? nil : { (batch: Batch) throws(CommandFailure) -> StripeFacts in try lookup.facts(batch) }
         // One snapshot of the ledger for the whole plan: what waits, what was settled, what
@@ -313,25 +312,22 @@ final class FactsStep {
     /// The ledger: the charges it remembers failed are asked again.
     let history: LedgerHistory?
     /// The first file of the batch that holds the ledger's lines (after the inputs).
-    let heldFrom: Int
     /// The ids of the ledger's lines that waited (deferred): their charges are asked again.
     var waiting: Set<String> = []
 
     init(
-        configuration: ApplyConfiguration?, log: Log, folder: String, asOf: Int32, history: LedgerHistory? = nil,
-        heldFrom: Int = .max
+        configuration: ApplyConfiguration?, log: Log, folder: String, asOf: Int32, history: LedgerHistory? = nil
     ) {
         self.configuration = configuration
         self.log = log
         self.folder = folder
         self.asOf = asOf
         self.history = history
-        self.heldFrom = heldFrom
     }
 
     func facts(_ batch: Batch) throws(CommandFailure) -> StripeFacts {
         guard let configuration else { return .empty }
-        var request = FactsRequest.needed(for: batch, asOf: asOf, heldFrom: heldFrom, waiting: waiting)
+        var request = FactsRequest.needed(for: batch, asOf: asOf, waiting: waiting)
         if let history { request.askAgain(history.failedCharges().map { ($0.charge, $0.paymentIntent) }, in: batch) }
         log(
             .info, event: "facts_lookup",

@@ -19,9 +19,9 @@ enum HeldInputs {
         var lines: [String: HeldLine]
     }
 
-    static func prepare(_ held: [HeldLine], checker: LineChecker, folder: String?, log: Log)
-        throws(CommandFailure) -> [File]
-    {
+    static func prepare(
+        _ held: [HeldLine], checker: LineChecker, aliases: [String: String], folder: String?, log: Log
+    ) throws(CommandFailure) -> [File] {
         let batch = checker.batch
         // Compared by symbol: no string is built per line of the batch.
         var wanted: [Symbol: HeldLine] = [:]
@@ -35,15 +35,24 @@ enum HeldInputs {
             guard line.status != .rejected || line.reason != .duplicateLineID else { continue }
             let id = waiting.lineID
             let payee = batch.text(batch.payee(of: line))
-            guard payee != waiting.payee || line.amount != waiting.amountMinor || line.currency.code != waiting.currency
+            let otherCharge = waiting.state == .waiting ? otherCharge(of: line, than: waiting, batch, aliases) : nil
+            guard
+                payee != waiting.payee || line.amount != waiting.amountMinor || line.currency.code != waiting.currency
+                    || otherCharge != nil
             else {
-                // The newer export's copy replaces the held one.
+                // The newer export's copy replaces the held one. A line that waited for its
+                // charge waits for Stripe's word, not the copy's: the charge is asked again
+                // before it moves (audit 53 H2: a copy saying `succeeded` paid a payout on a
+                // debit Stripe had said was pending, then failed).
                 present.insert(id)
+                if waiting.state == .waiting, waiting.reasonCode == ReasonCode.chargePending.code, !line.charge.isNone {
+                    batch.chargesToAsk.insert(line.charge)
+                }
                 continue
             }
             // Other money content: the held copy still counts (it comes back as always, and
             // keeps its place in the ledger); the export's copy is the one rejected.
-            batch.set(index, .rejected, .lineConflict, conflictReason(id, waiting))
+            batch.set(index, .rejected, .lineConflict, otherCharge ?? conflictReason(id, waiting))
             batch.lines[index].outsideGroup = true
             checker.yieldFirstCopy(ofLine: index)
         }
@@ -96,6 +105,24 @@ enum HeldInputs {
                 + "with no known outcome are part of this run",
             fields: [.lines(waiting + returned + unresolved)])
         return files
+    }
+
+    /// Why an export's copy of a waiting line draws on another charge than the held copy: the
+    /// held copy names a `source_transaction` or `payment_intent` the copy does not name
+    /// alike (audit 53 H2: a copy with no charge columns released a line that waited for a
+    /// pending debit, and paid it from the balance after the debit failed); nil when it does.
+    static func otherCharge(of line: OrderLine, than held: HeldLine, _ batch: Batch, _ aliases: [String: String])
+        -> String?
+    {
+        guard let record = HeldRecord(held, aliases: aliases) else { return nil }
+        for (column, symbol) in [(Column.sourceTransaction, line.charge), (.paymentIntent, line.paymentIntent)] {
+            let named = record.value(column)
+            guard !named.isEmpty, named != batch.text(symbol) else { continue }
+            let copy = symbol.isNone ? "names none" : "names \(batch.text(symbol))"
+            return "line_id \(held.lineID) waits in the ledger (since \(held.sinceRun)) on \(column.csvName) \(named); "
+                + "this copy \(copy): settle cancel it first to replace it"
+        }
+        return nil
     }
 
     /// Why an export's copy of a held line with other money content is not used.

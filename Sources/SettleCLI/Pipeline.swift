@@ -87,7 +87,8 @@ struct Pipeline {
             if position == options.inputs.count, !held.isEmpty, heldFiles.isEmpty {
                 // The lines the ledger holds come back as if in the input, each under the
                 // file:line it first came from (after the inputs, so a newer export's copy wins).
-                heldFiles = try HeldInputs.prepare(held, checker: checker, folder: spoolFolder, log: log)
+                heldFiles = try HeldInputs.prepare(
+                    held, checker: checker, aliases: options.columns, folder: spoolFolder, log: log)
                 for file in heldFiles {
                     do {
                         sources.append(try ByteSource(path: file.path))

@@ -1415,6 +1415,49 @@ import Testing
         #expect(transfers.map { $0["amount"] as? Int } == [1000])
     }
 
+    /// A line that waits in the ledger for its charge waits for Stripe's word, not for a newer
+    /// export's copy: a payout-only order on a BECS debit Stripe said was pending is deferred
+    /// on day 1; the debit then fails, and day 2's export carries the line again saying
+    /// `succeeded` (by `run`, or an offline plan and its apply), or with no charge columns at
+    /// all. Nothing is paid: the charge is asked again (`run` before it plans, the apply
+    /// before it sends) and the order is stopped `charge_failed`; a copy naming no charge is
+    /// rejected `line_conflict` and the held copy comes back. Before, the copy replaced the
+    /// held line and the courier was paid 10.00 on the failed debit (audit 53 H2).
+    @Test(arguments: ["run", "plan then apply", "no charge columns"])
+    func aWaitingLineIsReleasedByStripesWordNotByAnExportsCopy(mode: String) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let line = "P1,1950,payout,10.00,usd,ORDER1950,,ch_becs1,50.00,usd,%@,au_becs_debit,acct_drv,pm_ap_1,\n"
+        let (first, day1) = try day(
+            setup, "day1", Self.header + line.replacingOccurrences(of: "%@", with: "pending"), asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(day1["P1"].map { [$0[8], $0[11]] } == ["deferred", "charge_pending"], "\(day1)")
+        try failCharge(setup, "ch_becs1")
+        let copy =
+            mode == "no charge columns"
+            ? "P1,1950,payout,10.00,usd,ORDER1950,,,,,,,acct_drv,pm_ap_1,\n"
+            : line.replacingOccurrences(of: "%@", with: "succeeded")
+        let input = setup.folder.appendingPathComponent("day2.csv")
+        try (Self.header + copy).write(to: input, atomically: true, encoding: .utf8)
+        let second: SettleProcess.Outcome
+        if mode == "plan then apply" {
+            var arguments = setup.arguments("plan", [input.path], out: "day2")
+            arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-02"
+            let plan = try SettleProcess.run(arguments)
+            #expect(plan.status == 0, "\(plan.stderr)")
+            second = try setup.apply("day2")
+        } else {
+            second = try day(setup, "day2", Self.header + copy, asOf: "2026-12-02").0
+        }
+        #expect(second.status == 65, "\(second.stderr)")
+        let rows = setup.results("day2").map { [$0[0], $0[8], $0[11]] }
+        let stopped = ["P1", "rejected", "charge_failed"]
+        #expect(
+            rows == (mode == "no charge columns" ? [["P1", "rejected", "line_conflict"], stopped] : [stopped]),
+            "\(rows)")
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
     /// charges.csv's retained so far counts the payouts of earlier runs for the charge's
     /// orders: the same export again (nothing moves) keeps 7.00 retained, not 27.00 (audit r7).
     @Test func retainedSoFarRemembersEarlierPayouts() throws {

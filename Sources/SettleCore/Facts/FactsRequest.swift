@@ -55,15 +55,16 @@ public struct FactsRequest: Sendable, Equatable {
     /// of them: the transfer that would find a failed charge comes only later, and the
     /// courier must not be paid today for an order whose money will never move.
     ///
-    /// `heldFrom`, `waiting`: the first file of the batch that holds the ledger's lines, and
-    /// the ids of those that waited (deferred). The charge a waiting transfer that is now due
-    /// draws on is asked again: its export's columns are as old as the run that deferred it,
-    /// which may have planned its order with Stripe's word instead (audit 46 M3: Stripe's
-    /// 100.00 let the order pass whole; on its date the dated transfer met the export's 50.00
-    /// and was rejected `over_allocated`, the order in part). Lines sent already (unresolved)
-    /// are Stripe's to settle by their own objects.
+    /// `waiting`: the ids of the lines the ledger held waiting (deferred). The charge a waiting
+    /// line that is now due draws on is asked again, whether the ledger's copy comes back or a
+    /// newer export's copy replaced it: the columns are as old as the run that deferred it, or
+    /// are the export's word where Stripe's was taken (audit 46 M3: Stripe's 100.00 let the
+    /// order pass whole; on its date the dated transfer met the export's 50.00 and was rejected
+    /// `over_allocated`, the order in part; audit 53 H2: a re-export saying `succeeded` moved an
+    /// order Stripe had said waited for a pending debit). Lines sent already (unresolved) are
+    /// Stripe's to settle by their own objects. So is every charge in ``Batch/chargesToAsk``.
     public static func needed(
-        for batch: Batch, asOf: Int32? = nil, heldFrom: Int = .max, waiting: Set<String> = []
+        for batch: Batch, asOf: Int32? = nil, waiting: Set<String> = []
     ) -> FactsRequest {
         let lines = batch.lines
         // Groups with a line the per-line rules rejected are lost whatever Stripe says.
@@ -105,10 +106,10 @@ public struct FactsRequest: Sendable, Equatable {
             if !line.paymentMethodType.isNone, batch.isBankDebit(line.paymentMethodType) { seen.bankDebit = true }
             if line.chargeAmount >= 0 { seen.amount = true }
             if line.kind == .transfer { seen.transfers = true }
-            // Only a held transfer that is due: one still waiting for its date is asked on its day.
-            if line.kind == .transfer, Int(line.file) >= heldFrom, !waiting.isEmpty,
-                line.transferOn == .min || asOf.map({ line.transferOn <= $0 }) ?? true,
-                waiting.contains(batch.text(line.lineID))
+            // Only a waiting line that is due: one still waiting for its date is asked on its day.
+            if batch.chargesToAsk.contains(line.charge)
+                || (!waiting.isEmpty && (line.transferOn == .min || asOf.map({ line.transferOn <= $0 }) ?? true)
+                    && waiting.contains(batch.text(line.lineID)))
             {
                 seen.held = true
             }

@@ -20,6 +20,10 @@ public final class Batch: @unchecked Sendable {
     /// (failed, returned or canceled after Stripe accepted it): their money is back in the
     /// financial account (summary.csv's `payouts_returned`).
     public var returnedPayoutLines: [Int32] = []
+    /// Charges Stripe is asked about before money moves on them, whatever the export says:
+    /// those of lines that waited in the ledger for their charge and came back as a newer
+    /// export's copy (`run` asks before it plans; an offline plan's apply before it sends).
+    public var chargesToAsk = Set<Symbol>()
     /// Human reasons that are more specific than the code's default text.
     public var messages: [String] = []
     public var files: [InputFile] = []

@@ -98,6 +98,13 @@ public struct Planner {
         var inCurrency: Currency { currency ?? lineCurrency ?? .usd }
     }
 
+    /// Whether the apply of an offline plan asks Stripe about a charge the export's columns
+    /// describe: its lines waited for it in the ledger (``Batch/chargesToAsk``), and Stripe's
+    /// word is not in the plan yet.
+    static func asksAgain(_ charge: Symbol, _ facts: ChargeFacts, _ batch: Batch) -> Bool {
+        !facts.fromStripe && batch.chargesToAsk.contains(charge)
+    }
+
     /// Charges in order of first appearance, and the charge each line draws on.
     struct ChargeTable {
         /// Per key space (named, payment intent, group), the slot of each symbol.
@@ -738,7 +745,10 @@ public struct Planner {
                     // Nothing says the charge's amount (nor, perhaps, its status): the apply of an
                     // offline plan looks it up, and checks the order's transfers against it
                     // before any goes (audit 46 F3).
-                    if !line.charge.isNone, let facts = charges[line: Int(index)], facts.amount < 0 {
+                    // So when its lines waited for the charge and came back on the export's word.
+                    if !line.charge.isNone, let facts = charges[line: Int(index)],
+                        facts.amount < 0 || Planner.asksAgain(line.charge, facts, batch)
+                    {
                         instruction.needsChargeLookup = true
                     }
                     scratch.transferMembers.append((Int32(scratch.transfers.count), index))
@@ -853,7 +863,8 @@ public struct Planner {
         for index in scratch.payouts {
             let line = batch.lines[Int(index)]
             guard line.status == .planned, !line.charge.isNone, !lookedUp.contains(line.charge),
-                let facts = charges[line: Int(index)], facts.amount < 0, facts.status == .unknown
+                let facts = charges[line: Int(index)],
+                (facts.amount < 0 && facts.status == .unknown) || Planner.asksAgain(line.charge, facts, batch)
             else { continue }
             payoutLookups[index] = line.charge
         }
