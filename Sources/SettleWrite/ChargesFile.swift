@@ -231,34 +231,48 @@ public enum ChargesFile {
         let batch = charges.batch
         var runIndex: [String: Int32] = [:]
         var keys: [(charge: UnsafeRawBufferPointer, currency: Currency)] = []
+        // The row each key is of: a charge's own id, then the payment intent its lines name
+        // with it, under which an earlier run may have recorded it (audit 53 H4).
+        var rowOfKey: [Int] = []
         keys.reserveCapacity(Planner.lookUpBatch)
         var start = 0
         while start < charges.rows.count {
             let end = min(start + Planner.lookUpBatch, charges.rows.count)
             keys.removeAll(keepingCapacity: true)
-            for row in charges.rows[start..<end] { keys.append((batch.symbols.bytes(row.charge), row.currency)) }
+            rowOfKey.removeAll(keepingCapacity: true)
+            for slot in start..<end {
+                let row = charges.rows[slot]
+                keys.append((batch.symbols.bytes(row.charge), row.currency))
+                rowOfKey.append(slot)
+                if let intent = batch.intent(ofCharge: row.charge) {
+                    keys.append((batch.symbols.bytes(intent), row.currency))
+                    rowOfKey.append(slot)
+                }
+            }
             var firstRuns: [(Int, String)] = []
             var before: [(Int, Int64)] = []
             var paidBefore: [(Int, Int64)] = []
             history(
                 keys,
                 { position, run, counted in
-                    firstRuns.append((position, run))
+                    let slot = rowOfKey[position]
+                    firstRuns.append((slot, run))
                     // A fee no line states now is the one the run that counted the charge recorded
                     // (audit 35 C5: charges.csv said 0.00, and retained so far left it out).
-                    let row = charges.rows[start + position]
+                    let row = charges.rows[slot]
                     if !row.feeKnown, counted.currency == row.currency.code {
-                        charges.rows[start + position].fee = counted.fee
-                        charges.rows[start + position].feeKnown = true
+                        charges.rows[slot].fee = counted.fee
+                        charges.rows[slot].feeKnown = true
                     }
-                }, { before.append(($0, $1)) }, { paidBefore.append(($0, $1)) })
-            for (position, amount) in before { charges.rows[start + position].transferredBefore = amount }
-            for (position, amount) in paidBefore { charges.rows[start + position].paidOutBefore = amount }
-            for (position, first) in firstRuns {
+                }, { before.append((rowOfKey[$0], $1)) }, { paidBefore.append((rowOfKey[$0], $1)) })
+            for (slot, amount) in before { charges.rows[slot].transferredBefore += amount }
+            for (slot, amount) in paidBefore { charges.rows[slot].paidOutBefore += amount }
+            // The first run found counts the charge (its own id is asked first).
+            for (slot, first) in firstRuns where charges.rows[slot].firstRun < 0 {
                 if let known = runIndex[first] {
-                    charges.rows[start + position].firstRun = known
+                    charges.rows[slot].firstRun = known
                 } else {
-                    charges.rows[start + position].firstRun = Int32(charges.runs.count)
+                    charges.rows[slot].firstRun = Int32(charges.runs.count)
                     runIndex[first] = Int32(charges.runs.count)
                     charges.runs.append(first)
                 }
@@ -296,7 +310,7 @@ public enum ChargesFile {
         }
         if let history { read(history, into: &charges) }
         // The charge a line draws on, as the planner's rules read it.
-        func key(_ line: OrderLine) -> Symbol { Planner.ChargeKey(line)?.symbol ?? .none }
+        func key(_ line: OrderLine) -> Symbol { Planner.ChargeKey(line, in: batch)?.symbol ?? .none }
         let slotOfOrder = SymbolSlots(expected: plan.charges.count)
         for line in batch.lines {
             let charge = key(line)

@@ -16,13 +16,17 @@ enum Invariants {
     ]
 
     /// The charge a row draws on, derived from its strings (docs/RULES.md, Group rules), independent of the planner.
-    static func chargeKey(_ row: GeneratedRow) -> String? {
+    /// `chargeOfIntent`: the charge the rows that state charge facts name with each payment
+    /// intent (nil: named with two charges, no link).
+    static func chargeKey(_ row: GeneratedRow, chargeOfIntent: [String: String?]) -> String? {
         if !row["source_transaction"].isEmpty { return "named:" + row["source_transaction"] }
         let givesFacts = ["charge_amount", "charge_currency", "charge_status", "payment_method_type"].contains {
             !row[$0].isEmpty
         }
         guard givesFacts else { return nil }
-        return row["payment_intent"].isEmpty ? "group:" + row.groupKey : "pi:" + row["payment_intent"]
+        if row["payment_intent"].isEmpty { return "group:" + row.groupKey }
+        if case let charge?? = chargeOfIntent[row["payment_intent"]] { return "named:" + charge }
+        return "pi:" + row["payment_intent"]
     }
 
     static func check(_ generated: GeneratedCase, rows: [GeneratedRow], plan: SettlementPlan) -> [String] {
@@ -126,10 +130,24 @@ enum Invariants {
             var pending = false
         }
         var charges: [String: Known] = [:]
-        for (index, row) in rows.enumerated() {
-            guard let key = chargeKey(row), !row.malformed else { continue }
+        func statesFacts(_ index: Int) -> Bool {
             let line = batch.lines[index]
-            if line.status == .rejected && statesNoChargeFacts.contains(line.reason) || line.outsideGroup { continue }
+            return !(line.status == .rejected && statesNoChargeFacts.contains(line.reason) || line.outsideGroup)
+        }
+        var chargeOfIntent: [String: String?] = [:]
+        for (index, row) in rows.enumerated() where !row.malformed && statesFacts(index) {
+            let (charge, intent) = (row["source_transaction"], row["payment_intent"])
+            guard !charge.isEmpty, !intent.isEmpty else { continue }
+            if let known = chargeOfIntent[intent] {
+                if known != charge { chargeOfIntent[intent] = .some(nil) }
+            } else {
+                chargeOfIntent[intent] = charge
+            }
+        }
+        for (index, row) in rows.enumerated() {
+            guard let key = chargeKey(row, chargeOfIntent: chargeOfIntent), !row.malformed else { continue }
+            let line = batch.lines[index]
+            if !statesFacts(index) { continue }
             var known = charges[key] ?? Known()
             known.lines.append(index)
             let stated = Currency(row["charge_currency"])

@@ -2674,6 +2674,38 @@ import Testing
         #expect(third == 0 && day3["I3"]?[8] == "settled", "\(day3)")
     }
 
+    /// A line that names a charge with its payment intent is on the charge an earlier run knew
+    /// by that intent alone: day 1 moved 80.00 by intent on a 100.00 charge, so day 2's 50.00
+    /// naming `ch_pi1` with `pi_1` is `over_allocated`, and its 20.00 moves. Before, they were
+    /// two charges: 130.00 moved (audit 53 H4).
+    @Test(arguments: ["50.00", "20.00"]) func aChargeNamedWithItsIntentIsTheChargeAnEarlierRunKnewByIt(
+        amount: String
+    ) throws {
+        let setup = try Setup()
+        try seed(setup, charge: "ch_pi1", intent: "pi_1", status: "succeeded")
+        let header =
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,payment_intent,charge_amount,charge_currency,charge_status\n"
+        let (first, day1) = try day(
+            setup, "day1", header + "T1,2100,transfer,80.00,usd,ORDER2100,acct_rest,,pi_1,100.00,usd,succeeded\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1["T1"]?[8] == "settled", "\(first.stderr) \(day1)")
+        let (second, day2) = try day(
+            setup, "day2",
+            header + "T2,2101,transfer,\(amount),usd,ORDER2101,acct_rest,ch_pi1,pi_1,100.00,usd,succeeded\n",
+            asOf: "2026-12-02")
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+            .compactMap { $0["amount"] as? Int }
+        if amount == "50.00" {
+            #expect(second.status == 65, "\(second.stderr)")
+            #expect(day2["T2"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(day2)")
+            #expect(transfers == [8000], "\(transfers)")
+        } else {
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(day2["T2"]?[8] == "settled", "\(day2)")
+            #expect(transfers == [8000, 2000], "\(transfers)")
+        }
+    }
+
     /// A refund a day after its order moved touches the charge of the ledger's transfer:
     /// charges.csv has its row, with the reversal and what is retained. Before,
     /// a run of reversals only had no charges.csv row at all (audit r5).

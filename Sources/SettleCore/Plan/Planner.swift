@@ -30,13 +30,16 @@ public struct Planner {
         case paymentIntent(Symbol)
         case group(Symbol)
 
-        public init?(_ line: OrderLine) {
+        /// A line naming only a payment intent draws on the charge another line of the batch
+        /// names with that intent (``Batch/linkIntents(everyCharge:)``).
+        public init?(_ line: OrderLine, in batch: Batch) {
             if !line.charge.isNone {
                 self = .named(line.charge)
             } else if !line.givesChargeFacts {
                 return nil
             } else if !line.paymentIntent.isNone {
-                self = .paymentIntent(line.paymentIntent)
+                self =
+                    batch.charge(ofIntent: line.paymentIntent).map { .named($0) } ?? .paymentIntent(line.paymentIntent)
             } else if !line.group.isNone {
                 self = .group(line.group)
             } else {
@@ -165,6 +168,7 @@ public struct Planner {
             applyDecidedOrders(batch, history: history)
         }
         applyPayoutMethodFacts(batch)
+        batch.linkIntents(everyCharge: history != nil)
         var charges = mergeCharges(batch)
         applyChargeRules(batch, charges: &charges)
         // A charge the lines give facts of without naming it is in the summary too, under its
@@ -210,8 +214,11 @@ public struct Planner {
             for instruction in transfers.instructions {
                 let lines = transfers.lines[instruction.linesStart..<instruction.linesStart + instruction.linesCount]
                 append(instruction, lines, to: plan)
-                if instruction.charge.isNone, let first = lines.first,
-                    case .paymentIntent(let intent)? = charges[line: Int(first)]?.key, let row = plan.instructions.last
+                // Recorded under the intent its lines name, also when a line of the batch
+                // names the charge with it: a later run that knows only the intent finds it.
+                if instruction.charge.isNone, let first = lines.first, let key = charges[line: Int(first)]?.key,
+                    key != .group(key.symbol), case let intent = batch.lines[Int(first)].paymentIntent,
+                    !intent.isNone, let row = plan.instructions.last
                 {
                     plan.paymentIntentOfTransfer[row.linesStart] = intent
                 }
@@ -428,7 +435,7 @@ public struct Planner {
         batch.lines.withUnsafeBufferPointer { lines in
             for index in lines.indices {
                 let line = lines[index]
-                guard LineChecker.statesChargeFacts(line), let key = ChargeKey(line) else { continue }
+                guard LineChecker.statesChargeFacts(line), let key = ChargeKey(line, in: batch) else { continue }
                 let slot = charges.slotCreating(key)
                 charges.slotOfLine[index] = Int32(slot)
                 charges.facts[slot].merge(line, batch: batch)
@@ -545,7 +552,7 @@ public struct Planner {
         func lookUp(_ charges: inout ChargeTable) {
             var found: [(Int, Int64)] = []
             history?.transferred(keys) { found.append(($0, $1)) }
-            for (position, amount) in found { charges.facts[slots[position]].earlier = amount }
+            for (position, amount) in found { charges.facts[slots[position]].earlier += amount }
             keys.removeAll(keepingCapacity: true)
             slots.removeAll(keepingCapacity: true)
         }
@@ -567,7 +574,13 @@ public struct Planner {
             }
             keys.append((batch.symbols.bytes(charge), line.currency))
             slots.append(slot)
-            if keys.count == Planner.lookUpBatch { lookUp(&charges) }
+            // And what earlier runs recorded under its payment intent (transfers of lines that
+            // named only the intent).
+            if case .named = charges.facts[slot].key, let intent = batch.intent(ofCharge: charge) {
+                keys.append((batch.symbols.bytes(intent), line.currency))
+                slots.append(slot)
+            }
+            if keys.count >= Planner.lookUpBatch { lookUp(&charges) }
         }
         if !keys.isEmpty { lookUp(&charges) }
     }
