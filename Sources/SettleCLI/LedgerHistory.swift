@@ -163,6 +163,12 @@ final class LedgerHistory: SettlementHistory {
         }
     }
 
+    func countedGross(_ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], found: (Int, Int64) -> Void) {
+        lookUp({ keys in LedgerHistory.writePairs(charges, to: &keys) }) { json throws(LedgerError) in
+            try store.countedGross(keys: json, found: found)
+        }
+    }
+
     /// charges.csv's look-ups (``ChargesFile/ChargeHistory``): the run that counted each
     /// charge and what earlier runs transferred on it.
     func charges(

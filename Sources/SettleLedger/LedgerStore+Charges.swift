@@ -102,6 +102,19 @@ extension LedgerStore {
         }
     }
 
+    /// The gross the run that counted each charge of `keys` (a JSON array of `[charge,
+    /// currency]` pairs) recorded, in that currency: `found(position, gross)`.
+    public func countedGross(keys: UnsafeRawBufferPointer, found: (Int, Int64) -> Void) throws(LedgerError) {
+        guard try hasChargesTable() else { return }
+        try db.query(
+            """
+            SELECT k.key, c.gross_minor
+            FROM json_each(?1) AS k CROSS JOIN charges AS c ON c.charge = k.value ->> 0 AND c.currency = k.value ->> 1
+            """,
+            json: keys
+        ) { row in found(Int(row.integer(0)), row.integer(1)) }
+    }
+
     /// ``transferredBefore(charge:currency:)`` of the charges of `keys` (a JSON array of
     /// `[charge, currency]` pairs) that have settled transfers: `found(position, net)`.
     public func transferredBefore(keys: UnsafeRawBufferPointer, found: (Int, Int64) -> Void) throws(LedgerError) {

@@ -2674,6 +2674,31 @@ import Testing
         #expect(third == 0 && day3["I3"]?[8] == "settled", "\(day3)")
     }
 
+    /// A charge an earlier run counted keeps the amount it counted: day 1 moved 80.00 on a
+    /// 100.00 charge known by its payment intent; day 2's export says the charge is 150.00, and
+    /// its 50.00 is `over_allocated` (charges.csv shows the 100.00 counted). Before, the later
+    /// export's word lifted the limit and 130.00 moved on the 100.00 charge, which Stripe
+    /// cannot check without a `source_transaction` (audit 53 H3).
+    @Test func aLaterExportDoesNotRaiseTheAmountOfAChargeARunCounted() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let header =
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,payment_intent,charge_amount,charge_currency,charge_status\n"
+        let (first, day1) = try day(
+            setup, "day1", header + "H1,2200,transfer,80.00,usd,ORDER2200,acct_rest,pi_H,100.00,usd,succeeded\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1["H1"]?[8] == "settled", "\(first.stderr) \(day1)")
+        let (second, day2) = try day(
+            setup, "day2", header + "H2,2201,transfer,50.00,usd,ORDER2201,acct_rest,pi_H,150.00,usd,succeeded\n",
+            asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["H2"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(day2)")
+        #expect(day2["H2"]?[12].contains("more than the charge's 100.00") == true, "\(day2)")
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+            .compactMap { $0["amount"] as? Int }
+        #expect(transfers == [8000], "\(transfers)")
+    }
+
     /// A line that names a charge with its payment intent is on the charge an earlier run knew
     /// by that intent alone: day 1 moved 80.00 by intent on a 100.00 charge, so day 2's 50.00
     /// naming `ch_pi1` with `pi_1` is `over_allocated`, and its 20.00 moves. Before, they were

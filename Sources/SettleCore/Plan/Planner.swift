@@ -553,6 +553,14 @@ public struct Planner {
             var found: [(Int, Int64)] = []
             history?.transferred(keys) { found.append(($0, $1)) }
             for (position, amount) in found { charges.facts[slots[position]].earlier += amount }
+            // A charge an earlier run counted is never more than it counted, whatever a later
+            // export says (audit 53 H3: a later export's 150.00 let 130.00 move on a 100.00
+            // charge known by its payment intent, which Stripe cannot check). Stripe's word stands.
+            found.removeAll()
+            history?.countedGross(keys) { found.append(($0, $1)) }
+            for (position, gross) in found where gross >= 0 && !charges.facts[slots[position]].fromStripe {
+                charges.facts[slots[position]].amount = min(charges.facts[slots[position]].amount, gross)
+            }
             keys.removeAll(keepingCapacity: true)
             slots.removeAll(keepingCapacity: true)
         }

@@ -31,6 +31,9 @@ public protocol SettlementHistory: AnyObject {
     /// Transfers settled (or still in flight) on each charge in its currency, in minor units:
     /// `found(position, amount)` for the charges that have some.
     func transferred(_ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], found: (Int, Int64) -> Void)
+    /// The gross the run that counted each charge recorded, in that currency (minor units):
+    /// `found(position, gross)` for the charges some run counted.
+    func countedGross(_ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], found: (Int, Int64) -> Void)
     /// The transfer settle recorded for a group and destination, with what is left to reverse.
     func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer?
     /// The instruction id of a transfer for a group and destination that was sent and whose
@@ -54,6 +57,9 @@ public protocol SettlementHistory: AnyObject {
 }
 
 extension SettlementHistory {
+    public func countedGross(
+        _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], found: (Int, Int64) -> Void
+    ) {}
     public func decidedOrders(_ groups: [String]) -> [String: (line: String, reason: String)] { [:] }
     public func countedCharge(_ charge: String) -> ChargeTotal? { nil }
     public func failedCharges() -> [(charge: String, paymentIntent: String?, fact: StripeFacts.Charge)] { [] }
