@@ -118,6 +118,7 @@ struct PlanOutputs {
             let chargesFile = try ChargesFile.write(
                 path: path("charges.csv"), countedPath: path(ChargesFile.countedName), runID: written.runID,
                 rows: charges, into: files)
+            let intents = try ChargesFile.writeIntents(path: path(ChargesFile.intentsName), rows: charges, into: files)
             // report.html: the same sums as summary.csv, for finance.
             let page = try ReportPage.write(
                 path: path("report.html"),
@@ -139,6 +140,7 @@ struct PlanOutputs {
             written.files.append(("summary.csv", summary.sha256, summary.rows))
             written.files.append(("charges.csv", chargesFile.charges.sha256, chargesFile.charges.rows))
             written.files.append((ChargesFile.countedName, chargesFile.counted.sha256, chargesFile.counted.rows))
+            written.files.append((ChargesFile.intentsName, intents.sha256, intents.rows))
             written.files.append((LineIndex.name, index.sha256, index.rows))
             written.files.append((NettedLines.name, netted.sha256, netted.rows))
             written.files.append(("report.html", page.sha256, page.rows))

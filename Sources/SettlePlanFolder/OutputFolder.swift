@@ -257,6 +257,7 @@ public enum OutputFolder {
         let name = OutputFile.baseOfTemporaryName(name) ?? name
         if [
             lockName, applyingMark, "manifest.sha256", "lines.idx", "netted.jsonl", "charges-counted.csv",
+            "charge-intents.csv",
             publishingJournal,
         ].contains(name) {
             return true

@@ -488,6 +488,20 @@ extension PlanFolder {
         return lines.filter { netted.contains($0.lineID) }
     }
 
+    /// The payment intent the plan's lines named with each charge (`charge` NUL `currency`):
+    /// ``ChargesFile/intentsName``, none for a folder written before it.
+    func chargeIntents() -> [String: String] {
+        guard let bytes = FileManager.default.contents(atPath: path(ChargesFile.intentsName)) else { return [:] }
+        var intents: [String: String] = [:]
+        for fields in CSVScanner.records([UInt8](bytes)).dropFirst() where fields.count == 3 {
+            func text(_ field: [UInt8]) -> String {
+                field.withUnsafeBytes { String(decoding: CSVScanner.unguarded($0), as: UTF8.self) }
+            }
+            intents[text(fields[0]) + "\u{0}" + text(fields[1])] = text(fields[2])
+        }
+        return intents
+    }
+
     /// The charges an applied folder's `.settle/charges-counted.csv` says a run counted (charges.csv's
     /// `counted_in` column in a folder written before it), as the
     /// ledger recorded them: what `settle ledger rebuild` restores, so that no later run counts

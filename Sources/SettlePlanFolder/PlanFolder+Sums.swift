@@ -149,15 +149,25 @@ extension PlanFolder {
             var paidOut: [(charge: String, currency: String, amount: Int64)] = []
             for slot in charges.indices {
                 do {
-                    charges[slot].firstRun = try ledger.chargeFirstRun(charges[slot].charge)
-                    charges[slot].paidOutBefore = try ledger.paidOutBefore(
-                        charge: charges[slot].charge, currency: charges[slot].currency, excluding: runID)
+                    // Under its id, and under the payment intent its lines named with it (what
+                    // earlier runs knew of it by the intent alone: audit 53 H4).
+                    let names = [charges[slot].charge] + (charges[slot].intent.map { [$0] } ?? [])
+                    let currency = charges[slot].currency
+                    var firstRun: String? = nil
+                    var paidOutBefore: Int64 = 0
+                    var transferredBefore: Int64 = 0
+                    for name in names {
+                        if firstRun == nil { firstRun = try ledger.chargeFirstRun(name) }
+                        paidOutBefore += try ledger.paidOutBefore(charge: name, currency: currency, excluding: runID)
+                        transferredBefore += try ledger.transferredBefore(
+                            charge: name, currency: currency, excluding: runID)
+                    }
+                    charges[slot].firstRun = firstRun
+                    charges[slot].paidOutBefore = paidOutBefore
                     // As the ledger stands now, not as it stood at plan time; what this folder
                     // reports as its own is not before it (audit 31 G5: counted twice there).
                     charges[slot].transferredBefore =
-                        try ledger.transferredBefore(
-                            charge: charges[slot].charge, currency: charges[slot].currency, excluding: runID)
-                        - (reportedOnCharge[charges[slot].charge + "\u{0}" + charges[slot].currency] ?? 0)
+                        transferredBefore - names.reduce(0) { $0 + (reportedOnCharge[$1 + "\u{0}" + currency] ?? 0) }
                 } catch {
                     if failure == nil { failure = error }
                 }

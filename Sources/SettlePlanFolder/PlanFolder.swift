@@ -363,6 +363,10 @@ public struct PlanFolder {
         // Memory holds one row, the per-status counters and the rows of errors.csv and
         // deferred.csv; what is kept per instruction waits in a spill on disk.
         var planned = try plannedCharges()
+        let intents = chargeIntents()
+        for slot in planned.indices {
+            planned[slot].intent = intents[planned[slot].charge + "\u{0}" + planned[slot].currency]
+        }
         // Charges the plan named with no facts, which apply looked up: counted as if known (a
         // re-apply finds their rows in the charges.csv the first apply wrote).
         var slotOfLookedUp: [String: Int] = [:]

@@ -37,6 +37,9 @@ public struct ChargeRow: Sendable, Equatable {
     public var firstRun: String?
     /// Whether some line of the charge moves in this run (planned in a plan, settled after apply).
     public var moves = false
+    /// The payment intent the plan's lines named with the charge (``ChargesFile/intentsName``):
+    /// earlier runs may have recorded the charge under it.
+    public var intent: String?
 
     public init(charge: String, currency: String, status: String, gross: Int64, fee: Int64) {
         self.charge = charge
@@ -222,6 +225,36 @@ public enum ChargesFile {
     /// The sidecar: `charge, currency, counted_in`, a row per charge some run counted.
     public static let countedName = ".settle/charges-counted.csv"
     public static let countedHeader = ["charge", "currency", "counted_in"]
+
+    /// The sidecar of the payment intent each charge's lines named with it: `charge, currency,
+    /// intent`, a row per charges.csv row that has one. An earlier run may have counted the
+    /// charge, moved money of it or paid out for it under the intent alone (lines that gave no
+    /// charge id): the rewrite after apply reads what the ledger holds under both names
+    /// (audit 53 H4).
+    public static let intentsName = ".settle/charge-intents.csv"
+    public static let intentsHeader = ["charge", "currency", "intent"]
+
+    /// Writes ``intentsName`` for a plan's rows.
+    public static func writeIntents(path: String, rows: PlanCharges, into set: FileSet? = nil) throws(WriteFailure)
+        -> (sha256: String, rows: Int)
+    {
+        let file = try OutputFile(path: path)
+        file.withBuffer { CSVField.header(intentsHeader, to: &$0) }
+        let batch = rows.batch
+        for compact in rows.rows {
+            guard let intent = batch.intent(ofCharge: compact.charge) else { continue }
+            file.withBuffer { out in
+                CSVField.append(batch.symbols.bytes(compact.charge), to: &out, guardFormula: true)
+                out.append(0x2C)
+                out.append(contentsOf: compact.currency.code.utf8)
+                out.append(0x2C)
+                CSVField.append(batch.symbols.bytes(intent), to: &out, guardFormula: true)
+                out.append(0x0A)
+            }
+            file.endRow()
+        }
+        return (try file.commit(into: set), file.rows)
+    }
 
     /// What writing charges.csv and its sidecar gave: each file's digest and rows.
     public typealias Written = (charges: (sha256: String, rows: Int), counted: (sha256: String, rows: Int))

@@ -2701,8 +2701,9 @@ import Testing
 
     /// A line that names a charge with its payment intent is on the charge an earlier run knew
     /// by that intent alone: day 1 moved 80.00 by intent on a 100.00 charge, so day 2's 50.00
-    /// naming `ch_pi1` with `pi_1` is `over_allocated`, and its 20.00 moves. Before, they were
-    /// two charges: 130.00 moved (audit 53 H4).
+    /// naming `ch_pi1` with `pi_1` is `over_allocated`, and its 20.00 moves with charges.csv
+    /// saying 80.00 moved before and the gross counted by day 1, not again. Before, they were
+    /// two charges: 130.00 moved and the gross was counted twice (audit 53 H4).
     @Test(arguments: ["50.00", "20.00"]) func aChargeNamedWithItsIntentIsTheChargeAnEarlierRunKnewByIt(
         amount: String
     ) throws {
@@ -2728,6 +2729,12 @@ import Testing
             #expect(second.status == 0, "\(second.stderr)")
             #expect(day2["T2"]?[8] == "settled", "\(day2)")
             #expect(transfers == [8000, 2000], "\(transfers)")
+            // One charge across the days: 80.00 moved before, its gross counted by day 1 only.
+            let charges = SettleProcess.read(setup.folder.appendingPathComponent("day2/charges.csv"))
+            #expect(charges.contains(",ch_pi1,usd,succeeded,100.00,0.00,80.00,20.00,0.00,0.00,0.00\n"), "\(charges)")
+            let summary = SettleProcess.read(setup.folder.appendingPathComponent("day2/summary.csv"))
+            #expect(summary.contains(",usd,charges_gross,0,0.00,0\n"), "\(summary)")
+            #expect(summary.contains(",usd,charges_earlier,1,100.00,10000\n"), "\(summary)")
         }
     }
 
