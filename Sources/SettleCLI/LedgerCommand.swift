@@ -122,11 +122,19 @@ struct LedgerCommand {
             var counted: [(charge: String, currency: String, run: String, gross: Int64, fee: Int64, status: String)] =
                 []
             var paidOut: [(run: String, rows: [(charge: String, currency: String, amount: Int64)])] = []
+            var intentLinks: [(run: String, links: [(charge: String, intent: String)])] = []
             for result in opened {
                 let (plan, lines) = try onPlanFolder { () throws(SettleError) in
                     let plan = try result.get()
                     let charges = try plan.countedCharges()
                     counted += charges.counted
+                    // The payment intent each charge's lines named with it, as its apply recorded.
+                    if plan.wasApplied {
+                        let links = plan.chargeIntents().map { key, intent in
+                            (charge: String(key.prefix { $0 != "\u{0}" }), intent: intent)
+                        }
+                        if !links.isEmpty { intentLinks.append((plan.runID, links)) }
+                    }
                     if !charges.paidOut.isEmpty { paidOut.append((plan.runID, charges.paidOut)) }
                     return (plan, try plan.nettedByItsApply())
                 }
@@ -301,6 +309,7 @@ struct LedgerCommand {
             }
             do {
                 try ledger.recordCharges(counted)
+                for (run, links) in intentLinks { try ledger.recordChargeIntents(links, run: run) }
                 for (run, rows) in paidOut { try ledger.recordChargePayouts(rows, run: run) }
             } catch {
                 throw LedgerHistory.failure(error, path: path)

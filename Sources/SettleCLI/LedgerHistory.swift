@@ -163,6 +163,12 @@ final class LedgerHistory: SettlementHistory {
         }
     }
 
+    func chargesOfIntents(_ intents: [UnsafeRawBufferPointer], found: (Int, String) -> Void) {
+        lookUp({ keys in LedgerHistory.write(intents, to: &keys) }) { json throws(LedgerError) in
+            try store.chargesOfIntents(keys: json, found: found)
+        }
+    }
+
     func countedGross(_ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], found: (Int, Int64) -> Void) {
         lookUp({ keys in LedgerHistory.writePairs(charges, to: &keys) }) { json throws(LedgerError) in
             try store.countedGross(keys: json, found: found)

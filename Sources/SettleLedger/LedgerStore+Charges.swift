@@ -14,6 +14,35 @@ extension LedgerStore {
         return exists
     }
 
+    /// Records the payment intent each charge's lines named with it (`charge_intents`); a
+    /// link already recorded keeps its run.
+    public func recordChargeIntents(_ links: [(charge: String, intent: String)], run: String) throws(LedgerError) {
+        guard !links.isEmpty else { return }
+        try db.transaction { () throws(LedgerError) in
+            for link in links {
+                _ = try db.run(
+                    "INSERT INTO charge_intents(charge, intent, run_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    [.text(link.charge), .text(link.intent), .text(run)])
+            }
+        }
+    }
+
+    /// The charges earlier runs' lines named with these payment intents (a JSON array of
+    /// strings): `found(position, charge)` for each link.
+    public func chargesOfIntents(keys: UnsafeRawBufferPointer, found: (Int, String) -> Void) throws(LedgerError) {
+        var exists = false
+        try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'charge_intents'") { _ in
+            exists = true
+        }
+        guard exists else { return }
+        try db.query(
+            """
+            SELECT k.key, l.charge
+            FROM json_each(?1) AS k CROSS JOIN charge_intents AS l ON l.intent = k.value
+            """, json: keys
+        ) { row in if let charge = row.text(1) { found(Int(row.integer(0)), charge) } }
+    }
+
     /// The run that counted the charge, or nil when no run has.
     public func chargeFirstRun(_ charge: String) throws(LedgerError) -> String? {
         guard try hasChargesTable() else { return nil }

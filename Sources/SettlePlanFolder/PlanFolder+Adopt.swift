@@ -490,7 +490,7 @@ extension PlanFolder {
 
     /// The payment intent the plan's lines named with each charge (`charge` NUL `currency`):
     /// ``ChargesFile/intentsName``, none for a folder written before it.
-    func chargeIntents() -> [String: String] {
+    public func chargeIntents() -> [String: String] {
         guard let bytes = FileManager.default.contents(atPath: path(ChargesFile.intentsName)) else { return [:] }
         var intents: [String: String] = [:]
         for fields in CSVScanner.records([UInt8](bytes)).dropFirst() where fields.count == 3 {

@@ -181,6 +181,8 @@ extension PlanFolder {
             }
             do {
                 try ledger.recordCharges(counted)
+                try ledger.recordChargeIntents(
+                    charges.compactMap { row in row.intent.map { (row.charge, $0) } }, run: runID)
                 // This run's payouts per charge, for the retained so far of later runs.
                 try ledger.recordChargePayouts(paidOut, run: runID)
                 try ledger.recordPayoutCharges(payoutShares, run: runID)

@@ -2699,25 +2699,37 @@ import Testing
         #expect(transfers == [8000], "\(transfers)")
     }
 
-    /// A line that names a charge with its payment intent is on the charge an earlier run knew
-    /// by that intent alone: day 1 moved 80.00 by intent on a 100.00 charge, so day 2's 50.00
-    /// naming `ch_pi1` with `pi_1` is `over_allocated`, and its 20.00 moves with charges.csv
-    /// saying 80.00 moved before and the gross counted by day 1, not again. Before, they were
-    /// two charges: 130.00 moved and the gross was counted twice (audit 53 H4).
-    @Test(arguments: ["50.00", "20.00"]) func aChargeNamedWithItsIntentIsTheChargeAnEarlierRunKnewByIt(
-        amount: String
-    ) throws {
+    /// A charge named by its payment intent alone on one day and by its id with that intent on
+    /// another is one charge, whichever comes first: day 1 moves 80.00 of the 100.00 charge, so
+    /// day 2's 50.00 is `over_allocated`, and its 20.00 moves with charges.csv saying 80.00
+    /// moved before and the gross counted by day 1, not again. The ledger remembers which
+    /// intent an applied run's lines named with a charge id (`charge_intents`) for a later
+    /// run whose lines name the intent alone, also once rebuilt from the folders. Before, they
+    /// were two charges: 130.00 moved and the gross was counted twice (audit 53 H4).
+    @Test(arguments: [
+        ("50.00", true, false), ("20.00", true, false), ("50.00", false, false), ("20.00", false, false),
+        ("50.00", false, true),
+    ])
+    func aChargeNamedByItsIntentAndByItsIdIsOneChargeAcrossDays(amount: String, intentFirst: Bool, rebuilt: Bool)
+        throws
+    {
         let setup = try Setup()
         try seed(setup, charge: "ch_pi1", intent: "pi_1", status: "succeeded")
         let header =
             "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,payment_intent,charge_amount,charge_currency,charge_status\n"
+        let (byIntent, byID) = (",,pi_1,100.00,usd,succeeded\n", ",ch_pi1,pi_1,100.00,usd,succeeded\n")
         let (first, day1) = try day(
-            setup, "day1", header + "T1,2100,transfer,80.00,usd,ORDER2100,acct_rest,,pi_1,100.00,usd,succeeded\n",
+            setup, "day1", header + "T1,2100,transfer,80.00,usd,ORDER2100,acct_rest" + (intentFirst ? byIntent : byID),
             asOf: "2026-12-01")
         #expect(first.status == 0 && day1["T1"]?[8] == "settled", "\(first.stderr) \(day1)")
+        if rebuilt {
+            // A rebuilt ledger has the link from the folder (`.settle/charge-intents.csv`).
+            let rebuild = try loseAndRebuild(setup, from: "day1")
+            #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        }
         let (second, day2) = try day(
             setup, "day2",
-            header + "T2,2101,transfer,\(amount),usd,ORDER2101,acct_rest,ch_pi1,pi_1,100.00,usd,succeeded\n",
+            header + "T2,2101,transfer,\(amount),usd,ORDER2101,acct_rest" + (intentFirst ? byID : byIntent),
             asOf: "2026-12-02")
         let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
             .compactMap { $0["amount"] as? Int }

@@ -64,8 +64,16 @@ public final class Batch: @unchecked Sendable {
                     && LineChecker.statesChargeFacts(line)
             }
         guard needed else { return }
-        // An intent named with two charges (or a charge with two intents) links nothing: which
-        // one a line naming only the intent means is not said, whatever the line order.
+        for line in lines
+        where !line.charge.isNone && !line.paymentIntent.isNone && LineChecker.statesChargeFacts(line) {
+            link(charge: line.charge, intent: line.paymentIntent)
+        }
+    }
+
+    /// Links a charge and the payment intent named with it. An intent named with two charges
+    /// (or a charge with two intents) links nothing: which one a line naming only the intent
+    /// means is not said, whatever the line order.
+    public func link(charge: Symbol, intent: Symbol) {
         func link(_ slots: SymbolSlots, _ key: Symbol, _ value: Symbol) {
             let known = slots[key]
             if known < 0 {
@@ -74,11 +82,22 @@ public final class Batch: @unchecked Sendable {
                 slots.set(key, Batch.ambiguous)
             }
         }
+        link(chargeOfIntent, intent, charge)
+        link(intentOfCharge, charge, intent)
+    }
+
+    /// The payment intents lines give charge facts under with no charge id, which no line of
+    /// the batch names with one: the ledger may know their charge.
+    public var unlinkedIntents: [Symbol] {
+        var seen = Set<Symbol>()
+        var found: [Symbol] = []
         for line in lines
-        where !line.charge.isNone && !line.paymentIntent.isNone && LineChecker.statesChargeFacts(line) {
-            link(chargeOfIntent, line.paymentIntent, line.charge)
-            link(intentOfCharge, line.charge, line.paymentIntent)
+        where line.charge.isNone && !line.paymentIntent.isNone && line.givesChargeFacts
+            && LineChecker.statesChargeFacts(line) && chargeOfIntent[line.paymentIntent] < 0
+        {
+            if seen.insert(line.paymentIntent).inserted { found.append(line.paymentIntent) }
         }
+        return found
     }
 
     /// A link ``linkIntents(everyCharge:)`` found two ways (no symbol has this raw value).

@@ -169,6 +169,7 @@ public struct Planner {
         }
         applyPayoutMethodFacts(batch)
         batch.linkIntents(everyCharge: history != nil)
+        if let history { linkIntentsTheLedgerKnows(batch, history: history) }
         var charges = mergeCharges(batch)
         applyChargeRules(batch, charges: &charges)
         // A charge the lines give facts of without naming it is in the summary too, under its
@@ -426,6 +427,23 @@ public struct Planner {
     }
 
     // MARK: - Charges
+
+    /// The charge an earlier run's lines named with a payment intent that this batch's lines
+    /// give facts under alone (the ledger's `charge_intents`): those lines draw on that charge,
+    /// and what moved on it under its id counts (audit 53 H4: its lines named it by id on
+    /// day 1, by intent alone on day 2, and 130.00 moved on a 100.00 charge).
+    private func linkIntentsTheLedgerKnows(_ batch: Batch, history: any SettlementHistory) {
+        let intents = batch.unlinkedIntents
+        guard !intents.isEmpty else { return }
+        var start = 0
+        while start < intents.count {
+            let chunk = Array(intents[start..<min(start + Planner.lookUpBatch, intents.count)])
+            var found: [(Symbol, String)] = []
+            history.chargesOfIntents(chunk.map { batch.symbols.bytes($0) }) { found.append((chunk[$0], $1)) }
+            for (intent, charge) in found { batch.link(charge: batch.symbols.intern(charge), intent: intent) }
+            start += Planner.lookUpBatch
+        }
+    }
 
     /// The charge each line draws on and what its lines say of it. A line a line rule rejected
     /// still states its charge's facts (they govern the other lines on it) but moves nothing;

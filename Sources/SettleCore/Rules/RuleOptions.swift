@@ -34,6 +34,9 @@ public protocol SettlementHistory: AnyObject {
     /// The gross the run that counted each charge recorded, in that currency (minor units):
     /// `found(position, gross)` for the charges some run counted.
     func countedGross(_ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], found: (Int, Int64) -> Void)
+    /// The charges earlier runs' lines named with these payment intents:
+    /// `found(position, charge id)` for each link the ledger recorded.
+    func chargesOfIntents(_ intents: [UnsafeRawBufferPointer], found: (Int, String) -> Void)
     /// The transfer settle recorded for a group and destination, with what is left to reverse.
     func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer?
     /// The instruction id of a transfer for a group and destination that was sent and whose
@@ -57,6 +60,7 @@ public protocol SettlementHistory: AnyObject {
 }
 
 extension SettlementHistory {
+    public func chargesOfIntents(_ intents: [UnsafeRawBufferPointer], found: (Int, String) -> Void) {}
     public func countedGross(
         _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)], found: (Int, Int64) -> Void
     ) {}
