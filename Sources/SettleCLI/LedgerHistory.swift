@@ -179,7 +179,7 @@ final class LedgerHistory: SettlementHistory {
     /// charge and what earlier runs transferred on it.
     func charges(
         _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)],
-        firstRun: (Int, String, (currency: String, fee: Int64)) -> Void,
+        firstRun: (Int, String, (currency: String, fee: Int64, gross: Int64)) -> Void,
         transferredBefore: (Int, Int64) -> Void, paidOutBefore: (Int, Int64) -> Void
     ) {
         lookUp({ keys in LedgerHistory.write(charges.map(\.charge), to: &keys) }) { json throws(LedgerError) in

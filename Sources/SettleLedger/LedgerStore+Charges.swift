@@ -112,22 +112,22 @@ extension LedgerStore {
     }
 
     /// ``chargeFirstRun(_:)`` of the charges of `keys` (a JSON array of charge ids) that a
-    /// run counted: `found(position, run, (currency, fee))`, with the currency and fee that run
+    /// run counted: `found(position, run, (currency, fee, gross))`, with the currency, fee and gross that run
     /// recorded. One statement for the batch (see ``lines(keys:found:)``).
     public func chargeFirstRuns(
-        keys: UnsafeRawBufferPointer, found: (Int, String, (currency: String, fee: Int64)) -> Void
+        keys: UnsafeRawBufferPointer, found: (Int, String, (currency: String, fee: Int64, gross: Int64)) -> Void
     )
         throws(LedgerError)
     {
         guard try hasChargesTable() else { return }
         try db.query(
             """
-            SELECT k.key, c.first_run, c.currency, c.fee_minor
+            SELECT k.key, c.first_run, c.currency, c.fee_minor, c.gross_minor
             FROM json_each(?1) AS k CROSS JOIN charges AS c ON c.charge = k.value
             """,
             json: keys
         ) { row in
-            if let run = row.text(1) { found(Int(row.integer(0)), run, (row.text(2) ?? "", row.integer(3))) }
+            if let run = row.text(1) { found(Int(row.integer(0)), run, (row.text(2) ?? "", row.integer(3), row.integer(4))) }
         }
     }
 

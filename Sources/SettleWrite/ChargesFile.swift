@@ -283,6 +283,8 @@ public enum ChargesFile {
                 }
             }
             var firstRuns: [(Int, String)] = []
+            // The rows that took a counting run's gross and fee (its own id is asked first).
+            var adopted = Set<Int>()
             var before: [(Int, Int64)] = []
             var paidBefore: [(Int, Int64)] = []
             history(
@@ -290,12 +292,16 @@ public enum ChargesFile {
                 { position, run, counted in
                     let slot = rowOfKey[position]
                     firstRuns.append((slot, run))
-                    // A fee no line states now is the one the run that counted the charge recorded
-                    // (audit 35 C5: charges.csv said 0.00, and retained so far left it out).
+                    // A charge an earlier run counted shows the gross and fee that run counted,
+                    // whatever this run's export or look-up says, so that its retained so far
+                    // joins up from day to day (audit 53 H1: Stripe's fee on the days it was
+                    // looked up, the export's on the others; audit 35 C5: a fee no line states
+                    // now read 0.00).
                     let row = charges.rows[slot]
-                    if !row.feeKnown, counted.currency == row.currency.code {
+                    if counted.currency == row.currency.code, adopted.insert(slot).inserted {
                         charges.rows[slot].fee = counted.fee
                         charges.rows[slot].feeKnown = true
+                        charges.rows[slot].gross = counted.gross
                     }
                 }, { before.append((rowOfKey[$0], $1)) }, { paidBefore.append((rowOfKey[$0], $1)) })
             for (slot, amount) in before { charges.rows[slot].transferredBefore += amount }
@@ -320,7 +326,7 @@ public enum ChargesFile {
     /// `paidOutBefore(position, amount)` for each whose orders earlier runs paid out.
     public typealias ChargeHistory = (
         _ charges: [(charge: UnsafeRawBufferPointer, currency: Currency)],
-        _ firstRun: (Int, String, (currency: String, fee: Int64)) -> Void,
+        _ firstRun: (Int, String, (currency: String, fee: Int64, gross: Int64)) -> Void,
         _ transferredBefore: (Int, Int64) -> Void, _ paidOutBefore: (Int, Int64) -> Void
     ) -> Void
 

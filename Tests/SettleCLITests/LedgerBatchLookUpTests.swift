@@ -127,7 +127,7 @@ import Testing
             for currency in [Currency.usd, Currency("eur")!] {
                 var transferred: [Int: Int64] = [:]
                 var firstRun: [Int: String] = [:]
-                var counted: [Int: (currency: String, fee: Int64)] = [:]
+                var counted: [Int: (currency: String, fee: Int64, gross: Int64)] = [:]
                 var before: [Int: Int64] = [:]
                 var paidBefore: [Int: Int64] = [:]
                 withViews(keys) { views in
@@ -150,6 +150,7 @@ import Testing
                     let recorded = try store.countedCharge(charge)
                     #expect(counted[position]?.currency == recorded?.currency, "charge \(key)")
                     #expect(counted[position]?.fee == recorded?.fee, "charge \(key)")
+                    #expect(counted[position]?.gross == recorded?.gross, "charge \(key)")
                     #expect(
                         before[position, default: 0]
                             == (try store.transferredBefore(charge: charge, currency: currency.code)), "charge \(key)")

@@ -2674,6 +2674,37 @@ import Testing
         #expect(third == 0 && day3["I3"]?[8] == "settled", "\(day3)")
     }
 
+    /// charges.csv shows a charge an earlier run counted with the gross and fee that run
+    /// counted, so its retained so far joins up from day to day: Stripe's fee (3.20, looked up
+    /// on day 1 because the order paid out while its transfer waited for its date) on every
+    /// day, not the export's 1.00 on the day nobody asked Stripe. Before, retained so far read
+    /// 89.80, 92.00, 49.80 with only 40.00 moved after day 1 (audit 53 H1).
+    @Test func aChargesRowKeepsTheFiguresItWasCountedWith() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let header =
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,charge_currency,charge_status,charge_fee,payment_method_type,recipient,payout_method,transfer_on\n"
+        let facts = "ch_card1,100.00,usd,succeeded,1.00,card"
+        var retained: [String] = []
+        for (name, asOf, text) in [
+            (
+                "day1", "2026-12-01",
+                "S1,2300,transfer,40.00,usd,ORDER2300,acct_rest,\(facts),,,2026-12-03\n"
+                    + "S2,2300,payout,7.00,usd,ORDER2300,,\(facts),acct_drv,pm_ap_1,\n"
+            ), ("day2", "2026-12-02", ""), ("day3", "2026-12-03", ""),
+        ] {
+            let (outcome, _) = try day(setup, name, header + text, asOf: asOf)
+            #expect(outcome.status == 0, "\(outcome.stderr)")
+            let rows = SettleProcess.read(setup.folder.appendingPathComponent("\(name)/charges.csv"))
+                .split(separator: "\n").dropFirst().map { $0.split(separator: ",", omittingEmptySubsequences: false) }
+            // charge, gross, fee, retained
+            retained += rows.map { [$0[1], $0[4], $0[5], $0[10]].joined(separator: " ") }
+        }
+        #expect(
+            retained == ["ch_card1 100.00 3.20 89.80", "ch_card1 100.00 3.20 89.80", "ch_card1 100.00 3.20 49.80"],
+            "\(retained)")
+    }
+
     /// A charge an earlier run counted keeps the amount it counted: day 1 moved 80.00 on a
     /// 100.00 charge known by its payment intent; day 2's export says the charge is 150.00, and
     /// its 50.00 is `over_allocated` (charges.csv shows the 100.00 counted). Before, the later
