@@ -127,7 +127,9 @@ extension LedgerStore {
             """,
             json: keys
         ) { row in
-            if let run = row.text(1) { found(Int(row.integer(0)), run, (row.text(2) ?? "", row.integer(3), row.integer(4))) }
+            if let run = row.text(1) {
+                found(Int(row.integer(0)), run, (row.text(2) ?? "", row.integer(3), row.integer(4)))
+            }
         }
     }
 
