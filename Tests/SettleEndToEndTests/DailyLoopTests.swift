@@ -2674,6 +2674,28 @@ import Testing
         #expect(third == 0 && day3["I3"]?[8] == "settled", "\(day3)")
     }
 
+    /// A line naming a charge id alone, with no charge columns, is looked up, and Stripe's
+    /// answer names the charge's payment intent: what an earlier run moved by that intent
+    /// counts. Day 1 moved 80.00 by intent on the 100.00 charge; day 2's 50.00 on `ch_pi1` is
+    /// `over_allocated`. Before, 130.00 moved (audit 53 H4, `nocols`).
+    @Test func aChargeLookedUpIsTheChargeOfTheIntentStripeNames() throws {
+        let setup = try Setup()
+        try seed(setup, charge: "ch_pi1", intent: "pi_1", status: "succeeded")
+        let header =
+            "line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,payment_intent,charge_amount,charge_currency,charge_status\n"
+        let (first, day1) = try day(
+            setup, "day1", header + "T1,2400,transfer,80.00,usd,ORDER2400,acct_rest,,pi_1,100.00,usd,succeeded\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1["T1"]?[8] == "settled", "\(first.stderr) \(day1)")
+        let (second, day2) = try day(
+            setup, "day2", header + "T2,2401,transfer,50.00,usd,ORDER2401,acct_rest,ch_pi1,,,,\n", asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["T2"].map { [$0[8], $0[11]] } == ["rejected", "over_allocated"], "\(day2)")
+        let transfers = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+            .compactMap { $0["amount"] as? Int }
+        #expect(transfers == [8000], "\(transfers)")
+    }
+
     /// charges.csv shows a charge an earlier run counted with the gross and fee that run
     /// counted, so its retained so far joins up from day to day: Stripe's fee (3.20, looked up
     /// on day 1 because the order paid out while its transfer waited for its date) on every

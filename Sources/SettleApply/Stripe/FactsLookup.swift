@@ -43,6 +43,7 @@ public struct FactsLookup {
                 checkedAt: charge.checkedAt ?? "", refusal: charge.status == nil ? Self.refusal(charge.verdict) : nil)
             facts.charges[charge.charge] = fact
             if status == .failed, let intent = charge.paymentIntent { facts.failedIntents[intent] = fact }
+            if let intent = charge.paymentIntent, !intent.isEmpty { facts.intentOfCharge[charge.charge] = intent }
         }
         return (facts, looked)
     }

@@ -87,6 +87,9 @@ public struct StripeFacts: Sendable, Equatable {
     /// Failed charges by their payment intent (`pi_…`): lines that name only the intent draw
     /// on no money either.
     public var failedIntents: [String: Charge]
+    /// The payment intent of each charge looked up, as Stripe names it: lines naming only the
+    /// intent draw on that charge, and what earlier runs moved under the intent counts for it.
+    public var intentOfCharge: [String: String] = [:]
 
     public init(
         payoutMethods: [PayoutMethodKey: PayoutMethod] = [:], charges: [String: Charge] = [:],

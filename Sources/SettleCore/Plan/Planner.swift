@@ -169,6 +169,11 @@ public struct Planner {
         }
         applyPayoutMethodFacts(batch)
         batch.linkIntents(everyCharge: history != nil)
+        // Stripe's word links a charge looked up to its payment intent too (a line naming the
+        // charge id alone, with no charge columns).
+        for (charge, intent) in facts.intentOfCharge.sorted(by: { $0.key < $1.key }) {
+            batch.link(charge: batch.symbols.intern(charge), intent: batch.symbols.intern(intent))
+        }
         if let history { linkIntentsTheLedgerKnows(batch, history: history) }
         var charges = mergeCharges(batch)
         applyChargeRules(batch, charges: &charges)
