@@ -21,19 +21,34 @@ struct StripeAPI {
     }
 
     /// `https://` anywhere; `http://` only to a loopback host.
+    /// No credentials in it either: the key comes from `STRIPE_API_KEY` or `--api-key-file`,
+    /// and an API base is written to the manifest and the logs (audit 54 F5: a key given as
+    /// `http://sk_test_…@127.0.0.1:…` was accepted and written to manifest.json).
     static func checkBase(_ base: String) throws(ApplyError) {
+        let shown = shown(base)
         guard let components = URLComponents(string: base), let scheme = components.scheme?.lowercased(),
             let host = components.host?.lowercased(), !host.isEmpty
-        else { throw .configuration("API base \(base) is not a URL") }
+        else { throw .configuration("API base \(shown) is not a URL") }
+        guard components.user == nil, components.password == nil, !base.contains("@") else {
+            throw .configuration(
+                "API base \(shown) carries credentials; give the key by STRIPE_API_KEY or --api-key-file")
+        }
         switch scheme {
         case "https": return
         case "http":
             let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
             if bare == "localhost" || bare == "::1" || isIPv4Loopback(bare) { return }
-            throw .configuration("API base \(base): http:// is allowed only for loopback addresses")
+            throw .configuration("API base \(shown): http:// is allowed only for loopback addresses")
         default:
-            throw .configuration("API base \(base): only https:// (or http:// on loopback) is allowed")
+            throw .configuration("API base \(shown): only https:// (or http:// on loopback) is allowed")
         }
+    }
+
+    /// An API base as an error may show it: what stands before an `@` (credentials) hidden.
+    static func shown(_ base: String) -> String {
+        guard let at = base.lastIndex(of: "@") else { return base }
+        let start = base.range(of: "://").map(\.upperBound) ?? base.startIndex
+        return start < at ? base[..<start] + "…" + base[at...] : "…" + base[at...]
     }
 
     private static func isIPv4Loopback(_ host: String) -> Bool {

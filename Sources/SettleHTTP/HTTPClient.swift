@@ -140,6 +140,12 @@ public final class HTTPClient {
         }
         // Only HTTP(S); no redirects: an API answer is never a redirect worth following.
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_PROTOCOLS, Int(CURLPROTO_HTTP | CURLPROTO_HTTPS))
+        // Plain http goes to loopback only, and never through a proxy the environment names
+        // (`http_proxy`, `ALL_PROXY`): the key would cross the network in the clear (audit 54
+        // F7). https may (the proxy sees a tunnel, not the key).
+        if request.url.lowercased().hasPrefix("http://") {
+            _ = "*".withCString { settle_curl_easy_setopt_ptr(handle, CURLOPT_NOPROXY, $0) }
+        }
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1)
         _ = settle_curl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2)

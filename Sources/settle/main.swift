@@ -22,6 +22,11 @@ if getenv("SWIFT_BACKTRACE") == nil, settle_exit_70_on_traps() != 0 {
 // status (audit 35 C8: the default action ended it with 141).
 signal(SIGPIPE, SIG_IGN)
 
+// A file size limit (`ulimit -f`, a quota) makes a write fail with EFBIG, which every write
+// checks: the run stops with its own status (73 before anything moved, 75 after), never killed
+// without a word by the default SIGXFSZ (audit 54 F3: shell status 153 mid-apply).
+signal(SIGXFSZ, SIG_IGN)
+
 // The exit-70 test's trap (SETTLE_CRASH_AT, as the exactly-once tests' crash points).
 if let point = getenv("SETTLE_CRASH_AT"), String(cString: point) == "trap" {
     preconditionFailure("SETTLE_CRASH_AT=trap")

@@ -499,6 +499,41 @@ import Testing
         }
     }
 
+    /// An API base that carries credentials (the key as its user) is refused (78) before
+    /// anything is sent or written, and the refusal does not repeat the key. Before, the run
+    /// paid and manifest.json held the key in `api_base` (audit 54 F5).
+    @Test func anAPIBaseWithCredentialsIsRefused() throws {
+        let setup = try Setup()
+        let input = try Self.export(orders: 1, in: setup.folder)
+        let withKey = setup.sandbox.base.replacingOccurrences(of: "http://", with: "http://\(testKey):@")
+        var arguments = setup.arguments("run", [input.path], out: "userinfo")
+        arguments[arguments.firstIndex(of: "--api-base")! + 1] = withKey
+        let refused = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+        #expect(refused.status == 78, "\(refused.stderr)")
+        #expect(refused.stderr.contains("carries credentials"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains(testKey) && !refused.stdout.contains(testKey))
+        #expect(!FileManager.default.fileExists(atPath: setup.folder.appendingPathComponent("userinfo").path))
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
+    /// A proxy the environment names (`http_proxy`, `ALL_PROXY`, here one where nothing
+    /// listens) is not used for the plain-http loopback API base: the key would cross the
+    /// network in the clear. The run pays as without it. Before, every request went to the
+    /// proxy (audit 54 F7).
+    @Test func plainHTTPNeverGoesThroughAProxy() throws {
+        let setup = try Setup()
+        let input = try Self.export(orders: 2, in: setup.folder)
+        let run = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "proxied"),
+            environment: [
+                "STRIPE_API_KEY": testKey, "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+                "ALL_PROXY": "http://127.0.0.1:9", "all_proxy": "http://127.0.0.1:9",
+            ])
+        #expect(run.status == 0, "\(run.stderr)")
+        let rows = setup.results("proxied")
+        #expect(rows.count == 4 && rows.allSatisfy { $0[8] == "settled" }, "\(rows)")
+    }
+
     /// Stripe (or a proxy) echoes the key in an error message: the failed line's reason says
     /// what Stripe said with the key replaced, and no file settle wrote holds it: results.csv,
     /// errors.csv, report.html, the ledger. Before (audit 9 #4) only the log withheld it.

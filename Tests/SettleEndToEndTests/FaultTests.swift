@@ -1462,8 +1462,8 @@ extension CrashPointTests {
         try Self.expectPaidOnceAndEveryRunEnded(setup)
     }
 
-    /// A `run` whose disk fills up after some of its transfers were sent (a file size limit,
-    /// SIGXFSZ ignored): the ledger and then the folder's files cannot be written. It exits 75,
+    /// A `run` whose disk fills up after some of its transfers were sent (a file size limit;
+    /// settle ignores SIGXFSZ): the ledger and then the folder's files cannot be written. It exits 75,
     /// not 73 (73 says no money moved); the next run resolves what it sent, and the export run
     /// again pays every line once (audit 33 O4: exit 73 after 8 transfers had moved).
     @Test func aDiskFullAfterSendingIs75AndPaysOnce() throws {
@@ -1479,7 +1479,7 @@ extension CrashPointTests {
         var arguments = setup.arguments("run", [input.path], out: "day1")
         arguments[arguments.firstIndex(of: input.path)!] = "big.csv"
         let status = try NeverLostTests.waitForExit(
-            "cd \(setup.folder.path); export STRIPE_API_KEY=\(testKey); ulimit -f 3000; trap '' XFSZ", arguments,
+            "cd \(setup.folder.path); export STRIPE_API_KEY=\(testKey); ulimit -f 3000", arguments,
             stderr: stderr)
         let sent = try setup.sandbox.effects().count
         #expect(sent > 0 && sent < 20, "the limit lands mid-apply here: \(sent) transfers")

@@ -33,7 +33,15 @@ import Testing
     static func waitForExit(_ setup: String, _ arguments: [String], stderr: URL) throws -> Int32 {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["-c", "\(setup)\nexec \"$@\"", "settle-wrapper", SettleProcess.binary.path] + arguments
+        // settle starts with SIGXFSZ at its default action and unblocked, as under cron,
+        // whatever this test process ignores or blocks (both survive exec, and bash cannot
+        // reset a signal ignored on entry).
+        let reset =
+            "import os, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_DFL); "
+            + "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGXFSZ]); os.execv(sys.argv[1], sys.argv[1:])"
+        process.arguments =
+            ["-c", "\(setup)\nexec python3 -c '\(reset)' \"$@\"", "settle-wrapper", SettleProcess.binary.path]
+            + arguments
         process.currentDirectoryURL = SettleProcess.root
         FileManager.default.createFile(atPath: stderr.path, contents: nil)
         let handle = try FileHandle(forWritingTo: stderr)
@@ -222,7 +230,8 @@ import Testing
 
     // MARK: Item 6: write errors stop the run (73) before anything is sealed
 
-    /// `ulimit -f` (KiB) makes writes past the limit fail with EFBIG (SIGXFSZ ignored).
+    /// `ulimit -f` (KiB) makes writes past the limit fail with EFBIG: settle ignores SIGXFSZ itself
+    /// (audit 54 F3: the default action killed it, status 153, when the shell did not).
     @Test func spoolWriteErrorStopsTheRunUnsealed() throws {
         let folder = SettleProcess.temporaryFolder()
         let input = folder.appendingPathComponent("wide.csv")
@@ -233,7 +242,7 @@ import Testing
         try Self.write(lines.joined(separator: "\n") + "\n", to: input)
         let out = folder.appendingPathComponent("out")
         let status = try Self.waitForExit(
-            "trap '' XFSZ; ulimit -f 64",
+            "ulimit -f 64",
             ["plan", input.path, "--out", out.path, "--as-of", "2026-11-29", "-q"],
             stderr: folder.appendingPathComponent("stderr"))
         let stderr = SettleProcess.read(folder.appendingPathComponent("stderr"))
@@ -252,7 +261,7 @@ import Testing
         try Self.write(lines.joined(separator: "\n") + "\n", to: input)
         let out = folder.appendingPathComponent("out")
         let status = try Self.waitForExit(
-            "trap '' XFSZ; ulimit -f 48",
+            "ulimit -f 48",
             ["plan", input.path, "--out", out.path, "--as-of", "2026-11-29", "-q"],
             stderr: folder.appendingPathComponent("stderr"))
         let stderr = SettleProcess.read(folder.appendingPathComponent("stderr"))
@@ -274,7 +283,7 @@ import Testing
         #expect(try Self.plan(input, out: out).status == 65)
         #expect(FileManager.default.fileExists(atPath: out.appendingPathComponent("manifest.json").path))
         let status = try Self.waitForExit(
-            "trap '' XFSZ; ulimit -f 48",
+            "ulimit -f 48",
             ["plan", input.path, "--out", out.path, "--as-of", "2026-11-29", "-q"],
             stderr: folder.appendingPathComponent("stderr"))
         #expect(status == 73)
