@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 
-/// SIGTERM or SIGINT while an apply sends (a deploy stopping the job, Ctrl-C at 3 a.m.): the
+/// SIGTERM, SIGINT or SIGHUP while an apply sends (a deploy stopping the job, Ctrl-C at 3 a.m.): the
 /// first one stops sending. The calls in flight finish and their answers are recorded, the
 /// calls not yet sent are released as never sent, the outcome files are written, and the run
 /// exits 75; `settle apply` of the folder sends the rest. A second signal ends the process at
@@ -11,7 +11,7 @@ final class Interruption: @unchecked Sendable {
     private let lock = NSLock()
     private var caught: Int32 = 0
     private var sources: [any DispatchSourceSignal] = []
-    private static let numbers = [SIGTERM, SIGINT]
+    private static let numbers = StopSignals.numbers
 
     init() {
         for number in Interruption.numbers {
@@ -49,8 +49,8 @@ final class Interruption: @unchecked Sendable {
     }
 }
 
-/// Outside the send (reading, the look-ups, planning, writing the files): SIGTERM or SIGINT
-/// ends the process at once with 75, "run again later". Nothing is half-done that matters:
+/// Outside the send (reading, the look-ups, planning, writing the files): SIGTERM, SIGINT or
+/// SIGHUP ends the process at once with 75, "run again later". Nothing is half-done that matters:
 /// every file is written under a temporary name and renamed, and the ledger commits whole
 /// transactions (an interrupted one is rolled back); what a send did is in the ledger, and
 /// the next run or a re-apply goes on from it. While sending, ``Interruption`` takes over
@@ -58,13 +58,17 @@ final class Interruption: @unchecked Sendable {
 public enum StopSignals {
     nonisolated(unsafe) static var installed = false
 
+    /// SIGTERM (a deploy, `kill`), SIGINT (Ctrl-C) and SIGHUP (the terminal of a run by hand
+    /// went away: audit 54 F9, it ended the process mid-send with 129 and no word).
+    static let numbers = [SIGTERM, SIGINT, SIGHUP]
+
     public static func install() {
         installed = true
         // A parent may have started us with them blocked (a mask is inherited): unblocked
         // here, the process's first thread takes them.
         var set = sigset_t()
         sigemptyset(&set)
-        for number in [SIGTERM, SIGINT] {
+        for number in numbers {
             sigaddset(&set, number)
             Glibc.signal(number, stopHandler)
         }

@@ -32,7 +32,9 @@ public enum Settle {
             parsed = options
             log = Log(format: options.logFormat, verbosity: options.verbosity)
             try options.refuseUnusedOptions()
-            if ["plan", "apply", "run", "validate"].contains(options.command) { StopSignals.install() }
+            if ["plan", "apply", "run", "validate", "ledger", "cancel"].contains(options.command) {
+                StopSignals.install()
+            }
             switch options.command {
             case "plan": code = try Commands(options: options, log: log).plan()
             case "validate": code = try Commands(options: options, log: log).validate()

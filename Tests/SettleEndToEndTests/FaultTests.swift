@@ -1758,7 +1758,9 @@ extension CrashPointTests {
 @Suite struct InterruptionTests {
     /// A `run` of 12 orders stopped by SIGTERM after a few requests: exit 75, and the rows of
     /// its folder (each settled line an object at Stripe, the rest not sent).
-    static func interruptedRun(_ setup: ApplyCommandTests.Setup) throws -> (input: URL, rows: [[String]]) {
+    static func interruptedRun(_ setup: ApplyCommandTests.Setup, signal: Int32 = SIGTERM) throws -> (
+        input: URL, rows: [[String]]
+    ) {
         let input = try ApplyCommandTests.export(orders: 12, in: setup.folder)
         let before = try setup.sandbox.requestCount()
         let process = try SettleProcess.start(
@@ -1770,7 +1772,7 @@ extension CrashPointTests {
             usleep(50_000)
             waited += 1
         }
-        kill(process.processIdentifier, SIGTERM)
+        kill(process.processIdentifier, signal)
         process.waitUntilExit()
         #expect(process.terminationStatus == 75, "exit \(process.terminationStatus)")
         let rows = setup.results("day")
@@ -1794,7 +1796,7 @@ extension CrashPointTests {
     /// SIGTERM before the send (here while `run` looks up its payout methods, each answer
     /// slow): exit 75 at once, nothing sent, and the next run settles everything once.
     /// Before, the process ended by the signal (143) outside the send.
-    @Test func sigtermBeforeTheSendIs75() throws {
+    @Test(arguments: [SIGTERM, SIGHUP]) func sigtermBeforeTheSendIs75(signal: Int32) throws {
         let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "400"])
         let input = try ApplyCommandTests.export(orders: 3, in: setup.folder)
         let process = try SettleProcess.start(
@@ -1807,7 +1809,7 @@ extension CrashPointTests {
             usleep(10_000)
             waited += 1
         }
-        kill(process.processIdentifier, SIGTERM)
+        kill(process.processIdentifier, signal)
         process.waitUntilExit()
         #expect(
             process.terminationReason == .exit && process.terminationStatus == 75,
@@ -1819,9 +1821,10 @@ extension CrashPointTests {
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(3), payouts: 3 * 250)
     }
 
-    @Test func sigtermStopsSendingAndTheFolderTellsTheTruth() throws {
+    /// SIGHUP too: a run by hand whose terminal went away (audit 54 F9: it ended at once, 129).
+    @Test(arguments: [SIGTERM, SIGHUP]) func sigtermStopsSendingAndTheFolderTellsTheTruth(signal: Int32) throws {
         let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "150"])
-        _ = try Self.interruptedRun(setup)
+        _ = try Self.interruptedRun(setup, signal: signal)
         let again = try setup.apply("day")
         #expect(again.status == 0, "\(again.stderr)")
         #expect(setup.results("day").allSatisfy { $0[8] == "settled" })
