@@ -499,6 +499,32 @@ import Testing
         }
     }
 
+    /// Stripe out of reach (nothing listens there): after a few look-ups in a row get no
+    /// answer, the rest are not tried; the run exits 75 with one short line saying so, nothing
+    /// sent. Before, every look-up was tried five times (hours at full size, the ledger
+    /// locked), and the error listed each of them (audit 54 F8).
+    @Test func anUnreachableStripeStopsTheLookUpsAt75() throws {
+        let setup = try Setup()
+        // A first day with Stripe there (order 1): the ledger is no longer new, so no probe of
+        // the account's history comes before the look-ups.
+        #expect(try setup.run([try Self.export(orders: 1, in: setup.folder)], out: "first").status == 0)
+        let made = try setup.sandbox.effects().count
+        // Twelve payouts to twelve payout methods: twelve look-ups before the plan.
+        let input = setup.folder.appendingPathComponent("payouts.csv")
+        try
+            ("line_id,order_id,kind,amount,currency,recipient,payout_method\n"
+            + (1...12).map { "Q\($0),q\($0),payout,2.00,usd,acct_q\($0),pm_ap_q\($0)\n" }.joined())
+            .write(to: input, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("run", [input.path], out: "down")
+        arguments[arguments.firstIndex(of: "--api-base")! + 1] = "http://127.0.0.1:9"
+        let down = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+        #expect(down.status == 75, "\(down.stderr)")
+        #expect(
+            down.stderr.contains("Stripe could not be reached: 5 look-ups in a row got no answer"), "\(down.stderr)")
+        #expect(!down.stderr.contains("could not be looked up"), "\(down.stderr)")
+        #expect(try setup.sandbox.effects().count == made)
+    }
+
     /// An API base that carries credentials (the key as its user) is refused (78) before
     /// anything is sent or written, and the refusal does not repeat the key. Before, the run
     /// paid and manifest.json held the key in `api_base` (audit 54 F5).

@@ -60,6 +60,8 @@ extension FactsLookup {
 /// The look-ups on their own client and scheduler.
 final class FactsScheduler {
     let configuration: ApplyConfiguration
+    /// Look-ups in a row with no answer at all after which Stripe is taken as out of reach.
+    static let unreachableAfter = 5
     /// The calls the look-ups made (every try), for the run's report.
     private(set) var counters = CallCounters()
     init(configuration: ApplyConfiguration) { self.configuration = configuration }
@@ -78,6 +80,26 @@ final class FactsScheduler {
                 scheduler.stopped = true
             }
         }
+        // Stripe out of reach (no answer at all, after each look-up's own tries): after a few
+        // look-ups in a row, the rest are not tried and the run stops, 75 (audit 54 F8: every
+        // look-up was tried 5 times, for hours at full size, the ledger locked meanwhile).
+        var unanswered = 0
+        var unreachable: String?
+        func noteReach(_ outcome: HTTPOutcome?, _ ending: CallEnding) {
+            guard !ending.stopped else { return }
+            if case .response? = outcome {
+                unanswered = 0
+                return
+            }
+            unanswered += 1
+            guard unanswered >= FactsScheduler.unreachableAfter, unreachable == nil else { return }
+            var why = "no answer"
+            if case .transportError(_, let message)? = outcome { why = message }
+            unreachable =
+                "Stripe could not be reached: \(unanswered) look-ups in a row got no answer (\(why)); "
+                + "nothing was sent, run again later"
+            scheduler.stopped = true
+        }
         var done = 0
         let total = payoutMethods.count + charges.count
         let progress: () -> Void = { [configuration] in
@@ -92,6 +114,7 @@ final class FactsScheduler {
                     label: "payout method \(method)"
                 ) { outcome, ending in
                     noteKey(outcome)
+                    noteReach(outcome, ending)
                     result.payoutMethods.append(
                         StripeLookup.payoutMethodFact(outcome, ending, recipient: recipient, method: method))
                     progress()
@@ -104,6 +127,7 @@ final class FactsScheduler {
                     label: "charge \(charge)"
                 ) { outcome, ending in
                     noteKey(outcome)
+                    noteReach(outcome, ending)
                     result.charges.append(StripeLookup.chargeFact(outcome, ending, charge: charge))
                     progress()
                 })
@@ -112,6 +136,7 @@ final class FactsScheduler {
         scheduler.finishStopped()
         counters = scheduler.counters
         if let refusedKey { throw .keyRefused(refusedKey) }
+        if let unreachable { throw .transport(unreachable) }
         result.payoutMethods.sort { ($0.recipient, $0.method) < ($1.recipient, $1.method) }
         result.charges.sort { $0.charge < $1.charge }
         return result
