@@ -145,9 +145,17 @@ public final class LedgerStore {
         do throws(LedgerError) {
             found = try store.storedSchemaVersion()
         } catch {
-            // A file SQLite finds corrupt is a damaged ledger (78), not someone else's file.
-            if case .damaged = error { throw error }
-            throw .notALedger(path: path, message: "\(error)")
+            // A file SQLite finds corrupt is a damaged ledger (78), not someone else's file;
+            // a busy one is busy (75); one SQLite cannot open or read (a read-only or failing
+            // file system: it cannot make the WAL's index beside it) is a ledger out of
+            // reach, 78, with SQLite's reason (audit 54 F4: all three were called "not a
+            // settle ledger", 66).
+            switch error {
+            case .damaged, .busy: throw error
+            case .sqlite(let code, let message):
+                throw .cannotOpen(path: path, message: "SQLite error \(code): \(message)")
+            default: throw .notALedger(path: path, message: "\(error)")
+            }
         }
         guard found > 0 else { throw .notALedger(path: path, message: "it has no settle schema") }
         // An older ledger reads the same (what it lacks, nothing of it is in it).

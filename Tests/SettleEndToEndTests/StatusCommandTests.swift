@@ -307,6 +307,60 @@ import Testing
         #expect((after["waiting"] as? [[String: Any]])?.map { $0["line_id"] as? String } == ["wait-1", "wait-2"])
     }
 
+    /// Runs a command (mount, umount); its exit status, nil when it cannot be started.
+    static func system(_ arguments: [String]) -> Int32? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return nil }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Whether this machine lets the tests mount a small tmpfs (root, with the capability):
+    /// the one way to give SQLite a real read-only file system.
+    static let canMount: Bool = {
+        let probe = SettleProcess.temporaryFolder()
+        guard system(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", probe.path]) == 0 else { return false }
+        return system(["umount", probe.path]) == 0
+    }()
+
+    /// A ledger SQLite cannot open (here a read-only file system: SQLite cannot make the WAL's
+    /// index beside it) is out of reach, 78 with SQLite's reason, for `plan` and `status`:
+    /// not "not a settle ledger" (66), which sends the operator looking for a wrong file
+    /// (audit 54 F4). The file is still a ledger once the file system is writable again.
+    @Test(.enabled(if: canMount, "needs to mount a tmpfs"))
+    func aLedgerOnAReadOnlyFileSystemIsOutOfReachNotSomeoneElses() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let mount = folder.appendingPathComponent("mnt")
+        try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
+        #expect(Self.system(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mount.path]) == 0)
+        defer { _ = Self.system(["umount", mount.path]) }
+        let path = mount.appendingPathComponent("ledger.sqlite").path
+        #expect(try SettleProcess.run(["ledger", "init", "--ledger", path]).status == 0)
+        #expect(Self.system(["mount", "-o", "remount,ro", mount.path]) == 0)
+        let export = folder.appendingPathComponent("orders.csv")
+        try Data("line_id,order_id,kind,amount,currency,destination\nl1,o1,transfer,10.00,usd,acct_1\n".utf8)
+            .write(to: export)
+
+        let plan = try SettleProcess.run([
+            "plan", export.path, "--ledger", path, "--out", folder.appendingPathComponent("out").path,
+            "--as-of", "2026-11-29",
+        ])
+        #expect(plan.status == 78)
+        #expect(plan.stderr.contains("cannot open ledger \(path): SQLite error 14: unable to open database file"))
+        #expect(!plan.stderr.contains("not a settle ledger"))
+        let status = try SettleProcess.run(["status", "--ledger", path])
+        #expect(status.status == 78)
+        #expect(status.stderr.contains("cannot open ledger \(path)"))
+        #expect(!status.stderr.contains("not a settle ledger"))
+
+        #expect(Self.system(["mount", "-o", "remount,rw", mount.path]) == 0)
+        #expect(try SettleProcess.run(["status", "--ledger", path]).status == 0)
+    }
+
     @Test func noLedgerNotALedgerAndAMissingOneForCancel() throws {
         let folder = SettleProcess.temporaryFolder()
         let missing = folder.appendingPathComponent("none.sqlite").path
