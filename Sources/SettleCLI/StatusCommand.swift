@@ -46,10 +46,12 @@ struct StatusCommand {
             } else {
                 let lines = try store.statusLines()
                 let runs = try store.recordedRuns()
+                let holder = LedgerStore.holder(of: path)
                 say(
                     options.json
-                        ? Self.json(summary: summary, lines: lines, runs: runs, path: path).encoded() + "\n"
-                        : Self.text(summary: summary, lines: lines, runs: runs, path: path))
+                        ? Self.json(summary: summary, lines: lines, runs: runs, path: path, holder: holder).encoded()
+                            + "\n"
+                        : Self.text(summary: summary, lines: lines, runs: runs, path: path, holder: holder))
             }
             return summary.linesPending > 0 ? .tryAgain : .ok
         } catch {
@@ -83,9 +85,13 @@ struct StatusCommand {
 
     // MARK: - The whole ledger
 
-    static func text(summary: LedgerStatusSummary, lines: LedgerStatusLines, runs: [LedgerRun], path: String)
-        -> String
-    {
+    /// - Parameter holder: the process holding the ledger now (``LedgerStore/holder(of:)``):
+    ///   a run not ended is running when it is that process's run, else it was killed or
+    ///   cut off (the next run takes it over).
+    static func text(
+        summary: LedgerStatusSummary, lines: LedgerStatusLines, runs: [LedgerRun], path: String,
+        holder: LedgerStore.Holder? = nil
+    ) -> String {
         var text = "settle status: ledger \(path)\n"
         text += "  lines settled: \(summary.linesSettled)\n"
         text += "  lines unknown (may have reached Stripe, outcome not known yet): \(summary.linesPending)\n"
@@ -101,7 +107,7 @@ struct StatusCommand {
         }
         for run in shown {
             var parts = ["\(run.command)", "as of \(run.asOf)", "started \(timestamp(run.startedAt))"]
-            parts.append(run.endedAt.map { "ended \(timestamp($0))" } ?? "not ended")
+            parts.append(run.endedAt.map { "ended \(timestamp($0))" } ?? notEnded(run, holder: holder))
             parts.append(run.exitStatus.map { "exit \($0)" } ?? "no exit status")
             if let counts = countsText(run.counts) { parts.append(counts) }
             if let continues = run.continues { parts.append("continues \(continues)") }
@@ -125,9 +131,10 @@ struct StatusCommand {
         return text
     }
 
-    static func json(summary: LedgerStatusSummary, lines: LedgerStatusLines, runs: [LedgerRun], path: String)
-        -> JSON
-    {
+    static func json(
+        summary: LedgerStatusSummary, lines: LedgerStatusLines, runs: [LedgerRun], path: String,
+        holder: LedgerStore.Holder? = nil
+    ) -> JSON {
         .object([
             ("ledger", .string(path)),
             ("ledger_exists", .bool(true)),
@@ -147,14 +154,20 @@ struct StatusCommand {
                         ($0.rawValue, .int(Int64(summary.instructions[$0] ?? 0)))
                     })
             ),
-            ("runs", .array(runs.map(json(run:)))),
+            ("runs", .array(runs.map { json(run: $0, holder: holder) })),
             ("waiting", .array(lines.waiting.map(json(line:)))),
             ("unknown", .array(lines.unknown.map(json(line:)))),
             ("failed", .array(lines.failed.map(json(line:)))),
         ])
     }
 
-    static func json(run: LedgerRun) -> JSON {
+    /// A run not ended: running now (its process holds the ledger), or not (killed or cut off).
+    static func notEnded(_ run: LedgerRun, holder: LedgerStore.Holder?) -> String {
+        guard let holder, holder.run == run.id else { return "not ended: no process runs it (killed or cut off)" }
+        return "not ended: running now" + (holder.pid.map { " (pid \($0))" } ?? "")
+    }
+
+    static func json(run: LedgerRun, holder: LedgerStore.Holder? = nil) -> JSON {
         .object([
             ("id", .string(run.id)),
             ("command", .string(run.command)),
@@ -165,6 +178,7 @@ struct StatusCommand {
             ("exit_status", run.exitStatus.map { .int(Int64($0)) } ?? .null),
             ("counts", run.counts.map { (try? JSON.parse($0)) ?? .string($0) } ?? .null),
             ("continues", optional(run.continues)),
+            ("running", .bool(run.endedAt == nil && holder?.run == run.id)),
         ])
     }
 

@@ -112,6 +112,7 @@ extension LedgerStore {
                     SQLiteValue(run.exitStatus.map { Int64($0) }), SQLiteValue(run.counts), SQLiteValue(run.continues),
                 ])
         }
+        if run.endedAt == nil { announce(run: run.id) }
     }
 
     /// Whether the ledger holds a request the run sent (in flight, answered or not).

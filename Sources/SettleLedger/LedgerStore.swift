@@ -166,6 +166,60 @@ public final class LedgerStore {
         return store
     }
 
+    // MARK: - Who holds the ledger
+
+    /// The process that holds a ledger's exclusive lock, as it wrote itself into the lock
+    /// file: its pid, and the run it records, if any.
+    public struct Holder: Sendable, Equatable {
+        public var pid: Int32?
+        public var run: String?
+    }
+
+    /// Writes who holds the lock into the lock file (the pid, and the run once it is
+    /// recorded): `settle status` tells a run still going from one killed by it (audit 54
+    /// F10: both were "not ended"). Only the holder of the exclusive lock writes it; what it
+    /// says counts only while that lock is held. Best effort: the lock is what protects.
+    func announce(run: String?) {
+        guard isWritable, lockDescriptor >= 0 else { return }
+        Self.announce(lockDescriptor, run: run)
+    }
+
+    private static func announce(_ descriptor: Int32, run: String?) {
+        var text = "pid \(getpid())"
+        if let run { text += " run \(run)" }
+        text += "\n"
+        _ = ftruncate(descriptor, 0)
+        _ = text.withCString { pwrite(descriptor, $0, strlen($0), 0) }
+    }
+
+    /// The process holding the ledger's exclusive lock now (`run`, `apply`, `cancel`, a
+    /// `ledger` command), nil when none does. Reads without waiting and without stopping
+    /// anyone: a shared lock taken and let go at once (plans hold it shared, and a process
+    /// that takes it exclusive tries again for a second).
+    public static func holder(of given: String) -> Holder? {
+        let path = (try? oneName(given)) ?? given
+        let descriptor = Glibc.open(path + ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return nil }
+        defer { Glibc.close(descriptor) }
+        if flock(descriptor, LOCK_SH | LOCK_NB) == 0 {
+            flock(descriptor, LOCK_UN)
+            return nil
+        }
+        guard errno == EWOULDBLOCK else { return nil }
+        var bytes = [UInt8](repeating: 0, count: 256)
+        let count = pread(descriptor, &bytes, bytes.count, 0)
+        let words = String(decoding: bytes.prefix(max(count, 0)), as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        var holder = Holder()
+        for index in stride(from: 0, to: words.count - 1, by: 2) {
+            switch words[index] {
+            case "pid": holder.pid = Int32(words[index + 1])
+            case "run": holder.run = String(words[index + 1])
+            default: break
+            }
+        }
+        return holder
+    }
+
     /// Closes the database and gives up the lock.
     public func close() {
         db.close()
@@ -218,6 +272,7 @@ public final class LedgerStore {
             }
             throw .cannotOpen(path: lockPath, message: String(cString: strerror(reason)))
         }
+        if !shared { announce(descriptor, run: nil) }
         return descriptor
     }
 

@@ -274,6 +274,43 @@ import Testing
         try Self.expectPaidExactlyOnce(setup.sandbox, transfers: Self.transferTotal(30), payouts: 30 * 250)
     }
 
+    /// `settle status` tells a run still sending from one killed (audit 54 F10: both were
+    /// "not ended", and an on-call engineer could not tell whether to wait or to run again).
+    /// The process that holds the ledger writes its pid and run into the lock file; status
+    /// believes it only while that lock is held.
+    @Test func statusTellsARunStillGoingFromOneKilled() throws {
+        let setup = try Setup(flags: ["--latency-ms", "300"])
+        let input = try Self.export(orders: 30, in: setup.folder)
+        let process = try SettleProcess.start(
+            setup.arguments("run", [input.path], out: "going", extra: ["--rate", "5", "--concurrency", "1"]),
+            environment: ["STRIPE_API_KEY": testKey])
+        var waited = 0
+        while process.isRunning, try setup.sandbox.effects().isEmpty, waited < 3000 {
+            usleep(10_000)
+            waited += 1
+        }
+        #expect(process.isRunning, "the run ended before status could see it going")
+        func runs() throws -> [[String: Any]] {
+            let outcome = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
+            return try StatusCommandTests.object(outcome.stdout)["runs"] as? [[String: Any]] ?? []
+        }
+        let going = try runs()
+        #expect(going.count == 1)
+        #expect(going.first?["ended_at"] is NSNull)
+        #expect(going.first?["running"] as? Bool == true)
+        let text = try SettleProcess.run(["status", "--ledger", setup.ledger]).stdout
+        #expect(text.contains("not ended: running now (pid \(process.processIdentifier))"), "\(text)")
+
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        let killed = try runs()
+        #expect(killed.first?["running"] as? Bool == false)
+        #expect(killed.first?["id"] as? String == going.first?["id"] as? String)
+        let after = try SettleProcess.run(["status", "--ledger", setup.ledger]).stdout
+        #expect(after.contains("not ended: no process runs it (killed or cut off)"), "\(after)")
+        #expect(!after.contains("running now"))
+    }
+
     @Test func fixedErrorsFileSettlesOnlyTheFixedLines() throws {
         let setup = try Setup()
         let bad =
