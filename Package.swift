@@ -89,7 +89,7 @@ let package = Package(
         // The Stripe sandbox in a child process, for the integration and end-to-end tests.
         .target(name: "SettleTestSupport", dependencies: ["SettleHTTP", "SettleCore"], path: "Tests/SettleTestSupport",
                 swiftSettings: strict),
-        .testTarget(name: "SettleApplyTests", dependencies: ["SettleApply", "SettleCore", "SettleLedger", "SettleHTTP", "SettleTestSupport"],
+        .testTarget(name: "SettleApplyTests", dependencies: ["SettleApply", "SettleCore", "SettleLedger", "SettleHTTP", "SettleWrite", "SettleTestSupport"],
                     swiftSettings: strict),
         .testTarget(name: "SettleEndToEndTests", dependencies: ["SettleTestSupport", "SettleLedger"],
                     resources: [.copy("Fixtures")], swiftSettings: strict),

@@ -76,11 +76,121 @@ public enum StopSignals {
     }
 }
 
+extension StopSignals {
+    /// The metrics file a stop writes (`--metrics-file`), made ready before anything can
+    /// stop: the handler cannot format text or allocate, so it has the file's text in three
+    /// parts and writes the two values only the moment of the stop gives (the end timestamp
+    /// and the duration) with its own digits (audit 54 F1: a stop before the send left the
+    /// previous run's file, so the exit status monitoring saw was the last run's).
+    struct StopMetrics {
+        var path: UnsafeMutablePointer<CChar>
+        var temporary: UnsafeMutablePointer<CChar>
+        /// Plain pointers only, so the handler copies nothing it must retain.
+        var head: UnsafeMutableBufferPointer<UInt8>
+        var middle: UnsafeMutableBufferPointer<UInt8>
+        var tail: UnsafeMutableBufferPointer<UInt8>
+        var startMillis: Int64
+        var mode: mode_t
+        var digits: UnsafeMutablePointer<UInt8>
+    }
+
+    nonisolated(unsafe) static var stopMetrics: UnsafeMutablePointer<StopMetrics>?
+
+    /// Makes a stop by signal write `path` (Prometheus text, see `MetricsFile`): `head`, the
+    /// end timestamp, `middle`, the duration, `tail`. Call once, before ``install()`` takes
+    /// effect for the command; the text stays for the life of the process.
+    public static func writeMetricsOnStop(
+        path: String, head: String, middle: String, tail: String, start: Double, mode: UInt32
+    ) {
+        func bytes(_ text: String) -> UnsafeMutableBufferPointer<UInt8> {
+            let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: text.utf8.count)
+            _ = buffer.initialize(from: text.utf8)
+            return buffer
+        }
+        let plan = UnsafeMutablePointer<StopMetrics>.allocate(capacity: 1)
+        plan.initialize(
+            to: StopMetrics(
+                path: strdup(path), temporary: strdup("\(path).tmp-\(getpid())"),
+                head: bytes(head), middle: bytes(middle), tail: bytes(tail),
+                startMillis: Int64((start * 1000).rounded()),
+                mode: mode, digits: .allocate(capacity: 32)))
+        stopMetrics = plan
+    }
+
+    /// Unix milliseconds as `MetricsFile.seconds` writes them (whole seconds, then up to three
+    /// decimals, trailing zeros dropped), into `digits` (at least 24 bytes), without
+    /// allocating: the signal handler's formatter. Returns the bytes written. `millis` ≥ 0.
+    static func formatSeconds(_ millis: Int64, into digits: UnsafeMutablePointer<UInt8>) -> Int {
+        var count = 0
+        var whole = millis / 1000
+        repeat {
+            digits[count] = UInt8(48 + whole % 10)
+            whole /= 10
+            count += 1
+        } while whole > 0
+        var low = 0
+        var high = count - 1
+        while low < high {
+            (digits[low], digits[high]) = (digits[high], digits[low])
+            low += 1
+            high -= 1
+        }
+        var fraction = millis % 1000
+        guard fraction != 0 else { return count }
+        var places = 3
+        while fraction % 10 == 0 {
+            fraction /= 10
+            places -= 1
+        }
+        digits[count] = 46  // "."
+        for place in stride(from: places, through: 1, by: -1) {
+            digits[count + place] = UInt8(48 + fraction % 10)
+            fraction /= 10
+        }
+        return count + 1 + places
+    }
+
+    /// Async-signal-safe (open, write, fsync, rename; no allocation): writes the stop's
+    /// metrics file when one was asked for. A failure leaves the previous file, as before.
+    fileprivate static func writeStopMetrics() {
+        guard let plan = stopMetrics?.pointee else { return }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let endMillis = Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+        let file = Glibc.open(plan.temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, plan.mode)
+        guard file >= 0 else { return }
+        fchmod(file, plan.mode)
+        var complete = true
+        func put(_ base: UnsafePointer<UInt8>?, _ count: Int) {
+            var done = 0
+            while complete, done < count {
+                let wrote = write(file, base! + done, count - done)
+                if wrote < 0, errno == EINTR { continue }
+                if wrote <= 0 { complete = false } else { done += wrote }
+            }
+        }
+        func putSeconds(_ millis: Int64) { put(plan.digits, formatSeconds(millis, into: plan.digits)) }
+        put(plan.head.baseAddress, plan.head.count)
+        putSeconds(endMillis)
+        put(plan.middle.baseAddress, plan.middle.count)
+        putSeconds(max(0, endMillis - plan.startMillis))
+        put(plan.tail.baseAddress, plan.tail.count)
+        if complete, fsync(file) == 0 {
+            Glibc.close(file)
+            rename(plan.temporary, plan.path)
+        } else {
+            Glibc.close(file)
+            unlink(plan.temporary)
+        }
+    }
+}
+
 private let stopMessage: StaticString =
     "settle: stopped by a signal (exit 75): nothing is lost and nothing will be paid twice; run again\n"
 
-/// Async-signal-safe: one write(2), then _exit.
+/// Async-signal-safe: one write(2), the metrics file when one was asked for, then _exit.
 private func stopHandler(_ signal: Int32) {
     _ = stopMessage.withUTF8Buffer { write(2, $0.baseAddress, $0.count) }
+    StopSignals.writeStopMetrics()
     _exit(75)
 }

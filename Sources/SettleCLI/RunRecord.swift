@@ -1,4 +1,5 @@
 import Foundation
+import SettleApply
 import SettleCore
 import SettleWrite
 
@@ -41,6 +42,19 @@ final class RunRecord: @unchecked Sendable {
         return RunMetrics(
             start: started.timeIntervalSince1970, end: ended.timeIntervalSince1970, exitStatus: exit.rawValue,
             counts: counts, sums: sums, requests: requests, retries: retries, rateLimited: rateLimited)
+    }
+
+    /// Makes a stop by signal outside the send (which ends the process at once, 75) write the
+    /// metrics file too: its exit status and times, no lines or requests (audit 54 F1). The
+    /// file keeps the permissions it has, 0644 when new, as ``writeMetrics(path:exit:log:)``.
+    func writeMetricsOnStop(path: String) {
+        let parts = MetricsFile.stopTemplate(
+            start: started.timeIntervalSince1970, exitStatus: ExitCode.tryAgain.rawValue)
+        var existing = stat()
+        let mode = stat(path, &existing) == 0 ? existing.st_mode & 0o7777 : 0o644
+        StopSignals.writeMetricsOnStop(
+            path: path, head: parts.head, middle: parts.middle, tail: parts.tail, start: started.timeIntervalSince1970,
+            mode: mode)
     }
 
     /// Writes the metrics file; a failure is logged, and does not change the run's exit status

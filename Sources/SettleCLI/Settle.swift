@@ -33,6 +33,7 @@ public enum Settle {
             log = Log(format: options.logFormat, verbosity: options.verbosity)
             try options.refuseUnusedOptions()
             if ["plan", "apply", "run", "validate", "ledger", "cancel"].contains(options.command) {
+                if let path = options.metricsFile { options.record.writeMetricsOnStop(path: path) }
                 StopSignals.install()
             }
             switch options.command {

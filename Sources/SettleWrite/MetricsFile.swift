@@ -118,6 +118,26 @@ public enum MetricsFile {
         return out
     }
 
+    /// The file of a run stopped by a signal before it ends (``RunMetrics`` with no lines,
+    /// requests or amounts: a stop is at once), cut around its two values only the moment of
+    /// the stop gives: the text is `head`, the end timestamp, `middle`, the duration, `tail`.
+    /// The signal handler writes it (it cannot format or allocate).
+    public static func stopTemplate(start: Double, exitStatus: Int32) -> (head: String, middle: String, tail: String) {
+        let sentinel = 4_102_444_800.999  // 2100-01-01, a value no run has
+        let text = render(RunMetrics(start: start, end: sentinel, exitStatus: exitStatus, counts: [:], sums: nil))
+        let endSample = "settle_last_run_end_timestamp_seconds "
+        let durationSample = "\nsettle_run_duration_seconds "
+        let endValue = seconds(sentinel) + "\n"
+        let durationValue = seconds(max(0, sentinel - start)) + "\n"
+        guard let endAt = text.range(of: endSample + endValue),
+            let durationAt = text.range(of: durationSample + durationValue, range: endAt.upperBound..<text.endIndex)
+        else { preconditionFailure("the metrics file has no end timestamp or duration") }
+        let head = String(text[..<endAt.lowerBound]) + endSample
+        let middle = "\n" + String(text[endAt.upperBound..<durationAt.lowerBound]) + durationSample
+        let tail = "\n" + String(text[durationAt.upperBound...])
+        return (head, middle, tail)
+    }
+
     /// Writes the file atomically (temporary name in the same folder, fsync, rename). It is
     /// for a collector that may run as another user (node_exporter's textfile): it keeps the
     /// permissions the file has, 0644 when new; it holds no secret and no money detail.

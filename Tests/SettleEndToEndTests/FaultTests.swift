@@ -1799,8 +1799,15 @@ extension CrashPointTests {
     @Test(arguments: [SIGTERM, SIGHUP]) func sigtermBeforeTheSendIs75(signal: Int32) throws {
         let setup = try ApplyCommandTests.Setup(flags: ["--latency-ms", "400"])
         let input = try ApplyCommandTests.export(orders: 3, in: setup.folder)
+        // The previous run's metrics, which the stop replaces (audit 54 F1: they stayed, and
+        // monitoring saw that run's exit status); their permissions are kept.
+        let metrics = setup.folder.appendingPathComponent("settle.prom")
+        try Data("settle_last_run_exit_status 0\n".utf8).write(to: metrics)
+        chmod(metrics.path, 0o640)
+        let started = Date().timeIntervalSince1970
         let process = try SettleProcess.start(
-            setup.arguments("run", [input.path], out: "day", extra: ["--concurrency", "1"]),
+            setup.arguments(
+                "run", [input.path], out: "day", extra: ["--concurrency", "1", "--metrics-file", metrics.path]),
             environment: ["STRIPE_API_KEY": testKey])
         // Its folder made: it reads, then looks up its payout methods (slow answers), then sends.
         let spool = setup.folder.appendingPathComponent("day/.settle").path
@@ -1815,6 +1822,19 @@ extension CrashPointTests {
             process.terminationReason == .exit && process.terminationStatus == 75,
             "\(process.terminationReason == .exit) \(process.terminationStatus) after \(waited) waits")
         #expect(try setup.sandbox.effects().isEmpty)
+        let samples = Dictionary(
+            SettleProcess.read(metrics).split(separator: "\n").filter { !$0.hasPrefix("#") }.map {
+                (String($0.prefix { $0 != " " }), String($0.split(separator: " ").last ?? ""))
+            }, uniquingKeysWith: { first, _ in first })
+        #expect(samples["settle_last_run_exit_status"] == "75", "\(samples)")
+        let start = Double(samples["settle_last_run_start_timestamp_seconds"] ?? "") ?? 0
+        let end = Double(samples["settle_last_run_end_timestamp_seconds"] ?? "") ?? 0
+        let duration = Double(samples["settle_run_duration_seconds"] ?? "") ?? -1
+        #expect(start >= started.rounded(.down) && end >= start && end <= Date().timeIntervalSince1970 + 1)
+        #expect(abs(duration - (end - start)) < 0.0015, "\(duration) \(end - start)")
+        #expect(samples["settle_lines{status=\"settled\"}"] == "0")
+        var mode = stat()
+        #expect(stat(metrics.path, &mode) == 0 && mode.st_mode & 0o777 == 0o640)
         let again = try setup.run([input], out: "day")
         #expect(again.status == 0, "\(again.stderr)")
         try ApplyCommandTests.expectPaidExactlyOnce(
