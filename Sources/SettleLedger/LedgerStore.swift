@@ -17,6 +17,9 @@ public final class LedgerStore {
     public let isWritable: Bool
     let db: SQLiteDatabase
     private var lockDescriptor: Int32
+    /// A reader that found no WAL files: it removes those SQLite made for it, when still
+    /// empty, as it closes (``removeEmptyWALFiles()``).
+    private var removesWALFilesAtClose = false
     /// Whether the `charges` table exists, once a read-only store has looked.
     var chargesTableKnown: Bool?
     /// The run writing outcomes (apply sets its plan's run id): kept as the `run_id` of each
@@ -133,6 +136,12 @@ public final class LedgerStore {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         try checkFile(path)
         let shared = sharing ? try lock(path, shared: true) : -1
+        // SQLite's WAL files a reader makes beside the ledger (it cannot remove them): gone
+        // again at close when this reader made them (audit 56 L1: `validate`, which writes
+        // nothing, left `-wal` and `-shm`; see ``close()``).
+        let leavesNoFiles =
+            !FileManager.default.fileExists(atPath: path + "-wal")
+            && !FileManager.default.fileExists(atPath: path + "-shm")
         let db: SQLiteDatabase
         do throws(LedgerError) {
             db = try SQLiteDatabase(path: path, readOnly: true)
@@ -141,6 +150,7 @@ public final class LedgerStore {
             throw error
         }
         let store = LedgerStore(path: path, db: db, writable: false, lockDescriptor: shared)
+        store.removesWALFilesAtClose = leavesNoFiles
         let found: Int
         do throws(LedgerError) {
             found = try store.storedSchemaVersion()
@@ -164,6 +174,29 @@ public final class LedgerStore {
         }
         store.version = found
         return store
+    }
+
+    /// Removes the `-wal` and `-shm` SQLite made for this reader, when the WAL is empty and
+    /// no process that writes the ledger is there: under the shared process lock (held by a
+    /// plan or validate, else tried without waiting; a writer holds it exclusive from before
+    /// it opens the ledger to after it closes it). A WAL with content, or a writer at work,
+    /// leaves both as they are.
+    private func removeEmptyWALFiles() {
+        var descriptor = lockDescriptor
+        if descriptor < 0 {
+            descriptor = Glibc.open(path + ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard descriptor >= 0 else { return }
+            guard flock(descriptor, LOCK_SH | LOCK_NB) == 0 else {
+                Glibc.close(descriptor)
+                return
+            }
+        }
+        var wal = stat()
+        if stat(path + "-wal", &wal) == 0, wal.st_size == 0 {
+            unlink(path + "-wal")
+            unlink(path + "-shm")
+        }
+        if descriptor != lockDescriptor { Glibc.close(descriptor) }
     }
 
     // MARK: - Who holds the ledger
@@ -223,6 +256,10 @@ public final class LedgerStore {
     /// Closes the database and gives up the lock.
     public func close() {
         db.close()
+        if removesWALFilesAtClose {
+            removesWALFilesAtClose = false
+            removeEmptyWALFiles()
+        }
         if lockDescriptor >= 0 {
             Glibc.close(lockDescriptor)
             lockDescriptor = -1

@@ -782,6 +782,31 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty)
     }
 
+    /// `validate` writes nothing, also beside the ledger it reads: SQLite's `-wal` and `-shm`,
+    /// which a reader of a WAL ledger makes and cannot remove, are removed again (audit 56
+    /// L1); `plan` and `status` leave the ledger's folder as they found it too. The ledger's
+    /// bytes do not change.
+    @Test func readingTheLedgerLeavesItsFolderAsItWas() throws {
+        let ledger = try StatusCommandTests.ledger()
+        let folder = URL(fileURLWithPath: ledger).deletingLastPathComponent()
+        func listing() throws -> [String] { try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() }
+        let before = try listing()
+        #expect(before == ["ledger.sqlite", "ledger.sqlite.lock", "ledger.sqlite.mark"])
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: ledger))
+        let sample = SettleProcess.root.appendingPathComponent(Self.sample).path
+        let validate = try SettleProcess.run(["validate", sample, "--ledger", ledger, "--as-of", "2026-11-29"])
+        #expect(validate.status == 65, "\(validate.stderr)")
+        #expect(try listing() == before)
+        let out = SettleProcess.temporaryFolder().appendingPathComponent("out").path
+        let plan = try SettleProcess.run(["plan", sample, "--ledger", ledger, "--out", out, "--as-of", "2026-11-29"])
+        #expect(plan.status == 65, "\(plan.stderr)")
+        #expect(try listing() == before)
+        let status = try SettleProcess.run(["status", "--ledger", ledger])
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(try listing() == before)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: ledger)) == bytes)
+    }
+
     @Test func formulaCellsAreGuardedInResultsButNotInErrors() throws {
         let out = SettleProcess.temporaryFolder()
         try SettleProcess.run(["plan", Self.sample, "--out", out.path, "--as-of", "2026-11-29", "-q"])
