@@ -162,7 +162,7 @@ struct StripeAPI {
     /// Describes an answer for logs and messages: status, Stripe's code, request id.
     static func summary(_ outcome: HTTPOutcome) -> String {
         switch outcome {
-        case .transportError(let kind, let message): return "\(kind.rawValue) error: \(message)"
+        case .transportError(let kind, let message): return "\(kind.said): \(message)"
         case .response(let response):
             var text = "HTTP \(response.status)"
             if response.status >= 400 {

@@ -12,6 +12,17 @@ public enum HTTPOutcome: Sendable {
         case notSent
         /// Anything else libcurl reported.
         case other
+
+        /// What happened, in words for a reason column or a log line (the one place: audit
+        /// 56 found "not sent: notSent error: Couldn't connect…" in results.csv).
+        public var said: String {
+            switch self {
+            case .timeout: "no answer in time"
+            case .connection: "the connection broke"
+            case .notSent: "could not connect"
+            case .other: "transport error"
+            }
+        }
     }
 
     case response(HTTPResponse)

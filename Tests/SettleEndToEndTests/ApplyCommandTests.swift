@@ -562,6 +562,27 @@ import Testing
         #expect(try setup.sandbox.effects().count == made)
     }
 
+    /// A transfer that could not be sent (nothing listens at the API base) waits in the ledger,
+    /// and its reason says so in words: before, it read "not sent: notSent error: Couldn't
+    /// connect…" (audit 56).
+    @Test func aTransferStripeCouldNotBeReachedForSaysSoInWords() throws {
+        let setup = try Setup()
+        #expect(try setup.run([try Self.export(orders: 1, in: setup.folder)], out: "first").status == 0)
+        let input = setup.folder.appendingPathComponent("transfer.csv")
+        try
+            ("line_id,order_id,kind,amount,currency,destination,source_transaction,charge_amount,charge_currency,charge_status\n"
+            + "U1,u1,transfer,5.00,usd,acct_u1,ch_u1,10.00,usd,succeeded\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("run", [input.path], out: "down")
+        arguments[arguments.firstIndex(of: "--api-base")! + 1] = "http://127.0.0.1:9"
+        let down = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+        #expect(down.status == 75, "\(down.stderr)")
+        let row = try #require(setup.results("down").first)
+        #expect(row[8] == "deferred" && row[11] == "scheduled", "\(row)")
+        #expect(row[12].hasPrefix("not sent: could not connect: "), "\(row[12])")
+        #expect(!row[12].contains("notSent"), "\(row[12])")
+    }
+
     /// An API base that carries credentials (the key as its user) is refused (78) before
     /// anything is sent or written, and the refusal does not repeat the key. Before, the run
     /// paid and manifest.json held the key in `api_base` (audit 54 F5).

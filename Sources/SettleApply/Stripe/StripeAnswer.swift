@@ -15,7 +15,7 @@ enum StripeAnswer {
     init(_ outcome: HTTPOutcome) {
         switch outcome {
         case .transportError(let kind, let message):
-            self = .noAnswer("\(kind.rawValue) error: \(message)")
+            self = .noAnswer("\(kind.said): \(message)")
         case .response(let response):
             let body = StripeAnswer.jsonObject(response.body)
             switch response.status {
