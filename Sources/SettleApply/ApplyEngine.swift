@@ -97,6 +97,9 @@ public final class ApplyEngine {
     /// Every outcome of the run, on disk: memory holds the calls in flight, not the plan.
     private var outcomes: InstructionOutcomes
     private var resolved: [String: InstructionOutcome] = [:]
+    /// The ledger's outcomes no folder reported yet (``LedgerStore/unreportedOutcomes()``),
+    /// read once, after step 1 resolved what earlier runs left open.
+    private var unreportedOutcomes: Set<String>?
     private var ledgerFailure: LedgerError?
     /// Set when Stripe refuses the key itself (HTTP 401): the run stops sending.
     private var keyRefused: String?
@@ -539,6 +542,14 @@ public final class ApplyEngine {
                 // Settled by an earlier apply of this same plan (it stopped before its report):
                 // this run made it, and this run's report counts it.
                 if !runID.isEmpty, row.settledBy == runID { return .settled(stripeID: row.stripeID ?? "") }
+                // Sent by this plan's run, which was killed before it learned the outcome, and
+                // found made by another folder's apply that had no row of its lines: no folder
+                // reported it yet, so this one does, and counts it (audit 55 r1: the re-apply
+                // said `already_settled`, and no day's summary counted the transfer).
+                if unreportedOutcomes == nil { unreportedOutcomes = try ledger.unreportedOutcomes() }
+                if unreportedOutcomes?.contains(instruction.id) == true {
+                    return .settled(stripeID: row.stripeID ?? "")
+                }
                 return .alreadySettled(stripeID: row.stripeID ?? "")
             case .inFlight, .unknown:
                 return .unknown(

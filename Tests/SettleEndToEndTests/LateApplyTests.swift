@@ -190,6 +190,60 @@ import Testing
         #expect(measure(setup, "day1", "transferred") == 647)
     }
 
+    /// A run killed while its transfer is at Stripe (the answer stalls); the next day's offline
+    /// plan (made before the take-over, so without that line) is applied: the apply takes the
+    /// killed run over and finds the transfer made. The killed run's folder, applied again,
+    /// reports it `settled`, its own, and counts it; the day after, no run reports it again.
+    /// Before (audit 55 r1), the re-apply said `already_settled` ("settled by an earlier
+    /// run") and no day's summary counted the 28.00 Stripe holds.
+    @Test func aKilledRunsTransferFoundByAnotherFoldersApplyIsCountedByItsReapply() throws {
+        let setup = try started(
+            #"{"charges": [{"id": "ch_r1", "amount": 10000, "currency": "usd", "status": "succeeded"}]}"#)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v1/transfers", "times": 1, "action": "stall", "seconds": 3}]"#)
+        let input = setup.folder.appendingPathComponent("day1.csv")
+        try (Self.header + "R1,ORD-r1,transfer,28.00,usd,ORDER-r1,acct_r1,ch_r1,100.00,usd,succeeded,,,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("run", [input.path], out: "day1")
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-02"
+        let killed = try SettleProcess.start(arguments, environment: ["STRIPE_API_KEY": testKey])
+        // Killed once its transfer's POST has reached the sandbox (which answers after 3 s).
+        var waited = 0
+        while killed.isRunning, !(try stalled(setup)), waited < 1000 {
+            usleep(10_000)
+            waited += 1
+        }
+        kill(killed.processIdentifier, SIGKILL)
+        killed.waitUntilExit()
+        usleep(3_500_000)
+        try faults(setup, "[]")
+        #expect(try moved(setup, "transfer") == [2800], "the stalled transfer was made")
+        #expect(rows(setup, "day1")["R1"]?[8] == "planned")
+
+        #expect(try step(setup, "plan", "day2", Self.header, asOf: "2026-12-03").status == 0)
+        let day2 = try setup.apply("day2")
+        #expect(day2.status == 0, "\(day2.stderr)")
+        #expect(rows(setup, "day2").isEmpty)
+        let again = try setup.apply("day1")
+        #expect(again.status == 0, "\(again.stderr)")
+        let made = try #require(try setup.sandbox.effects().first { $0["type"] as? String == "transfer" })
+        #expect(rows(setup, "day1")["R1"].map { [$0[8], $0[10]] } == ["settled", made["id"] as? String ?? "?"])
+        #expect(measure(setup, "day1", "transferred") == 2800)
+        #expect(measure(setup, "day2", "transferred") == 0)
+        #expect(try step(setup, "run", "day3", Self.header, asOf: "2026-12-04").status == 0)
+        #expect(rows(setup, "day3").isEmpty)
+        #expect((measure(setup, "day3", "transferred") ?? 0) == 0)
+        #expect(try moved(setup, "transfer") == [2800])
+    }
+
+    /// Whether the sandbox's first fault rule has fired (the transfer's POST is stalling).
+    func stalled(_ setup: Setup) throws -> Bool {
+        let rules =
+            (try setup.sandbox.control("GET", "/_sandbox/faults") as? [String: Any])?["rules"] as? [[String: Any]]
+        return (rules?.first?["fired"] as? Int ?? 0) > 0
+    }
+
     /// A plan made offline brings back an order's dated line and carries a new line of the
     /// order; the next day's run pays the dated line before that plan is applied. Applied
     /// late, the plan still sends its new line: a later run that moved a line of the order
