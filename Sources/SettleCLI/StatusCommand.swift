@@ -214,7 +214,11 @@ struct StatusCommand {
         var events: [Event] = []
         for run in history.runs {
             var text = "run \(run.id): \(run.command), as of \(run.asOf)"
-            text += run.exitStatus.map { ", exit \($0)" } ?? ", not ended"
+            // A run taken over by a later one is ended without an exit status of its own (audit
+            // 55 L1: its line's history said "not ended" while the run list said it ended).
+            text +=
+                run.exitStatus.map { ", exit \($0)" }
+                ?? (run.endedAt == nil ? ", not ended" : ", ended, no exit status")
             events.append(
                 Event(
                     at: run.startedAt, rank: 0,

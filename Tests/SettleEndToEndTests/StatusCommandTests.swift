@@ -166,6 +166,40 @@ import Testing
         #expect(waiting[0]["since_run"] as? String == "run_1")
     }
 
+    /// A run a later one took over is ended with no exit status of its own: a line's history
+    /// says so, as the run list does, not "not ended" (audit 55 L1); a run still open says
+    /// "not ended".
+    @Test func aTakenOverRunIsEndedInALinesHistory() throws {
+        let path = try Self.ledger()
+        let store = try LedgerStore.open(path: path)
+        try store.recordRun(
+            LedgerRun(id: "run_k", command: "run", asOf: "2025-11-30", folder: "/srv/out/2", startedAt: Self.at(20)))
+        try store.recordRun(
+            LedgerRun(id: "run_open", command: "run", asOf: "2025-12-01", folder: "/srv/out/3", startedAt: Self.at(40)))
+        try store.hold([
+            HeldLine(
+                lineID: "took-1", state: .waiting, payee: "acct_t", amountMinor: 900, currency: "usd",
+                reasonCode: "scheduled", reason: "not sent: run run_k never ended (killed?)", source: "orders.csv:3",
+                header: "line_id,order_id,amount,currency", record: Array("took-1,o-t,9.00,usd\n".utf8),
+                sinceRun: "run_k", sinceAt: Self.at(21)),
+            HeldLine(
+                lineID: "open-1", state: .waiting, payee: "acct_o", amountMinor: 700, currency: "usd",
+                reasonCode: "scheduled", reason: "scheduled", source: "orders.csv:4",
+                header: "line_id,order_id,amount,currency", record: Array("open-1,o-o,7.00,usd\n".utf8),
+                sinceRun: "run_open", sinceAt: Self.at(41)),
+        ])
+        try store.recordRun(
+            LedgerRun(
+                id: "run_k", command: "run", asOf: "2025-11-30", folder: "/srv/out/2", startedAt: Self.at(20),
+                endedAt: Self.at(30)))
+        store.close()
+        let took = try SettleProcess.run(["status", "--ledger", path, "--line", "took-1"]).stdout
+        #expect(took.contains("run run_k: run, as of 2025-11-30, ended, no exit status"), "\(took)")
+        #expect(!took.contains("not ended"), "\(took)")
+        let open = try SettleProcess.run(["status", "--ledger", path, "--line", "open-1"]).stdout
+        #expect(open.contains("run run_open: run, as of 2025-12-01, not ended"), "\(open)")
+    }
+
     @Test func oneLinesHistory() throws {
         let path = try Self.ledger()
         let outcome = try SettleProcess.run(["status", "--ledger", path, "--line", "again-1", "--json"])
