@@ -772,6 +772,16 @@ public final class ApplyEngine {
             } ?? [:]
     }
 
+    /// The charges the folder's charges.csv gives facts of (``chargeAmounts``), read once.
+    private var chargesOfFolder: Set<String>?
+
+    /// Whether the folder's charges.csv has a row of `charge` (its facts known to the plan, or
+    /// looked up by an earlier apply whose files were written).
+    private func chargeKnownToFolder(_ charge: String) throws(ApplyError) -> Bool {
+        if chargesOfFolder == nil { chargesOfFolder = Set(try chargeAmounts?().keys ?? [:].keys) }
+        return chargesOfFolder?.contains(charge) == true
+    }
+
     /// Looks up every payout method and charge the plan's candidates depend on. An answer
     /// that is not Stripe's stops the run (nothing sent). When Stripe refuses one (or a
     /// charge is still pending), the orders that depend on it are not sent, whole
@@ -787,7 +797,19 @@ public final class ApplyEngine {
         while let instruction = try plan.next() {
             // Every instruction's, decided or not: a re-apply's files count the charge too.
             if let charge = instruction.preflight.charge { chargeOfInstruction[instruction.id] = charge }
-            guard try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) == nil else { continue }
+            if let decision = try ledgerDo({ () throws(LedgerError) in try decided(instruction) }) {
+                // Made by this folder's run, whose apply was killed before its files: the
+                // charge an offline plan had no facts of is looked up again, so the files
+                // count its gross and fee (audit 55 R2: the re-apply reported the transfer,
+                // and no day's charges.csv or charges_gross had its charge).
+                if case .settled = decision, let charge = instruction.preflight.charge,
+                    !seenCharges.contains(charge), try !chargeKnownToFolder(charge)
+                {
+                    seenCharges.insert(charge)
+                    charges.append(charge)
+                }
+                continue
+            }
             if let method = instruction.preflight.payoutMethod, let key = Obstacles.methodKey(instruction),
                 seenMethods.insert(key).inserted
             {

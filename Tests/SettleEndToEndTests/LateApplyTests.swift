@@ -237,6 +237,54 @@ import Testing
         #expect(try moved(setup, "transfer") == [2800])
     }
 
+    /// An offline plan's transfer names a charge with no charge columns, so its apply looks
+    /// the charge up; that apply is killed once the transfer is made (a payout's answer
+    /// stalls), before its files. The re-apply reports the transfer and counts its charge: a
+    /// charges.csv row with Stripe's gross and fee, and `charges_gross`. Before (audit 55 R2),
+    /// the re-apply did not look the charge up again (its transfer was decided), and no day's
+    /// charges.csv or summary had the charge.
+    @Test func aKilledApplysReapplyCountsTheChargeItLookedUp() throws {
+        let setup = try started(
+            #"{"charges": [{"id": "ch_r2", "amount": 10000, "currency": "usd", "status": "succeeded", "fee": 300}], "payout_methods": [{"id": "pm_r2", "recipient": "acct_p2"}]}"#
+        )
+        let text =
+            Self.header + "R2T,ORD-r2,transfer,28.00,usd,ORDER-r2,acct_r2,ch_r2,,,,,,\n"
+            + "R2P,ORD-r2p,payout,5.00,usd,ORDER-r2p,,,,,,acct_p2,pm_r2,\n"
+        #expect(try step(setup, "plan", "day1", text, asOf: "2026-12-02").status == 0)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "times": 1, "action": "stall", "seconds": 3}]"#
+        )
+        let killed = try SettleProcess.start(
+            [
+                "apply", setup.folder.appendingPathComponent("day1").path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        var waited = 0
+        while try killed.isRunning && (!stalled(setup) || moved(setup, "transfer").isEmpty), waited < 1000 {
+            usleep(10_000)
+            waited += 1
+        }
+        kill(killed.processIdentifier, SIGKILL)
+        killed.waitUntilExit()
+        usleep(3_500_000)
+        try faults(setup, "[]")
+        #expect(try moved(setup, "transfer") == [2800])
+        #expect(rows(setup, "day1")["R2T"]?[8] == "planned", "killed before its files")
+
+        let again = try setup.apply("day1")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(rows(setup, "day1")["R2T"]?[8] == "settled")
+        let charges = SettleProcess.read(setup.folder.appendingPathComponent("day1/charges.csv"))
+            .split(separator: "\n").dropFirst().map { $0.split(separator: ",", omittingEmptySubsequences: false) }
+        #expect(
+            charges.map { Array($0.dropFirst().map(String.init)) } == [
+                ["ch_r2", "usd", "succeeded", "100.00", "3.00", "0.00", "28.00", "0.00", "0.00", "69.00"]
+            ])
+        #expect(measure(setup, "day1", "charges_gross") == 10000)
+        #expect(measure(setup, "day1", "transferred") == 2800)
+    }
+
     /// Whether the sandbox's first fault rule has fired (the transfer's POST is stalling).
     func stalled(_ setup: Setup) throws -> Bool {
         let rules =
