@@ -342,6 +342,10 @@ public struct PlanFolder {
             let object = made.stripeID ?? ""
             let own = text(row[F.stripeID.rawValue]).trimmingFormulaGuard()
             if made.settledBy == run, !object.isEmpty, own.isEmpty || own == object { return (object, false) }
+            // Restored by `settle ledger rebuild`, which cannot say which run made it: this
+            // folder's row names it, as the object its own run made (audit 55 R3: the re-apply
+            // after a rebuild dropped it from paid_out, and no day counted the payout).
+            if made.settledBy == nil, !object.isEmpty, own == object { return (object, false) }
             return own.isEmpty || own == object ? nil : (own, true)
         }
         /// A row this apply did not send: deferred; when it `waits` (still this folder's line),

@@ -2131,10 +2131,12 @@ import Testing
 
     /// An apply killed once its payout (P2 and R1, 6.00) is made, before it learns so; the next
     /// run reports the payout `settled`. The ledger is lost and rebuilt, and the payout comes
-    /// back (after the rebuild, or before it); the next run's folder is applied again. The run
-    /// after reports P2 and R1 `failed`, counting the return once. Before, the re-apply put
-    /// the lines back to be followed for the payout that came back, and no run reported the
-    /// return (audit 51 F6).
+    /// back (after the rebuild, or before it); the next run's folder is applied again. That
+    /// folder, which reported the payout and counts it in `paid_out`, reports P2 and R1
+    /// `failed` and counts the return once (audit 30 H1's rule, which holds after a rebuild
+    /// since audit 55 R3: its row names the payout); the run after reports nothing again.
+    /// Before, the re-apply put the lines back to be followed for the payout that came back,
+    /// and no run reported the return (audit 51 F6); until audit 55 R3 the run after did.
     @Test(arguments: [false, true]) func aReturnAfterARebuildIsReportedWhenTheTakingOverFolderIsReapplied(
         returnedFirst: Bool
     ) throws {
@@ -2158,13 +2160,17 @@ import Testing
         let rebuild = try loseAndRebuild(setup, from: "out", "day2")
         #expect(rebuild.status == 0, "\(rebuild.stderr)")
         if !returnedFirst { try setStatus(setup, payout, "returned", reason: "payout_method_closed") }
-        _ = try setup.apply("day2")
-        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
-        #expect(third.status == 65, "\(third.stderr)")
+        let again = try setup.apply("day2")
+        #expect(again.status == 65, "\(again.stderr)")
+        let reapplied = Dictionary(setup.results("day2").map { ($0[0], [$0[8], $0[10], $0[11]]) }) { first, _ in first }
         #expect(
-            day3.mapValues { [$0[8], $0[11]] } == [
-                "P2": ["failed", "payout_method_closed"], "R1": ["failed", "payout_method_closed"],
-            ], "\(day3)")
+            reapplied == [
+                "P2": ["failed", payout, "payout_method_closed"], "R1": ["failed", payout, "payout_method_closed"],
+            ], "\(reapplied)")
+        #expect(usd(setup, "day2", "paid_out") == 600)
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(day3.isEmpty, "\(day3)")
         let returned = ["day2", "day3"].map { usd(setup, $0, "payouts_returned") }.reduce(0, +)
         #expect(returned == 600)
         try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [600])
@@ -2175,6 +2181,37 @@ import Testing
     /// run's folder applied again reports the line `failed` and sends nothing; the fix fed
     /// back is paid once. Before, the restored payout was dated by Stripe's `created`, before
     /// its own run's plan, and the re-apply paid the line again (audit 52 G1).
+    /// Day 1 pays a payout, which comes back; day 2 reports the return. The ledger is lost
+    /// and rebuilt from both folders, then day 1's folder is applied again: it still counts
+    /// the payout its run made (`failed`, naming it, in `paid_out`), as without the rebuild,
+    /// and does not count the return day 2 reported. Before (audit 55 R3), the rebuilt ledger
+    /// did not say which run made the payout, and the re-apply dropped it from `paid_out`: the
+    /// days' `paid_out` came to 0 against a return of 24.00.
+    @Test func aFoldersPayoutThatCameBackStaysCountedByItsReapplyAfterARebuild() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1", Self.header + "R3,1970,payout,24.00,usd,ORDER1970,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let payout = try #require(day1["R3"]?[10])
+        try setStatus(setup, payout, "failed", reason: "payout_method_declined")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["R3"].map { [$0[8], $0[11]] } == ["failed", "payout_method_declined"], "\(day2)")
+        #expect(usd(setup, "day2", "payouts_returned") == 2400)
+        let rebuild = try loseAndRebuild(setup, from: "day1", "day2")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        let again = try setup.apply("day1")
+        #expect(again.status == 65, "\(again.stderr)")
+        let row = try #require(setup.results("day1").first { $0[0] == "R3" })
+        #expect([row[8], row[10], row[11]] == ["failed", payout, "payout_method_declined"], "\(row)")
+        #expect(usd(setup, "day1", "paid_out") == 2400)
+        #expect(usd(setup, "day1", "payouts_returned") == 0)
+        #expect(usd(setup, "day2", "payouts_returned") == 2400)
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 1)
+    }
+
     @Test func aPayoutLiveAtARebuildThatComesBackIsNotPaidAgainByItsFolder() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
