@@ -173,6 +173,14 @@ public final class ByteSource: @unchecked Sendable {
     private func produceChunk() throws(ReadFailure) -> UnsafeRawBufferPointer? {
         if !isGzip {
             if rawStart < rawEnd {
+                // The first chunk tells XML from CSV: one that holds only a BOM (or part of
+                // one) and blanks is read on until it holds more (a pipe's first write may be
+                // just that: audit 57 F2), as far as the buffer goes.
+                while chunks == 0, !rawEOF, rawEnd < raw.count,
+                    InputFormat.undecided(UnsafeRawBufferPointer(rebasing: raw[rawStart..<rawEnd]))
+                {
+                    try fillRaw()
+                }
                 let chunk = UnsafeRawBufferPointer(rebasing: raw[rawStart..<rawEnd])
                 rawStart = rawEnd
                 bytesProduced += UInt64(chunk.count)
@@ -187,7 +195,16 @@ public final class ByteSource: @unchecked Sendable {
         if prefetch == nil, case .undecided = tap {
             // The format is not known yet: inflate on this thread, so nothing is read
             // elsewhere before the tap is decided.
-            guard let chunk = try inflateNext() else { return nil }
+            guard var chunk = try inflateNext() else { return nil }
+            // The first chunk tells XML from CSV: a first member that holds only a BOM (or
+            // part of one) and blanks is followed by the next ones until it holds more
+            // (audit 57 F2: such a file was read as CSV and rejected whole), as far as the
+            // buffer goes.
+            while chunks == 0, InputFormat.undecided(chunk), chunk.count < inflated.count,
+                let more = try inflateNext(after: chunk.count)
+            {
+                chunk = more
+            }
             bytesProduced += UInt64(chunk.count)
             return chunk
         }
@@ -329,7 +346,9 @@ public final class ByteSource: @unchecked Sendable {
         }
     }
 
-    private func inflateNext() throws(ReadFailure) -> UnsafeRawBufferPointer? {
+    /// The next inflated bytes, in `inflated` after its first `kept` bytes (which stay, and
+    /// start the chunk returned).
+    private func inflateNext(after kept: Int = 0) throws(ReadFailure) -> UnsafeRawBufferPointer? {
         while true {
             if rawStart == rawEnd {
                 if rawEOF {
@@ -374,12 +393,12 @@ public final class ByteSource: @unchecked Sendable {
             }
             stream.next_in = raw.baseAddress!.assumingMemoryBound(to: Bytef.self) + rawStart
             stream.avail_in = uInt(rawEnd - rawStart)
-            stream.next_out = inflated.baseAddress!.assumingMemoryBound(to: Bytef.self)
-            stream.avail_out = uInt(inflated.count)
+            stream.next_out = inflated.baseAddress!.assumingMemoryBound(to: Bytef.self) + kept
+            stream.avail_out = uInt(inflated.count - kept)
             let status = inflate(&stream, Z_NO_FLUSH)
             let consumed = (rawEnd - rawStart) - Int(stream.avail_in)
             rawStart += consumed
-            let produced = inflated.count - Int(stream.avail_out)
+            let produced = inflated.count - kept - Int(stream.avail_out)
             switch status {
             case Z_OK, Z_BUF_ERROR:
                 break
@@ -393,7 +412,7 @@ public final class ByteSource: @unchecked Sendable {
                     position: "byte \(rawBytesRead - UInt64(rawEnd - rawStart))")
             }
             if produced > 0 {
-                return UnsafeRawBufferPointer(rebasing: inflated[0..<produced])
+                return UnsafeRawBufferPointer(rebasing: inflated[0..<kept + produced])
             }
             if status == Z_BUF_ERROR, rawStart == rawEnd, rawEOF {
                 throw ReadFailure(
@@ -408,6 +427,17 @@ public final class ByteSource: @unchecked Sendable {
 /// The format of an input, told from its content.
 public enum InputFormat: String, Sendable {
     case csv, xml
+
+    /// Whether `bytes` hold nothing but an optional UTF-8 BOM (or its first bytes) and
+    /// blanks: the format cannot be told from them yet.
+    public static func undecided(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+        var index = 0
+        while index < min(3, bytes.count), bytes[index] == bom[index] { index += 1 }
+        if index > 0, index < 3 { return index == bytes.count }
+        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        return index == bytes.count
+    }
 
     /// XML when the first non-blank character after an optional UTF-8 BOM is `<`.
     public static func detect(_ first: UnsafeRawBufferPointer?) -> InputFormat {
