@@ -184,8 +184,9 @@ extension PlanFolder {
         return count
     }
 
-    /// The lines this folder reports `unknown` under one of `made` (instructions Stripe holds
-    /// an object of, found by `settle ledger rebuild`), held as unresolved with their records,
+    /// The lines this folder reports `unknown` (or still `planned`: its apply was killed before
+    /// its files) under one of `made` (instructions Stripe holds an object of, found by
+    /// `settle ledger rebuild`), held as unresolved with their records,
     /// as the apply that left them unknown held them: the next run brings them back and reports
     /// them settled, so one day's sums count the object (audit 38 Q1: after a rebuild no run
     /// did). Not a line of `reported` (a folder reports it settled already). Returns the
@@ -198,8 +199,14 @@ extension PlanFolder {
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: runID)
         var instructions: Set<String> = []
         try eachRow { (row, entry) throws(SettleError) in
-            // The status's bytes first: most rows are not unknown, and make no string.
-            guard row[F.status.rawValue].elementsEqual(LineStatus.unknown.name.utf8) else { return }
+            // The status's bytes first: most rows are not unknown, and make no string. A row
+            // still `planned` is one of a run killed before its files, whose instruction Stripe
+            // holds: as unknown (audit 55 R4: such lines were reported by no run after the
+            // rebuild, and no day counted their objects).
+            guard
+                row[F.status.rawValue].elementsEqual(LineStatus.unknown.name.utf8)
+                    || row[F.status.rawValue].elementsEqual(LineStatus.planned.name.utf8)
+            else { return }
             let instruction = String(decoding: row[F.instructionID.rawValue], as: UTF8.self)
             guard made.contains(instruction),
                 !reported.contains(String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard())

@@ -2181,6 +2181,40 @@ import Testing
     /// run's folder applied again reports the line `failed` and sends nothing; the fix fed
     /// back is paid once. Before, the restored payout was dated by Stripe's `created`, before
     /// its own run's plan, and the re-apply paid the line again (audit 52 G1).
+    /// A run killed once Stripe made its transfer and payout, before its files (its rows still
+    /// `planned`); the ledger is lost and rebuilt from its folder. Its objects are reported
+    /// `settled` and counted once: by the folder applied again, or else by the next run.
+    /// Before (audit 55 R4), the rebuild held only rows `unknown` to be reported: the re-apply
+    /// said `already_settled`, the next run had no row, and no day counted either object.
+    @Test(arguments: [true, false]) func aKilledRunsObjectsAreCountedOnceAfterARebuild(reapplied: Bool) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let text =
+            Self.header + "K1,1980,transfer,28.00,usd,ORDER1980,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            + "K2,1981,payout,5.00,usd,ORDER1981,,,,,,,acct_drv,pm_ap_1,\n"
+        let (killed, day0) = try day(setup, "day0", text, asOf: "2026-12-01", crashAt: "answer_received:2")
+        #expect(killed.status != 0)
+        #expect(day0.mapValues { $0[8] } == ["K1": "planned", "K2": "planned"], "\(day0)")
+        let made = try setup.sandbox.effects().compactMap { $0["amount"] as? Int }.sorted()
+        #expect(made == [500, 2800])
+        let rebuild = try loseAndRebuild(setup, from: "day0")
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        if reapplied {
+            let again = try setup.apply("day0")
+            #expect(again.status == 0, "\(again.stderr)")
+            let rows = Dictionary(setup.results("day0").map { ($0[0], $0[8]) }) { first, _ in first }
+            #expect(rows == ["K1": "settled", "K2": "settled"], "\(rows)")
+        }
+        let (next, day1) = try day(setup, "day1", Self.header, asOf: "2026-12-02")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(day1.mapValues { $0[8] } == (reapplied ? [:] : ["K1": "settled", "K2": "settled"]), "\(day1)")
+        for measure in ["transferred", "paid_out"] {
+            let days = ["day0", "day1"].map { usd(setup, $0, measure) }
+            #expect(days.reduce(0, +) == (measure == "transferred" ? 2800 : 500), "\(measure) \(days)")
+        }
+        #expect(try setup.sandbox.effects().count == 2)
+    }
+
     /// Day 1 pays a payout, which comes back; day 2 reports the return. The ledger is lost
     /// and rebuilt from both folders, then day 1's folder is applied again: it still counts
     /// the payout its run made (`failed`, naming it, in `paid_out`), as without the rebuild,
