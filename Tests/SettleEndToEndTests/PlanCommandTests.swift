@@ -807,6 +807,39 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: ledger)) == bytes)
     }
 
+    /// Lines of one charge that state different fees: the charge keeps the largest, whatever
+    /// the line order (docs/RULES.md; audit 57 F1: the first line's fee was kept, and
+    /// charges.csv's fee and retained, and summary's charges_fees, followed the line order).
+    @Test func aChargesFeeIsTheLargestStatedWhateverTheLineOrder() throws {
+        var random = SplitMix64(seed: 0x57F1)
+        let header =
+            "line_id,order_id,kind,amount,currency,destination,source_transaction,charge_amount,charge_currency,charge_status,charge_fee\n"
+        for round in 0..<8 {
+            let fees = (0..<(2 + Int(random.next() % 3))).map { _ in Int(random.next() % 500) }
+            var lines = fees.enumerated().map { index, fee in
+                "F\(index),\(index),transfer,1.00,usd,acct_\(index),ch_f,100.00,usd,succeeded,"
+                    + String(format: "%d.%02d", fee / 100, fee % 100) + "\n"
+            }
+            lines.shuffle(using: &random)
+            let folder = SettleProcess.temporaryFolder()
+            let input = folder.appendingPathComponent("fees.csv")
+            try (header + lines.joined()).write(to: input, atomically: true, encoding: .utf8)
+            let out = folder.appendingPathComponent("out")
+            let plan = try SettleProcess.run(["plan", input.path, "--out", out.path, "--as-of", "2026-11-29", "-q"])
+            #expect(plan.status == 0, "\(plan.stderr)")
+            let largest = fees.max()!
+            let row =
+                SettleProcess.read(out.appendingPathComponent("charges.csv")).split(separator: "\n")
+                .dropFirst().first?.split(separator: ",", omittingEmptySubsequences: false).map(String.init) ?? []
+            let retained = 10000 - largest - 100 * fees.count
+            #expect(
+                Array(row.dropFirst().prefix(5)) + [row.last ?? ""] == [
+                    "ch_f", "usd", "succeeded", "100.00", String(format: "%d.%02d", largest / 100, largest % 100),
+                    String(format: "%d.%02d", retained / 100, retained % 100),
+                ], "round \(round): fees \(fees), lines \(lines): \(row)")
+        }
+    }
+
     @Test func formulaCellsAreGuardedInResultsButNotInErrors() throws {
         let out = SettleProcess.temporaryFolder()
         try SettleProcess.run(["plan", Self.sample, "--out", out.path, "--as-of", "2026-11-29", "-q"])

@@ -1159,7 +1159,9 @@ extension Planner.ChargeFacts {
             // failed, then pending, then succeeded.
             if status == .unknown || line.chargeStatus == .failed || status == .succeeded { status = line.chargeStatus }
         }
-        if line.chargeFee >= 0, fee < 0 { fee = line.chargeFee }
+        // The largest fee stated, whatever the line order (docs/RULES.md; audit 57 F1: the
+        // first line's was kept, and charges.csv's fee and retained followed the line order).
+        if line.chargeFee > fee { fee = line.chargeFee }
         if !line.paymentMethodType.isNone, line.paymentMethodType != paymentMethodType,
             paymentMethodType.isNone
                 || (batch.isBankDebit(line.paymentMethodType) && !batch.isBankDebit(paymentMethodType))
