@@ -2029,9 +2029,13 @@ import Testing
         // B5), accepted now, and its order's Q2 in a payout of its own; P2 and R1 are not paid again.
         let again = try setup.apply("out")
         #expect(again.status == 0, "\(again.stderr)")
+        // P1's transfer, made by the folder's killed apply, is reported by the folder (audit 55
+        // R4: the rebuild holds a killed run's `planned` lines whose instruction Stripe made).
+        // P2 and R1 were paid by the split payout no row names: `already_settled` (see the
+        // note in README, Known limits).
         let made = crashAt == "publishing:1" ? "settled" : "already_settled"
         let rows = Dictionary(uniqueKeysWithValues: setup.results("out").map { ($0[0], $0[8]) })
-        #expect(rows == ["Q1": "settled", "Q2": "settled", "P1": made, "P2": made, "R1": made], "\(rows)")
+        #expect(rows == ["Q1": "settled", "Q2": "settled", "P1": "settled", "P2": made, "R1": made], "\(rows)")
         #expect(try payouts(setup).sorted() == [300, 600])
         try expectNothingMore(setup, "day2", asOf: "2026-12-02", payouts: [300, 600])
     }
@@ -2170,7 +2174,11 @@ import Testing
         #expect(usd(setup, "day2", "paid_out") == 600)
         let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
         #expect(third.status == 0, "\(third.stderr)")
-        #expect(day3.isEmpty, "\(day3)")
+        // P1's transfer, which the killed apply made and no folder reported (its folder was
+        // never applied again), is reported once, here (audit 55 R4); nothing else.
+        #expect(day3.mapValues { $0[8] } == ["P1": "settled"], "\(day3)")
+        #expect(usd(setup, "day3", "transferred") == 3000)
+        #expect(usd(setup, "day2", "transferred") == 0)
         let returned = ["day2", "day3"].map { usd(setup, $0, "payouts_returned") }.reduce(0, +)
         #expect(returned == 600)
         try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [600])

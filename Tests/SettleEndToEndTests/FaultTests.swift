@@ -1636,7 +1636,9 @@ extension CrashPointTests {
         let run = try #require(manifest.firstMatch(of: try Regex(#""run_id": *"(run_[^"]+)""#))?.output[1].substring)
         let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
         #expect(status.stdout.contains("\(run): run, as of 2026-11-29"), "\(status.stdout)")
-        #expect(status.stdout.contains("not ended, no exit status"), "\(status.stdout)")
+        #expect(
+            status.stdout.contains("not ended: no process runs it (killed or cut off), no exit status"),
+            "\(status.stdout)")
         let again = try setup.run([input], out: "day")
         #expect(again.status == 73, "\(again.stderr)")
         #expect(again.stderr.contains("holds a run that was applied"), "\(again.stderr)")
