@@ -207,17 +207,8 @@ import Testing
             .write(to: input, atomically: true, encoding: .utf8)
         var arguments = setup.arguments("run", [input.path], out: "day1")
         arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-02"
-        let killed = try SettleProcess.start(arguments, environment: ["STRIPE_API_KEY": testKey])
         // Killed once its transfer's POST has reached the sandbox (which answers after 3 s).
-        var waited = 0
-        while killed.isRunning, !(try stalled(setup)), waited < 1000 {
-            usleep(10_000)
-            waited += 1
-        }
-        kill(killed.processIdentifier, SIGKILL)
-        killed.waitUntilExit()
-        usleep(3_500_000)
-        try faults(setup, "[]")
+        try killWhileStalled(setup, try SettleProcess.start(arguments, environment: ["STRIPE_API_KEY": testKey]))
         #expect(try moved(setup, "transfer") == [2800], "the stalled transfer was made")
         #expect(rows(setup, "day1")["R1"]?[8] == "planned")
 
@@ -260,15 +251,7 @@ import Testing
                 "apply", setup.folder.appendingPathComponent("day1").path, "--ledger", setup.ledger, "--api-base",
                 setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
             ], environment: ["STRIPE_API_KEY": testKey])
-        var waited = 0
-        while try killed.isRunning && (!stalled(setup) || moved(setup, "transfer").isEmpty), waited < 1000 {
-            usleep(10_000)
-            waited += 1
-        }
-        kill(killed.processIdentifier, SIGKILL)
-        killed.waitUntilExit()
-        usleep(3_500_000)
-        try faults(setup, "[]")
+        try killWhileStalled(setup, killed) { try !moved(setup, "transfer").isEmpty }
         #expect(try moved(setup, "transfer") == [2800])
         #expect(rows(setup, "day1")["R2T"]?[8] == "planned", "killed before its files")
 
@@ -283,6 +266,21 @@ import Testing
             ])
         #expect(measure(setup, "day1", "charges_gross") == 10000)
         #expect(measure(setup, "day1", "transferred") == 2800)
+    }
+
+    /// Kills `process` (SIGKILL) once the sandbox's first fault rule has fired (a request is
+    /// stalling there) and `ready` holds; then lets the stalled request end at the sandbox
+    /// (it is made there after its stall of 3 s) and clears the rules.
+    func killWhileStalled(_ setup: Setup, _ process: Process, until ready: () throws -> Bool = { true }) throws {
+        var waited = 0
+        while try process.isRunning && (!stalled(setup) || !ready()), waited < 1000 {
+            usleep(10_000)
+            waited += 1
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        usleep(3_500_000)
+        try faults(setup, "[]")
     }
 
     /// Whether the sandbox's first fault rule has fired (the transfer's POST is stalling).
