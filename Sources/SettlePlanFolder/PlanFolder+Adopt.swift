@@ -568,7 +568,12 @@ extension PlanFolder {
             if let instruction = instructionOfLine[text(row[F.lineID.rawValue])] {
                 ordersOf[instruction, default: []].insert(group)
             }
-            if text(row[F.status.rawValue]) == LineStatus.rejected.name, rejected[group] == nil {
+            // A later copy of a line id stays outside its group (SPEC): it never stops the order
+            // (audit 58 F1: a re-apply stopped the rest of an order for it, which then moved in
+            // part).
+            if text(row[F.status.rawValue]) == LineStatus.rejected.name, rejected[group] == nil,
+                text(row[F.reasonCode.rawValue]) != ReasonCode.duplicateLineID.code
+            {
                 rejected[group] =
                     "order \(group): line \(text(row[F.lineID.rawValue])) is rejected "
                     + "\(text(row[F.reasonCode.rawValue])) (\(text(row[F.reason.rawValue])))"

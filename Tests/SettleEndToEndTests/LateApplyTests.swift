@@ -268,6 +268,38 @@ import Testing
         #expect(measure(setup, "day1", "transferred") == 2800)
     }
 
+    /// An order of two transfers and a payout, with a later copy of its payout line in the
+    /// export (`duplicate_line_id`, outside its group). Its apply is killed once the second
+    /// transfer is in flight, before it is sent; the re-apply finds it never made and sends
+    /// the rest of the order: the copy does not stop it. Before (audit 58 F1), the re-apply
+    /// read the copy as a rejected line of the order, sent nothing more, and the order stood
+    /// in part (40.00 of 79.00 moved).
+    @Test func aDuplicateCopyDoesNotStopTheRestOfAnOrderAtAReapply() throws {
+        let setup = try started(
+            #"{"charges": [{"id": "ch_dup", "amount": 10000, "currency": "usd", "status": "succeeded"}], "payout_methods": [{"id": "pm_dup", "recipient": "acct_pd"}]}"#
+        )
+        let payout = "D3,ORD-dup,payout,24.00,usd,ORDER-dup,,ch_dup,100.00,usd,succeeded,acct_pd,pm_dup,\n"
+        let text =
+            Self.header + "D1,ORD-dup,transfer,40.00,usd,ORDER-dup,acct_d1,ch_dup,100.00,usd,succeeded,,,\n"
+            + "D2,ORD-dup,transfer,15.00,usd,ORDER-dup,acct_d2,ch_dup,100.00,usd,succeeded,,,\n" + payout + payout
+        #expect(try step(setup, "plan", "day1", text, asOf: "2026-12-02").status == 65)
+        let killed = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent("day1").path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off", "--concurrency", "1",
+            ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "in_flight_written:2"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status)")
+        #expect(try moved(setup, "transfer").count == 1)
+        let again = try setup.apply("day1")
+        #expect(again.status == 65, "\(again.stderr)")
+        #expect(!again.stderr.contains("is rejected duplicate_line_id"), "\(again.stderr)")
+        #expect(try moved(setup, "transfer").sorted() == [1500, 4000])
+        #expect(try moved(setup, "outbound_payment") == [2400])
+        let statuses = setup.results("day1").map { "\($0[0]) \($0[8]) \($0[11])" }
+        #expect(
+            statuses == ["D1 settled ", "D2 settled ", "D3 settled ", "D3 rejected duplicate_line_id"], "\(statuses)")
+    }
+
     /// Kills `process` (SIGKILL) once the sandbox's first fault rule has fired (a request is
     /// stalling there) and `ready` holds; then lets the stalled request end at the sandbox
     /// (it is made there after its stall of 3 s) and clears the rules.
