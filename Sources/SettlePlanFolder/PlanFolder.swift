@@ -348,6 +348,18 @@ public struct PlanFolder {
             if made.settledBy == nil, !object.isEmpty, own == object { return (object, false) }
             return own.isEmpty || own == object ? nil : (own, true)
         }
+        /// The payout of a row still `planned` (its run was killed before its files) that this
+        /// folder's run sent, Stripe made, and came back: the payout, and whether this folder
+        /// reports its return (this apply learned it, or the ledger holds the line `returned`;
+        /// not when another run reported it already).
+        func killedRunsPayoutBack(_ row: [[UInt8]], _ instruction: String) -> (object: String, reportsReturn: Bool)? {
+            guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
+                let made = try? ledger.instruction(instruction), made.status == .failed, made.sentBy == run,
+                let object = made.stripeID, !object.isEmpty
+            else { return nil }
+            let line = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
+            return (object, cameBack[line] != nil || report.resolved.contains(instruction))
+        }
         /// A row this apply did not send: deferred; when it `waits` (still this folder's line),
         /// counted as unsent (the run exits 75) and said to wait in the ledger.
         func unsentResult(_ result: LineResult, waits: Bool) -> LineResult {
@@ -477,6 +489,16 @@ public struct PlanFolder {
                         }
                         if let own = splitResult(&row, of: instruction) { result = own }
                         ownObject(&row, &result)
+                        if result.status == .failed, let back = killedRunsPayoutBack(row, instruction) {
+                            // This folder's run sent the payout and was killed before its files;
+                            // Stripe made it and it came back: made here (paid_out), and its
+                            // return reported here when this apply learned it or the ledger
+                            // holds the line to report it (audit 58 F2: the payout, or its return,
+                            // was counted by no day).
+                            madeAndBack = true
+                            result.stripeID = back.object
+                            if back.reportsReturn { reportReturn(row) }
+                        }
                         if result.status == .planned, held != nil {
                             // Never sent (the run stopped, the key was refused, every try was
                             // rate-limited or could not connect): it waits in the ledger

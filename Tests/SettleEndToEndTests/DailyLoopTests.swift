@@ -2189,6 +2189,42 @@ import Testing
     /// run's folder applied again reports the line `failed` and sends nothing; the fix fed
     /// back is paid once. Before, the restored payout was dated by Stripe's `created`, before
     /// its own run's plan, and the re-apply paid the line again (audit 52 G1).
+    /// A run killed while its payout (two lines of one recipient, 12.00) is at Stripe, before
+    /// its files; Stripe made the payout, and it came back. Whether the killed folder is
+    /// applied again before the next run or after it, the days count the payout once in
+    /// `paid_out` (the killed folder's: its run made it) and its return once in
+    /// `payouts_returned` (whichever learned it first). Before (audit 58 F2), the payout was
+    /// counted by no day when the next run learned the return first, and the return by no day
+    /// when the re-apply did.
+    @Test(arguments: [true, false]) func aKilledRunsPayoutThatCameBackIsCountedOnceEachWay(reapplyFirst: Bool) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let text =
+            Self.header + "B1,1990,payout,5.00,usd,ORDER1990,,,,,,,acct_drv,pm_ap_1,\n"
+            + "B2,1991,payout,7.00,usd,ORDER1991,,,,,,,acct_drv,pm_ap_1,\n"
+        let (killed, _) = try day(setup, "K", text, asOf: "2026-12-01", crashAt: "answer_received:1")
+        #expect(killed.status != 0)
+        #expect(try payouts(setup) == [1200])
+        let payout = try #require(
+            setup.sandbox.effects().first { $0["type"] as? String == "outbound_payment" }?["id"] as? String)
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        func reapply() throws {
+            let again = try setup.apply("K")
+            #expect(again.status == 65, "\(again.stderr)")
+            let rows = setup.results("K").map { [$0[0], $0[8], $0[10]] }
+            #expect(rows == [["B1", "failed", payout], ["B2", "failed", payout]], "\(rows)")
+        }
+        if reapplyFirst { try reapply() }
+        let (next, _) = try day(setup, "R1", Self.header, asOf: "2026-12-02")
+        #expect(next.status == (reapplyFirst ? 0 : 65), "\(next.stderr)")
+        if !reapplyFirst { try reapply() }
+        #expect(usd(setup, "K", "paid_out") == 1200)
+        #expect(usd(setup, "K", "payouts_returned") == (reapplyFirst ? 1200 : 0))
+        #expect(usd(setup, "R1", "payouts_returned") == (reapplyFirst ? 0 : 1200))
+        #expect(usd(setup, "R1", "paid_out") == 0)
+        try expectNothingMore(setup, "R2", asOf: "2026-12-03", payouts: [1200])
+    }
+
     /// A run killed once Stripe made its transfer and payout, before its files (its rows still
     /// `planned`); the ledger is lost and rebuilt from its folder. Its objects are reported
     /// `settled` and counted once: by the folder applied again, or else by the next run.
