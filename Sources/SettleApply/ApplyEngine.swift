@@ -778,7 +778,7 @@ public final class ApplyEngine {
     /// Whether the folder's charges.csv has a row of `charge` (its facts known to the plan, or
     /// looked up by an earlier apply whose files were written).
     private func chargeKnownToFolder(_ charge: String) throws(ApplyError) -> Bool {
-        if chargesOfFolder == nil { chargesOfFolder = Set(try chargeAmounts?().keys ?? [:].keys) }
+        if chargesOfFolder == nil { chargesOfFolder = Set((try chargeAmounts?() ?? [:]).keys) }
         return chargesOfFolder?.contains(charge) == true
     }
 

@@ -182,12 +182,11 @@ public final class LedgerStore {
     /// it opens the ledger to after it closes it). A WAL with content, or a writer at work,
     /// leaves both as they are.
     private func removeEmptyWALFiles() {
-        var descriptor = lockDescriptor
-        if descriptor < 0 {
-            descriptor = Glibc.open(path + ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            guard descriptor >= 0 else { return }
-            guard flock(descriptor, LOCK_SH | LOCK_NB) == 0 else {
-                Glibc.close(descriptor)
+        var probe: (descriptor: Int32, free: Bool)? = nil
+        if lockDescriptor < 0 {
+            probe = Self.probeLock(path)
+            guard let probe, probe.free else {
+                if let probe { Glibc.close(probe.descriptor) }
                 return
             }
         }
@@ -196,7 +195,16 @@ public final class LedgerStore {
             unlink(path + "-wal")
             unlink(path + "-shm")
         }
-        if descriptor != lockDescriptor { Glibc.close(descriptor) }
+        if let probe { Glibc.close(probe.descriptor) }
+    }
+
+    /// The ledger's lock file opened to read, and whether a shared lock on it was taken
+    /// without waiting (`free`: no process holds it exclusive); nil when there is no lock
+    /// file. The caller closes the descriptor (which lets a shared lock go).
+    private static func probeLock(_ path: String) -> (descriptor: Int32, free: Bool)? {
+        let descriptor = Glibc.open(path + ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return nil }
+        return (descriptor, flock(descriptor, LOCK_SH | LOCK_NB) == 0)
     }
 
     // MARK: - Who holds the ledger
@@ -231,14 +239,9 @@ public final class LedgerStore {
     /// that takes it exclusive tries again for a second).
     public static func holder(of given: String) -> Holder? {
         let path = (try? oneName(given)) ?? given
-        let descriptor = Glibc.open(path + ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { return nil }
+        guard let (descriptor, free) = probeLock(path) else { return nil }
         defer { Glibc.close(descriptor) }
-        if flock(descriptor, LOCK_SH | LOCK_NB) == 0 {
-            flock(descriptor, LOCK_UN)
-            return nil
-        }
-        guard errno == EWOULDBLOCK else { return nil }
+        guard !free else { return nil }
         var bytes = [UInt8](repeating: 0, count: 256)
         let count = pread(descriptor, &bytes, bytes.count, 0)
         let words = String(decoding: bytes.prefix(max(count, 0)), as: UTF8.self).split(whereSeparator: \.isWhitespace)

@@ -428,23 +428,24 @@ public final class ByteSource: @unchecked Sendable {
 public enum InputFormat: String, Sendable {
     case csv, xml
 
-    /// Whether `bytes` hold nothing but an optional UTF-8 BOM (or its first bytes) and
-    /// blanks: the format cannot be told from them yet.
-    public static func undecided(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    /// Where the content starts: the first byte after an optional UTF-8 BOM and blanks; nil
+    /// while `bytes` hold nothing else (a BOM, or its first bytes, and blanks).
+    static func contentStart(_ bytes: UnsafeRawBufferPointer) -> Int? {
         let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
         var index = 0
         while index < min(3, bytes.count), bytes[index] == bom[index] { index += 1 }
-        if index > 0, index < 3 { return index == bytes.count }
+        if index > 0, index < 3 { return index == bytes.count ? nil : 0 }
         while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
-        return index == bytes.count
+        return index < bytes.count ? index : nil
     }
+
+    /// Whether `bytes` hold nothing but an optional UTF-8 BOM (or its first bytes) and
+    /// blanks: the format cannot be told from them yet.
+    public static func undecided(_ bytes: UnsafeRawBufferPointer) -> Bool { contentStart(bytes) == nil }
 
     /// XML when the first non-blank character after an optional UTF-8 BOM is `<`.
     public static func detect(_ first: UnsafeRawBufferPointer?) -> InputFormat {
-        guard let first else { return .csv }
-        var index = 0
-        if first.count >= 3, first[0] == 0xEF, first[1] == 0xBB, first[2] == 0xBF { index = 3 }
-        while index < first.count, [0x20, 0x09, 0x0A, 0x0D].contains(first[index]) { index += 1 }
-        return index < first.count && first[index] == UInt8(ascii: "<") ? .xml : .csv
+        guard let first, let start = contentStart(first) else { return .csv }
+        return first[start] == UInt8(ascii: "<") ? .xml : .csv
     }
 }
