@@ -73,16 +73,16 @@ struct Applier {
         do {
             try ApplyConfiguration.checkAPIBase(options.apiBase)
         } catch {
-            throw Applier.failure(error, folder: "")
+            throw Applier.failure(error, folder: "", ledger: options.ledger)
         }
         return configuration
     }
 
     /// The exit status and message of an engine error (the one place).
-    static func failure(_ error: ApplyError, folder: String) -> CommandFailure {
+    static func failure(_ error: ApplyError, folder: String, ledger: String) -> CommandFailure {
         switch error {
         case .configuration(let message): return CommandFailure(.configuration, message)
-        case .ledger(let problem): return LedgerHistory.failure(problem, path: "")
+        case .ledger(let problem): return LedgerHistory.failure(problem, path: ledger)
         case .planInvalid: return CommandFailure(.linesRejected, "\(folder): \(error)")
         case .transport(let message): return CommandFailure(.tryAgain, "HTTP: \(message)")
         case .keyRefused(let message):
@@ -115,7 +115,7 @@ struct Applier {
                 fields: [Log.Field("checked", followed.checked), Log.Field("came_back", followed.cameBack.count)])
             return followed.unavailable
         } catch {
-            throw Applier.failure(error, folder: folder)
+            throw Applier.failure(error, folder: folder, ledger: options.ledger)
         }
     }
 
@@ -511,7 +511,7 @@ struct Applier {
                 fields: [Log.Field("instructions", instructions.overview.count), .file(folder)])
             report = try engine.run(instructions, checkFacts: !plan.madeOnline)
         } catch {
-            let failure = Applier.failure(error, folder: folder)
+            let failure = Applier.failure(error, folder: folder, ledger: options.ledger)
             // Refused before anything was sent: the run ended there (the next run does not take
             // its folder's lines over as those of a killed run).
             switch error {
@@ -553,8 +553,8 @@ struct Applier {
         if let failure = report.ledgerFailure {
             log(
                 .error, event: "ledger_failed",
-                "the ledger failed during the run (\(failure)); it stopped, run again later (exit 75)",
-                fields: [Log.Field("exit_status", 75)])
+                "the ledger \(options.ledger) failed during the run (\(failure)); it stopped, run again later (exit 75)",
+                fields: [.file(options.ledger), Log.Field("exit_status", 75)])
         }
         log(
             .info, event: "applied_results", "results in \(folder)/results.csv; exit \(exit.rawValue)",

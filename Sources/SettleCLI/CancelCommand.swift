@@ -6,8 +6,8 @@ import SettleLedger
 /// (deferred, or returned by their payout) so that no later run brings them back.
 ///
 /// Holds the ledger's process lock. Records the cancellation (`held_lines` state
-/// `cancelled`, ended by a `cancel_…` run with its own `runs` row) and prints each line it
-/// cancelled. A named line that is not waiting is reported and makes the exit 65; no id 64.
+/// `cancelled`, ended by a `cancel_…` run with its own `runs` row, in one transaction) and
+/// prints each line it cancelled. A named line that is not waiting is reported and makes the exit 65; no id 64.
 struct CancelCommand {
     let options: Options
     let log: Log
@@ -42,9 +42,16 @@ struct CancelCommand {
                     fields: [Log.Field("line_id", id), Log.Field("status", "waiting")])
             }
             let cancellable = ids.filter { held[$0] != nil && partial[$0] == nil }
-            // The run first: a cancellation is never recorded without the run that made it.
-            try store.recordRun(run)
-            let changed = try store.endHolding(cancellable, to: .cancelled, run: runID)
+            // The cancellation and the run that made it, started and ended, in one transaction.
+            var code = ExitCode.ok
+            let changed = try store.cancel(cancellable, run: run) { changed in
+                code = refused.isEmpty && partial.isEmpty && changed == cancellable.count ? .ok : .linesRejected
+                run.endedAt = Date()
+                run.exitStatus = Int(code.rawValue)
+                run.counts =
+                    "{\"cancelled\":\(changed),\"not_waiting\":\(refused.count),\"order_not_whole\":\(partial.count)}"
+                return run
+            }
             for id in cancellable {
                 guard let line = held[id] else { continue }
                 print(
@@ -58,13 +65,6 @@ struct CancelCommand {
                     .error, event: "cancel_refused", "line \(id) was not cancelled: \(why)",
                     fields: [Log.Field("line_id", id), Log.Field("status", status)])
             }
-            let code: ExitCode =
-                refused.isEmpty && partial.isEmpty && changed == cancellable.count ? .ok : .linesRejected
-            run.endedAt = Date()
-            run.exitStatus = Int(code.rawValue)
-            run.counts =
-                "{\"cancelled\":\(changed),\"not_waiting\":\(refused.count),\"order_not_whole\":\(partial.count)}"
-            try store.recordRun(run)
             log(
                 .info, event: "cancelled", "\(changed) lines cancelled by \(runID) in \(path)",
                 fields: [.lines(changed), .run(runID)])

@@ -180,7 +180,7 @@ struct Commands {
             do throws(ApplyError) {
                 try earlierLedger()
             } catch {
-                throw Applier.failure(error, folder: options.out ?? "")
+                throw Applier.failure(error, folder: options.out ?? "", ledger: options.ledger)
             }
         }
         // Payouts Stripe accepted earlier are followed first: those that came back are part
@@ -339,7 +339,7 @@ final class FactsStep {
             Commands.reportRefusals(raw, log: log)
             return facts
         } catch {
-            throw Applier.failure(error, folder: folder)
+            throw Applier.failure(error, folder: folder, ledger: history?.store.path ?? "")
         }
     }
 }

@@ -24,6 +24,11 @@ struct LedgerCommand {
                 if case .cannotOpen(_, let message) = error {
                     throw CommandFailure(.outputUnwritable, "cannot create the ledger \(path): \(message)")
                 }
+                // A ledger SQLite could not write whole (a full disk, a size limit): 73 too,
+                // whichever write failed (audit 61 F5: 75 at most sizes, 73 at one).
+                if case .sqlite = error {
+                    throw CommandFailure(.outputUnwritable, "cannot create the ledger \(path): \(error)")
+                }
                 throw LedgerHistory.failure(error, path: path)
             }
             log(.info, "created the ledger \(path) (0600); back it up with `settle ledger backup FILE`")
@@ -148,7 +153,7 @@ struct LedgerCommand {
                     try PlanFolder.instructionLines(of: wanted, in: folders, payoutAmounts: amounts)
                 }
             } catch {
-                throw Applier.failure(error, folder: path)
+                throw Applier.failure(error, folder: path, ledger: path)
             }
             // Payouts still processing are followed by the next runs: their lines are held as
             // the apply that sent them held them, with their records from the folders.
@@ -325,6 +330,11 @@ struct LedgerCommand {
             }
             if netted > 0 {
                 log(.info, "\(netted) line(s) that netted to zero in the folders' applies are recorded as settled")
+            }
+            do {
+                try ledger.finishRebuild()
+            } catch {
+                throw LedgerHistory.failure(error, path: path)
             }
             log(
                 .info,

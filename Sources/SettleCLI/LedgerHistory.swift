@@ -79,7 +79,8 @@ final class LedgerHistory: SettlementHistory {
         case .missing, .damaged, .behindMark, .alreadyExists, .cannotOpen, .linked:
             return CommandFailure(.configuration, "\(error)")
         default:
-            return CommandFailure(.tryAgain, "cannot read the ledger \(path): \(error)")
+            // Reads and writes alike (audit 61 F5: a full disk was "cannot read").
+            return CommandFailure(.tryAgain, "the ledger \(path) failed: \(error)")
         }
     }
 

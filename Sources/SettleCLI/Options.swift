@@ -201,7 +201,7 @@ struct Options {
             do {
                 try ApplyConfiguration.checkAPIBase(value)
             } catch {
-                throw Applier.failure(error, folder: "")
+                throw Applier.failure(error, folder: "", ledger: ledger)
             }
             apiBase = value
         case "api-key-file": apiKeyFile = value

@@ -57,16 +57,24 @@ final class RunRecord: @unchecked Sendable {
             mode: mode)
     }
 
-    /// Writes the metrics file; a failure is logged, and does not change the run's exit status
-    /// (the money side of the run is what the status reports).
-    func writeMetrics(path: String, exit: ExitCode, log: Log) {
+    /// Writes the metrics file; a failure is logged. The exit status the process ends with:
+    /// `exit`, or 75 for a run that would have ended 0 (every write is checked: the collector
+    /// keeps the previous run's file, and a 0 would mail no one; audit 61 F1). A status that
+    /// is not 0 stands: it mails already and says what happened to the money.
+    func writeMetrics(path: String, exit: ExitCode, log: Log) -> ExitCode {
         do {
             try MetricsFile.write(metrics(exit: exit), path: path)
             log(.debug, event: "metrics_written", "metrics written to \(path)", fields: [.file(path)])
+            return exit
         } catch {
+            let ending =
+                exit == .ok
+                ? "; every line is as results.csv says, run again later to write the metrics (nothing is paid twice; exit 75)"
+                : ""
             log(
-                .error, event: "metrics_unwritable", "cannot write --metrics-file \(path): \(error.message)",
+                .error, event: "metrics_unwritable", "cannot write --metrics-file \(path): \(error.message)\(ending)",
                 fields: [.file(path)])
+            return exit == .ok ? .tryAgain : exit
         }
     }
 }

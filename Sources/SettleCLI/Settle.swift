@@ -26,7 +26,7 @@ public enum Settle {
         // As asked even when the options do not parse: a script reading JSON gets its error as JSON.
         var log = Log(format: Options.valueOnCommandLine("--log-format", arguments) ?? "text", verbosity: 0)
         var parsed: Options?
-        let code: ExitCode
+        var code: ExitCode
         do throws(CommandFailure) {
             let options = try Options.parse(arguments)
             parsed = options
@@ -59,14 +59,14 @@ public enum Settle {
         // Metrics last, with the exit status, also when the command stopped early; when the
         // options did not parse (a bad config file: 78), the command line's own --metrics-file.
         if parsed == nil, let path = Options.metricsFileOnCommandLine(arguments) {
-            RunRecord().writeMetrics(path: path, exit: code, log: log)
+            code = RunRecord().writeMetrics(path: path, exit: code, log: log)
         }
         if let options = parsed, let path = options.metricsFile {
             // Every request the process sent: look-ups and payouts followed too, not only the apply's.
             let sent = ProcessTally.snapshot
             options.record.recordRequests(
                 requests: sent.requests, retries: sent.retries, rateLimited: sent.rateLimited)
-            options.record.writeMetrics(path: path, exit: code, log: log)
+            code = options.record.writeMetrics(path: path, exit: code, log: log)
         }
         return code
     }

@@ -98,21 +98,37 @@ public struct LedgerRun: Sendable, Equatable {
 extension LedgerStore {
     /// Records a run (insert or update by id).
     public func recordRun(_ run: LedgerRun) throws(LedgerError) {
-        _ = try db.transaction { () throws(LedgerError) in
-            try db.run(
-                """
-                INSERT INTO runs (id, command, as_of, folder, started_at, ended_at, exit_status, counts, continues)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT(id) DO UPDATE SET ended_at = excluded.ended_at, exit_status = excluded.exit_status,
-                    counts = excluded.counts, continues = excluded.continues
-                """,
-                [
-                    .text(run.id), .text(run.command), .text(run.asOf), SQLiteValue(run.folder),
-                    .integer(run.startedAt.ledgerMilliseconds), SQLiteValue(run.endedAt?.ledgerMilliseconds),
-                    SQLiteValue(run.exitStatus.map { Int64($0) }), SQLiteValue(run.counts), SQLiteValue(run.continues),
-                ])
-        }
+        try db.transaction { () throws(LedgerError) in try writeRun(run) }
         if run.endedAt == nil { announce(run: run.id) }
+    }
+
+    /// Cancels lines that wait (``endHolding(_:to:run:from:)`` to `cancelled`) and records
+    /// the cancel run that did it, started and ended, in one transaction: a cancel is all
+    /// recorded or not at all (audit 61 F2: on a nearly full disk the lines were cancelled and
+    /// the run's end was not, the command said it failed, and the same command again said the
+    /// lines were not waiting). `ended` is the run's ended record, given how many changed.
+    public func cancel(_ lineIDs: [String], run: LedgerRun, ended: (Int) -> LedgerRun) throws(LedgerError) -> Int {
+        try db.transaction { () throws(LedgerError) in
+            try writeRun(run)
+            let changed = try updateHolding(lineIDs, to: .cancelled, run: run.id, from: [.waiting, .returned])
+            try writeRun(ended(changed))
+            return changed
+        }
+    }
+
+    private func writeRun(_ run: LedgerRun) throws(LedgerError) {
+        _ = try db.run(
+            """
+            INSERT INTO runs (id, command, as_of, folder, started_at, ended_at, exit_status, counts, continues)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(id) DO UPDATE SET ended_at = excluded.ended_at, exit_status = excluded.exit_status,
+                counts = excluded.counts, continues = excluded.continues
+            """,
+            [
+                .text(run.id), .text(run.command), .text(run.asOf), SQLiteValue(run.folder),
+                .integer(run.startedAt.ledgerMilliseconds), SQLiteValue(run.endedAt?.ledgerMilliseconds),
+                SQLiteValue(run.exitStatus.map { Int64($0) }), SQLiteValue(run.counts), SQLiteValue(run.continues),
+            ])
     }
 
     /// Whether the ledger holds a request the run sent (in flight, answered or not).
@@ -217,14 +233,20 @@ extension LedgerStore {
         from: [HeldLine.State] = [.waiting, .returned, .unresolved]
     ) throws(LedgerError) -> Int {
         guard !lineIDs.isEmpty else { return 0 }
+        return try db.transaction { () throws(LedgerError) in
+            try updateHolding(lineIDs, to: state, run: run, from: from)
+        }
+    }
+
+    private func updateHolding(_ lineIDs: [String], to state: HeldLine.State, run: String, from: [HeldLine.State])
+        throws(LedgerError) -> Int
+    {
         var changed = 0
         let states = from.map { "'\($0.rawValue)'" }.joined(separator: ", ")
-        try db.transaction { () throws(LedgerError) in
-            for id in lineIDs {
-                changed += try db.run(
-                    "UPDATE held_lines SET state = ?, ended_run = ?, ended_at = ? WHERE line_id = ? AND state IN (\(states))",
-                    [.text(state.rawValue), .text(run), .integer(Date().ledgerMilliseconds), .text(id)])
-            }
+        for id in lineIDs {
+            changed += try db.run(
+                "UPDATE held_lines SET state = ?, ended_run = ?, ended_at = ? WHERE line_id = ? AND state IN (\(states))",
+                [.text(state.rawValue), .text(run), .integer(Date().ledgerMilliseconds), .text(id)])
         }
         return changed
     }

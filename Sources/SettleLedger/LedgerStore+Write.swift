@@ -462,8 +462,6 @@ extension LedgerStore {
                 INSERT INTO settle_meta(key, value) VALUES ('rebuilt_runs', ?)
                 ON CONFLICT(key) DO UPDATE SET value = excluded.value
                 """, [.text(rebuilt)])
-            // What Stripe holds is in: the rebuild is finished (``createForRebuild(path:)``).
-            try db.run("DELETE FROM settle_meta WHERE key = 'rebuild_unfinished'")
             try db.run(
                 """
                 INSERT INTO settle_meta(key, value) VALUES ('rebuilt_at', ?)
@@ -475,6 +473,21 @@ extension LedgerStore {
         return added
     }
 
+    /// Ends a `settle ledger rebuild`: what Stripe holds is in (``restore(_:lines:runs:)``),
+    /// and so is what the plan folders hold (the lines that wait, the charges counted, the
+    /// orders decided). Only this clears the mark ``createForRebuild(path:)`` set: a rebuild
+    /// that stops after the restore, at any of the folders' writes (a full disk), leaves a
+    /// ledger that `plan`, `run` and `apply` refuse, and its warning about the lines it does
+    /// not hold is not lost (audit 61 F4: the ledger was taken for whole, and the lines that
+    /// waited were paid and reported by no run).
+    public func finishRebuild() throws(LedgerError) {
+        try db.transaction { () throws(LedgerError) in
+            try db.run("DELETE FROM settle_meta WHERE key = 'rebuild_unfinished'")
+            try bumpSequence()
+        }
+        try writeMark()
+    }
+
     /// The settled instructions a rebuild found at Stripe whose lines it could not learn (no
     /// plan folder given listed them); empty for a ledger never rebuilt.
     public func instructionsWithoutLines() throws(LedgerError) -> [String] {
@@ -484,7 +497,7 @@ extension LedgerStore {
 
     /// `settle ledger rebuild` on a lost ledger: a new one where the old one was (the mark
     /// of the lost one is replaced), to be filled by ``restore(_:at:)``. It is marked
-    /// unfinished, durably, before anything is asked of Stripe, and only ``restore(_:at:)``
+    /// unfinished, durably, before anything is asked of Stripe, and only ``finishRebuild()``
     /// clears the mark: a rebuild that stops before (a plan folder it cannot read, Stripe out
     /// of reach, a kill) leaves a ledger that `plan`, `run` and `apply` refuse, never an empty
     /// one they would take for "nothing paid yet" (audit 11: the next run paid everything again).

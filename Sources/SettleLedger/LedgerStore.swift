@@ -271,10 +271,53 @@ public final class LedgerStore {
 
     /// Copies the ledger, consistently, while it may be in use (SQLite's online backup),
     /// to a new file (0600). Refuses to overwrite an existing file.
+    ///
+    /// The copy is written under a name of its own beside the destination and given its name
+    /// only once whole: a copy cut short (a full disk, a file size limit, a kill) never stands
+    /// at the destination, where it passed for a backup and kept the next backup of that name
+    /// out (audit 61 F3: an empty file, 0644, and "exists" until someone removed it).
     public func backup(to destination: String) throws(LedgerError) {
         guard !FileManager.default.fileExists(atPath: destination) else { throw .alreadyExists(path: destination) }
-        try db.backup(to: destination)
-        chmod(destination, 0o600)
+        let partial = destination + ".partial-\(getpid())"
+        func unwritable(_ reason: Int32) -> LedgerError {
+            .cannotOpen(path: destination, message: String(cString: strerror(reason)))
+        }
+        func removePartial() {
+            unlink(partial)
+            unlink(partial + "-journal")
+        }
+        let made = Glibc.open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard made >= 0 else { throw unwritable(errno) }
+        Glibc.close(made)
+        do {
+            try db.backup(to: partial)
+        } catch {
+            removePartial()
+            if case .cannotOpen(_, let message) = error { throw .cannotOpen(path: destination, message: message) }
+            throw error
+        }
+        // A link never replaces a file another process made there meanwhile; a file system
+        // without hard links gets a rename.
+        if link(partial, destination) == 0 {
+            unlink(partial)
+        } else {
+            let reason = errno
+            guard reason != EEXIST else {
+                removePartial()
+                throw .alreadyExists(path: destination)
+            }
+            guard rename(partial, destination) == 0 else {
+                let renameReason = errno
+                removePartial()
+                throw unwritable(renameReason)
+            }
+        }
+        let folder = Glibc.open(
+            URL(fileURLWithPath: destination).deletingLastPathComponent().path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if folder >= 0 {
+            fsync(folder)
+            Glibc.close(folder)
+        }
     }
 
     // MARK: - Checks

@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 
 /// A thin, internal layer over one SQLite connection with a prepared-statement cache.
 /// Not thread-safe: the ledger is used from one thread.
@@ -43,15 +44,21 @@ final class SQLiteDatabase {
 
     /// Copies the whole database to a new file with SQLite's online backup API: a
     /// consistent copy even while another connection writes.
+    /// A file the copy cannot be written to (a full disk, a size limit, a failing or
+    /// read-only file system) is `cannotOpen` of `destination`, not an error of this ledger.
     func backup(to destination: String) throws(LedgerError) {
         var target: OpaquePointer?
         let rc = sqlite3_open_v2(destination, &target, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil)
         defer { sqlite3_close_v2(target) }
-        guard rc == SQLITE_OK, let target else {
-            throw .cannotOpen(path: destination, message: target.map { String(cString: sqlite3_errmsg($0)) } ?? "")
+        func unwritable(_ code: Int32) -> LedgerError {
+            .cannotOpen(
+                path: destination,
+                message: (target.map { String(cString: sqlite3_errmsg($0)) } ?? "")
+                    + Self.systemError(target, code))
         }
+        guard rc == SQLITE_OK, let target else { throw unwritable(rc) }
         guard let backup = sqlite3_backup_init(target, "main", handle, "main") else {
-            throw .cannotOpen(path: destination, message: String(cString: sqlite3_errmsg(target)))
+            throw unwritable(sqlite3_extended_errcode(target))
         }
         var step: Int32
         repeat {
@@ -60,7 +67,13 @@ final class SQLiteDatabase {
         } while step == SQLITE_OK || step == SQLITE_BUSY || step == SQLITE_LOCKED
         let finished = sqlite3_backup_finish(backup)
         guard step == SQLITE_DONE, finished == SQLITE_OK else {
-            throw error(finished == SQLITE_OK ? step : finished, String(cString: sqlite3_errmsg(target)))
+            let code = finished == SQLITE_OK ? step : finished
+            switch code & 0xFF {
+            case SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_PERM:
+                throw unwritable(sqlite3_extended_errcode(target))
+            default:
+                throw error(code, String(cString: sqlite3_errmsg(target)))
+            }
         }
     }
 
@@ -219,7 +232,19 @@ final class SQLiteDatabase {
         if primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB {
             return .damaged(path: path, message: "SQLite error \(code): \(message)")
         }
-        return .sqlite(code: Int(code), message: message)
+        return .sqlite(code: Int(code), message: message + Self.systemError(handle, code))
+    }
+
+    /// The operating system's word on a failed file operation, in words (" (No space left on
+    /// device)"), or "": SQLite says "disk I/O error" for a full disk it finds while growing
+    /// its shared-memory file, and an on-call engineer then looks for a failing disk (audit 61
+    /// F5).
+    static func systemError(_ connection: OpaquePointer?, _ code: Int32) -> String {
+        let primary = code & 0xFF
+        guard primary == SQLITE_IOERR || primary == SQLITE_FULL || primary == SQLITE_CANTOPEN,
+            let connection, case let number = sqlite3_system_errno(connection), number > 0
+        else { return "" }
+        return " (\(String(cString: strerror(number))))"
     }
 }
 

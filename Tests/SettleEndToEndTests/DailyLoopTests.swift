@@ -623,6 +623,53 @@ import Testing
         #expect(setup.results("day5").map { [$0[0], $0[8]] } == [["W1", "settled"]])
     }
 
+    /// A rebuild that stops after Stripe's objects are in, at one of the folders' writes (a
+    /// full disk; here a trigger on the charges the folders counted), leaves the ledger marked
+    /// unfinished: `status` says so and `run` refuses it (78) until a rebuild finishes, which
+    /// then says where the waiting line is (audit 61 F4: the ledger was taken for whole, the
+    /// next run exited 0, and the waiting line was paid and reported by no run).
+    @Test func aRebuildStoppedAtTheFoldersWritesIsUnfinished() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "W1,1098,transfer,10.00,usd,ORDER1098,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
+                + "W2,1099,transfer,11.00,usd,ORDER1099,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1["W1"]?[8] == "deferred" && day1["W2"]?[8] == "settled", "\(day1)")
+        setup.loseLedger()
+        #expect(try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger]).status == 0)
+        try SettleProcess.onLedger(
+            setup.ledger,
+            "CREATE TRIGGER refuse BEFORE INSERT ON charges BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;"
+        )
+        let folder = setup.folder.appendingPathComponent("day1").path
+        func rebuild() throws -> SettleProcess.Outcome {
+            try SettleProcess.run(
+                [
+                    "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
+                    setup.sandbox.base,
+                ]
+                    + [folder], environment: ["STRIPE_API_KEY": testKey])
+        }
+        let stopped = try rebuild()
+        #expect(stopped.status == 75, "\(stopped.stderr)")
+        #expect(stopped.stderr.contains("the ledger \(setup.ledger) failed: "), "\(stopped.stderr)")
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(status.stderr.contains("started and did not finish"), "\(status.stderr)")
+        let (refused, _) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(refused.status == 78 && refused.stderr.contains("did not finish"), "\(refused.stderr)")
+
+        try SettleProcess.onLedger(setup.ledger, "DROP TRIGGER refuse;")
+        let finished = try rebuild()
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(finished.stderr.contains("1 in \(folder)/deferred.csv"), "\(finished.stderr)")
+        let (next, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-02")
+        #expect(next.status == 0 && day3.isEmpty, "\(next.stderr) \(day3)")
+        #expect(try setup.sandbox.effects().count == 1)
+    }
+
     /// A usd measure of a folder's summary.csv, in minor units (0 when absent).
     func usd(_ setup: Setup, _ folder: String, _ name: String) -> Int {
         let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))

@@ -1056,17 +1056,7 @@ import Testing
     }
 
     /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
-    func onLedger(_ setup: Setup, _ sql: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "python3", "-c", "import sqlite3,sys\nsqlite3.connect(sys.argv[1]).executescript(sys.argv[2])",
-            setup.ledger, sql,
-        ]
-        try process.run()
-        process.waitUntilExit()
-        try #require(process.terminationStatus == 0)
-    }
+    func onLedger(_ setup: Setup, _ sql: String) throws { try SettleProcess.onLedger(setup.ledger, sql) }
 
     /// As above, but the later run's ledger cannot record the orders it decided against: it
     /// exits 75 and says so, and its files say 75 too. The folder applied again records them,

@@ -252,6 +252,44 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: out.appendingPathComponent(".settle/manifest.sha256").path))
     }
 
+    /// A ledger or a backup that cannot be written whole (a file size limit here, a full disk
+    /// alike) is 73, as `settle help ledger` says, names the file and the system's reason, and
+    /// leaves no file where the backup was asked for: the same command once there is room
+    /// makes it (audit 61 F3: 75, the live ledger named, an empty 0644 file left that kept the
+    /// next backup of that name out; F5: `ledger init` 75 at most sizes).
+    @Test func aLedgerOrBackupCutShortIs73AndLeavesNoFile() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let stderr = folder.appendingPathComponent("stderr")
+        let small = folder.appendingPathComponent("small.sqlite").path
+        #expect(try Self.waitForExit("ulimit -f 8", ["ledger", "init", "--ledger", small], stderr: stderr) == 73)
+        #expect(
+            SettleProcess.read(stderr).contains("cannot create the ledger \(small)"), "\(SettleProcess.read(stderr))")
+        #expect(SettleProcess.read(stderr).contains("(File too large)"), "\(SettleProcess.read(stderr))")
+        #expect(!FileManager.default.fileExists(atPath: small))
+
+        let ledger = folder.appendingPathComponent("l.sqlite").path
+        #expect(try SettleProcess.run(["ledger", "init", "--ledger", ledger]).status == 0)
+        // 64 KiB: room for the reader's shared memory (32 KiB), not for the copy (~190 KB).
+        let backup = folder.appendingPathComponent("bk.sqlite").path
+        let cut = try Self.waitForExit(
+            "ulimit -f 64", ["ledger", "backup", backup, "--ledger", ledger], stderr: stderr)
+        let said = SettleProcess.read(stderr)
+        #expect(cut == 73, "\(said)")
+        #expect(said.contains("cannot write \(backup): ") && said.contains("(File too large)"), "\(said)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("bk.") }
+        #expect(left.isEmpty, "\(left)")
+
+        let whole = try SettleProcess.run(["ledger", "backup", backup, "--ledger", ledger])
+        #expect(whole.status == 0, "\(whole.stderr)")
+        let mode = try FileManager.default.attributesOfItem(atPath: backup)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("bk.") } == [
+                "bk.sqlite"
+            ])
+        #expect(try SettleProcess.run(["status", "--ledger", backup]).status == 0)
+    }
+
     @Test func outputFileWriteErrorStopsTheRunUnsealed() throws {
         let folder = SettleProcess.temporaryFolder()
         let input = folder.appendingPathComponent("many.csv")

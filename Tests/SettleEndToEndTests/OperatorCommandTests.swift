@@ -268,6 +268,40 @@ import Testing
         #expect(try mode() == 0o640)
     }
 
+    /// A metrics file that cannot be written makes a run that would end 0 end 75 (every write
+    /// is checked, and cron mails on a non-zero status; the collector would show the previous
+    /// run as the last one): the message says the lines are as results.csv says. A run that
+    /// ends otherwise keeps its status (audit 61 F1: exit 0).
+    @Test func aMetricsFileThatCannotBeWrittenIsNotASilentZero() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("orders.csv")
+        try "line_id,order_id,amount,currency,destination\nL1,O1,10.00,usd,acct_1A\n".write(
+            to: input, atomically: true, encoding: .utf8)
+        // A folder that is a file: no metrics file can be made in it, by any user.
+        let blocked = folder.appendingPathComponent("orders.csv/settle.prom").path
+        let clean = try SettleProcess.run([
+            "plan", input.path, "--out", folder.appendingPathComponent("out").path, "--as-of", "2026-11-29",
+            "--metrics-file", blocked,
+        ])
+        #expect(clean.status == 75, "\(clean.stderr)")
+        #expect(clean.stderr.contains("cannot write --metrics-file \(blocked): "), "\(clean.stderr)")
+        #expect(clean.stderr.contains("run again later to write the metrics"), "\(clean.stderr)")
+        #expect(SettleProcess.read(folder.appendingPathComponent("out/results.csv")).contains(",planned,"))
+        let rejected = try SettleProcess.run([
+            "plan", Self.sample, "--out", folder.appendingPathComponent("sample").path, "--as-of", "2026-11-29",
+            "-q", "--metrics-file", blocked,
+        ])
+        #expect(rejected.status == 65, "\(rejected.stderr)")
+        #expect(rejected.stderr.contains("cannot write --metrics-file"), "\(rejected.stderr)")
+        let written = folder.appendingPathComponent("settle.prom").path
+        let fine = try SettleProcess.run([
+            "plan", input.path, "--out", folder.appendingPathComponent("out2").path, "--as-of", "2026-11-29", "-q",
+            "--metrics-file", written,
+        ])
+        #expect(fine.status == 0, "\(fine.stderr)")
+        #expect(try Self.parseMetrics(written)["settle_last_run_exit_status"] == 0)
+    }
+
     // MARK: report.html
 
     /// The rendered DOM of a page, from headless Chromium.

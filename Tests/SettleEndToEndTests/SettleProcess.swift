@@ -30,6 +30,19 @@ struct SettleProcess {
         fatalError("settle binary not found near \(Bundle.module.bundleURL.path)")
     }()
 
+    /// Runs SQL on a ledger through Python's sqlite3 (a trigger that fails one write, as a full
+    /// disk would, at exactly the step a test aims at).
+    static func onLedger(_ ledger: String, _ sql: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "python3", "-c", "import sqlite3,sys\nsqlite3.connect(sys.argv[1]).executescript(sys.argv[2])", ledger, sql,
+        ]
+        try process.run()
+        process.waitUntilExit()
+        try #require(process.terminationStatus == 0)
+    }
+
     @discardableResult
     static func run(
         _ arguments: [String], stdin: Data? = nil, environment: [String: String] = [:],

@@ -297,6 +297,33 @@ import Testing
         #expect((after["waiting"] as? [Any])?.isEmpty == true)
     }
 
+    /// A cancel is recorded whole or not at all: when the ledger cannot record the cancel run's
+    /// end (a full disk; here a trigger), nothing is cancelled, the command says it failed, and
+    /// the same command once the ledger can be written cancels the lines (audit 61 F2: the lines
+    /// were cancelled and the command said it failed; run again, it said they were not waiting).
+    @Test func aCancelTheLedgerCannotRecordWholeCancelsNothing() throws {
+        let path = try Self.ledger()
+        try SettleProcess.onLedger(
+            path,
+            "CREATE TRIGGER refuse BEFORE UPDATE ON runs WHEN NEW.command = 'cancel' "
+                + "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;")
+        let failed = try SettleProcess.run(["cancel", "wait-1", "--ledger", path])
+        #expect(failed.status == 75, "\(failed.stderr)")
+        #expect(failed.stdout.isEmpty && failed.stderr.contains("database or disk is full"), "\(failed.stderr)")
+        let still = try Self.object(try SettleProcess.run(["status", "--ledger", path, "--json"]).stdout)
+        #expect((still["waiting"] as? [[String: Any]])?.map { $0["line_id"] as? String } == ["wait-1", "wait-2"])
+        #expect((still["runs"] as? [Any])?.count == 1)
+
+        try SettleProcess.onLedger(path, "DROP TRIGGER refuse;")
+        let again = try SettleProcess.run(["cancel", "wait-1", "--ledger", path])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout.hasPrefix("cancelled wait-1: "), "\(again.stdout)")
+        let after = try Self.object(try SettleProcess.run(["status", "--ledger", path, "--json"]).stdout)
+        #expect((after["waiting"] as? [[String: Any]])?.map { $0["line_id"] as? String } == ["wait-2"])
+        let runs = try #require(after["runs"] as? [[String: Any]])
+        #expect(runs.count == 2 && runs[1]["exit_status"] as? Int == 0, "\(runs)")
+    }
+
     /// A group moves whole or not at all: cancelling one waiting line of an order whose other
     /// lines wait too would let them move without it later. Named together, they go.
     @Test func cancelTakesAWaitingOrderWholeOrNotAtAll() throws {
