@@ -266,6 +266,43 @@ import Testing
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(2), payouts: 2 * 250)
     }
 
+    /// A refusal of a look-up that is not Stripe's "no such object" (404 `resource_missing`,
+    /// `not_found`) says nothing of the charge or payout method: no line is rejected, nothing
+    /// is sent (75), and once Stripe answers the lines go. Before (audit 59 F1, F2), any 4xx
+    /// rejected the lines `charge_failed` (and recorded the charge failed for good: the rest of
+    /// an order whose first transfer had moved could never be paid) or `payout_method_unusable`.
+    @Test(arguments: [
+        ("/v1/charges/", 400, "idempotency_error"), ("/v1/charges/", 402, "card_declined"),
+        ("/v1/charges/", 400, "parameter_invalid"), ("/v2/money_management/payout_methods", 400, "parameter_invalid"),
+        ("/v2/money_management/payout_methods", 400, "idempotency_error"),
+    ])
+    func aLookUpRefusalThatIsNotNoSuchObjectIsNoVerdict(path: String, status: Int, code: String) throws {
+        let setup = try Setup()
+        let input: URL
+        if path.hasPrefix("/v1/charges") {
+            // No charge columns: `run` asks Stripe for the charge before it plans.
+            input = setup.folder.appendingPathComponent("orders.csv")
+            try (GroupAtomicityTests.header + "Z1,941,transfer,10.00,usd,ORDER941,acct_r1,ch_asked,,,,,\n")
+                .write(to: input, atomically: true, encoding: .utf8)
+        } else {
+            input = try ApplyCommandTests.export(orders: 2, in: setup.folder)
+        }
+        try Self.rules(
+            """
+            {"rules": [{"method": "GET", "path_prefix": "\(path)", "action": "status", "status": \(status),
+                        "code": "\(code)"}]}
+            """, setup.sandbox)
+        let first = try setup.run([input], out: "first")
+        #expect(first.status == 75, "\(first.stderr)")
+        #expect(first.stderr.contains("HTTP \(status) \(code)"), "\(first.stderr)")
+        #expect(try setup.sandbox.effects().isEmpty)
+        #expect(!setup.results("first").contains { $0[8] == "rejected" || $0[8] == "failed" })
+        try Self.rules(#"{"rules": []}"#, setup.sandbox)
+        let second = try setup.run([input], out: "second")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(setup.results("second").allSatisfy { $0[8] == "settled" }, "\(setup.results("second"))")
+    }
+
     /// A charge look-up whose amount has more digits than any Stripe charge (and than the
     /// plan's files carry) is no verdict either: nothing is sent (75). Before, the plan wrote it
     /// into charges.csv, its apply sent the transfer, and then could not read the file back: the

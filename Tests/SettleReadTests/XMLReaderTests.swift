@@ -252,6 +252,36 @@ struct XMLReaderTests {
         #expect(outcome.sink.record(lineID: "Q1-1")?.defect == nil)
     }
 
+    /// libxml2's validator checks nothing of the root's content after a stray <line>: every
+    /// line after it is rejected, both ways, never read unchecked (audit 60 F1: a misspelled
+    /// `transferOnn` moved money at once, a `kindd="reversal"` was planned as a transfer).
+    @Test("the lines after a <line> outside any <order> are rejected, not read unchecked", arguments: [false, true])
+    func linesAfterAStrayLine(everyElement: Bool) throws {
+        let document = """
+            <orderExport xmlns="urn:settle:order-export:1">
+            <order id="0"><line id="before" amount="1.00" currency="usd" destination="acct_a"/></order>
+            <line id="stray" destination="acct_a" amount="1.00" currency="usd"/>
+            <order id="1">
+            <line id="held" destination="acct_a" amount="10.00" currency="usd" transferOnn="2099-01-01"/>
+            <line id="reversed" destination="acct_a" amount="2.00" currency="usd" kindd="reversal"/>
+            </order>
+            <order id="2"><line id="fine" amount="1.00" currency="usd" destination="acct_c"/></order>
+            </orderExport>
+
+            """
+        let outcome = read(Array(document.utf8), everyElement: everyElement)
+        #expect(outcome.rejection == nil)
+        let sink = outcome.sink
+        #expect(sink.records.map { sink.value($0, "line_id") } == ["before", "stray", "held", "reversed", "fine"])
+        #expect(sink.record(lineID: "before")?.defect == nil)
+        #expect(sink.record(lineID: "stray")?.defect?.code == .schemaInvalid)
+        for id in ["held", "reversed", "fine"] {
+            let defect = try #require(sink.record(lineID: id)?.defect, "\(id)")
+            #expect(
+                defect.code == .schemaInvalid && defect.message.contains("outside any <order> came before it"), "\(id)")
+        }
+    }
+
     @Test(
         "a <line> inside a <line> is a line of its own, rejected schema_invalid, and the order's other lines stay",
         arguments: [false, true])

@@ -107,13 +107,17 @@ enum StripeLookup {
         fact.checkedAt = stripeDate(outcome)
         switch StripeAnswer(outcome) {
         case .object(let body):
-            guard body["type"]?.stringValue != nil || body["id"]?.stringValue != nil else {
-                fact.verdict = .unavailable("the answer is not a payout method")
+            // The payout method asked for, as Stripe describes one (audit 59 F4: an answer
+            // without its id was taken for it).
+            guard body["id"]?.stringValue == method, body["type"]?.stringValue != nil,
+                body["object"].map({ $0.stringValue?.hasSuffix("payout_method") == true }) ?? true
+            else {
+                fact.verdict = .unavailable("the answer is not the payout method \(method)")
                 return fact
             }
             let problems = usabilityProblems(body)
             fact.verdict = problems.isEmpty ? .usable : .refused(problems.joined(separator: ", "))
-        case .error(let error) where isVerdict(error):
+        case .error(let error) where saysNoSuch(error) || error.code == "invalid_payout_method":
             fact.verdict = .refused("\(error.code): \(error.message)")
         case .error(let error):
             fact.verdict = .unavailable("HTTP \(error.status) \(error.code)")
@@ -157,10 +161,13 @@ enum StripeLookup {
         fact.checkedAt = stripeDate(outcome)
         switch StripeAnswer(outcome) {
         case .object(let body):
-            guard let status = body["status"]?.stringValue, ["succeeded", "pending", "failed"].contains(status),
+            // The charge asked for (audit 59 F4: an answer without its id, or another object,
+            // was taken for it).
+            guard body["id"]?.stringValue == charge, body["object"].map({ $0 == .string("charge") }) ?? true,
+                let status = body["status"]?.stringValue, ["succeeded", "pending", "failed"].contains(status),
                 case .int(let amount)? = body["amount"]
             else {
-                fact.verdict = .unavailable("the answer is not a charge")
+                fact.verdict = .unavailable("the answer is not the charge \(charge)")
                 return fact
             }
             let balance = body["balance_transaction"]
@@ -184,7 +191,7 @@ enum StripeLookup {
             case "pending": fact.verdict = .pending
             default: fact.verdict = .refused("charge \(charge) failed")
             }
-        case .error(let error) where isVerdict(error):
+        case .error(let error) where saysNoSuch(error):
             fact.verdict = .refused("\(error.code): \(error.message)")
         case .error(let error):
             fact.verdict = .unavailable("HTTP \(error.status) \(error.code)")
@@ -194,9 +201,14 @@ enum StripeLookup {
         return fact
     }
 
-    /// A Stripe refusal about the object itself (not found, invalid), not a passing state.
-    private static func isVerdict(_ error: StripeError) -> Bool {
-        (400..<500).contains(error.status) && ![401, 403, 409, 429].contains(error.status)
+    /// Stripe's word that the object looked up does not exist: 404 `resource_missing` (v1) or
+    /// `not_found` (v2). Any other refusal of a look-up (a 400 of any code, a 402) says nothing
+    /// of the object, so it decides nothing: the fact is unavailable, the run says to run again
+    /// later (audit 59 F1: a 400 on a charge look-up rejected the rest of an order whose first
+    /// transfer had moved `charge_failed`, and recorded the charge as failed for good; F2: a 400
+    /// on a payout method's rejected its orders `payout_method_unusable`).
+    private static func saysNoSuch(_ error: StripeError) -> Bool {
+        error.status == 404 && (error.code == "resource_missing" || error.code == "not_found")
     }
 
     private static func requestID(_ outcome: HTTPOutcome) -> String? {

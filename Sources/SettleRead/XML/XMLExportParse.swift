@@ -147,6 +147,11 @@ final class XMLExportParse {
     /// A stray `<line>` was met in the root: libxml2's validator then skips the rest of the
     /// root's content, so nothing after it is a schema error any more.
     @exclusivity(unchecked) private var rootSkipped = false
+    /// A stray `<line>` in the root has ended: the schema checks nothing of the lines after it
+    /// (libxml2's validator skips the rest of the root's content, in both modes), so each of
+    /// them is rejected `schema_invalid` rather than read unchecked (audit 60 F1: a misspelled
+    /// `transferOnn` moved money at once, a `kindd="reversal"` was planned as a transfer).
+    @exclusivity(unchecked) private var pastStrayLine = false
     @exclusivity(unchecked) private var rawLost = false
     @exclusivity(unchecked) private var inCDATA = false
     /// The offsets do not map to the input's bytes (an encoding conversion): read again,
@@ -459,6 +464,7 @@ final class XMLExportParse {
             target = .line
             if strayLine {
                 strayLine = false
+                pastStrayLine = true
                 orderDepth = 0
                 orderClosing = true
             }
@@ -811,6 +817,15 @@ final class XMLExportParse {
                 order: orders.count - 1, line: tagLine, valuesStart: values.count, valuesEnd: values.count,
             ))
         lineDepth = depth
+        if pastStrayLine {
+            lines[lines.count - 1].defect.noteOwn(
+                RecordDefect(
+                    code: .schemaInvalid,
+                    message:
+                        "schema: not checked, so not read: a <line> outside any <order> came before it, and the schema "
+                        + "checks nothing of the export after that"),
+                at: settle_xml_offset(parser))
+        }
         var seen: UInt32 = 0
         if let attributes {
             for index in 0..<attributeCount {
