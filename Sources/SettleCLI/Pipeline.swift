@@ -138,6 +138,10 @@ struct Pipeline {
                 report.lines = checker.lineCount - before
             }
             source.finishReading()
+            // The bytes read, which an original-bytes spool holds; a file rejected before its
+            // end is then read on into its checksum alone (``ByteSource/hashRest()``).
+            let readSHA256 = source.sha256()
+            if failure != nil { source.hashRest() }
             if let problem = spool.writer.finish() {
                 throw CommandFailure(.outputUnwritable, "cannot write \(spool.writer.path): \(problem)")
             }
@@ -145,7 +149,7 @@ struct Pipeline {
             while checker.batch.files.count <= position { checker.skipFile(name: name) }
             report.bytes = source.bytesRead
             report.sha256 = source.sha256()
-            report.spoolSHA256 = spool.writer.sha256() ?? report.sha256
+            report.spoolSHA256 = spool.writer.sha256() ?? readSHA256
             if let failure {
                 report.rejection = failure
                 report.lines = 0

@@ -86,3 +86,31 @@ import Testing
         }
     }
 }
+
+/// A reason stored again a moment later is shared, not kept once a line (audit 60 F2: 30 M
+/// lines rejected for the same reason kept 30 M Strings); Stripe's refusals each keep their
+/// own, since their code is keyed by it. Seeded: texts drawn from a small pool, in any order.
+@Suite struct MessageStoreTests {
+    @Test func repeatedReasonsAreStoredOnce() {
+        let batch = Batch()
+        var random = SplitMix64(seed: 0x60F2)
+        // The attack's pattern: each line malformed, then a duplicate of the first line_id.
+        let pair = ["the record has 1 fields, the header 5", "line_id x already appeared at f.csv:2"]
+        for index in 0..<100_000 { _ = batch.addMessage(pair[index % 2]) }
+        #expect(batch.messages == pair)
+        // Any texts: each index reads back its own text.
+        let pool = (0..<300).map { "reason \($0)" }
+        for _ in 0..<20_000 {
+            let text = pool[Int(random.next() % UInt64(pool.count))]
+            #expect(batch.messages[Int(batch.addMessage(text))] == text)
+        }
+        #expect(batch.messages.count < 20_000, "\(batch.messages.count)")
+        let stored = batch.messages.count
+        batch.lines = [OrderLine(), OrderLine()]
+        batch.setRefused(0, code: "account_invalid", message: "refused")
+        batch.setRefused(1, code: "balance_insufficient", message: "refused")
+        #expect(batch.messages.count == stored + 2)
+        #expect(batch.reasonCode(of: batch.lines[0]) == "account_invalid")
+        #expect(batch.reasonCode(of: batch.lines[1]) == "balance_insufficient")
+    }
+}

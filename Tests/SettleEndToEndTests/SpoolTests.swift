@@ -105,6 +105,48 @@ import Testing
         #expect(transferred == 6000 + 2500 + 1000)
     }
 
+    /// A file rejected before its end is described whole in the manifest (its size and SHA-256
+    /// are the file's), while its spool keeps the part read, sealed with that part's checksum,
+    /// and the folder applies (audit 60 F3: the manifest gave the part read, 1,310,720 bytes of
+    /// a 3 MB file, as the file's size and checksum).
+    @Test(arguments: [false, true])
+    func aFileRejectedBeforeItsEndIsDescribedWhole(gzip: Bool) throws {
+        let setup = try Setup()
+        let good = try ApplyCommandTests.export(orders: 1, in: setup.folder)
+        // A header of more columns than settle reads (rejected once 1 MiB of it is read),
+        // then more: random letters, so the gzip is about as large as its text.
+        var random = SplitMix64(seed: 0x60F3)
+        let letters = Array("abcdefghijklmnopqrstuvwxyz".utf8)
+        func text(_ count: Int) -> [UInt8] { (0..<count).map { _ in letters[Int(random.next() % 26)] } }
+        var wide: [UInt8] = []
+        for column in 0..<2000 {
+            if column > 0 { wide.append(UInt8(ascii: ",")) }
+            wide += text(600)
+        }
+        for _ in 0..<3000 { wide += [0x0A] + text(600) }
+        let bytes = gzip ? try Self.gzip(Data(wide)) : Data(wide)
+        let file = setup.folder.appendingPathComponent(gzip ? "wide.csv.gz" : "wide.csv")
+        try bytes.write(to: file)
+        let plan = try SettleProcess.run(setup.arguments("plan", [good.path, file.path], out: "p"))
+        #expect(plan.status == 65, "\(plan.stderr)")
+        let folder = setup.folder.appendingPathComponent("p")
+        let data = try #require(
+            FileManager.default.contents(atPath: folder.appendingPathComponent("manifest.json").path))
+        let manifest = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let inputs = try #require(manifest["inputs"] as? [[String: Any]])
+        #expect(inputs[1]["reason_code"] as? String == "header_invalid", "\(inputs[1])")
+        #expect(inputs[1]["bytes"] as? Int == bytes.count, "\(inputs[1])")
+        #expect(inputs[1]["sha256"] as? String == (try Self.sha256(bytes)))
+        let name = ".settle/input-2.\(gzip ? "csv.gz" : "csv")"
+        let spool = try Data(contentsOf: folder.appendingPathComponent(name))
+        #expect(spool.count < bytes.count && spool == bytes.prefix(spool.count), "\(spool.count)")
+        let spools = try #require(manifest["spool"] as? [String: [String: Any]])
+        #expect(spools[name]?["sha256"] as? String == (try Self.sha256(spool)), "\(spools)")
+        let applied = try setup.apply("p")
+        #expect(applied.status == 65, "\(applied.stderr)")
+        #expect(setup.results("p").allSatisfy { $0[8] == "settled" }, "\(setup.results("p"))")
+    }
+
     /// `plan` alone (no apply): errors.csv and deferred.csv come from the gzip spool too.
     @Test func planOfAGzipInputWritesCorrectionsFromTheSpool() throws {
         let folder = SettleProcess.temporaryFolder()

@@ -316,6 +316,26 @@ public final class ByteSource: @unchecked Sendable {
         visibleBytesRead = rawBytesRead
     }
 
+    /// For a file rejected before its end: reads the rest of a regular file into the checksum
+    /// (not into the spool), so that the size and SHA-256 the manifest gives are the file's,
+    /// not those of the part read (audit 60 F3). A pipe or a device is not read on (it may not
+    /// end): its figures stay those of the bytes read.
+    public func hashRest() {
+        finishReading()
+        guard fileSize != nil, let hasher, !rawEOF else { return }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ByteSource.chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let count = read(descriptor, buffer.baseAddress!, buffer.count)
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            rawBytesRead += UInt64(count)
+        }
+        rawEOF = true
+        visibleBytesRead = rawBytesRead
+    }
+
     private func fillRaw() throws(ReadFailure) {
         if rawStart == rawEnd {
             rawStart = 0
