@@ -597,10 +597,8 @@ import Testing
         #expect(payouts.count == 2)
     }
 
-    /// The lines that waited in the lost ledger are not restored by a rebuild (a later
-    /// cancel is known to no folder), and the rebuild says where they are: fed back, the line
-    /// is paid on its day (audit 35 P7: they were dropped silently).
-    @Test func aRebuildSaysWhichWaitingLinesItDoesNotHold() throws {
+    /// Day 1 of the rebuild tests: W1 waits for its date (2026-12-05), W2 settles.
+    func dayOneWithAWaitingLine() throws -> Setup {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
         let (first, day1) = try day(
@@ -609,7 +607,15 @@ import Testing
                 + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
                 + "W2,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
             asOf: "2026-12-01")
-        #expect(first.status == 0 && day1["W1"]?[8] == "deferred", "\(day1)")
+        #expect(first.status == 0 && day1["W1"]?[8] == "deferred" && day1["W2"]?[8] == "settled", "\(day1)")
+        return setup
+    }
+
+    /// The lines that waited in the lost ledger are not restored by a rebuild (a later
+    /// cancel is known to no folder), and the rebuild says where they are: fed back, the line
+    /// is paid on its day (audit 35 P7: they were dropped silently).
+    @Test func aRebuildSaysWhichWaitingLinesItDoesNotHold() throws {
+        let setup = try dayOneWithAWaitingLine()
         let rebuilt = try loseAndRebuild(setup, from: "day1")
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
         #expect(
@@ -629,15 +635,7 @@ import Testing
     /// then says where the waiting line is (audit 61 F4: the ledger was taken for whole, the
     /// next run exited 0, and the waiting line was paid and reported by no run).
     @Test func aRebuildStoppedAtTheFoldersWritesIsUnfinished() throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(Self.fixtures)
-        let (first, day1) = try day(
-            setup, "day1",
-            Self.header
-                + "W1,1098,transfer,10.00,usd,ORDER1098,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
-                + "W2,1099,transfer,11.00,usd,ORDER1099,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
-            asOf: "2026-12-01")
-        #expect(first.status == 0 && day1["W1"]?[8] == "deferred" && day1["W2"]?[8] == "settled", "\(day1)")
+        let setup = try dayOneWithAWaitingLine()
         setup.loseLedger()
         #expect(try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger]).status == 0)
         try SettleProcess.onLedger(
