@@ -1029,6 +1029,7 @@ public final class ApplyEngine {
         guard !amounts.isEmpty else { return }
         // What this apply would send on each charge, and the transfers and orders that send it.
         var sending: [String: (amount: Int64, transfers: [(id: String, order: String)])] = [:]
+        var sendingLines: Set<String> = []
         try plan.rewind()
         while let instruction = try plan.next() {
             // Not an order something else stops already: nothing of it moves now, and what it
@@ -1044,6 +1045,7 @@ public final class ApplyEngine {
             entry.amount = overflow ? .max : sum
             entry.transfers.append((instruction.id, instruction.group))
             sending[charge] = entry
+            for line in instruction.lines { sendingLines.insert(line.lineID) }
         }
         guard !sending.isEmpty else { return }
         // The plan's own transfers that wait for their date on the same charges count too, as
@@ -1074,8 +1076,12 @@ public final class ApplyEngine {
             }
             var waits: Int64 = 0
             var waitingOrders: Set<String> = []
+            // Not a line this apply sends now (a line an earlier apply of this folder did not send,
+            // held to wait, is both: audit 59 F3 counted it twice).
             for line in waiting[charge] ?? []
-            where line.currency == limit.currency && !cancelled.contains(line.line) && orderStop(line.order) == nil {
+            where line.currency == limit.currency && !cancelled.contains(line.line) && orderStop(line.order) == nil
+                && !sendingLines.contains(line.line)
+            {
                 guard try ledgerDo({ () throws(LedgerError) in try ledger.line(line.line) }) == nil else { continue }
                 waits = waits.addingReportingOverflow(line.amount).overflow ? .max : waits + line.amount
                 if !line.order.isEmpty { waitingOrders.insert(line.order) }

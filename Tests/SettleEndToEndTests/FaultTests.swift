@@ -303,6 +303,40 @@ import Testing
         #expect(setup.results("second").allSatisfy { $0[8] == "settled" }, "\(setup.results("second"))")
     }
 
+    /// A re-apply after an apply stopped by a refused key counts a transfer the stop left
+    /// waiting once, not as both sent now and waiting for a later date: 40.00 moved and 35.00
+    /// to send on a charge of 100.00 is no over-allocation (audit 59 F3: the re-apply warned
+    /// that 40 + 35 + 35 was more than the charge; an order that had not moved yet would have
+    /// been stopped `over_allocated` on that count).
+    @Test func aTransferAStopLeftWaitingIsCountedOnceAtTheReapply() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(
+            #"{"charges": [{"id": "ch_r1", "amount": 10000, "currency": "usd", "status": "succeeded"}]}"#)
+        let input = setup.folder.appendingPathComponent("orders.csv")
+        try
+            ("line_id,order_id,kind,amount,currency,transfer_group,destination,source_transaction,charge_amount,"
+            + "charge_currency,charge_status\n"
+            + "L1,1,transfer,40.00,usd,ORD1,acct_a,ch_r1,100.00,usd,succeeded\n"
+            + "L2,1,transfer,35.00,usd,ORD1,acct_b,ch_r1,100.00,usd,succeeded\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        #expect(try SettleProcess.run(setup.arguments("plan", [input.path], out: "p")).status == 0)
+        try Self.rules(
+            """
+            {"rules": [{"method": "POST", "nth": 1, "action": "drop_after_commit"},
+                       {"method": "POST", "on": "retry", "times": 1, "action": "status", "status": 401}]}
+            """, setup.sandbox)
+        let stopped = try setup.apply("p", extra: ["--concurrency", "1"])
+        #expect(stopped.status == 78, "\(stopped.stderr)")
+        #expect(setup.results("p").map { [$0[0], $0[8]] } == [["L1", "unknown"], ["L2", "deferred"]])
+        try Self.rules(#"{"rules": []}"#, setup.sandbox)
+        let again = try setup.apply("p")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(!again.stderr.contains("add up to more than the charge"), "\(again.stderr)")
+        #expect(setup.results("p").map { $0[8] } == ["settled", "settled"])
+        let amounts = try setup.sandbox.effects().compactMap { $0["amount"] as? Int }.sorted()
+        #expect(amounts == [3500, 4000])
+    }
+
     /// A charge look-up whose amount has more digits than any Stripe charge (and than the
     /// plan's files carry) is no verdict either: nothing is sent (75). Before, the plan wrote it
     /// into charges.csv, its apply sent the transfer, and then could not read the file back: the
