@@ -134,7 +134,7 @@ extension PlanFolder {
         }
         held.write()
         if let failure = held.failure { throw failure }
-        try ledgerRead { () throws(LedgerError) in
+        _ = try ledgerRead { () throws(LedgerError) in
             try ledger.endHolding(reportedReturns, to: .released, run: run, from: [.returned])
         }
         return adopted

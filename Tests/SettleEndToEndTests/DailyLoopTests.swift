@@ -658,6 +658,10 @@ import Testing
         #expect(status.stderr.contains("started and did not finish"), "\(status.stderr)")
         let (refused, _) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(refused.status == 78 && refused.stderr.contains("did not finish"), "\(refused.stderr)")
+        // `settle cancel` too: the ledger cannot tell which lines wait (audit 62 F1: 65, "not in
+        // the ledger", and a cancel run recorded in it).
+        let cancel = try SettleProcess.run(["cancel", "W1", "--ledger", setup.ledger])
+        #expect(cancel.status == 78 && cancel.stderr.contains("did not finish"), "\(cancel.stderr)")
 
         try SettleProcess.onLedger(setup.ledger, "DROP TRIGGER refuse;")
         let finished = try rebuild()
