@@ -139,8 +139,7 @@ public final class Batch: @unchecked Sendable {
     /// Reports a line `failed` with Stripe's own code and message: Stripe refused it for good.
     public func setRefused(_ index: Int, code: String, message: String) {
         // A message of its own (not shared through the cache): the code is keyed by it.
-        messages.append(message)
-        let stored = Int32(messages.count - 1)
+        let stored = appendMessage(message)
         stripeCodes[stored] = code
         set(index, .failed, .refusedByStripe, message: stored)
     }
@@ -168,18 +167,22 @@ public final class Batch: @unchecked Sendable {
     /// ("the record has 1 fields, the header 5") kept a String each (audit 60 F2: a 58 KB gzip
     /// of 30 M one-character lines needed more than 4 GB).
     public func addMessage(_ text: String) -> Int32 {
-        // FNV-1a over the text's bytes: the same slot in every process (String's hashValue is
+        // The symbol table's hash: the same slot in every process (String's hashValue is
         // seeded per process).
-        var hash: UInt32 = 2_166_136_261
-        for byte in text.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
-        let slot = Int(hash) & (Batch.recentSlots - 1)
+        var bytes = text
+        let hash = text.isEmpty ? 0 : bytes.withUTF8 { SymbolTable.hash(UnsafeRawBufferPointer($0)) }
+        let slot = hash & (Batch.recentSlots - 1)
         if recentMessages.isEmpty { recentMessages = [Int32](repeating: -1, count: Batch.recentSlots) }
         let recent = recentMessages[slot]
         if recent >= 0, messages[Int(recent)] == text { return recent }
-        messages.append(text)
-        let stored = Int32(messages.count - 1)
+        let stored = appendMessage(text)
         recentMessages[slot] = stored
         return stored
+    }
+
+    private func appendMessage(_ text: String) -> Int32 {
+        messages.append(text)
+        return Int32(messages.count - 1)
     }
     private static let recentSlots = 256
     private var recentMessages: [Int32] = []

@@ -144,14 +144,12 @@ final class XMLExportParse {
     @exclusivity(unchecked) private var unitFirstOrder = 0
     @exclusivity(unchecked) private var unitSuspect = false
     @exclusivity(unchecked) private var unitLost = false
-    /// A stray `<line>` was met in the root: libxml2's validator then skips the rest of the
-    /// root's content, so nothing after it is a schema error any more.
+    /// A stray `<line>` in the root has ended: libxml2's validator skips the rest of the root's
+    /// content (in both modes), so nothing after it is a schema error any more, and each line
+    /// after it is rejected `schema_invalid` rather than read unchecked (audit 60 F1: a
+    /// misspelled `transferOnn` moved money at once, a `kindd="reversal"` was planned as a
+    /// transfer).
     @exclusivity(unchecked) private var rootSkipped = false
-    /// A stray `<line>` in the root has ended: the schema checks nothing of the lines after it
-    /// (libxml2's validator skips the rest of the root's content, in both modes), so each of
-    /// them is rejected `schema_invalid` rather than read unchecked (audit 60 F1: a misspelled
-    /// `transferOnn` moved money at once, a `kindd="reversal"` was planned as a transfer).
-    @exclusivity(unchecked) private var pastStrayLine = false
     @exclusivity(unchecked) private var rawLost = false
     @exclusivity(unchecked) private var inCDATA = false
     /// The offsets do not map to the input's bytes (an encoding conversion): read again,
@@ -464,7 +462,7 @@ final class XMLExportParse {
             target = .line
             if strayLine {
                 strayLine = false
-                pastStrayLine = true
+                rootSkipped = true
                 orderDepth = 0
                 orderClosing = true
             }
@@ -668,7 +666,6 @@ final class XMLExportParse {
     private func closeUnit() {
         unitOpen = false
         if lines.count == unitFirstLine { suspect() }  // an <order> needs a <line>
-        if strayLine { rootSkipped = true }
         guard unitSuspect else { return }
         unitSuspect = false
         let end = settle_xml_offset(parser)
@@ -817,7 +814,7 @@ final class XMLExportParse {
                 order: orders.count - 1, line: tagLine, valuesStart: values.count, valuesEnd: values.count,
             ))
         lineDepth = depth
-        if pastStrayLine {
+        if rootSkipped {
             lines[lines.count - 1].defect.noteOwn(
                 RecordDefect(
                     code: .schemaInvalid,
