@@ -231,7 +231,10 @@ enum Help {
                 (0, "the ledger holds no line whose outcome is unknown"),
                 (75, "some lines were sent and their outcome is not known yet: run apply or run again"), (64, nil),
                 (66, nil),
-                (78, "there is no ledger at the path (create one with settle ledger init, or recover a lost one)"),
+                (
+                    78,
+                    "there is no ledger at the path (create one with settle ledger init, or recover a lost one), or run, plan and apply refuse the one there (a rebuild that did not finish): the status is still printed, with the reason (refused in --json)"
+                ),
                 (70, nil),
             ],
             examples: [

@@ -26,8 +26,10 @@ struct LedgerCommand {
                 }
                 // A ledger SQLite could not write whole (a full disk, a size limit): 73 too,
                 // whichever write failed (audit 61 F5: 75 at most sizes, 73 at one).
-                if case .sqlite = error {
+                switch error {
+                case .sqlite, .cannotWrite:
                     throw CommandFailure(.outputUnwritable, "cannot create the ledger \(path): \(error)")
+                default: break
                 }
                 throw LedgerHistory.failure(error, path: path)
             }

@@ -143,11 +143,11 @@ struct Options {
         return options
     }
 
-    /// `--metrics-file` as the command line gives it (before a `--`), for a run whose options
-    /// did not parse: monitoring still sees why it stopped. nil when not given.
     /// ISO 3166 region codes, as Foundation knows them.
     static let countries = Set(Locale.Region.isoRegions.map(\.identifier))
 
+    /// `--metrics-file` as the command line gives it (before a `--`), for a run whose options
+    /// did not parse: monitoring still sees why it stopped. nil when not given.
     static func metricsFileOnCommandLine(_ arguments: [String]) -> String? {
         valueOnCommandLine("--metrics-file", arguments)
     }

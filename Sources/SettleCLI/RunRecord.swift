@@ -47,7 +47,9 @@ final class RunRecord: @unchecked Sendable {
     /// Makes a stop by signal outside the send (which ends the process at once, 75) write the
     /// metrics file too: its exit status and times, no lines or requests (audit 54 F1). The
     /// file keeps the permissions it has, 0644 when new, as ``writeMetrics(path:exit:log:)``.
-    func writeMetricsOnStop(path: String) {
+    func writeMetricsOnStop(path given: String) {
+        // A path the end's write refuses is not written at a stop either (that write says why).
+        guard let path = try? MetricsFile.target(given) else { return }
         let parts = MetricsFile.stopTemplate(
             start: started.timeIntervalSince1970, exitStatus: ExitCode.tryAgain.rawValue)
         var existing = stat()

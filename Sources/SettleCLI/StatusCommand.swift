@@ -9,7 +9,9 @@ import SettleWrite
 /// whose outcome is not known yet; 66 for a file that is not a settle ledger; 78 when there
 /// is no ledger at the path, as for `run`, `apply` and `cancel`: a ledger lost or named wrong
 /// is not "nothing settled yet" (`--json` still prints the status's shape at zero, with
-/// `ledger_exists` false).
+/// `ledger_exists` false). A ledger those commands refuse (a rebuild that did not finish, or
+/// one without the lines of some instructions) is shown, with the refusal in the output
+/// (`refused` in `--json`), and exits 78 too: a monitor must not read it as healthy.
 struct StatusCommand {
     let options: Options
 
@@ -30,9 +32,11 @@ struct StatusCommand {
         }
         defer { store.close() }
         // What it shows is said, and why plan, run and apply refuse it (they exit 78).
+        var refused: CommandFailure?
         do throws(CommandFailure) {
             try LedgerHistory.refuseIfLinesUnknown(store)
         } catch {
+            refused = error
             StandardError.write("settle status: warning: \(error.message)\n")
         }
         do throws(LedgerError) {
@@ -49,10 +53,15 @@ struct StatusCommand {
                 let holder = LedgerStore.holder(of: path)
                 say(
                     options.json
-                        ? Self.json(summary: summary, lines: lines, runs: runs, path: path, holder: holder).encoded()
-                            + "\n"
-                        : Self.text(summary: summary, lines: lines, runs: runs, path: path, holder: holder))
+                        ? Self.json(
+                            summary: summary, lines: lines, runs: runs, path: path, holder: holder,
+                            refused: refused?.message
+                        ).encoded() + "\n"
+                        : Self.text(
+                            summary: summary, lines: lines, runs: runs, path: path, holder: holder,
+                            refused: refused?.message))
             }
+            if let refused { return refused.code }
             return summary.linesPending > 0 ? .tryAgain : .ok
         } catch {
             throw CommandFailure(.tryAgain, "cannot read the ledger \(path): \(error)")
@@ -78,6 +87,7 @@ struct StatusCommand {
                     .object([LedgerStatus.settled, .inFlight, .unknown, .failed].map { ($0.rawValue, .int(0)) })
                 ),
                 ("runs", .array([])), ("waiting", .array([])), ("unknown", .array([])), ("failed", .array([])),
+                ("refused", .null),
             ]
         }
         print(JSON.object(pairs).encoded())
@@ -88,11 +98,13 @@ struct StatusCommand {
     /// - Parameter holder: the process holding the ledger now (``LedgerStore/holder(of:)``):
     ///   a run not ended is running when it is that process's run, else it was killed or
     ///   cut off (the next run takes it over).
+    /// - Parameter refused: why `run`, `plan` and `apply` refuse this ledger, if they do.
     static func text(
         summary: LedgerStatusSummary, lines: LedgerStatusLines, runs: [LedgerRun], path: String,
-        holder: LedgerStore.Holder? = nil
+        holder: LedgerStore.Holder? = nil, refused: String? = nil
     ) -> String {
         var text = "settle status: ledger \(path)\n"
+        if let refused { text += "  REFUSED by run, plan and apply (exit 78): \(refused)\n" }
         text += "  lines settled: \(summary.linesSettled)\n"
         text += "  lines unknown (may have reached Stripe, outcome not known yet): \(summary.linesPending)\n"
         text += "  lines failed: \(lines.failed.count)\n"
@@ -133,7 +145,7 @@ struct StatusCommand {
 
     static func json(
         summary: LedgerStatusSummary, lines: LedgerStatusLines, runs: [LedgerRun], path: String,
-        holder: LedgerStore.Holder? = nil
+        holder: LedgerStore.Holder? = nil, refused: String? = nil
     ) -> JSON {
         .object([
             ("ledger", .string(path)),
@@ -158,6 +170,7 @@ struct StatusCommand {
             ("waiting", .array(lines.waiting.map(json(line:)))),
             ("unknown", .array(lines.unknown.map(json(line:)))),
             ("failed", .array(lines.failed.map(json(line:)))),
+            ("refused", refused.map { .string($0) } ?? .null),
         ])
     }
 

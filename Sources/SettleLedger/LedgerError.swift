@@ -5,6 +5,9 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
     case busy(String)
     /// The file or its lock file cannot be opened or created.
     case cannotOpen(path: String, message: String)
+    /// A file of the ledger (its mark) could not be written for lack of room or a failing
+    /// disk. Passing: run again once there is room (exit 75).
+    case cannotWrite(path: String, message: String)
     /// The file is not a settle ledger of the schema version this build knows.
     case schemaMismatch(found: Int, expected: Int)
     /// A line is already claimed by another instruction that is in flight, unknown or
@@ -36,6 +39,7 @@ public enum LedgerError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .busy(let message): return "ledger busy: \(message)"
         case .cannotOpen(let path, let message): return "cannot open ledger \(path): \(message)"
+        case .cannotWrite(let path, let message): return "cannot write \(path): \(message)"
         case .schemaMismatch(let found, let expected):
             return "ledger schema version \(found), this settle needs \(expected)"
         case .lineClaimed(let line, let instruction, let status):

@@ -437,13 +437,29 @@ public final class LedgerStore {
         let final = Self.markPath(path)
         let temporary = final + ".tmp"
         let descriptor = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw .cannotOpen(path: temporary, message: String(cString: strerror(errno))) }
+        guard descriptor >= 0 else { throw Self.markFailure(temporary, errno) }
         let bytes = Array(text.utf8)
         let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-        let synced = fsync(descriptor)
+        // A short write sets no errno: it is the disk filling up.
+        var reason = written == bytes.count ? 0 : (written < 0 ? errno : ENOSPC)
+        if reason == 0, fsync(descriptor) != 0 { reason = errno }
         Glibc.close(descriptor)
-        guard written == bytes.count, synced == 0, rename(temporary, final) == 0 else {
-            throw .cannotOpen(path: final, message: String(cString: strerror(errno)))
+        if reason == 0, rename(temporary, final) != 0 { reason = errno }
+        guard reason == 0 else {
+            unlink(temporary)
+            throw Self.markFailure(final, reason)
+        }
+    }
+
+    /// A mark that cannot be written for lack of room (or a failing disk) is a passing failure
+    /// (75, as SQLite's own "disk is full"); one the system refuses (permissions, a read-only
+    /// file system) is the ledger's place being wrong (78). Audit 62 F3: a full disk while a
+    /// rebuild wrote its mark was a configuration error.
+    static func markFailure(_ path: String, _ reason: Int32) -> LedgerError {
+        let message = String(cString: strerror(reason))
+        switch reason {
+        case ENOSPC, EDQUOT, EFBIG, EIO: return .cannotWrite(path: path, message: message)
+        default: return .cannotOpen(path: path, message: message)
         }
     }
 

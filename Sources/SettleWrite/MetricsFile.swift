@@ -141,13 +141,39 @@ public enum MetricsFile {
     /// Writes the file atomically (temporary name in the same folder, fsync, rename). It is
     /// for a collector that may run as another user (node_exporter's textfile): it keeps the
     /// permissions the file has, 0644 when new; it holds no secret and no money detail.
-    public static func write(_ metrics: RunMetrics, path: String) throws(WriteFailure) {
+    public static func write(_ metrics: RunMetrics, path given: String) throws(WriteFailure) {
+        let path = try target(given)
         let file = try OutputFile(path: path)
         var existing = stat()
         file.setMode(stat(path, &existing) == 0 ? existing.st_mode & 0o7777 : 0o644)
         file.append(render(metrics))
         file.endRow()
         try file.commit()
+    }
+
+    /// The file the metrics go to: `path`, or the file a symlink there names (the link stays,
+    /// and its file is replaced: a textfile collector's folder often links to it). Anything
+    /// else already there that is not a regular file (a device, a pipe, a folder) is refused:
+    /// the rename would replace it (audit 62 F2: a device node was replaced by a regular file,
+    /// and a symlink by a copy, its target left stale).
+    public static func target(_ path: String) throws(WriteFailure) -> String {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return path }
+        var resolved = path
+        if info.st_mode & S_IFMT == S_IFLNK {
+            guard let real = realpath(path, nil) else { return path }  // dangling: the link is replaced
+            resolved = String(cString: real)
+            free(real)
+            guard stat(resolved, &info) == 0 else { return path }
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw WriteFailure(
+                path: path,
+                message:
+                    "\(path) is not a regular file: the metrics are written beside it and renamed over it, which would replace it"
+            )
+        }
+        return resolved
     }
 
     /// Label values: backslash, double quote and line feed are escaped.

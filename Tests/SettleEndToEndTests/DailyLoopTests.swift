@@ -654,8 +654,17 @@ import Testing
         let stopped = try rebuild()
         #expect(stopped.status == 75, "\(stopped.stderr)")
         #expect(stopped.stderr.contains("the ledger \(setup.ledger) failed: "), "\(stopped.stderr)")
+        // `settle status` shows it and says so where a monitor reads: its exit status and the
+        // output (audit 62 F4: a warning on standard error only, exit 0, and `--json` could not
+        // tell it from a healthy empty ledger).
         let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(status.status == 78, "\(status.stderr)")
         #expect(status.stderr.contains("started and did not finish"), "\(status.stderr)")
+        #expect(status.stdout.contains("REFUSED by run, plan and apply (exit 78): a settle ledger rebuild of"))
+        let statusJSON = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
+        #expect(statusJSON.status == 78)
+        let refusedJSON = try JSONSerialization.jsonObject(with: Data(statusJSON.stdout.utf8)) as? [String: Any]
+        #expect((refusedJSON?["refused"] as? String)?.contains("started and did not finish") == true)
         let (refused, _) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(refused.status == 78 && refused.stderr.contains("did not finish"), "\(refused.stderr)")
         // `settle cancel` too: the ledger cannot tell which lines wait (audit 62 F1: 65, "not in
@@ -667,8 +676,43 @@ import Testing
         let finished = try rebuild()
         #expect(finished.status == 0, "\(finished.stderr)")
         #expect(finished.stderr.contains("1 in \(folder)/deferred.csv"), "\(finished.stderr)")
+        #expect(try SettleProcess.run(["status", "--ledger", setup.ledger]).status == 0)
         let (next, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-02")
         #expect(next.status == 0 && day3.isEmpty, "\(next.stderr) \(day3)")
+        #expect(try setup.sandbox.effects().count == 1)
+    }
+
+    /// A rebuild whose ledger's disk has no room for the mark it writes (here a tmpfs out of
+    /// inodes, so SQLite's own files fit) exits 75, a passing failure as SQLite's "disk is full"
+    /// is, naming the file and the system's reason; the ledger stays refused (78 from `status`
+    /// and `run`) until a rebuild finishes, which the same command does once there is room
+    /// (audit 62 F3: 78, a configuration error, for a full disk).
+    @Test(.enabled(if: StatusCommandTests.canMount, "needs to mount a tmpfs"))
+    func aRebuildWithNoRoomForItsMarkIsPassing() throws {
+        let setup = try dayOneWithAWaitingLine()
+        let mount = setup.folder.appendingPathComponent("mnt")
+        try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
+        // Six inodes: the root, the lock, the ledger, its mark, and SQLite's WAL and index.
+        #expect(
+            StatusCommandTests.system(["mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=6", "tmpfs", mount.path]) == 0)
+        defer { _ = StatusCommandTests.system(["umount", mount.path]) }
+        let ledger = mount.appendingPathComponent("l.sqlite").path
+        func rebuild() throws -> SettleProcess.Outcome {
+            try SettleProcess.run(
+                [
+                    "ledger", "rebuild", "--since", "2020-01-01", "--ledger", ledger, "--api-base", setup.sandbox.base,
+                    setup.folder.appendingPathComponent("day1").path,
+                ], environment: ["STRIPE_API_KEY": testKey])
+        }
+        let full = try rebuild()
+        #expect(full.status == 75, "\(full.stderr)")
+        #expect(full.stderr.contains("cannot write \(ledger).mark.tmp: No space left on device"), "\(full.stderr)")
+        #expect(try SettleProcess.run(["status", "--ledger", ledger]).status == 78)
+
+        #expect(StatusCommandTests.system(["mount", "-o", "remount,nr_inodes=16", mount.path]) == 0)
+        let finished = try rebuild()
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(try SettleProcess.run(["status", "--ledger", ledger]).status == 0)
         #expect(try setup.sandbox.effects().count == 1)
     }
 

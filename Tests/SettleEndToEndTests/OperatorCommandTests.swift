@@ -302,6 +302,39 @@ import Testing
         #expect(try Self.parseMetrics(written)["settle_last_run_exit_status"] == 0)
     }
 
+    /// A metrics path that is a symlink updates the file it names and stays a link (a
+    /// collector's folder often links there); one that is not a regular file (a pipe here, a
+    /// device alike) is not replaced: the write is refused as any unwritable metrics file is
+    /// (audit 62 F2: the link and a device node were replaced by regular files).
+    @Test func aMetricsPathThatIsALinkOrNotAFileIsNotReplaced() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let input = folder.appendingPathComponent("orders.csv")
+        try "line_id,order_id,amount,currency,destination\nL1,O1,10.00,usd,acct_1A\n".write(
+            to: input, atomically: true, encoding: .utf8)
+        let real = folder.appendingPathComponent("real.prom").path
+        try "stale\n".write(toFile: real, atomically: true, encoding: .utf8)
+        let link = folder.appendingPathComponent("settle.prom").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "real.prom")
+        let linked = try SettleProcess.run([
+            "plan", input.path, "--out", folder.appendingPathComponent("out").path, "--as-of", "2026-11-29", "-q",
+            "--metrics-file", link,
+        ])
+        #expect(linked.status == 0, "\(linked.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == "real.prom")
+        #expect(try Self.parseMetrics(real)["settle_lines{status=\"planned\"}"] == 1)
+
+        let pipe = folder.appendingPathComponent("pipe.prom").path
+        #expect(mkfifo(pipe, 0o644) == 0)
+        let refused = try SettleProcess.run([
+            "plan", input.path, "--out", folder.appendingPathComponent("out2").path, "--as-of", "2026-11-29", "-q",
+            "--metrics-file", pipe,
+        ])
+        #expect(refused.status == 75, "\(refused.stderr)")
+        #expect(refused.stderr.contains("\(pipe) is not a regular file"), "\(refused.stderr)")
+        var info = stat()
+        #expect(lstat(pipe, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
+    }
+
     // MARK: report.html
 
     /// The rendered DOM of a page, from headless Chromium.

@@ -109,8 +109,9 @@ import Testing
         let json = try Self.object(outcome.stdout)
         #expect(
             Set(json.keys) == [
-                "ledger", "ledger_exists", "lines", "instructions", "runs", "waiting", "unknown", "failed",
+                "ledger", "ledger_exists", "lines", "instructions", "runs", "waiting", "unknown", "failed", "refused",
             ])
+        #expect(json["refused"] is NSNull)
         #expect(json["ledger"] as? String == path)
         #expect(json["ledger_exists"] as? Bool == true)
         #expect(json["lines"] as? [String: Int] == ["settled": 2, "unknown": 1, "failed": 1, "waiting": 2])
