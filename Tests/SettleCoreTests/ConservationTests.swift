@@ -21,7 +21,7 @@ import Testing
     }
 
     @Test func anInstructionThatSendsMoreThanItsLinesIsNamed() {
-        var plan = Self.plan()
+        let plan = Self.plan()
         plan.instructions[1].amount += 1
         let id = plan.instructions[1].id
         #expect(plan.conservationProblem == "instruction \(id) sends 2001 but its lines add up to 2000")
