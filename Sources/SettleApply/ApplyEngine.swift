@@ -281,9 +281,8 @@ public final class ApplyEngine {
         }
         // Whatever this run records settled (its own sends, earlier ones it resolves) is its.
         ledger.writingRun = runID.isEmpty ? nil : runID
-        let interruption = Interruption()
+        let interruption = Interruption.take()
         self.interruption = interruption
-        defer { interruption.end() }
         try resolveUnresolved()
         if keyRefused == nil, ledgerFailure == nil { try stopOrdersRefusedElsewhere(plan) }
         if keyRefused == nil, ledgerFailure == nil, checkFacts { try self.checkFacts(plan) }

@@ -2,18 +2,27 @@ import Dispatch
 import Foundation
 import Glibc
 
-/// SIGTERM, SIGINT or SIGHUP while an apply sends (a deploy stopping the job, Ctrl-C at 3 a.m.): the
-/// first one stops sending. The calls in flight finish and their answers are recorded, the
+/// SIGTERM, SIGINT or SIGHUP once an apply may send (a deploy stopping the job, Ctrl-C at 3 a.m.):
+/// the first one stops sending. The calls in flight finish and their answers are recorded, the
 /// calls not yet sent are released as never sent, the outcome files are written, and the run
 /// exits 75; `settle apply` of the folder sends the rest. A second signal ends the process at
 /// once, as without settle's handling (the ledger is durable at every step).
-final class Interruption: @unchecked Sendable {
+///
+/// Once taken (``shared``), it holds the signals to the end of the process, through the rewrite
+/// of the outcome files and the metrics after the send: a stop there waits for them, and the
+/// run ends with its own exit status (audit 65 F1/F2: a signal among the rewrite's files ended
+/// the process at once, leaving the folder's plan files, every line `planned`, for money Stripe
+/// had moved; the next run said so once, and no day's summary counted it).
+public final class Interruption: @unchecked Sendable {
     private let lock = NSLock()
     private var caught: Int32 = 0
     private var sources: [any DispatchSourceSignal] = []
     private static let numbers = StopSignals.numbers
 
-    init() {
+    /// The process's one handler, from the first use to the end of the process.
+    public static let shared = Interruption()
+
+    private init() {
         for number in Interruption.numbers {
             Glibc.signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
@@ -34,36 +43,36 @@ final class Interruption: @unchecked Sendable {
     }
 
     /// The signal that asked the run to stop, or nil.
-    var caughtSignal: Int32? {
+    public var caughtSignal: Int32? {
         lock.lock()
         defer { lock.unlock() }
         return caught == 0 ? nil : caught
     }
 
-    /// Gives the signals back the handling they had outside the send (``StopSignals``, else
-    /// the default).
-    func end() {
-        for source in sources { source.cancel() }
-        sources = []
-        for number in Interruption.numbers { Glibc.signal(number, StopSignals.installed ? stopHandler : SIG_DFL) }
+    /// The signal caught by a process that took this handler, or nil (also when it never did).
+    public static var caughtInProcess: Int32? { taken ? shared.caughtSignal : nil }
+    nonisolated(unsafe) private static var taken = false
+
+    /// Takes the signals over for the rest of the process (idempotent).
+    static func take() -> Interruption {
+        taken = true
+        return shared
     }
 }
 
-/// Outside the send (reading, the look-ups, planning, writing the files): SIGTERM, SIGINT or
-/// SIGHUP ends the process at once with 75, "run again later". Nothing is half-done that matters:
-/// every file is written under a temporary name and renamed, and the ledger commits whole
-/// transactions (an interrupted one is rolled back); what a send did is in the ledger, and
-/// the next run or a re-apply goes on from it. While sending, ``Interruption`` takes over
-/// (the calls in flight are answered and recorded first).
+/// Before the send (reading, the look-ups, planning, writing the plan's files): SIGTERM,
+/// SIGINT or SIGHUP ends the process at once with 75, "run again later". Nothing is half-done
+/// that matters: every file is written under a temporary name and renamed, and the ledger
+/// commits whole transactions (an interrupted one is rolled back). From the apply on,
+/// ``Interruption`` takes over to the end of the process (the calls in flight are answered
+/// and recorded, and the outcome files written, first).
 public enum StopSignals {
-    nonisolated(unsafe) static var installed = false
 
     /// SIGTERM (a deploy, `kill`), SIGINT (Ctrl-C) and SIGHUP (the terminal of a run by hand
     /// went away: audit 54 F9, it ended the process mid-send with 129 and no word).
     static let numbers = [SIGTERM, SIGINT, SIGHUP]
 
     public static func install() {
-        installed = true
         // A parent may have started us with them blocked (a mask is inherited): unblocked
         // here, the process's first thread takes them.
         var set = sigset_t()

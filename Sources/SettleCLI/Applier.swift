@@ -253,8 +253,8 @@ struct Applier {
                     + "\(adopted.unresolved) sent with no known outcome are resolved and reported by the next apply"
                 if adopted.settledUnreported > 0 {
                     text +=
-                        "; \(adopted.settledUnreported) it settled are in the ledger but in no results.csv until "
-                        + "`settle apply \(path)`"
+                        "; \(adopted.settledUnreported) Stripe made that its files do not report are reported settled, "
+                        + "and counted, by the next plan"
                 }
                 log(
                     .warning, event: "run_adopted", text,
@@ -439,6 +439,7 @@ struct Applier {
                 .tryAgain, "the ledger could not record this run's start (\(error)); nothing was sent, run again later")
         }
         // From here the folder is this run's record, even if the process is killed.
+        CrashPoint.reach("apply_starting")
         try onPlanFolder { () throws(SettleError) in try OutputFolder.markApplying(folder, runID: plan.runID) }
         let firstSendCheck = ledgerProbed ? nil : try earlierLedgerCheck(ledger, configuration: configuration)
         let movedSincePlan = try Applier.ledgerMayHaveMoved(since: plan, plannedAt: plannedAt, ledger: ledger)
@@ -542,6 +543,13 @@ struct Applier {
             log(
                 .error, event: "key_refused", "\(refused); the run stopped, nothing more was sent (exit 78)",
                 fields: [Log.Field("exit_status", 78)])
+        }
+        if report.interrupted == nil, let signal = Interruption.caughtInProcess {
+            log(
+                .warning, event: "interrupted",
+                "a stop signal (\(signal)) came after the send: the outcome files were written first; exit "
+                    + "\(exit.rawValue) is the run's",
+                fields: [.file(folder), Log.Field("exit_status", Int(exit.rawValue))])
         }
         if let signal = report.interrupted {
             log(

@@ -78,7 +78,8 @@ enum Help {
         Option(usage: "--concurrency N", meaning: "most requests in flight (1-256)", defaultValue: "16"),
         Option(
             usage: "--progress auto|on|off",
-            meaning: "progress on standard error; auto: a live line on a terminal, a log line every 30 s otherwise",
+            meaning:
+                "progress on standard error; auto: only on a terminal (a live line); on: also in a log, a line every 30 s",
             defaultValue: "auto"),
         Option(
             usage: "--log-format text|json",

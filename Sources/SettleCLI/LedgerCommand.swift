@@ -264,6 +264,19 @@ struct LedgerCommand {
                     try ledger.recordPayoutStatus(
                         instruction: instruction, status: status, reason: report.cameBackReason[instruction])
                 }
+                // A hold the ledger rebuilt over had of a line whose return a folder reports (a
+                // backup's `following`, made `returned` just above) ends: reported once (audit 64
+                // F2: the next run reported it again, and the days counted it twice).
+                // Only a hold for the payout reported: a later payout of the line that came back
+                // too is still to report (audit 38 Q7).
+                let reportedLines = try ledger.heldLines([.following, .returned]).filter { hold in
+                    guard let instruction = hold.instructionID, let payout = report.cameBackPayout[instruction] else {
+                        return false
+                    }
+                    return reported[hold.lineID]?.contains(payout) == true
+                }.map(\.lineID)
+                _ = try ledger.endHolding(
+                    reportedLines, to: .released, run: "ledger_rebuild", from: [.following, .returned])
             } catch {
                 throw LedgerHistory.failure(error, path: path)
             }

@@ -38,6 +38,10 @@ struct Options {
     var since: Int32?
     /// What the run did, for the metrics file; shared by every copy of these options.
     let record = RunRecord()
+    /// Value options the command line gave more than once with different values: the last
+    /// is used, as getopt does, and the run says so (a cron line with two `--out`s wrote to
+    /// the second with no word; audit 63 L2).
+    var overridden: [(name: String, first: String, last: String)] = []
 
     static let valueOptions: Set<String> = [
         "out", "ledger", "config", "as-of", "platform-country", "financial-account", "payouts", "api-base",
@@ -126,8 +130,16 @@ struct Options {
                 value = arguments[index]
                 index += 1
             }
+            if let earlier = explicit[name] {
+                if let at = options.overridden.firstIndex(where: { $0.name == name }) {
+                    options.overridden[at].last = value!
+                } else {
+                    options.overridden.append((name, earlier, value!))
+                }
+            }
             explicit[name] = value!
         }
+        options.overridden.removeAll { $0.first == $0.last }
         // The config file first, then the command line over it.
         if let path = explicit["config"] {
             options.config = path
@@ -297,15 +309,18 @@ struct Options {
         }
     }
 
-    /// How progress is shown: `off`; a live line with `on`, or with `auto` on a terminal;
-    /// otherwise a log line now and then.
-    /// A live line on a terminal; progress events in the log otherwise, and always in a JSON
-    /// log: every line of it is one JSON object, also with `--progress on` (audit 38 D1: the
-    /// live line's escapes went into the JSON stream).
     var progressMode: Progress.Mode {
-        if progress == "off" { return .off }
-        if logFormat == "json" { return .logLines }
-        return progress == "on" || isatty(2) == 1 ? .terminal : .logLines
+        Self.progressMode(progress, logFormat: logFormat, terminal: isatty(2) == 1)
+    }
+
+    /// How progress is shown. SPEC: `auto` shows it only when standard error is a terminal
+    /// (audit 63: a log line every 30 s went to cron's log too). Where it is shown, a live
+    /// line on a terminal, and progress events (a line every 30 s) in a log: `--progress on`
+    /// away from a terminal, and always in a JSON log, every line of which is one JSON object
+    /// (audit 38 D1: the live line's escapes went into the JSON stream).
+    static func progressMode(_ progress: String, logFormat: String, terminal: Bool) -> Progress.Mode {
+        if progress == "off" || (progress == "auto" && !terminal) { return .off }
+        return logFormat == "json" || !terminal ? .logLines : .terminal
     }
 
     var ruleOptions: RuleOptions {

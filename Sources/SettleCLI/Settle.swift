@@ -32,6 +32,11 @@ public enum Settle {
             parsed = options
             log = Log(format: options.logFormat, verbosity: options.verbosity)
             try options.refuseUnusedOptions()
+            for option in options.overridden {
+                log(
+                    .warning, event: "option_given_twice",
+                    "--\(option.name) was given more than once; using the last, \(option.last) (not \(option.first))")
+            }
             if ["plan", "apply", "run", "validate", "ledger", "cancel"].contains(options.command) {
                 if let path = options.metricsFile { options.record.writeMetricsOnStop(path: path) }
                 StopSignals.install()

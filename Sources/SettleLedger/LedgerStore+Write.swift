@@ -364,7 +364,13 @@ extension LedgerStore {
                             params, stripe_context, status, attempt, idempotency_key, first_sent_at, last_sent_at, stripe_id,
                             error_code, error_message, payout_status)
                         VALUES (?, ?, ?, ?, ?, ?, ?, 'POST', ?, '{}', NULL, 'failed', ?, ?, ?, ?, ?, ?, ?, ?)
-                        ON CONFLICT(id) DO UPDATE SET attempt = MAX(instructions.attempt, excluded.attempt)
+                        ON CONFLICT(id) DO UPDATE SET attempt = MAX(instructions.attempt, excluded.attempt),
+                            stripe_id = iif(instructions.status = 'settled', excluded.stripe_id, instructions.stripe_id),
+                            error_code = iif(instructions.status = 'settled', excluded.error_code, instructions.error_code),
+                            error_message =
+                                iif(instructions.status = 'settled', excluded.error_message, instructions.error_message),
+                            payout_status = excluded.payout_status,
+                            status = iif(instructions.status = 'settled', 'failed', instructions.status)
                         """,
                         [
                             .text(instruction), .text(latest.kind), .text(latest.group), .text(latest.payee),
@@ -376,6 +382,13 @@ extension LedgerStore {
                                     + "\(latest.payoutStatus ?? "returned") at Stripe"),
                             SQLiteValue(latest.payoutStatus),
                         ])
+                    // A ledger rebuilt over (a backup from before the return) has it settled, with
+                    // its lines: Stripe's word is that it came back, so they are failed under it,
+                    // as in a new ledger (audit 64 F3: once a later payout paid its line, the
+                    // instruction stayed settled without lines, and the rebuilt ledger was refused).
+                    try db.run(
+                        "UPDATE lines SET status = 'failed', stripe_id = ? WHERE instruction_id = ? AND status = 'settled'",
+                        [.text(latest.stripeID), .text(instruction)])
                     // Its lines, failed under it: released for a plan that feeds them back (made
                     // after the rebuild), never taken for lines no payout paid (audit 50 N2). A line a live object settled
                     // is that object's (below); one the ledger holds already keeps its claim.
@@ -503,7 +516,7 @@ extension LedgerStore {
     /// one they would take for "nothing paid yet" (audit 11: the next run paid everything again).
     public static func createForRebuild(path: String) throws(LedgerError) -> LedgerStore {
         let store: LedgerStore
-        if !FileManager.default.fileExists(atPath: path) {
+        if !FileManager.default.fileExists(atPath: path) || holdsNothing(path) {
             unlink(markPath(path))
             store = try create(path: path)
         } else {

@@ -44,6 +44,9 @@ public final class LedgerStore {
     public static func create(path given: String) throws(LedgerError) -> LedgerStore {
         let path = try oneName(given)
         let descriptor = try lock(path)
+        if holdsNothing(path) {
+            for name in [path, path + "-wal", path + "-shm"] { unlink(name) }
+        }
         guard !FileManager.default.fileExists(atPath: path), !FileManager.default.fileExists(atPath: markPath(path))
         else {
             Glibc.close(descriptor)
@@ -90,6 +93,24 @@ public final class LedgerStore {
     }
 
     /// Whether the mark file of a ledger at this path exists: one was there once.
+    /// What a `ledger init` (or a rebuild's) stopped before its first commit leaves: a file
+    /// with no mark beside it that holds no database (empty, or SQLite without a table, and
+    /// no WAL beside it). It holds nothing to lose, so init and rebuild make the ledger there
+    /// again; every other command refuses it as before (audit 65 F4: a signal early in a
+    /// rebuild left one that every command refused, the rebuild it advised included).
+    /// Called with the process lock held.
+    static func holdsNothing(_ path: String) -> Bool {
+        var info = stat()
+        guard !hasMark(path), lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return false }
+        var wal = stat()
+        if lstat(path + "-wal", &wal) == 0, wal.st_size > 0 { return false }
+        if info.st_size == 0 { return true }
+        guard let db = try? SQLiteDatabase(path: path, readOnly: true) else { return false }
+        var tables = -1
+        try? db.query("SELECT count(*) FROM sqlite_master") { row in tables = Int(row.integer(0)) }
+        return tables == 0
+    }
+
     public static func hasMark(_ path: String) -> Bool { FileManager.default.fileExists(atPath: markPath(path)) }
 
     static func open(path given: String, acceptingLostCommits: Bool) throws(LedgerError) -> LedgerStore {

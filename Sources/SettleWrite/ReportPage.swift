@@ -112,7 +112,11 @@ public enum ReportPage {
         facts: Facts, sums: ControlSums, counts: [LineStatus: Int], reasons: ReasonGroups
     ) -> [UInt8] {
         var html = ""
-        let planOnly = facts.mode == "plan"
+        // The sums say whether they are planned or moved, as summary.csv's measures do: the
+        // page a `run` writes with its plan, before its apply ends, shows planned money too
+        // (audit 65 F3: it called it "Transferred" under "Mode run", and a killed run's page
+        // and the next run's showed the same money moved twice).
+        let planOnly = sums.planOnly
         html += """
             <!DOCTYPE html>
             <html lang="en">
@@ -128,7 +132,13 @@ public enum ReportPage {
         html += "<header><h1>Settlement report</h1>\n<dl class=\"facts\">"
         html += fact("Run", facts.runID ?? "—", id: "run-id")
         html += fact("As of", facts.asOf, id: "as-of")
-        html += fact("Mode", planOnly ? "plan (nothing sent yet)" : facts.mode, id: "mode", data: facts.mode)
+        let modeText =
+            !planOnly
+            ? facts.mode
+            : facts.mode == "plan"
+                ? "plan (nothing sent yet)"
+                : "\(facts.mode), planned: its apply has not ended (nothing counted as moved)"
+        html += fact("Mode", modeText, id: "mode", data: facts.mode)
         html += fact(
             "Exit status", "\(facts.exitStatus) — \(exitMeaning(facts.exitStatus))", id: "exit-status",
             data: String(facts.exitStatus))

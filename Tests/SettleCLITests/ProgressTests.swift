@@ -26,6 +26,20 @@ import Testing
         #expect(Progress.line(state, now: 3.2) == "planning 6,750,000 lines: 3.2 s")
     }
 
+    /// SPEC: `--progress auto` shows progress only when standard error is a terminal; `on`
+    /// shows it anywhere (log lines away from a terminal), and a JSON log gets events, never
+    /// the live line's escapes.
+    @Test func progressIsShownOnATerminalOrWhenAskedFor() {
+        #expect(Options.progressMode("auto", logFormat: "text", terminal: true) == .terminal)
+        #expect(Options.progressMode("auto", logFormat: "text", terminal: false) == .off)
+        #expect(Options.progressMode("auto", logFormat: "json", terminal: false) == .off)
+        #expect(Options.progressMode("auto", logFormat: "json", terminal: true) == .logLines)
+        #expect(Options.progressMode("on", logFormat: "text", terminal: false) == .logLines)
+        #expect(Options.progressMode("on", logFormat: "text", terminal: true) == .terminal)
+        #expect(Options.progressMode("on", logFormat: "json", terminal: true) == .logLines)
+        #expect(Options.progressMode("off", logFormat: "text", terminal: true) == .off)
+    }
+
     @Test func applyPhasesHaveTheirNames() {
         #expect(Progress.applyPhaseName("preflight") == "looking up")
         #expect(Progress.applyPhaseName("send") == "sending")

@@ -597,6 +597,89 @@ import Testing
         #expect(payouts.count == 2)
     }
 
+    /// A `run` that learns of a return, plans its report (the line `failed`), and is killed
+    /// before its apply begins: its folder is a plan no day counts, so the run that takes it
+    /// over reports the return, in its errors.csv, exits 65, and counts it once (audit 64 F1:
+    /// it exited 0 and said nothing, and only the killed folder's errors.csv had the line).
+    @Test func aReturnOnlyAKilledPlanReportedIsReportedByTheNextRun() throws {
+        let setup = try Setup()
+        let payout = try payThenComeBack(setup, "B1", order: "1095", status: "returned", reason: "payout_method_closed")
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try Self.header.write(to: empty, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("run", [empty.path], out: "killed")
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-02"
+        let killed = try SettleProcess.run(
+            arguments, environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "apply_starting"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        #expect(setup.results("killed").map { $0[8] } == ["failed"], "\(setup.results("killed"))")
+        let (next, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(next.status == 65, "\(next.stderr)")
+        #expect(day2["B1"]?[8] == "failed" && day2["B1"]?[11] == "payout_method_closed", "\(day2)")
+        #expect(day2["B1"]?[12].contains("the payout \(payout) was returned") == true, "\(day2)")
+        #expect(usd(setup, "day2", "payouts_returned") == 1500)
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 0 && day3.isEmpty, "\(third.stderr) \(day3)")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.count == 1)
+    }
+
+    /// The day-1 backup restored after a payout of it came back and a later run reported the
+    /// return (and, `repaid`, the fix fed back paid the line in a payout with a new line of the
+    /// same recipient): a rebuild over the backup with every folder given finishes (it takes
+    /// Stripe's word that the payout came back over the backup's `settled`), and the next run
+    /// reports nothing again; the days count the return once (audit 64 F2: reported again, in
+    /// two errors.csv; F3, `repaid`: the rebuild exited 78, "instruction(s) settled at Stripe
+    /// have no lines", and every run after it too).
+    @Test(arguments: [false, true]) func aBackupFromBeforeAReturnIsRebuiltOverOnce(repaid: Bool) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, _) = try day(
+            setup, "day1", Self.header + "B1,1095,payout,15.00,usd,ORDER1095,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let backup = setup.folder.appendingPathComponent("backup.sqlite").path
+        #expect(try SettleProcess.run(["ledger", "backup", backup, "--ledger", setup.ledger]).status == 0)
+        let payout = try #require(setup.results("day1").first?[10])
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        let (second, day2) = try day(
+            setup, "day2", Self.header + "N2,1096,payout,3.00,usd,ORDER1096,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-02")
+        #expect(second.status == 65 && day2["B1"]?[8] == "failed", "\(day2)")
+        var folders = ["day1", "day2"]
+        if repaid {
+            let errors = setup.folder.appendingPathComponent("fix.csv")
+            let fed = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+                .replacingOccurrences(of: "pm_ap_1", with: "pm_ap_2")
+            try fed.write(to: errors, atomically: true, encoding: .utf8)
+            let extra = setup.folder.appendingPathComponent("day3.csv")
+            try (Self.header + "N3,1097,payout,2.00,usd,ORDER1097,,,,,,,acct_drv,pm_ap_2,\n").write(
+                to: extra, atomically: true, encoding: .utf8)
+            let third = try SettleProcess.run(
+                setup.arguments("run", [errors.path, extra.path], out: "day3"), environment: ["STRIPE_API_KEY": testKey]
+            )
+            #expect(third.status == 0, "\(third.stderr)")
+            #expect(setup.results("day3").allSatisfy { $0[8] == "settled" }, "\(setup.results("day3"))")
+            folders.append("day3")
+        }
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: setup.ledger + suffix) }
+        try FileManager.default.removeItem(atPath: setup.ledger)
+        try FileManager.default.copyItem(atPath: backup, toPath: setup.ledger)
+        let (refused, _) = try day(setup, "refused", Self.header, asOf: "2026-12-04")
+        #expect(refused.status == 78, "\(refused.stderr)")
+        let rebuilt = try SettleProcess.run(
+            [
+                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base,
+            ] + folders.map { setup.folder.appendingPathComponent($0).path }, environment: ["STRIPE_API_KEY": testKey])
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        let (after, day4) = try day(setup, "day4", Self.header, asOf: "2026-12-04")
+        #expect(after.status == 0 && day4.isEmpty, "\(after.stderr) \(day4)")
+        let returned = (folders + ["day4"]).map { usd(setup, $0, "payouts_returned") }.reduce(0, +)
+        #expect(returned == 1500, "\(returned)")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.count == (repaid ? 3 : 2), "\(payouts)")
+    }
+
     /// Day 1 of the rebuild tests: W1 waits for its date (2026-12-05), W2 settles.
     func dayOneWithAWaitingLine() throws -> Setup {
         let setup = try Setup()
@@ -714,6 +797,44 @@ import Testing
         #expect(finished.status == 0, "\(finished.stderr)")
         #expect(try SettleProcess.run(["status", "--ledger", ledger]).status == 0)
         #expect(try setup.sandbox.effects().count == 1)
+    }
+
+    /// What a `ledger init` or rebuild stopped before its first commit leaves (a signal
+    /// early on): a file with no mark that holds no database, empty or SQLite without a table.
+    /// Every other command refuses it as before, but the rebuild, and `ledger init`, make the
+    /// ledger there again (audit 65 F4: every command refused it, the rebuild it advised too,
+    /// and only deleting the file by hand, said nowhere, got out). A file with a table in it
+    /// is still someone's, and init refuses it.
+    @Test(arguments: ["empty", "no table"]) func aLedgerFileAStoppedInitLeftIsMadeAgain(left: String) throws {
+        let setup = try dayOneWithAWaitingLine()
+        func leave() throws {
+            setup.loseLedger()
+            if left == "empty" {
+                #expect(FileManager.default.createFile(atPath: setup.ledger, contents: Data()))
+            } else {
+                try SettleProcess.onLedger(setup.ledger, "PRAGMA journal_mode=WAL; PRAGMA user_version=0;")
+            }
+            #expect(FileManager.default.fileExists(atPath: setup.ledger))
+        }
+        try leave()
+        let (refused, _) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect([66, 78].contains(refused.status), "\(refused.stderr)")
+        let rebuilt = try SettleProcess.run(
+            [
+                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base,
+                setup.folder.appendingPathComponent("day1").path,
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        #expect(try SettleProcess.run(["status", "--ledger", setup.ledger]).status == 0)
+        #expect(try setup.sandbox.effects().count == 1)
+
+        try leave()
+        let initialised = try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger])
+        #expect(initialised.status == 0, "\(initialised.stderr)")
+        setup.loseLedger()
+        try SettleProcess.onLedger(setup.ledger, "CREATE TABLE other(x);")
+        #expect(try SettleProcess.run(["ledger", "init", "--ledger", setup.ledger]).status == 78)
     }
 
     /// A usd measure of a folder's summary.csv, in minor units (0 when absent).
@@ -2227,7 +2348,7 @@ import Testing
     }
 
     /// An apply killed once its payout (P2 and R1, 6.00) is made, before it learns so; the next
-    /// run reports the payout `settled`. The ledger is lost and rebuilt, and the payout comes
+    /// run reports the payout `settled`, and P1's transfer the killed apply made. The ledger is lost and rebuilt, and the payout comes
     /// back (after the rebuild, or before it); the next run's folder is applied again. That
     /// folder, which reported the payout and counts it in `paid_out`, reports P2 and R1
     /// `failed` and counts the return once (audit 30 H1's rule, which holds after a rebuild
@@ -2251,7 +2372,11 @@ import Testing
         #expect(try payouts(setup) == [600])
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(second.status == 0, "\(second.stderr)")
-        #expect(day2.mapValues { $0[8] } == ["P2": "settled", "R1": "settled"], "\(day2)")
+        // P1's transfer, which the killed apply made and its folder does not report, is reported
+        // by the run that takes the folder over (audit 65 F1; before, no folder until the
+        // rebuild, audit 55 R4).
+        #expect(day2.mapValues { $0[8] } == ["P1": "settled", "P2": "settled", "R1": "settled"], "\(day2)")
+        let transfer = try #require(day2["P1"]?[10])
         let payout = try #require(day2["P2"]?[10])
         if returnedFirst { try setStatus(setup, payout, "returned", reason: "payout_method_closed") }
         let rebuild = try loseAndRebuild(setup, from: "out", "day2")
@@ -2262,16 +2387,16 @@ import Testing
         let reapplied = Dictionary(setup.results("day2").map { ($0[0], [$0[8], $0[10], $0[11]]) }) { first, _ in first }
         #expect(
             reapplied == [
-                "P2": ["failed", payout, "payout_method_closed"], "R1": ["failed", payout, "payout_method_closed"],
+                "P1": ["settled", transfer, ""], "P2": ["failed", payout, "payout_method_closed"],
+                "R1": ["failed", payout, "payout_method_closed"],
             ], "\(reapplied)")
         #expect(usd(setup, "day2", "paid_out") == 600)
         let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
         #expect(third.status == 0, "\(third.stderr)")
-        // P1's transfer, which the killed apply made and no folder reported (its folder was
-        // never applied again), is reported once, here (audit 55 R4); nothing else.
-        #expect(day3.mapValues { $0[8] } == ["P1": "settled"], "\(day3)")
-        #expect(usd(setup, "day3", "transferred") == 3000)
-        #expect(usd(setup, "day2", "transferred") == 0)
+        // Reported once, by day 2: not again after the rebuild (given day 2's folder).
+        #expect(day3.isEmpty, "\(day3)")
+        #expect(usd(setup, "day3", "transferred") == 0)
+        #expect(usd(setup, "day2", "transferred") == 3000)
         let returned = ["day2", "day3"].map { usd(setup, $0, "payouts_returned") }.reduce(0, +)
         #expect(returned == 600)
         try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [600])

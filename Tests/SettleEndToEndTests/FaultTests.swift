@@ -1425,6 +1425,65 @@ extension CrashPointTests {
 }
 
 extension CrashPointTests {
+    /// A stop signal (SIGTERM, a deploy) among the renames of a `run`'s rewrite after apply
+    /// waits for them: the folder reports every line settled and counts the money, the
+    /// metrics describe the run, and the run ends with its own status (audit 65 F1: it ended at
+    /// once with 75, the folder's lines all `planned` for money Stripe had moved, and after the
+    /// next run's one warning no day reported it; F2: the metrics said 0 lines, 0 requests).
+    @Test func aStopSignalAmongTheRewritesRenamesWaitsForThem() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
+        let metrics = setup.folder.appendingPathComponent("settle.prom").path
+        let stopped = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day1") + ["--metrics-file", metrics],
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "publishing:1:TERM"])
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        #expect(stopped.stderr.contains("a stop signal (15) came after the send"), "\(stopped.stderr)")
+        let folder = setup.folder.appendingPathComponent("day1")
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+        #expect(setup.results("day1").count == 8)
+        #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "\(setup.results("day1").map { $0[8] })")
+        try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
+        let gauges = try OperatorCommandTests.parseMetrics(metrics)
+        #expect(gauges["settle_last_run_exit_status"] == 0)
+        #expect(gauges["settle_lines{status=\"settled\"}"] == 8)
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.contains(".tmp-") }
+        #expect(left.isEmpty, "\(left)")
+    }
+
+    /// A `run` killed once its last request was answered, before its rewrite (SIGKILL, or a
+    /// second signal): its folder says `planned` for money Stripe moved. The next run takes it
+    /// over and reports those lines `settled`, counting the money in its summary, once; an
+    /// apply of the killed folder afterwards sends nothing and counts nothing again (audit 65
+    /// F1: the next run said once that they were "in no results.csv until settle apply", exited
+    /// 0, and no day ever counted the money).
+    @Test func killedBeforeItsRewriteTheNextRunReportsWhatStripeMade() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
+        let killed = try SettleProcess.run(
+            setup.arguments("run", [input.path], out: "day1"),
+            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "rewriting"])
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        #expect(setup.results("day1").allSatisfy { $0[8] == "planned" }, "\(setup.results("day1").map { $0[8] })")
+        let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(
+            next.stderr.contains("8 Stripe made that its files do not report are reported settled"), "\(next.stderr)")
+        #expect(setup.results("day2").count == 8)
+        #expect(setup.results("day2").allSatisfy { $0[8] == "settled" }, "\(setup.results("day2").map { $0[8] })")
+        try Self.expectCountedOnceAndPaidOnce(setup, folder: "day2", orders: 4)
+
+        try Self.expectApplyFinishes(setup, setup.folder.appendingPathComponent("day1"))
+        let day1 = setup.results("day1")
+        #expect(day1.allSatisfy { $0[8] != "settled" && $0[8] != "planned" }, "\(day1.map { [$0[0], $0[8], $0[13]] })")
+        let summary = SettleProcess.read(setup.folder.appendingPathComponent("day1/summary.csv"))
+        #expect(!summary.contains(",transferred,") || summary.contains(",transferred,0,0.00,0"), "\(summary)")
+        let third = try setup.run([try Self.emptyExport(setup)], out: "day3")
+        #expect(third.status == 0 && setup.results("day3").isEmpty, "\(third.stderr)")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: Int64(4 * 250))
+    }
+
     /// A `run` killed among the renames of its plan's files (`:1`, the first renamed; `:10`,
     /// manifest.json in place and its seal not yet): nothing was sent, and the folder is put
     /// whole by the next settle to lock it: `settle apply` of it pays every line once (audit

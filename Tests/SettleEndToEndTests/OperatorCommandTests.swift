@@ -50,6 +50,31 @@ import Testing
         #expect(try SettleProcess.run(["frobnicate"]).status == 64)
     }
 
+    /// An option given twice with different values: the last is used, as getopt does, and the
+    /// run says so on standard error, naming both (audit 63 L2: a cron line with two `--out`s
+    /// wrote to the second without a word). The same value twice says nothing.
+    @Test func anOptionGivenTwiceSaysWhichValueIsUsed() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let first = folder.appendingPathComponent("first").path
+        let second = folder.appendingPathComponent("second").path
+        let twice = try SettleProcess.run([
+            "plan", Self.sample, "--out", first, "--as-of", "2026-11-28", "--out", second, "--as-of", "2026-11-29",
+        ])
+        #expect(twice.status == 65, "\(twice.stderr)")
+        #expect(
+            twice.stderr.contains("--out was given more than once; using the last, \(second) (not \(first))"),
+            "\(twice.stderr)")
+        #expect(twice.stderr.contains("--as-of was given more than once; using the last, 2026-11-29 (not 2026-11-28)"))
+        #expect(FileManager.default.fileExists(atPath: second + "/results.csv"))
+        #expect(!FileManager.default.fileExists(atPath: first))
+        let same = try SettleProcess.run([
+            "plan", Self.sample, "--out", folder.appendingPathComponent("third").path, "--as-of", "2026-11-29",
+            "--as-of", "2026-11-29",
+        ])
+        #expect(same.status == 65)
+        #expect(!same.stderr.contains("more than once"), "\(same.stderr)")
+    }
+
     // MARK: logs
 
     /// Also with `--progress on`: progress is events in a JSON log, not the terminal's live
@@ -347,7 +372,7 @@ import Testing
             "--dump-dom", file.absoluteString,
         ]
         let output = SettleProcess.temporaryFolder().appendingPathComponent("dom.html")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        try #require(FileManager.default.createFile(atPath: output.path, contents: nil))
         let handle = try FileHandle(forWritingTo: output)
         process.standardOutput = handle
         process.standardError = FileHandle.nullDevice

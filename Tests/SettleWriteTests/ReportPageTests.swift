@@ -5,8 +5,8 @@ import Testing
 
 /// report.html from the control sums (a real browser reads it in the end-to-end test).
 @Suite struct ReportPageTests {
-    static func sums() -> ControlSums {
-        var sums = ControlSums()
+    static func sums(planOnly: Bool = true) -> ControlSums {
+        var sums = ControlSums(planOnly: planOnly)
         sums.add(kind: .transfer, currency: "usd", amount: 7000, status: .planned)
         sums.add(kind: .payout, currency: "usd", amount: 2000, status: .planned)
         sums.add(kind: .transfer, currency: "usd", amount: 123_456_78, status: .rejected)
@@ -19,14 +19,17 @@ import Testing
         return sums
     }
 
-    static func page(reasons: ReportPage.ReasonGroups = .init(), mode: String = "plan") -> String {
+    static func page(reasons: ReportPage.ReasonGroups = .init(), mode: String = "plan", planOnly: Bool = true)
+        -> String
+    {
         let facts = ReportPage.Facts(
             runID: "run_<1>", asOf: "2026-11-29", mode: mode, exitStatus: 65, writtenAt: "2026-11-29T02:15:00Z",
             settleVersion: "0.1.0",
             rejectedFiles: [.init(path: "b<ad>.csv", code: "gzip_truncated", position: "b<ad>.csv:9", message: "cut")])
         return String(
             decoding: ReportPage.render(
-                facts: facts, sums: sums(), counts: [.planned: 2, .rejected: 1, .deferred: 1], reasons: reasons),
+                facts: facts, sums: sums(planOnly: planOnly), counts: [.planned: 2, .rejected: 1, .deferred: 1],
+                reasons: reasons),
             as: UTF8.self)
     }
 
@@ -45,9 +48,19 @@ import Testing
         #expect(html.contains("data-status=\"all\" data-count=\"4\""))
     }
 
-    @Test func planOnlyNeverSaysTransferred() {
+    /// Planned sums are never called moved, also on the page a `run` writes with its plan,
+    /// before its apply ends (audit 65 F3); an apply's sums are.
+    @Test func plannedSumsNeverSayTransferred() {
         #expect(!Self.page().contains(">Transferred<"))
-        #expect(Self.page(mode: "run").contains(">Transferred<"))
+        #expect(Self.page().contains("plan (nothing sent yet)"))
+        let runPlanned = Self.page(mode: "run")
+        #expect(!runPlanned.contains(">Transferred<"))
+        #expect(runPlanned.contains(">Transfers planned<"))
+        #expect(runPlanned.contains("run, planned: its apply has not ended (nothing counted as moved)"))
+        let applied = Self.page(mode: "run", planOnly: false)
+        #expect(applied.contains(">Transferred<"))
+        #expect(applied.contains("data-measure=\"transferred\" data-minor=\"7000\""))
+        #expect(!applied.contains("planned:"))
     }
 
     @Test func selfContained() {
