@@ -516,10 +516,17 @@ import Testing
     /// The ledger lost, then rebuilt from Stripe with the plan folder `folder`.
     func loseAndRebuild(_ setup: Setup, from folders: String...) throws -> SettleProcess.Outcome {
         setup.loseLedger()
-        return try SettleProcess.run(
-            ["ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base", setup.sandbox.base]
-                + folders.map { setup.folder.appendingPathComponent($0).path }, environment: ["STRIPE_API_KEY": testKey]
-        )
+        return try rebuild(setup, from: folders)
+    }
+
+    /// `settle ledger rebuild --since 2020-01-01` of the setup's ledger (or `ledger`) from the
+    /// plan folders named (under the setup's folder).
+    func rebuild(_ setup: Setup, ledger: String? = nil, from folders: [String]) throws -> SettleProcess.Outcome {
+        try SettleProcess.run(
+            [
+                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", ledger ?? setup.ledger, "--api-base",
+                setup.sandbox.base,
+            ] + folders.map { setup.folder.appendingPathComponent($0).path }, environment: ["STRIPE_API_KEY": testKey])
     }
 
     /// A folder given twice to `ledger rebuild` (once through `./`) is read once: its waiting
@@ -666,11 +673,7 @@ import Testing
         try FileManager.default.copyItem(atPath: backup, toPath: setup.ledger)
         let (refused, _) = try day(setup, "refused", Self.header, asOf: "2026-12-04")
         #expect(refused.status == 78, "\(refused.stderr)")
-        let rebuilt = try SettleProcess.run(
-            [
-                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base,
-            ] + folders.map { setup.folder.appendingPathComponent($0).path }, environment: ["STRIPE_API_KEY": testKey])
+        let rebuilt = try rebuild(setup, from: folders)
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
         let (after, day4) = try day(setup, "day4", Self.header, asOf: "2026-12-04")
         #expect(after.status == 0 && day4.isEmpty, "\(after.stderr) \(day4)")
@@ -726,15 +729,7 @@ import Testing
             "CREATE TRIGGER refuse BEFORE INSERT ON charges BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;"
         )
         let folder = setup.folder.appendingPathComponent("day1").path
-        func rebuild() throws -> SettleProcess.Outcome {
-            try SettleProcess.run(
-                [
-                    "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
-                    setup.sandbox.base,
-                ]
-                    + [folder], environment: ["STRIPE_API_KEY": testKey])
-        }
-        let stopped = try rebuild()
+        let stopped = try rebuild(setup, from: ["day1"])
         #expect(stopped.status == 75, "\(stopped.stderr)")
         #expect(stopped.stderr.contains("the ledger \(setup.ledger) failed: "), "\(stopped.stderr)")
         // `settle status` shows it and says so where a monitor reads: its exit status and the
@@ -756,7 +751,7 @@ import Testing
         #expect(cancel.status == 78 && cancel.stderr.contains("did not finish"), "\(cancel.stderr)")
 
         try SettleProcess.onLedger(setup.ledger, "DROP TRIGGER refuse;")
-        let finished = try rebuild()
+        let finished = try rebuild(setup, from: ["day1"])
         #expect(finished.status == 0, "\(finished.stderr)")
         #expect(finished.stderr.contains("1 in \(folder)/deferred.csv"), "\(finished.stderr)")
         #expect(try SettleProcess.run(["status", "--ledger", setup.ledger]).status == 0)
@@ -780,20 +775,13 @@ import Testing
             StatusCommandTests.system(["mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=6", "tmpfs", mount.path]) == 0)
         defer { _ = StatusCommandTests.system(["umount", mount.path]) }
         let ledger = mount.appendingPathComponent("l.sqlite").path
-        func rebuild() throws -> SettleProcess.Outcome {
-            try SettleProcess.run(
-                [
-                    "ledger", "rebuild", "--since", "2020-01-01", "--ledger", ledger, "--api-base", setup.sandbox.base,
-                    setup.folder.appendingPathComponent("day1").path,
-                ], environment: ["STRIPE_API_KEY": testKey])
-        }
-        let full = try rebuild()
+        let full = try rebuild(setup, ledger: ledger, from: ["day1"])
         #expect(full.status == 75, "\(full.stderr)")
         #expect(full.stderr.contains("cannot write \(ledger).mark.tmp: No space left on device"), "\(full.stderr)")
         #expect(try SettleProcess.run(["status", "--ledger", ledger]).status == 78)
 
         #expect(StatusCommandTests.system(["mount", "-o", "remount,nr_inodes=16", mount.path]) == 0)
-        let finished = try rebuild()
+        let finished = try rebuild(setup, ledger: ledger, from: ["day1"])
         #expect(finished.status == 0, "\(finished.stderr)")
         #expect(try SettleProcess.run(["status", "--ledger", ledger]).status == 0)
         #expect(try setup.sandbox.effects().count == 1)
@@ -819,12 +807,7 @@ import Testing
         try leave()
         let (refused, _) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect([66, 78].contains(refused.status), "\(refused.stderr)")
-        let rebuilt = try SettleProcess.run(
-            [
-                "ledger", "rebuild", "--since", "2020-01-01", "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base,
-                setup.folder.appendingPathComponent("day1").path,
-            ], environment: ["STRIPE_API_KEY": testKey])
+        let rebuilt = try rebuild(setup, from: ["day1"])
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
         #expect(try SettleProcess.run(["status", "--ledger", setup.ledger]).status == 0)
         #expect(try setup.sandbox.effects().count == 1)

@@ -1459,11 +1459,7 @@ extension CrashPointTests {
     /// 0, and no day ever counted the money).
     @Test func killedBeforeItsRewriteTheNextRunReportsWhatStripeMade() throws {
         let setup = try ApplyCommandTests.Setup()
-        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
-        let killed = try SettleProcess.run(
-            setup.arguments("run", [input.path], out: "day1"),
-            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "rewriting"])
-        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        _ = try Self.killedRun(setup, at: "rewriting", amongRenames: false)
         #expect(setup.results("day1").allSatisfy { $0[8] == "planned" }, "\(setup.results("day1").map { $0[8] })")
         let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
         #expect(next.status == 0, "\(next.stderr)")
@@ -1622,14 +1618,18 @@ extension CrashPointTests {
 
     /// A `run` of 4 orders into `day1` killed at crash point `point` among the renames of a
     /// set of files: the folder holds their journal. Returns the folder.
-    static func killedRun(_ setup: ApplyCommandTests.Setup, at point: String) throws -> URL {
+    /// A `run` of 4 orders into `day1`, killed at `point`; among renames (`publishing`), the
+    /// folder keeps its journal.
+    static func killedRun(_ setup: ApplyCommandTests.Setup, at point: String, amongRenames: Bool = true) throws -> URL {
         let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
         let killed = try SettleProcess.run(
             setup.arguments("run", [input.path], out: "day1"),
             environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": point])
         #expect(![0, 65, 75].contains(killed.status), "not killed at \(point): \(killed.status) \(killed.stderr)")
         let folder = setup.folder.appendingPathComponent("day1")
-        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path))
+        #expect(
+            FileManager.default.fileExists(atPath: folder.appendingPathComponent(".settle/publishing").path)
+                == amongRenames)
         return folder
     }
 

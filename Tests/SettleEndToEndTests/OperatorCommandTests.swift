@@ -293,21 +293,31 @@ import Testing
         #expect(try mode() == 0o640)
     }
 
+    /// A one-line export (L1, 10.00 usd to acct_1A) in `folder`.
+    static func oneLine(in folder: URL) throws -> URL {
+        let input = folder.appendingPathComponent("orders.csv")
+        try "line_id,order_id,amount,currency,destination\nL1,O1,10.00,usd,acct_1A\n".write(
+            to: input, atomically: true, encoding: .utf8)
+        return input
+    }
+
+    /// `settle plan INPUT --out OUT --as-of 2026-11-29 --metrics-file METRICS` (`-q` unless not `quiet`).
+    static func plan(_ input: URL, into out: URL, metrics: String, quiet: Bool = true) throws -> SettleProcess.Outcome {
+        try SettleProcess.run(
+            ["plan", input.path, "--out", out.path, "--as-of", "2026-11-29", "--metrics-file", metrics]
+                + (quiet ? ["-q"] : []))
+    }
+
     /// A metrics file that cannot be written makes a run that would end 0 end 75 (every write
     /// is checked, and cron mails on a non-zero status; the collector would show the previous
     /// run as the last one): the message says the lines are as results.csv says. A run that
     /// ends otherwise keeps its status (audit 61 F1: exit 0).
     @Test func aMetricsFileThatCannotBeWrittenIsNotASilentZero() throws {
         let folder = SettleProcess.temporaryFolder()
-        let input = folder.appendingPathComponent("orders.csv")
-        try "line_id,order_id,amount,currency,destination\nL1,O1,10.00,usd,acct_1A\n".write(
-            to: input, atomically: true, encoding: .utf8)
+        let input = try Self.oneLine(in: folder)
         // A folder that is a file: no metrics file can be made in it, by any user.
         let blocked = folder.appendingPathComponent("orders.csv/settle.prom").path
-        let clean = try SettleProcess.run([
-            "plan", input.path, "--out", folder.appendingPathComponent("out").path, "--as-of", "2026-11-29",
-            "--metrics-file", blocked,
-        ])
+        let clean = try Self.plan(input, into: folder.appendingPathComponent("out"), metrics: blocked, quiet: false)
         #expect(clean.status == 75, "\(clean.stderr)")
         #expect(clean.stderr.contains("cannot write --metrics-file \(blocked): "), "\(clean.stderr)")
         #expect(clean.stderr.contains("run again later to write the metrics"), "\(clean.stderr)")
@@ -319,10 +329,7 @@ import Testing
         #expect(rejected.status == 65, "\(rejected.stderr)")
         #expect(rejected.stderr.contains("cannot write --metrics-file"), "\(rejected.stderr)")
         let written = folder.appendingPathComponent("settle.prom").path
-        let fine = try SettleProcess.run([
-            "plan", input.path, "--out", folder.appendingPathComponent("out2").path, "--as-of", "2026-11-29", "-q",
-            "--metrics-file", written,
-        ])
+        let fine = try Self.plan(input, into: folder.appendingPathComponent("out2"), metrics: written)
         #expect(fine.status == 0, "\(fine.stderr)")
         #expect(try Self.parseMetrics(written)["settle_last_run_exit_status"] == 0)
     }
@@ -333,27 +340,19 @@ import Testing
     /// (audit 62 F2: the link and a device node were replaced by regular files).
     @Test func aMetricsPathThatIsALinkOrNotAFileIsNotReplaced() throws {
         let folder = SettleProcess.temporaryFolder()
-        let input = folder.appendingPathComponent("orders.csv")
-        try "line_id,order_id,amount,currency,destination\nL1,O1,10.00,usd,acct_1A\n".write(
-            to: input, atomically: true, encoding: .utf8)
+        let input = try Self.oneLine(in: folder)
         let real = folder.appendingPathComponent("real.prom").path
         try "stale\n".write(toFile: real, atomically: true, encoding: .utf8)
         let link = folder.appendingPathComponent("settle.prom").path
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "real.prom")
-        let linked = try SettleProcess.run([
-            "plan", input.path, "--out", folder.appendingPathComponent("out").path, "--as-of", "2026-11-29", "-q",
-            "--metrics-file", link,
-        ])
+        let linked = try Self.plan(input, into: folder.appendingPathComponent("out"), metrics: link)
         #expect(linked.status == 0, "\(linked.stderr)")
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == "real.prom")
         #expect(try Self.parseMetrics(real)["settle_lines{status=\"planned\"}"] == 1)
 
         let pipe = folder.appendingPathComponent("pipe.prom").path
         #expect(mkfifo(pipe, 0o644) == 0)
-        let refused = try SettleProcess.run([
-            "plan", input.path, "--out", folder.appendingPathComponent("out2").path, "--as-of", "2026-11-29", "-q",
-            "--metrics-file", pipe,
-        ])
+        let refused = try Self.plan(input, into: folder.appendingPathComponent("out2"), metrics: pipe)
         #expect(refused.status == 75, "\(refused.stderr)")
         #expect(refused.stderr.contains("\(pipe) is not a regular file"), "\(refused.stderr)")
         var info = stat()
