@@ -172,11 +172,24 @@ public enum OutputFolder {
     /// finishes an earlier folder this way before it reads it, as `settle apply` of the
     /// folder would. Another settle process holding the folder: exit 75 (`folderBusy`), and
     /// that process finishes it.
+    /// A folder with no journal that no process holds loses the temporary files a stopped run
+    /// left in it (a kill or a signal while it wrote its plan or its rewrite): the next `plan`
+    /// or `apply` into it would remove them, and a run killed before its apply is taken over
+    /// by a run into another folder (audit 65 F5: they stayed beside finance's files).
     public static func finishStoppedRewrite(_ path: String) throws(SettleError) {
-        guard access((path as NSString).appendingPathComponent(FileSet.journalName), F_OK) == 0 else { return }
+        guard access((path as NSString).appendingPathComponent(FileSet.journalName), F_OK) == 0 else {
+            var info = stat()
+            guard stat((path as NSString).appendingPathComponent(spoolFolder), &info) == 0,
+                let fd = try? takeLock(path)
+            else { return }
+            removeLeftovers(path)
+            close(fd)
+            return
+        }
         let fd = try takeLock(path)
         defer { close(fd) }
         try finishPublishing(path)
+        removeLeftovers(path)
     }
 
     private static func finishPublishing(_ path: String) throws(SettleError) {

@@ -1543,6 +1543,22 @@ extension CrashPointTests {
         try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
     }
 
+    /// A `run` killed with its plan's files written under their temporary names: the next
+    /// run, into another folder, clears them from the killed run's folder (audit 65 F5: they
+    /// stayed beside finance's files until someone planned or applied into that folder).
+    @Test func theNextRunClearsTheTemporaryFilesOfAKilledRunsFolder() throws {
+        let setup = try ApplyCommandTests.Setup()
+        let folder = try Self.killedRun(setup, at: "plan_prepared:1", amongRenames: false)
+        func temporaries() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.contains(".tmp-") }
+        }
+        #expect(try !temporaries().isEmpty)
+        let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
+        #expect(next.status == 0, "\(next.stderr)")
+        let left = try temporaries()
+        #expect(left.isEmpty, "\(left)")
+    }
+
     /// A `run` killed while it put its plan in place, and the next run into the same folder
     /// (cron's `--out` reused): it takes the killed run's lines over before it plans over the
     /// folder, with an empty export (`empty`) or the same export again (`same`, a retry), and
