@@ -253,8 +253,14 @@ struct Applier {
                     + "\(adopted.unresolved) sent with no known outcome are resolved and reported by the next apply"
                 if adopted.settledUnreported > 0 {
                     text +=
-                        "; \(adopted.settledUnreported) Stripe made that its files do not report are reported settled, "
-                        + "and counted, by the next plan"
+                        "; \(adopted.settledUnreported) it settled are in the ledger but in no results.csv until "
+                        + "`settle apply \(path)`"
+                }
+                if adopted.returnsInUnappliedPlan > 0 {
+                    text +=
+                        "; its plan reports \(adopted.returnsInUnappliedPlan) payout return(s) (`failed`, in "
+                        + "\(path)/errors.csv) and its apply never began: `settle apply \(path)` makes that folder "
+                        + "a day that reports and counts them"
                 }
                 log(
                     .warning, event: "run_adopted", text,

@@ -45,7 +45,7 @@ public final class LedgerStore {
         let path = try oneName(given)
         let descriptor = try lock(path)
         if holdsNothing(path) {
-            for name in [path, path + "-wal", path + "-shm"] { unlink(name) }
+            for name in [path, path + "-wal", path + "-shm", path + "-journal"] { unlink(name) }
         }
         guard !FileManager.default.fileExists(atPath: path), !FileManager.default.fileExists(atPath: markPath(path))
         else {
@@ -95,7 +95,7 @@ public final class LedgerStore {
     /// Whether the mark file of a ledger at this path exists: one was there once.
     /// What a `ledger init` (or a rebuild's) stopped before its first commit leaves: a file
     /// with no mark beside it that holds no database (empty, or SQLite without a table, and
-    /// no WAL beside it). It holds nothing to lose, so init and rebuild make the ledger there
+    /// no WAL beside it with a frame in it). It holds nothing to lose, so init and rebuild make the ledger there
     /// again; every other command refuses it as before (audit 65 F4: a signal early in a
     /// rebuild left one that every command refused, the rebuild it advised included).
     /// Called with the process lock held.
@@ -103,7 +103,8 @@ public final class LedgerStore {
         var info = stat()
         guard !hasMark(path), lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return false }
         var wal = stat()
-        if lstat(path + "-wal", &wal) == 0, wal.st_size > 0 { return false }
+        // A WAL of its 32-byte header alone holds no frame (audit 66 F2: a rebuild stopped there).
+        if lstat(path + "-wal", &wal) == 0, wal.st_size > 32 { return false }
         if info.st_size == 0 { return true }
         guard let db = try? SQLiteDatabase(path: path, readOnly: true) else { return false }
         var tables = -1

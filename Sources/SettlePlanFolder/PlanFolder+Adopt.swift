@@ -15,15 +15,16 @@ extension PlanFolder {
         /// next plan reports them `failed` with Stripe's code, in its errors.csv, for a person
         /// to fix and feed back; nothing sends them again by itself.
         public var refused = 0
-        /// Lines Stripe made before the process died (the ledger has them settled) that the
-        /// folder's files do not report: held as unresolved, their outcome not reported yet, so
-        /// the next run's results.csv reports them `settled` and its summary counts the money
-        /// (audit 65 F1: they waited for a `settle apply` of the folder that nothing asked for,
-        /// and no day counted what Stripe had moved).
+        /// Lines Stripe made before the process died: the ledger has them settled, no run's
+        /// results.csv does until the folder is applied again.
         public var settledUnreported = 0
+        /// Returns the killed run's plan reported (its rows `failed`, in its errors.csv) when its
+        /// apply never began: no applied folder reports them until `settle apply` of it does
+        /// (audit 64 F1: the run taking it over said nothing of them).
+        public var returnsInUnappliedPlan = 0
 
         public init() {}
-        public var total: Int { waiting + unresolved + refused + settledUnreported }
+        public var total: Int { waiting + unresolved + refused }
     }
 
     /// The folder of an apply that never ended (the process was killed: nothing rewrote its
@@ -68,8 +69,6 @@ extension PlanFolder {
         // the killed run's errors.csv was taken for the return once more (audit 50 fuzzer, seed
         // 102 without rebuilds).
         var reportedReturns: [String] = []
-        // The instructions of the lines Stripe made that no file of the folder reports.
-        var madeUnreported: Set<String> = []
         // Lines whose holding another run ended after this folder's plan (it settled, reported
         // or rejected them, or `settle cancel` dropped them): not the killed run's to hold
         // again, as its rewrite would not have held them (``PlanFolder/rewrite``'s
@@ -82,19 +81,16 @@ extension PlanFolder {
                 try ledger.holdsEnded(since: plannedAt, notBy: run)
             }
         }
-        // Only a folder whose apply began is a run's record (a `run` killed before it: its plan's
-        // files are a plan's, which no day counts): the return its plan reported is reported
-        // by the next run (audit 64 F1: only that folder's errors.csv had it, and the run that
-        // took it over exited 0 without a word).
         let applyBegan = wasApplied
         try eachRow { (row, entry) throws(SettleError) in
             let status = text(row[F.status.rawValue])
-            if applyBegan, status == LineStatus.failed.name, let plannedAt,
+            if status == LineStatus.failed.name, let plannedAt,
                 case let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard(), let hold = returned[lineID],
                 hold.sinceAt < plannedAt,
                 hold.reasonCode == text(row[F.reasonCode.rawValue]).trimmingFormulaGuard()
             {
                 reportedReturns.append(lineID)
+                if !applyBegan { adopted.returnsInUnappliedPlan += 1 }
                 return
             }
             guard
@@ -113,10 +109,8 @@ extension PlanFolder {
                 state = .unresolved
                 row[F.instructionID.rawValue] = Array((line?.instructionID ?? "").utf8)
             case .settled?:
-                guard status != LineStatus.unknown.name, let line else { return }
-                state = .unresolved
-                row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
-                madeUnreported.insert(line.instructionID)
+                if status != LineStatus.unknown.name { adopted.settledUnreported += 1 }
+                return
             case .failed?:
                 // Released: never sent (it waits), refused by Stripe for good (the next run reports
                 // it, with the rest of its order), or a payout that came back (its hold says so).
@@ -138,8 +132,6 @@ extension PlanFolder {
             try held.add(row, status: nil, entry: entry, adopted: state)
             if refused {
                 adopted.refused += 1
-            } else if line?.status == .settled {
-                adopted.settledUnreported += 1
             } else if state == .unresolved {
                 adopted.unresolved += 1
             } else {
@@ -150,11 +142,6 @@ extension PlanFolder {
         if let failure = held.failure { throw failure }
         _ = try ledgerRead { () throws(LedgerError) in
             try ledger.endHolding(reportedReturns, to: .released, run: run, from: [.returned])
-        }
-        if !madeUnreported.isEmpty {
-            try ledgerRead { () throws(LedgerError) in
-                try ledger.commit(madeUnreported.sorted().map { .unreported(instruction: $0, run: run) })
-            }
         }
         return adopted
     }

@@ -431,29 +431,6 @@ public struct PlanFolder {
         let endedElsewhere: [String: HeldLineEnd] =
             report.ledgerFailure == nil
             ? plannedAt.flatMap { try? ledger.holdsEnded(since: $0, notBy: run) } ?? [:] : [:]
-        /// The run that reported a row's line settled when it took over this folder's killed
-        /// run (``adoptUnfinished(ledger:records:run:)``: Stripe had made it under this run's
-        /// instruction, and the folder's files did not say so); nil for any other line.
-        /// Its holding ended there (a transfer), or began there since the plan (a payout that run
-        /// follows to its end).
-        var followedElsewhere: [String: String]?
-        func reportedByTakeOver(_ row: [[UInt8]], _ instruction: String) -> String? {
-            guard report.ledgerFailure == nil, let plannedAt else { return nil }
-            let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
-            guard let line = try? ledger.line(lineID), line.status == .settled, line.instructionID == instruction
-            else { return nil }
-            if let end = endedElsewhere[lineID], end.state == .released {
-                return end.endedRun.map { "run \($0)" } ?? "a later run"
-            }
-            if followedElsewhere == nil {
-                followedElsewhere = [:]
-                for hold in (try? ledger.heldLines([.following])) ?? []
-                where hold.sinceRun != run && hold.sinceAt >= plannedAt {
-                    followedElsewhere?[hold.lineID] = hold.sinceRun
-                }
-            }
-            return followedElsewhere?[lineID].map { "run \($0)" }
-        }
         // Earlier runs' open instructions found made by an apply that did not report them.
         let unreported =
             report.ledgerFailure == nil ? ((try? ledger.unreportedOutcomes()) ?? []) : Set<String>()
@@ -513,15 +490,6 @@ public struct PlanFolder {
                         }
                         if let own = splitResult(&row, of: instruction) { result = own }
                         ownObject(&row, &result)
-                        if result.status == .settled, let reporter = reportedByTakeOver(row, instruction) {
-                            // This folder's run made it and was killed before its files said so;
-                            // the run that took the folder over reported it settled and counted
-                            // it: counted once, there (audit 65 F1).
-                            result = LineResult(
-                                status: .alreadySettled, stripeID: result.stripeID, reasonCode: "",
-                                reason: "made by this run, which was killed before its files said so; reported "
-                                    + "settled by \(reporter), which took it over")
-                        }
                         if result.status == .failed, let back = killedRunsPayoutBack(row, instruction) {
                             // This folder's run sent the payout and was killed before its files;
                             // Stripe made it and it came back: made here (paid_out), and its

@@ -1452,95 +1452,29 @@ extension CrashPointTests {
     }
 
     /// A `run` killed once its last request was answered, before its rewrite (SIGKILL, or a
-    /// second signal): its folder says `planned` for money Stripe moved. The next run takes it
-    /// over and reports those lines `settled`, counting the money in its summary, once; an
-    /// apply of the killed folder afterwards sends nothing and counts nothing again (audit 65
-    /// F1: the next run said once that they were "in no results.csv until settle apply", exited
-    /// 0, and no day ever counted the money).
-    @Test func killedBeforeItsRewriteTheNextRunReportsWhatStripeMade() throws {
+    /// second signal; one signal waits for the files, above): its folder says `planned` for
+    /// money Stripe moved. The next run takes it over, says how many lines are in no
+    /// results.csv until `settle apply DIR`, and reports none of them; the apply of the killed
+    /// folder reports every line settled and counts the money, once. (Reporting them in the
+    /// taking-over run instead was tried this session and taken back: audits 66 and 67 found
+    /// it counted payouts twice or not at all once they came back or were followed, and
+    /// re-sent a payout that had come back; README Known limits.)
+    @Test func killedBeforeItsRewriteItsFolderReportsWhatStripeMadeOnceApplied() throws {
         let setup = try ApplyCommandTests.Setup()
-        _ = try Self.killedRun(setup, at: "rewriting", amongRenames: false)
+        let folder = try Self.killedRun(setup, at: "rewriting", amongRenames: false)
         #expect(setup.results("day1").allSatisfy { $0[8] == "planned" }, "\(setup.results("day1").map { $0[8] })")
         let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
         #expect(next.status == 0, "\(next.stderr)")
         #expect(
-            next.stderr.contains("8 Stripe made that its files do not report are reported settled"), "\(next.stderr)")
-        #expect(setup.results("day2").count == 8)
-        #expect(setup.results("day2").allSatisfy { $0[8] == "settled" }, "\(setup.results("day2").map { $0[8] })")
-        try Self.expectCountedOnceAndPaidOnce(setup, folder: "day2", orders: 4)
-
-        try Self.expectApplyFinishes(setup, setup.folder.appendingPathComponent("day1"))
-        let day1 = setup.results("day1")
-        #expect(day1.allSatisfy { $0[8] != "settled" && $0[8] != "planned" }, "\(day1.map { [$0[0], $0[8], $0[13]] })")
-        let summary = SettleProcess.read(setup.folder.appendingPathComponent("day1/summary.csv"))
-        #expect(!summary.contains(",transferred,") || summary.contains(",transferred,0,0.00,0"), "\(summary)")
+            next.stderr.contains(
+                "8 it settled are in the ledger but in no results.csv until `settle apply \(folder.path)`"),
+            "\(next.stderr)")
+        #expect(setup.results("day2").isEmpty, "\(setup.results("day2"))")
+        try Self.expectApplyFinishes(setup, folder)
+        #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "\(setup.results("day1").map { $0[8] })")
+        try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
         let third = try setup.run([try Self.emptyExport(setup)], out: "day3")
         #expect(third.status == 0 && setup.results("day3").isEmpty, "\(third.stderr)")
-        try ApplyCommandTests.expectPaidExactlyOnce(
-            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: Int64(4 * 250))
-    }
-
-    /// A `run` killed among the renames of its plan's files (`:1`, the first renamed; `:10`,
-    /// manifest.json in place and its seal not yet): nothing was sent, and the folder is put
-    /// whole by the next settle to lock it: `settle apply` of it pays every line once (audit
-    /// 32 N1: killed between manifest.json and its seal, apply refused the folder, saying the
-    /// manifest "changed since settle wrote it").
-    @Test(arguments: ["plan_publishing:1", "plan_publishing:10"])
-    func killedAmongThePlansRenamesTheFolderIsPutWholeAndApplies(point: String) throws {
-        let setup = try ApplyCommandTests.Setup()
-        let folder = try Self.killedRun(setup, at: point)
-        #expect(try setup.sandbox.effects().isEmpty)
-        try Self.expectApplyFinishes(setup, folder)
-        #expect(setup.results("day1").count == 8)
-        #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "\(setup.results("day1").map { $0[8] })")
-        try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
-    }
-
-    /// The same kill, and no one applies the folder: the next day's `run` finds the run in
-    /// the ledger (a run records itself before it plans), puts its folder whole and takes
-    /// its lines over, and pays them once; no run is left "not ended" (audit 32 N1: the
-    /// killed run left no trace in the ledger, and the next run went on without its lines).
-    @Test func killedAmongThePlansRenamesTheNextRunPaysItsLines() throws {
-        let setup = try ApplyCommandTests.Setup()
-        _ = try Self.killedRun(setup, at: "plan_publishing:1")
-        let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
-        #expect(next.status == 0, "\(next.stderr)")
-        #expect(next.stderr.contains("run_") && next.stderr.contains("never ended"), "\(next.stderr)")
-        #expect(setup.results("day2").count == 8)
-        #expect(setup.results("day2").allSatisfy { $0[8] == "settled" }, "\(setup.results("day2").map { $0[8] })")
-        try ApplyCommandTests.expectPaidExactlyOnce(
-            setup.sandbox, transfers: ApplyCommandTests.transferTotal(4), payouts: 4 * 250)
-        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
-        #expect(status.stdout.contains("run_") && !status.stdout.contains("not ended"), "\(status.stdout)")
-    }
-
-    /// A `run` killed once its plan's files were written, before they were put in place:
-    /// nothing was sent and no plan is whole. `plan` into its folder is refused (73) and says
-    /// to run its inputs again, not `settle apply`, which cannot finish it (audit 35 P5: that
-    /// apply exits 66). The next day's run says so too, naming the run and its folder, ends
-    /// it, and sends nothing of it; run again, the export is paid once.
-    @Test func killedBeforeThePlansRenamesTheNextRunSaysToRunItAgain() throws {
-        let setup = try ApplyCommandTests.Setup()
-        let input = try ApplyCommandTests.export(orders: 4, in: setup.folder)
-        let killed = try SettleProcess.run(
-            setup.arguments("run", [input.path], out: "day1"),
-            environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "plan_prepared:1"])
-        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
-        let plan = try SettleProcess.run(setup.arguments("plan", [input.path], out: "day1"))
-        #expect(plan.status == 73, "\(plan.stderr)")
-        #expect(plan.stderr.contains("run its inputs again") && !plan.stderr.contains("settle apply"), "\(plan.stderr)")
-        let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
-        #expect(next.status == 0, "\(next.stderr)")
-        #expect(
-            next.stderr.contains("was stopped before its plan was written whole")
-                && next.stderr.contains("run its inputs again"), "\(next.stderr)")
-        #expect(try setup.sandbox.effects().isEmpty)
-        let status = try SettleProcess.run(["status", "--ledger", setup.ledger])
-        #expect(!status.stdout.contains("not ended"), "\(status.stdout)")
-        let again = try setup.run([input], out: "day1")
-        #expect(again.status == 0, "\(again.stderr)")
-        #expect(setup.results("day1").allSatisfy { $0[8] == "settled" }, "\(setup.results("day1").map { $0[8] })")
-        try Self.expectCountedOnceAndPaidOnce(setup, folder: "day1", orders: 4)
     }
 
     /// A `run` killed with its plan's files written under their temporary names: the next
