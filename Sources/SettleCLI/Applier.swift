@@ -251,6 +251,10 @@ struct Applier {
                     "\(adopted.waiting) line(s) it did not send wait in the ledger (sent by the next plan), "
                     + "\(adopted.refused) Stripe refused are reported failed by the next plan, "
                     + "\(adopted.unresolved) sent with no known outcome are resolved and reported by the next apply"
+                if adopted.cameBack > 0 {
+                    text +=
+                        "; \(adopted.cameBack) of payouts it made that came back are reported failed by the next plan"
+                }
                 if adopted.settledUnreported > 0 {
                     text +=
                         "; \(adopted.settledUnreported) it settled are in the ledger but in no results.csv until "

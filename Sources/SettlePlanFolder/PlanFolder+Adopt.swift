@@ -22,9 +22,15 @@ extension PlanFolder {
         /// apply never began: no applied folder reports them until `settle apply` of it does
         /// (audit 64 F1: the run taking it over said nothing of them).
         public var returnsInUnappliedPlan = 0
+        /// Lines of a payout the killed run made that came back before anything held them (the
+        /// run died before its files, so no hold followed the payout): held `returned`, so the
+        /// next run reports them `failed` with Stripe's reason, for a person to fix and feed
+        /// back (audit 66 F4: they waited as never sent, and the next run paid them again to the
+        /// method that had returned the payout, the return reported nowhere).
+        public var cameBack = 0
 
         public init() {}
-        public var total: Int { waiting + unresolved + refused }
+        public var total: Int { waiting + unresolved + refused + cameBack }
     }
 
     /// The folder of an apply that never ended (the process was killed: nothing rewrote its
@@ -119,7 +125,16 @@ extension PlanFolder {
                 let instruction = try ledgerRead { () throws(LedgerError) in
                     try ledger.instruction(line?.instructionID ?? "")
                 }
-                if let instruction, instruction.refusedByStripe {
+                if let instruction, instruction.dispatch.kind == LineKind.payout.name,
+                    let object = instruction.stripeID, !object.isEmpty
+                {
+                    // Stripe made it (it has an object) and it failed since: it came back.
+                    state = .returned
+                    row[F.instructionID.rawValue] = Array(instruction.id.utf8)
+                    row[F.reasonCode.rawValue] = Array((instruction.errorCode ?? "payout_returned").utf8)
+                    row[F.reason.rawValue] = Array(
+                        (instruction.errorMessage ?? "the payout \(object) came back at Stripe").utf8)
+                } else if let instruction, instruction.refusedByStripe {
                     refused = true
                     state = .unresolved
                     row[F.instructionID.rawValue] = Array(instruction.id.utf8)
@@ -132,6 +147,8 @@ extension PlanFolder {
             try held.add(row, status: nil, entry: entry, adopted: state)
             if refused {
                 adopted.refused += 1
+            } else if state == .returned {
+                adopted.cameBack += 1
             } else if state == .unresolved {
                 adopted.unresolved += 1
             } else {

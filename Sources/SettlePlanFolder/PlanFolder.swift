@@ -349,17 +349,24 @@ public struct PlanFolder {
             if made.settledBy == nil, !object.isEmpty, own == object { return (object, false) }
             return own.isEmpty || own == object ? nil : (own, true)
         }
+        /// The lines the ledger ever held, in any state (read once, when a killed run's payout
+        /// came back: rare).
+        var everHeld: Set<String>?
         /// The payout of a row still `planned` (its run was killed before its files) that this
         /// folder's run sent, Stripe made, and came back: the payout, and whether this folder
-        /// reports its return (this apply learned it, or the ledger holds the line `returned`;
-        /// not when another run reported it already).
+        /// reports its return (this apply learned it, or the ledger holds the line `returned`,
+        /// or never held it at all: no run followed the payout, and the return was learned by
+        /// this apply's look at the payouts first (audit 66 F7: no day counted it); not when
+        /// another run reported it already).
         func killedRunsPayoutBack(_ row: [[UInt8]], _ instruction: String) -> (object: String, reportsReturn: Bool)? {
             guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
                 let made = try? ledger.instruction(instruction), made.status == .failed, made.sentBy == run,
                 let object = made.stripeID, !object.isEmpty
             else { return nil }
             let line = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
-            return (object, cameBack[line] != nil || report.resolved.contains(instruction))
+            if cameBack[line] != nil || report.resolved.contains(instruction) { return (object, true) }
+            if everHeld == nil { everHeld = (try? ledger.heldLineIDs(HeldLine.State.allCases)) ?? [line] }
+            return (object, everHeld?.contains(line) == false)
         }
         /// A row this apply did not send: deferred; when it `waits` (still this folder's line),
         /// counted as unsent (the run exits 75) and said to wait in the ledger.

@@ -1477,6 +1477,61 @@ extension CrashPointTests {
         #expect(third.status == 0 && setup.results("day3").isEmpty, "\(third.stderr)")
     }
 
+    /// A `run` killed before its rewrite, one of whose payouts then comes back: before the next
+    /// run takes it over (`before`: that run reports the payout's line `failed` with Stripe's
+    /// reason, 65, and pays nothing again), after it (`after`), or with no run in between
+    /// (`reapply`). However it goes, the killed folder's apply reports the rest, and the days
+    /// count each payout once in `paid_out` and the return once (audit 66 F4: `before` paid
+    /// the line again to the method that had returned the payout, the return reported nowhere;
+    /// F7: `after` and `reapply` counted the return in no day).
+    @Test(arguments: ["before", "after", "reapply"])
+    func aPayoutAKilledRunMadeThatCameBackIsReportedOnceNotPaidAgain(when: String) throws {
+        let setup = try ApplyCommandTests.Setup()
+        let folder = try Self.killedRun(setup, at: "rewriting", amongRenames: false)
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.count == 3)
+        let back = try #require(payouts.first { $0["amount"] as? Int == 250 }?["id"] as? String)
+        func comeBack() throws {
+            _ = try setup.sandbox.control(
+                "POST", "/_sandbox/outbound_payments/\(back)/status",
+                json: #"{"status": "returned", "reason": "payout_method_closed"}"#)
+        }
+        if when != "after" { try comeBack() }
+        if when != "reapply" {
+            let next = try setup.run([try Self.emptyExport(setup)], out: "day2")
+            let day2 = setup.results("day2")
+            if when == "before" {
+                #expect(next.status == 65, "\(next.stderr)")
+                #expect(day2.map { [$0[8], $0[11]] } == [["failed", "payout_method_closed"]], "\(day2)")
+            } else {
+                #expect(next.status == 0 && day2.isEmpty, "\(next.stderr) \(day2)")
+                try comeBack()
+            }
+        }
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 3)
+        let applied = try SettleProcess.run(
+            [
+                "apply", folder.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+                "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey])
+        #expect(applied.status == 65, "\(applied.stderr)")
+        let third = try setup.run([try Self.emptyExport(setup)], out: "day3")
+        #expect(third.status == 0 && setup.results("day3").isEmpty, "\(third.stderr) \(setup.results("day3"))")
+        func usd(_ folder: String, _ measure: String) -> Int {
+            let summary = SettleProcess.read(setup.folder.appendingPathComponent("\(folder)/summary.csv"))
+            for line in summary.split(separator: "\n") {
+                let cells = line.split(separator: ",", omittingEmptySubsequences: false)
+                if cells.count > 6, cells[2] == "usd", cells[3] == measure { return Int(cells[6]) ?? 0 }
+            }
+            return 0
+        }
+        func sum(_ measure: String) -> Int { usd("day1", measure) + usd("day2", measure) + usd("day3", measure) }
+        #expect(sum("payouts_returned") == 250)
+        #expect(sum("paid_out") == 1000)
+        #expect(sum("transferred") == Int(ApplyCommandTests.transferTotal(4)))
+        #expect(try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }.count == 3)
+    }
+
     /// A `run` killed with its plan's files written under their temporary names: the next
     /// run, into another folder, clears them from the killed run's folder (audit 65 F5: they
     /// stayed beside finance's files until someone planned or applied into that folder).
