@@ -349,24 +349,31 @@ public struct PlanFolder {
             if made.settledBy == nil, !object.isEmpty, own == object { return (object, false) }
             return own.isEmpty || own == object ? nil : (own, true)
         }
-        /// The lines the ledger ever held, in any state (read once, when a killed run's payout
-        /// came back: rare).
-        var everHeld: Set<String>?
+        /// The lines the ledger ever held, in any state, and the run that holds (or last held)
+        /// each (read once, when a killed run's payout came back: rare).
+        var heldSince: [String: (run: String, at: Date)]?
         /// The payout of a row still `planned` (its run was killed before its files) that this
-        /// folder's run sent, Stripe made, and came back: the payout, and whether this folder
+        /// folder's run sent, Stripe made, and came back: the payout; whether this folder
         /// reports its return (this apply learned it, or the ledger holds the line `returned`,
         /// or never held it at all: no run followed the payout, and the return was learned by
         /// this apply's look at the payouts first (audit 66 F7: no day counted it); not when
-        /// another run reported it already).
-        func killedRunsPayoutBack(_ row: [[UInt8]], _ instruction: String) -> (object: String, reportsReturn: Bool)? {
+        /// another run reported it already); and whether this folder counts it made
+        /// (`paid_out`): not when the run that took the killed run over found it made and
+        /// reported it `settled` (it recorded it settled, and held the line to follow it from
+        /// then on), which counted it (audit 67 F2: both counted it).
+        func killedRunsPayoutBack(_ row: [[UInt8]], _ instruction: String)
+            -> (object: String, reportsReturn: Bool, countsMade: Bool)?
+        {
             guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
                 let made = try? ledger.instruction(instruction), made.status == .failed, made.sentBy == run,
                 let object = made.stripeID, !object.isEmpty
             else { return nil }
             let line = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
-            if cameBack[line] != nil || report.resolved.contains(instruction) { return (object, true) }
-            if everHeld == nil { everHeld = (try? ledger.heldLineIDs(HeldLine.State.allCases)) ?? [line] }
-            return (object, everHeld?.contains(line) == false)
+            if heldSince == nil { heldSince = (try? ledger.heldLineStarts(HeldLine.State.allCases)) ?? [:] }
+            let holder = heldSince?[line]?.run
+            let countsMade = made.settledBy.map { $0 == run || $0 != holder } ?? true
+            if cameBack[line] != nil || report.resolved.contains(instruction) { return (object, true, countsMade) }
+            return (object, holder == nil, countsMade)
         }
         /// A row this apply did not send: deferred; when it `waits` (still this folder's line),
         /// counted as unsent (the run exits 75) and said to wait in the ledger.
@@ -499,11 +506,12 @@ public struct PlanFolder {
                         ownObject(&row, &result)
                         if result.status == .failed, let back = killedRunsPayoutBack(row, instruction) {
                             // This folder's run sent the payout and was killed before its files;
-                            // Stripe made it and it came back: made here (paid_out), and its
-                            // return reported here when this apply learned it or the ledger
-                            // holds the line to report it (audit 58 F2: the payout, or its return,
-                            // was counted by no day).
-                            madeAndBack = true
+                            // Stripe made it and it came back: made here (paid_out) unless the
+                            // run that took this one over reported it, and its return reported
+                            // here when this apply learned it or the ledger holds the line to
+                            // report it (audit 58 F2: the payout, or its return, was counted by
+                            // no day).
+                            madeAndBack = back.countsMade
                             result.stripeID = back.object
                             if back.reportsReturn { reportReturn(row) }
                         }

@@ -2406,12 +2406,17 @@ import Testing
     /// its own run's plan, and the re-apply paid the line again (audit 52 G1).
     /// A run killed while its payout (two lines of one recipient, 12.00) is at Stripe, before
     /// its files; Stripe made the payout, and it came back. Whether the killed folder is
-    /// applied again before the next run or after it, the days count the payout once in
-    /// `paid_out` (the killed folder's: its run made it) and its return once in
-    /// `payouts_returned` (whichever learned it first). Before (audit 58 F2), the payout was
-    /// counted by no day when the next run learned the return first, and the return by no day
-    /// when the re-apply did.
-    @Test(arguments: [true, false]) func aKilledRunsPayoutThatCameBackIsCountedOnceEachWay(reapplyFirst: Bool) throws {
+    /// applied again before the next run (`reapply`) or after it (`next`), or the next run
+    /// takes the killed run over while the payout still stands and it comes back after
+    /// (`takenOver`), the days count the payout once in `paid_out` (the folder that first
+    /// reported it made) and its return once in `payouts_returned` (whichever learned it
+    /// first). Before (audit 58 F2), the payout was counted by no day when the next run
+    /// learned the return first, and the return by no day when the re-apply did; before
+    /// audit 67 F2, `takenOver` counted the payout twice: by the run that took it over
+    /// (`settled`) and by the killed folder's re-apply (its run sent it).
+    @Test(arguments: ["reapply", "next", "takenOver"]) func aKilledRunsPayoutThatCameBackIsCountedOnceEachWay(
+        order: String
+    ) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
         let text =
@@ -2422,21 +2427,25 @@ import Testing
         #expect(try payouts(setup) == [1200])
         let payout = try #require(
             setup.sandbox.effects().first { $0["type"] as? String == "outbound_payment" }?["id"] as? String)
-        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
         func reapply() throws {
             let again = try setup.apply("K")
             #expect(again.status == 65, "\(again.stderr)")
             let rows = setup.results("K").map { [$0[0], $0[8], $0[10]] }
             #expect(rows == [["B1", "failed", payout], ["B2", "failed", payout]], "\(rows)")
         }
-        if reapplyFirst { try reapply() }
-        let (next, _) = try day(setup, "R1", Self.header, asOf: "2026-12-02")
-        #expect(next.status == (reapplyFirst ? 0 : 65), "\(next.stderr)")
-        if !reapplyFirst { try reapply() }
-        #expect(usd(setup, "K", "paid_out") == 1200)
-        #expect(usd(setup, "K", "payouts_returned") == (reapplyFirst ? 1200 : 0))
-        #expect(usd(setup, "R1", "payouts_returned") == (reapplyFirst ? 0 : 1200))
-        #expect(usd(setup, "R1", "paid_out") == 0)
+        if order != "takenOver" { try setStatus(setup, payout, "returned", reason: "payout_method_closed") }
+        if order == "reapply" { try reapply() }
+        let (next, taken) = try day(setup, "R1", Self.header, asOf: "2026-12-02")
+        #expect(next.status == (order == "next" ? 65 : 0), "\(next.stderr)")
+        if order == "takenOver" {
+            #expect(taken.mapValues { $0[8] } == ["B1": "settled", "B2": "settled"], "\(taken)")
+            try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        }
+        if order != "reapply" { try reapply() }
+        #expect(usd(setup, "K", "paid_out") == (order == "takenOver" ? 0 : 1200))
+        #expect(usd(setup, "R1", "paid_out") == (order == "takenOver" ? 1200 : 0))
+        #expect(usd(setup, "K", "payouts_returned") == (order == "next" ? 0 : 1200))
+        #expect(usd(setup, "R1", "payouts_returned") == (order == "next" ? 1200 : 0))
         try expectNothingMore(setup, "R2", asOf: "2026-12-03", payouts: [1200])
     }
 
