@@ -276,7 +276,7 @@ struct LedgerCommand {
                     return reported[hold.lineID]?.contains(payout) == true
                 }.map(\.lineID)
                 _ = try ledger.endHolding(
-                    reportedLines, to: .released, run: "ledger_rebuild", from: [.following, .returned])
+                    reportedLines, to: .released, run: LedgerStore.rebuildRun, from: [.following, .returned])
             } catch {
                 throw LedgerHistory.failure(error, path: path)
             }

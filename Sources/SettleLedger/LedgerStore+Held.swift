@@ -64,6 +64,9 @@ public struct HeldLine: Sendable, Equatable {
 public struct HeldLineEnd: Sendable, Equatable {
     public var state: HeldLine.State
     public var endedRun: String?
+    /// The reason code the line was held with (a payout's return reason, for a line held
+    /// `returned` that a run reported).
+    public var reasonCode = ""
 }
 
 /// A run as the ledger records it.
@@ -382,13 +385,14 @@ extension LedgerStore {
         var found: [String: HeldLineEnd] = [:]
         try db.query(
             """
-            SELECT line_id, state, ended_run FROM held_lines
+            SELECT line_id, state, ended_run, reason_code FROM held_lines
             WHERE +state IN ('released', 'cancelled') AND ended_at >= ?
               AND (ended_run IS NULL OR ended_run != ?)
             """, [.integer(since.ledgerMilliseconds), .text(run)]
         ) { row in
             if let state = HeldLine.State(rawValue: row.text(1) ?? "") {
-                found[row.text(0) ?? ""] = HeldLineEnd(state: state, endedRun: row.text(2))
+                found[row.text(0) ?? ""] = HeldLineEnd(
+                    state: state, endedRun: row.text(2), reasonCode: row.text(3) ?? "")
             }
         }
         return found

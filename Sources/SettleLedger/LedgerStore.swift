@@ -10,6 +10,8 @@ import Glibc
 public final class LedgerStore {
     /// The schema this build reads and writes (older ledgers are migrated on open).
     public static let schemaVersion = 10
+    /// The run a `settle ledger rebuild` ends holdings as (no run of a folder).
+    public static let rebuildRun = "ledger_rebuild"
 
     /// The ledger file.
     public let path: String

@@ -193,6 +193,9 @@ public struct PlanFolder {
     /// The end of the reason of a line whose payout this run made came back, and that a later
     /// run paid again (a re-apply counts that payout as made at every attempt).
     static let cameBackPaidAgain = " of this run came back; a later run paid the line again"
+    /// The end of the reason of a row whose plan reported its payout's return, which a later
+    /// run reported too before the plan was applied (that run counts it).
+    static let returnCountedElsewhere = " after this plan, and counts it: it is not counted here"
     /// The reason of a deferred row whose line `settle cancel` dropped after the plan.
     static let droppedByCancel = "settle cancel dropped it after this plan: it does not wait in the ledger any more"
 
@@ -717,6 +720,25 @@ public struct PlanFolder {
                             set(&row, .failed, code: code, reason: "sent by a later run and refused: " + message)
                             row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                         }
+                    } else if status == LineStatus.failed.name, row[F.instructionID.rawValue].isEmpty,
+                        text(row[F.kind.rawValue]) == LineKind.payout.name,
+                        let end = endedElsewhere[text(row[F.lineID.rawValue]).trimmingFormulaGuard()],
+                        end.state == .released, let reporter = end.endedRun, reporter != LedgerStore.rebuildRun,
+                        !end.reasonCode.isEmpty,
+                        end.reasonCode == text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
+                        case let reason = text(row[F.reason.rawValue]), !reason.hasSuffix(Self.returnCountedElsewhere)
+                    {
+                        // A payout's return this plan reported (the ledger held the line
+                        // `returned`), which a later run reported too, ending the holding, before
+                        // this apply: that run counts it, this folder no longer does (audit 67 F4:
+                        // both counted it). Still `failed` here, its reason saying where it is
+                        // counted; once, as a re-apply finds the reason already said.
+                        sumsOfRows.sums.removeReturned(
+                            currency: text(row[F.currency.rawValue]),
+                            amount: Int64(text(row[F.amountMinor.rawValue])) ?? 0)
+                        set(
+                            &row, .failed, code: end.reasonCode,
+                            reason: reason + "; run \(reporter) reported it" + Self.returnCountedElsewhere)
                     } else if status == LineStatus.deferred.name,
                         row[F.instructionID.rawValue].isEmpty
                             || report.lineResult(text(row[F.instructionID.rawValue])) == nil,

@@ -115,6 +115,15 @@ public struct ControlSums: Sendable {
         currencies[currency, default: PerCurrency()].returned += amount
     }
 
+    /// A line its plan reported failed because its payout came back, which a later run
+    /// reported and counted before this plan was applied: no longer counted here.
+    public mutating func removeReturned(currency: String, amount: Int64) {
+        guard amount > 0, var sums = currencies[currency], sums.returnedLines > 0 else { return }
+        sums.returnedLines -= 1
+        sums.returned = max(0, sums.returned - amount)
+        currencies[currency] = sums
+    }
+
     /// A charge the run touched, counted as ``ChargeRow/counting(runID:)`` says.
     public mutating func addCharge(_ row: ChargeRow) {
         addCharge(currency: row.currency, gross: row.gross, fee: row.fee, counting: row.counting(runID: runID))

@@ -2449,6 +2449,45 @@ import Testing
         try expectNothingMore(setup, "R2", asOf: "2026-12-03", payouts: [1200])
     }
 
+    /// A payout's return a plan reports (an apply of a plan without the line learned it, and
+    /// the ledger held the line `returned`), which a `run` of the same day reports too before
+    /// the plan is applied: the run counts it in `payouts_returned`; the plan's apply keeps the
+    /// line `failed`, says which run counts it, and does not count it, on every re-apply too.
+    /// Before (audit 67 F4), the plan's apply counted it as well: the days counted the return
+    /// twice.
+    @Test(arguments: [false, true]) func aReturnAPlanAndALaterRunBothReportIsCountedOnce(online: Bool) throws {
+        let setup = try Setup()
+        _ = try payThenComeBack(setup, "F4", order: "2400", status: "returned", reason: "payout_method_closed")
+        func plan(_ name: String) throws -> SettleProcess.Outcome {
+            let input = setup.folder.appendingPathComponent("\(name).csv")
+            try Self.header.write(to: input, atomically: true, encoding: .utf8)
+            return try SettleProcess.run(
+                setup.arguments("plan", [input.path], out: name, extra: online ? ["--online"] : []),
+                environment: ["STRIPE_API_KEY": testKey])
+        }
+        #expect(try plan("learn").status == 0)
+        let learned = try setup.apply("learn")
+        #expect(learned.status == 0 && setup.results("learn").isEmpty, "\(learned.stderr)")
+        let planned = try plan("plan2")
+        #expect(planned.status == 65, "\(planned.stderr)")
+        func row() -> [String] { setup.results("plan2").flatMap { [$0[0], $0[8], $0[11]] } }
+        #expect(row() == ["F4", "failed", "payout_method_closed"], "\(row())")
+        let (run, day2) = try day(setup, "run2", Self.header, asOf: "2026-12-02")
+        #expect(run.status == 65, "\(run.stderr)")
+        #expect(day2["F4"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day2)")
+        #expect(usd(setup, "run2", "payouts_returned") == 1500)
+        let reporter = try Self.runID(of: setup.folder.appendingPathComponent("run2"))
+        for _ in 1...2 {
+            let applied = try setup.apply("plan2")
+            #expect(applied.status == 65, "\(applied.stderr)")
+            #expect(row() == ["F4", "failed", "payout_method_closed"], "\(row())")
+            let reason = setup.results("plan2").first?[12] ?? ""
+            #expect(reason.contains("run \(reporter) reported it after this plan"), "\(reason)")
+            #expect(usd(setup, "plan2", "payouts_returned") == 0)
+        }
+        try expectNothingMore(setup, "run3", asOf: "2026-12-03", payouts: [1500])
+    }
+
     /// A run killed once Stripe made its transfer and payout, before its files (its rows still
     /// `planned`); the ledger is lost and rebuilt from its folder. Its objects are reported
     /// `settled` and counted once: by the folder applied again, or else by the next run.
