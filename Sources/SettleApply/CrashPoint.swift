@@ -26,7 +26,9 @@ public enum CrashPoint {
     public static func reach(_ point: String) {
         guard let armed, armed.point == point else { return }
         reached += 1
-        if reached == armed.count { kill(getpid(), armed.signal) }
+        guard reached == armed.count else { return }
+        kill(getpid(), armed.signal)
+        if armed.signal != SIGKILL { Interruption.waitUntilCaught() }
     }
 
     /// Whether the armed fault fires here now (from the n-th time on).

@@ -53,6 +53,19 @@ public final class Interruption: @unchecked Sendable {
     public static var caughtInProcess: Int32? { taken ? shared.caughtSignal : nil }
     nonisolated(unsafe) private static var taken = false
 
+    /// For ``CrashPoint``'s stop signals: waits (up to 2 s) for a signal the process just sent
+    /// itself to be noted (its dispatch source runs on another thread), so that the stop lands
+    /// at the crash point, not some time after it. Returns at once in a process that never
+    /// took the signals over (the handler before the send ends the process itself).
+    static func waitUntilCaught() {
+        guard taken else { return }
+        var waited = 0
+        while shared.caughtSignal == nil, waited < 2000 {
+            usleep(1000)
+            waited += 1
+        }
+    }
+
     /// Takes the signals over for the rest of the process (idempotent).
     static func take() -> Interruption {
         taken = true

@@ -260,11 +260,13 @@ struct Applier {
                         "; \(adopted.settledUnreported) it settled are in the ledger but in no results.csv until "
                         + "`settle apply \(path)`"
                 }
-                if adopted.returnsInUnappliedPlan > 0 {
+                for (returns, how) in [
+                    (adopted.returnsInUnappliedPlan, "its apply never began"),
+                    (adopted.returnsInStoppedApply, "its apply stopped before its files"),
+                ] where returns > 0 {
                     text +=
-                        "; its plan reports \(adopted.returnsInUnappliedPlan) payout return(s) (`failed`, in "
-                        + "\(path)/errors.csv) and its apply never began: `settle apply \(path)` makes that folder "
-                        + "a day that reports and counts them"
+                        "; its plan reports \(returns) payout return(s) (`failed`, in \(path)/errors.csv) and \(how): "
+                        + "`settle apply \(path)` makes that folder a day that reports and counts them"
                 }
                 log(
                     .warning, event: "run_adopted", text,

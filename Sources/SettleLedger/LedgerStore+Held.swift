@@ -557,6 +557,16 @@ extension LedgerStore {
         return result
     }
 
+    /// The run that holds (or last held) a line, in any state, and the instruction it held
+    /// it for; nil when the ledger never held it.
+    public func holding(of lineID: String) throws(LedgerError) -> (run: String, instruction: String?)? {
+        var found: (run: String, instruction: String?)?
+        try db.query("SELECT since_run, instruction_id FROM held_lines WHERE line_id = ?", [.text(lineID)]) { row in
+            found = (row.text(0) ?? "", row.text(1))
+        }
+        return found
+    }
+
     /// The ids of the lines held in the given states (without their records).
     public func heldLineIDs(_ states: [HeldLine.State]) throws(LedgerError) -> Set<String> {
         var result: Set<String> = []

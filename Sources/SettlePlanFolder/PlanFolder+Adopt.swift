@@ -22,6 +22,10 @@ extension PlanFolder {
         /// apply never began: no applied folder reports them until `settle apply` of it does
         /// (audit 64 F1: the run taking it over said nothing of them).
         public var returnsInUnappliedPlan = 0
+        /// The same when its apply began and was stopped before its files: the folder counts
+        /// them once applied again (audit 69 F4: nothing named them, and a plan applied later
+        /// that reported them too left them to it).
+        public var returnsInStoppedApply = 0
         /// Lines of a payout the killed run made that came back before anything held them (the
         /// run died before its files, so no hold followed the payout): held `returned`, so the
         /// next run reports them `failed` with Stripe's reason, for a person to fix and feed
@@ -96,7 +100,7 @@ extension PlanFolder {
                 hold.reasonCode == text(row[F.reasonCode.rawValue]).trimmingFormulaGuard()
             {
                 reportedReturns.append(lineID)
-                if !applyBegan { adopted.returnsInUnappliedPlan += 1 }
+                if applyBegan { adopted.returnsInStoppedApply += 1 } else { adopted.returnsInUnappliedPlan += 1 }
                 return
             }
             guard
@@ -126,9 +130,13 @@ extension PlanFolder {
                     try ledger.instruction(line?.instructionID ?? "")
                 }
                 if let instruction, instruction.dispatch.kind == LineKind.payout.name,
-                    let object = instruction.stripeID, !object.isEmpty
+                    let object = instruction.stripeID, !object.isEmpty, instruction.sentBy.map({ $0 == run }) ?? true
                 {
-                    // Stripe made it (it has an object) and it failed since: it came back.
+                    // The killed run sent it, Stripe made it (it has an object), and it failed
+                    // since: it came back. Not an earlier attempt's payout, whose return an
+                    // earlier run reported, when the killed run planned a fix fed back under the
+                    // same instruction and never sent it (audit 68 N1: the take-over reported
+                    // the old return again and let the fix go unpaid).
                     state = .returned
                     row[F.instructionID.rawValue] = Array(instruction.id.utf8)
                     row[F.reasonCode.rawValue] = Array((instruction.errorCode ?? "payout_returned").utf8)

@@ -350,20 +350,36 @@ public struct PlanFolder {
             // folder's row names it, as the object its own run made (audit 55 R3: the re-apply
             // after a rebuild dropped it from paid_out, and no day counted the payout).
             if made.settledBy == nil, !object.isEmpty, own == object { return (object, false) }
+            // Sent by this folder's run, which was killed with it in flight, and resolved by
+            // another run that did not report it (no other run holds its line for it): this
+            // folder's first apply counted it, and so does every re-apply (audit 69 F8: the
+            // re-apply dropped it, and no day counted the payout).
+            if made.sentBy == run, !object.isEmpty, own == object,
+                !heldElsewhere(text(row[F.lineID.rawValue]).trimmingFormulaGuard(), for: made.id).elsewhere
+            {
+                return (object, false)
+            }
             return own.isEmpty || own == object ? nil : (own, true)
         }
-        /// The lines the ledger ever held, in any state, and the run that holds (or last held)
-        /// each (read once, when a killed run's payout came back: rare).
-        var heldSince: [String: (run: String, at: Date)]?
+        /// Whether a run other than this folder's holds (or last held) a line for `instruction`,
+        /// and whether the ledger ever held the line at all. A payout this folder's run sent
+        /// that another run holds the line of was reported `settled` by that run's files (a
+        /// run holds a payout's line from the row that reports it made: `following`; the
+        /// take-over of a killed run holds its lines as that run's), which counted it in their
+        /// `paid_out`.
+        func heldElsewhere(_ line: String, for instruction: String) -> (elsewhere: Bool, ever: Bool) {
+            guard let hold = try? ledger.holding(of: line) else { return (false, false) }
+            return (hold.run != run && hold.instruction == instruction, true)
+        }
         /// The payout of a row still `planned` (its run was killed before its files) that this
         /// folder's run sent, Stripe made, and came back: the payout; whether this folder
         /// reports its return (this apply learned it, or the ledger holds the line `returned`,
         /// or never held it at all: no run followed the payout, and the return was learned by
         /// this apply's look at the payouts first (audit 66 F7: no day counted it); not when
         /// another run reported it already); and whether this folder counts it made
-        /// (`paid_out`): not when the run that took the killed run over found it made and
-        /// reported it `settled` (it recorded it settled, and held the line to follow it from
-        /// then on), which counted it (audit 67 F2: both counted it).
+        /// (`paid_out`): not when another run reported it `settled` (``heldElsewhere(_:for:)``:
+        /// the run that took the killed run over, or a later one; audit 67 F2, audit 69 F1, F7:
+        /// both counted it).
         func killedRunsPayoutBack(_ row: [[UInt8]], _ instruction: String)
             -> (object: String, reportsReturn: Bool, countsMade: Bool)?
         {
@@ -372,11 +388,9 @@ public struct PlanFolder {
                 let object = made.stripeID, !object.isEmpty
             else { return nil }
             let line = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
-            if heldSince == nil { heldSince = (try? ledger.heldLineStarts(HeldLine.State.allCases)) ?? [:] }
-            let holder = heldSince?[line]?.run
-            let countsMade = made.settledBy.map { $0 == run || $0 != holder } ?? true
-            if cameBack[line] != nil || report.resolved.contains(instruction) { return (object, true, countsMade) }
-            return (object, holder == nil, countsMade)
+            let held = heldElsewhere(line, for: instruction)
+            if cameBack[line] != nil || report.resolved.contains(instruction) { return (object, true, !held.elsewhere) }
+            return (object, !held.ever, !held.elsewhere)
         }
         /// A row this apply did not send: deferred; when it `waits` (still this folder's line),
         /// counted as unsent (the run exits 75) and said to wait in the ledger.

@@ -605,12 +605,15 @@ import Testing
     }
 
     /// A `run` that learns of a return, plans its report (the line `failed`), and is killed
-    /// before its apply begins: the run that takes it over says where the return is reported
-    /// and that the folder's apply makes it a day (audit 64 F1: it said nothing); applied, the
-    /// folder reports and counts the return once, and no other day does. (Reporting it in the
-    /// taking-over run instead was tried this session and taken back: the killed folder's later
-    /// apply counted it again, audits 66 F5 and 67 F3.)
-    @Test func aReturnOnlyAKilledPlanReportedIsNamedByTheNextRun() throws {
+    /// before its apply begins (`apply_starting`), or after its send and before its files
+    /// (`rewriting`): the run that takes it over says where the return is reported and that
+    /// the folder's apply makes it a day (audit 64 F1, audit 69 F4: it said nothing); applied,
+    /// the folder reports and counts the return once, and no other day does. (Reporting it in
+    /// the taking-over run instead was tried and taken back: the killed folder's later apply
+    /// counted it again, audits 66 F5 and 67 F3.)
+    @Test(arguments: ["apply_starting", "rewriting"]) func aReturnOnlyAKilledPlanReportedIsNamedByTheNextRun(
+        killedAt point: String
+    ) throws {
         let setup = try Setup()
         _ = try payThenComeBack(setup, "B1", order: "1095", status: "returned", reason: "payout_method_closed")
         let empty = setup.folder.appendingPathComponent("empty.csv")
@@ -618,7 +621,7 @@ import Testing
         var arguments = setup.arguments("run", [empty.path], out: "killed")
         arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-02"
         let killed = try SettleProcess.run(
-            arguments, environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "apply_starting"])
+            arguments, environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": point])
         #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
         #expect(setup.results("killed").map { $0[8] } == ["failed"], "\(setup.results("killed"))")
         let (next, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
@@ -626,8 +629,9 @@ import Testing
         #expect(next.status == 0 && day2.isEmpty, "\(next.stderr) \(day2)")
         #expect(
             next.stderr.contains(
-                "its plan reports 1 payout return(s) (`failed`, in \(folder)/errors.csv) and its apply never began: "
-                    + "`settle apply \(folder)`"), "\(next.stderr)")
+                "its plan reports 1 payout return(s) (`failed`, in \(folder)/errors.csv) and "
+                    + (point == "rewriting" ? "its apply stopped before its files" : "its apply never began")
+                    + ": `settle apply \(folder)`"), "\(next.stderr)")
         let applied = try setup.apply("killed")
         #expect(applied.status == 65, "\(applied.stderr)")
         #expect(setup.results("killed").map { [$0[8], $0[11]] } == [["failed", "payout_method_closed"]])
@@ -2408,15 +2412,18 @@ import Testing
     /// its files; Stripe made the payout, and it came back. Whether the killed folder is
     /// applied again before the next run (`reapply`) or after it (`next`), or the next run
     /// takes the killed run over while the payout still stands and it comes back after
-    /// (`takenOver`), the days count the payout once in `paid_out` (the folder that first
-    /// reported it made) and its return once in `payouts_returned` (whichever learned it
-    /// first). Before (audit 58 F2), the payout was counted by no day when the next run
-    /// learned the return first, and the return by no day when the re-apply did; before
-    /// audit 67 F2, `takenOver` counted the payout twice: by the run that took it over
-    /// (`settled`) and by the killed folder's re-apply (its run sent it).
-    @Test(arguments: ["reapply", "next", "takenOver"]) func aKilledRunsPayoutThatCameBackIsCountedOnceEachWay(
-        order: String
-    ) throws {
+    /// (`takenOver`; `takenOverByApply`: the apply of another plan took it over first and
+    /// found the payout made, without a row to report it; `byApplyOnly`: that, and the killed
+    /// folder applied twice after the return, no run in between), the days count the payout once in
+    /// `paid_out` (the folder that first reported it made) and its return once in
+    /// `payouts_returned` (whichever learned it first). Before (audit 58 F2), the payout was
+    /// counted by no day when the next run learned the return first, and the return by no day
+    /// when the re-apply did; before audit 67 F2 and audit 69 F7, `takenOver` and
+    /// `takenOverByApply` counted the payout twice: by the run that reported it `settled` and
+    /// by the killed folder's re-apply (its run sent it); before audit 69 F8, `byApplyOnly`'s
+    /// second apply dropped the payout from `paid_out`, and no day counted it.
+    @Test(arguments: ["reapply", "next", "takenOver", "takenOverByApply", "byApplyOnly"])
+    func aKilledRunsPayoutThatCameBackIsCountedOnceEachWay(order: String) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
         let text =
@@ -2433,20 +2440,35 @@ import Testing
             let rows = setup.results("K").map { [$0[0], $0[8], $0[10]] }
             #expect(rows == [["B1", "failed", payout], ["B2", "failed", payout]], "\(rows)")
         }
-        if order != "takenOver" { try setStatus(setup, payout, "returned", reason: "payout_method_closed") }
-        if order == "reapply" { try reapply() }
+        let takenOver = order.hasPrefix("takenOver")
+        let byApply = order == "takenOverByApply" || order == "byApplyOnly"
+        let reappliedFirst = order == "reapply" || order == "byApplyOnly"
+        if byApply {
+            let other = setup.folder.appendingPathComponent("X.csv")
+            try (Self.header + "X1,1992,payout,3.00,usd,ORDER1992,,,,,,,acct_drv,pm_ap_2,\n").write(
+                to: other, atomically: true, encoding: .utf8)
+            let plan = try SettleProcess.run(setup.arguments("plan", [other.path], out: "X"))
+            #expect(plan.status == 0, "\(plan.stderr)")
+            let applied = try setup.apply("X")
+            #expect(applied.status == 0 && applied.stderr.contains("never ended"), "\(applied.stderr)")
+            #expect(setup.results("X").map { [$0[0], $0[8]] } == [["X1", "settled"]], "\(setup.results("X"))")
+        }
+        if !takenOver { try setStatus(setup, payout, "returned", reason: "payout_method_closed") }
+        if reappliedFirst { try reapply() }
+        if order == "byApplyOnly" { try reapply() }
         let (next, taken) = try day(setup, "R1", Self.header, asOf: "2026-12-02")
         #expect(next.status == (order == "next" ? 65 : 0), "\(next.stderr)")
-        if order == "takenOver" {
+        if takenOver {
             #expect(taken.mapValues { $0[8] } == ["B1": "settled", "B2": "settled"], "\(taken)")
             try setStatus(setup, payout, "returned", reason: "payout_method_closed")
         }
-        if order != "reapply" { try reapply() }
-        #expect(usd(setup, "K", "paid_out") == (order == "takenOver" ? 0 : 1200))
-        #expect(usd(setup, "R1", "paid_out") == (order == "takenOver" ? 1200 : 0))
+        if !reappliedFirst { try reapply() }
+        #expect(usd(setup, "K", "paid_out") == (takenOver ? 0 : 1200))
+        #expect(usd(setup, "R1", "paid_out") == (takenOver ? 1200 : 0))
         #expect(usd(setup, "K", "payouts_returned") == (order == "next" ? 0 : 1200))
         #expect(usd(setup, "R1", "payouts_returned") == (order == "next" ? 1200 : 0))
-        try expectNothingMore(setup, "R2", asOf: "2026-12-03", payouts: [1200])
+        try expectNothingMore(
+            setup, "R2", asOf: "2026-12-03", payouts: byApply ? [1200, 300] : [1200])
     }
 
     /// A payout's return a plan reports (an apply of a plan without the line learned it, and
@@ -2486,6 +2508,38 @@ import Testing
             #expect(usd(setup, "plan2", "payouts_returned") == 0)
         }
         try expectNothingMore(setup, "run3", asOf: "2026-12-03", payouts: [1500])
+    }
+
+    /// The line of a payout that came back, reported by the next run, is fed back from its
+    /// errors.csv (the fix goes under the same instruction, its next attempt); the run given
+    /// it is killed before its apply. The run that takes it over lets the fix wait as never
+    /// sent and pays it; the return stays counted once, by the run that reported it, and the
+    /// killed folder's apply then finds the fix paid. Before (audit 68 N1), the take-over took
+    /// the earlier attempt's payout for one the killed run had made that came back: it
+    /// reported the old return again (the days counted it twice) and did not pay the fix.
+    @Test func aFixAKilledRunNeverSentIsPaidByTheRunThatTakesItOver() throws {
+        let setup = try Setup()
+        _ = try payThenComeBack(setup, "N1", order: "2600", status: "returned", reason: "payout_method_closed")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 65, "\(second.stderr)")
+        #expect(day2["N1"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day2)")
+        let fix = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
+        let (killed, _) = try day(setup, "day3", fix, asOf: "2026-12-03", crashAt: "apply_starting")
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        #expect(try payouts(setup) == [1500])
+        let (taking, day3b) = try day(setup, "day3b", Self.header, asOf: "2026-12-03")
+        #expect(taking.status == 0, "\(taking.stderr)")
+        #expect(day3b["N1"].map { [$0[8], $0[11]] } == ["settled", ""], "\(day3b)")
+        #expect(try payouts(setup) == [1500, 1500])
+        let applied = try setup.apply("day3")
+        #expect(applied.status == 0, "\(applied.stderr)")
+        #expect(
+            setup.results("day3").map { [$0[0], $0[8]] } == [["N1", "already_settled"]], "\(setup.results("day3"))")
+        let returned = ["day1", "day2", "day3", "day3b"].map { usd(setup, $0, "payouts_returned") }
+        #expect(returned == [0, 1500, 0, 0], "\(returned)")
+        let paid = ["day1", "day2", "day3", "day3b"].map { usd(setup, $0, "paid_out") }
+        #expect(paid == [1500, 0, 0, 1500], "\(paid)")
+        try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [1500, 1500])
     }
 
     /// A run killed once Stripe made its transfer and payout, before its files (its rows still
