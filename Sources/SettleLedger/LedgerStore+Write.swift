@@ -315,6 +315,18 @@ extension LedgerStore {
         }
     }
 
+    /// When a payout Stripe lists as come back is the answer to the attempt the ledger holds
+    /// of its instruction (an `ON CONFLICT` clause's condition): the ledger has it settled (a
+    /// backup from before the return), or in flight or unknown (the run that sent it died
+    /// before the answer) at that attempt or an earlier one. Stripe's word then replaces the
+    /// ledger's: failed, with its object (audit 69 F2: an in-flight payout stayed without its
+    /// object, and the killed folder's apply took it for one never made and paid the lines
+    /// again to the method that had returned it). A later attempt the ledger sent is its own.
+    static let takesStripesWord = """
+        (instructions.status = 'settled' OR (instructions.status IN ('in_flight', 'unknown') \
+        AND instructions.attempt <= excluded.attempt))
+        """
+
     /// Records objects found at Stripe as settled instructions, in one transaction. An
     /// instruction the ledger already holds is marked settled with Stripe's id (whatever it
     /// said before: Stripe's list is the truth); a new one is added, with its lines when
@@ -365,12 +377,12 @@ extension LedgerStore {
                             error_code, error_message, payout_status)
                         VALUES (?, ?, ?, ?, ?, ?, ?, 'POST', ?, '{}', NULL, 'failed', ?, ?, ?, ?, ?, ?, ?, ?)
                         ON CONFLICT(id) DO UPDATE SET attempt = MAX(instructions.attempt, excluded.attempt),
-                            stripe_id = iif(instructions.status = 'settled', excluded.stripe_id, instructions.stripe_id),
-                            error_code = iif(instructions.status = 'settled', excluded.error_code, instructions.error_code),
+                            stripe_id = iif(\(Self.takesStripesWord), excluded.stripe_id, instructions.stripe_id),
+                            error_code = iif(\(Self.takesStripesWord), excluded.error_code, instructions.error_code),
                             error_message =
-                                iif(instructions.status = 'settled', excluded.error_message, instructions.error_message),
+                                iif(\(Self.takesStripesWord), excluded.error_message, instructions.error_message),
                             payout_status = excluded.payout_status,
-                            status = iif(instructions.status = 'settled', 'failed', instructions.status)
+                            status = iif(\(Self.takesStripesWord), 'failed', instructions.status)
                         """,
                         [
                             .text(instruction), .text(latest.kind), .text(latest.group), .text(latest.payee),
@@ -387,8 +399,11 @@ extension LedgerStore {
                     // as in a new ledger (audit 64 F3: once a later payout paid its line, the
                     // instruction stayed settled without lines, and the rebuilt ledger was refused).
                     try db.run(
-                        "UPDATE lines SET status = 'failed', stripe_id = ? WHERE instruction_id = ? AND status = 'settled'",
-                        [.text(latest.stripeID), .text(instruction)])
+                        """
+                        UPDATE lines SET status = 'failed', stripe_id = ?1
+                        WHERE instruction_id = ?2 AND status IN ('settled', 'in_flight', 'unknown')
+                          AND (SELECT stripe_id FROM instructions WHERE id = ?2) = ?1
+                        """, [.text(latest.stripeID), .text(instruction)])
                     // Its lines, failed under it: released for a plan that feeds them back (made
                     // after the rebuild), never taken for lines no payout paid (audit 50 N2). A line a live object settled
                     // is that object's (below); one the ledger holds already keeps its claim.

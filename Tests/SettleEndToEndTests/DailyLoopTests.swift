@@ -2414,15 +2414,19 @@ import Testing
     /// takes the killed run over while the payout still stands and it comes back after
     /// (`takenOver`; `takenOverByApply`: the apply of another plan took it over first and
     /// found the payout made, without a row to report it; `byApplyOnly`: that, and the killed
-    /// folder applied twice after the return, no run in between), the days count the payout once in
+    /// folder applied twice after the return, no run in between; `rebuiltOver`: the ledger,
+    /// the payout still in flight in it, rebuilt from Stripe after the return, then the killed
+    /// folder applied), the days count the payout once in
     /// `paid_out` (the folder that first reported it made) and its return once in
     /// `payouts_returned` (whichever learned it first). Before (audit 58 F2), the payout was
     /// counted by no day when the next run learned the return first, and the return by no day
     /// when the re-apply did; before audit 67 F2 and audit 69 F7, `takenOver` and
     /// `takenOverByApply` counted the payout twice: by the run that reported it `settled` and
     /// by the killed folder's re-apply (its run sent it); before audit 69 F8, `byApplyOnly`'s
-    /// second apply dropped the payout from `paid_out`, and no day counted it.
-    @Test(arguments: ["reapply", "next", "takenOver", "takenOverByApply", "byApplyOnly"])
+    /// second apply dropped the payout from `paid_out`, and no day counted it; before audit 69
+    /// F2, `rebuiltOver` paid the lines again, to the method that had returned the payout,
+    /// with nobody feeding them back (the rebuild left the instruction without its object).
+    @Test(arguments: ["reapply", "next", "takenOver", "takenOverByApply", "byApplyOnly", "rebuiltOver"])
     func aKilledRunsPayoutThatCameBackIsCountedOnceEachWay(order: String) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
@@ -2442,7 +2446,7 @@ import Testing
         }
         let takenOver = order.hasPrefix("takenOver")
         let byApply = order == "takenOverByApply" || order == "byApplyOnly"
-        let reappliedFirst = order == "reapply" || order == "byApplyOnly"
+        let reappliedFirst = ["reapply", "byApplyOnly", "rebuiltOver"].contains(order)
         if byApply {
             let other = setup.folder.appendingPathComponent("X.csv")
             try (Self.header + "X1,1992,payout,3.00,usd,ORDER1992,,,,,,,acct_drv,pm_ap_2,\n").write(
@@ -2454,6 +2458,10 @@ import Testing
             #expect(setup.results("X").map { [$0[0], $0[8]] } == [["X1", "settled"]], "\(setup.results("X"))")
         }
         if !takenOver { try setStatus(setup, payout, "returned", reason: "payout_method_closed") }
+        if order == "rebuiltOver" {
+            let rebuilt = try rebuild(setup, from: ["K"])
+            #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        }
         if reappliedFirst { try reapply() }
         if order == "byApplyOnly" { try reapply() }
         let (next, taken) = try day(setup, "R1", Self.header, asOf: "2026-12-02")
