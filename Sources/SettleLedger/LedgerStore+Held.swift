@@ -557,12 +557,13 @@ extension LedgerStore {
         return result
     }
 
-    /// The run that holds (or last held) a line, in any state, and the instruction it held
-    /// it for; nil when the ledger never held it.
-    public func holding(of lineID: String) throws(LedgerError) -> (run: String, instruction: String?)? {
-        var found: (run: String, instruction: String?)?
-        try db.query("SELECT since_run, instruction_id FROM held_lines WHERE line_id = ?", [.text(lineID)]) { row in
-            found = (row.text(0) ?? "", row.text(1))
+    /// The run that holds (or last held) a line, in any state, since when, and the instruction
+    /// it held it for; nil when the ledger never held it.
+    public func holding(of lineID: String) throws(LedgerError) -> (run: String, since: Date, instruction: String?)? {
+        var found: (run: String, since: Date, instruction: String?)?
+        try db.query("SELECT since_run, since_at, instruction_id FROM held_lines WHERE line_id = ?", [.text(lineID)]) {
+            row in
+            found = (row.text(0) ?? "", Date(ledgerMilliseconds: row.integer(1)), row.text(2))
         }
         return found
     }

@@ -355,7 +355,7 @@ public struct PlanFolder {
             // folder's first apply counted it, and so does every re-apply (audit 69 F8: the
             // re-apply dropped it, and no day counted the payout).
             if made.sentBy == run, !object.isEmpty, own == object,
-                !heldElsewhere(text(row[F.lineID.rawValue]).trimmingFormulaGuard(), for: made.id).elsewhere
+                !heldElsewhere(text(row[F.lineID.rawValue]).trimmingFormulaGuard(), for: made).elsewhere
             {
                 return (object, false)
             }
@@ -367,9 +367,13 @@ public struct PlanFolder {
         /// run holds a payout's line from the row that reports it made: `following`; the
         /// take-over of a killed run holds its lines as that run's), which counted it in their
         /// `paid_out`.
-        func heldElsewhere(_ line: String, for instruction: String) -> (elsewhere: Bool, ever: Bool) {
+        func heldElsewhere(_ line: String, for instruction: LedgerInstruction) -> (elsewhere: Bool, ever: Bool) {
             guard let hold = try? ledger.holding(of: line) else { return (false, false) }
-            return (hold.run != run && hold.instruction == instruction, true)
+            // Since this folder's attempt was sent: a hold from before is of an earlier attempt's
+            // payout (the line fed back under the same instruction; audit 70 A70-2).
+            let elsewhere =
+                hold.run != run && hold.instruction == instruction.id && hold.since >= instruction.lastSentAt
+            return (elsewhere, true)
         }
         /// The payout of a row still `planned` (its run was killed before its files) that this
         /// folder's run sent, Stripe made, and came back: the payout; whether this folder
@@ -388,7 +392,7 @@ public struct PlanFolder {
                 let object = made.stripeID, !object.isEmpty
             else { return nil }
             let line = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
-            let held = heldElsewhere(line, for: instruction)
+            let held = heldElsewhere(line, for: made)
             if cameBack[line] != nil || report.resolved.contains(instruction) { return (object, true, !held.elsewhere) }
             return (object, !held.ever, !held.elsewhere)
         }

@@ -2520,33 +2520,48 @@ import Testing
 
     /// The line of a payout that came back, reported by the next run, is fed back from its
     /// errors.csv (the fix goes under the same instruction, its next attempt); the run given
-    /// it is killed before its apply. The run that takes it over lets the fix wait as never
-    /// sent and pays it; the return stays counted once, by the run that reported it, and the
-    /// killed folder's apply then finds the fix paid. Before (audit 68 N1), the take-over took
-    /// the earlier attempt's payout for one the killed run had made that came back: it
-    /// reported the old return again (the days counted it twice) and did not pay the fix.
-    @Test func aFixAKilledRunNeverSentIsPaidByTheRunThatTakesItOver() throws {
+    /// it is killed before its apply (`sent` false), or once Stripe made the fix, which then
+    /// comes back too (`sent`). Not sent: the run that takes it over lets the fix wait as never
+    /// sent and pays it, and the killed folder's apply then finds it paid. Sent: the killed
+    /// folder's apply reports the fix's return and counts the fix it made. Each payout is
+    /// counted once in `paid_out`, each return once. Before (audit 68 N1), the take-over took
+    /// the earlier attempt's payout for one the killed run had made: it reported the old return
+    /// again and did not pay the fix; before audit 70's A70-2, the apply of `sent` took the
+    /// earlier payout's hold for another run's report of the fix and counted the fix nowhere.
+    @Test(arguments: [false, true]) func aFixFedBackToAKilledRunIsCountedOnce(sent: Bool) throws {
         let setup = try Setup()
         _ = try payThenComeBack(setup, "N1", order: "2600", status: "returned", reason: "payout_method_closed")
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(second.status == 65, "\(second.stderr)")
         #expect(day2["N1"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day2)")
         let fix = SettleProcess.read(setup.folder.appendingPathComponent("day2/errors.csv"))
-        let (killed, _) = try day(setup, "day3", fix, asOf: "2026-12-03", crashAt: "apply_starting")
+        let (killed, _) = try day(
+            setup, "day3", fix, asOf: "2026-12-03", crashAt: sent ? "answer_received:1" : "apply_starting")
         #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
-        #expect(try payouts(setup) == [1500])
-        let (taking, day3b) = try day(setup, "day3b", Self.header, asOf: "2026-12-03")
-        #expect(taking.status == 0, "\(taking.stderr)")
-        #expect(day3b["N1"].map { [$0[8], $0[11]] } == ["settled", ""], "\(day3b)")
-        #expect(try payouts(setup) == [1500, 1500])
-        let applied = try setup.apply("day3")
-        #expect(applied.status == 0, "\(applied.stderr)")
-        #expect(
-            setup.results("day3").map { [$0[0], $0[8]] } == [["N1", "already_settled"]], "\(setup.results("day3"))")
-        let returned = ["day1", "day2", "day3", "day3b"].map { usd(setup, $0, "payouts_returned") }
-        #expect(returned == [0, 1500, 0, 0], "\(returned)")
-        let paid = ["day1", "day2", "day3", "day3b"].map { usd(setup, $0, "paid_out") }
-        #expect(paid == [1500, 0, 0, 1500], "\(paid)")
+        #expect(try payouts(setup) == (sent ? [1500, 1500] : [1500]))
+        if sent {
+            let made = try #require(
+                setup.sandbox.effects().last { $0["type"] as? String == "outbound_payment" }?["id"] as? String)
+            try setStatus(setup, made, "returned", reason: "payout_method_closed")
+            let applied = try setup.apply("day3")
+            #expect(applied.status == 65, "\(applied.stderr)")
+            let rows = setup.results("day3").map { [$0[0], $0[8], $0[10]] }
+            #expect(rows == [["N1", "failed", made]], "\(rows)")
+        } else {
+            let (taking, day3b) = try day(setup, "day3b", Self.header, asOf: "2026-12-03")
+            #expect(taking.status == 0, "\(taking.stderr)")
+            #expect(day3b["N1"].map { [$0[8], $0[11]] } == ["settled", ""], "\(day3b)")
+            #expect(try payouts(setup) == [1500, 1500])
+            let applied = try setup.apply("day3")
+            #expect(applied.status == 0, "\(applied.stderr)")
+            let rows = setup.results("day3").map { [$0[0], $0[8]] }
+            #expect(rows == [["N1", "already_settled"]], "\(rows)")
+        }
+        let folders = ["day1", "day2", "day3"] + (sent ? [] : ["day3b"])
+        let returned = folders.map { usd(setup, $0, "payouts_returned") }
+        #expect(returned == (sent ? [0, 1500, 1500] : [0, 1500, 0, 0]), "\(returned)")
+        let paid = folders.map { usd(setup, $0, "paid_out") }
+        #expect(paid == (sent ? [1500, 0, 1500] : [1500, 0, 0, 1500]), "\(paid)")
         try expectNothingMore(setup, "day4", asOf: "2026-12-04", payouts: [1500, 1500])
     }
 
