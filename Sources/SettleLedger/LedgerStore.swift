@@ -437,8 +437,9 @@ public final class LedgerStore {
 
     // MARK: - Mark
 
-    /// `<ledger>.mark`: the ledger's id and how many in-flight commits it holds, written
-    /// after each of them. A ledger behind its mark lost commits.
+    /// `<ledger>.mark`: the ledger's id and how many marked commits it holds (requests in
+    /// flight, runs' ends, cancels, rebuilds), written after each of them. A ledger behind its
+    /// mark lost commits.
     static func markPath(_ path: String) -> String { path + ".mark" }
 
     func meta(_ key: String) throws(LedgerError) -> String? {
@@ -447,7 +448,7 @@ public final class LedgerStore {
         return value
     }
 
-    /// The commit sequence, bumped inside each in-flight transaction.
+    /// The commit sequence, bumped inside each marked transaction.
     func bumpSequence() throws(LedgerError) {
         try db.run(
             """
@@ -515,7 +516,7 @@ public final class LedgerStore {
             throw .behindMark(path: path, message: "it is not the ledger its mark was written for")
         }
         guard sequence >= marked else {
-            throw .behindMark(path: path, message: "it holds \(sequence) in-flight commits, its mark says \(marked)")
+            throw .behindMark(path: path, message: "it holds \(sequence) marked commits, its mark says \(marked)")
         }
     }
 
