@@ -375,6 +375,21 @@ public struct PlanFolder {
                 hold.run != run && hold.instruction == instruction.id && hold.since >= instruction.lastSentAt
             return (elsewhere, true)
         }
+        /// The payout of a row its own folder left `unknown` (the answer was lost) that this
+        /// folder's run sent, Stripe made, and came back: the row names it, and this folder
+        /// counts it made (`paid_out`), as a payout its run made and reported; not when another
+        /// run reported it made (``heldElsewhere(_:for:)``). Its return is counted by whichever
+        /// run learned it first (audit 70 A70-4: the row said `failed` with no object, as for a
+        /// payout never made, and no day counted the payout).
+        func sentHereAndBack(_ line: LedgerLine, _ row: [[UInt8]]) -> String? {
+            guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
+                line.instructionID == text(row[F.instructionID.rawValue]),
+                let made = try? ledger.instruction(line.instructionID), made.status == .failed, made.sentBy == run,
+                let object = made.stripeID, !object.isEmpty, line.stripeID == object,
+                !heldElsewhere(line.lineID, for: made).elsewhere
+            else { return nil }
+            return object
+        }
         /// The payout of a row still `planned` (its run was killed before its files) that this
         /// folder's run sent, Stripe made, and came back: the payout; whether this folder
         /// reports its return (this apply learned it, or the ledger holds the line `returned`,
@@ -879,7 +894,9 @@ public struct PlanFolder {
                                             + "not move now; it waits in the ledger for the next run")
                                 } else {
                                     let (code, message) = refusal(line)
-                                    set(&row, .failed, code: code, reason: message)
+                                    let made = sentHereAndBack(line, row)
+                                    madeAndBack = made != nil
+                                    set(&row, .failed, stripeID: made ?? "", code: code, reason: message)
                                 }
                             case .inFlight, .unknown:
                                 set(&row, .unknown, reason: "sent by an earlier run; the outcome is still not known")

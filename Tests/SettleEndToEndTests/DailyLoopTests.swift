@@ -1003,6 +1003,59 @@ import Testing
         #expect(payouts.count == 1, "\(payouts)")
     }
 
+    /// A run's payout whose answer was lost (the run ends 75, the line `unknown`) is made at
+    /// Stripe and comes back. Whether the next run learns it first (`next`) or the folder is
+    /// applied again first (`reappliedFirst`), the days count the payout once in `paid_out`
+    /// (the folder whose run sent it, on every re-apply) and its return once in
+    /// `payouts_returned` (whichever learned it first); the folder's row names the payout.
+    /// Before (audit 70 A70-4), no day counted the payout: the re-applied folder's row said
+    /// `failed` with no object, as for a payout never made.
+    @Test(arguments: ["next", "reappliedFirst"])
+    func aPayoutLeftUnknownThatCameBackIsCountedOnceEachWay(order: String) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        try faults(
+            setup,
+            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "drop_after_commit"}]"#
+        )
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header + "U1,2701,payout,6.00,usd,ORDER2701,,,,,,,acct_drv,pm_ap_1,\n"
+                + "U2,2702,payout,9.00,usd,ORDER2702,,,,,,,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 75, "\(first.stderr)")
+        #expect(day1.mapValues { $0[8] } == ["U1": "unknown", "U2": "unknown"], "\(day1)")
+        try faults(setup, "[]")
+        #expect(try payouts(setup) == [1500])
+        let payout = try #require(
+            setup.sandbox.effects().first { $0["type"] as? String == "outbound_payment" }?["id"] as? String)
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        func reapply() throws {
+            let again = try setup.apply("day1")
+            #expect(again.status == 65, "\(again.stderr)")
+            let rows = setup.results("day1").map { [$0[0], $0[8], $0[10], $0[11]] }
+            #expect(
+                rows == [
+                    ["U1", "failed", payout, "payout_method_closed"], ["U2", "failed", payout, "payout_method_closed"],
+                ], "\(rows)")
+            #expect(usd(setup, "day1", "paid_out") == 1500)
+        }
+        if order == "reappliedFirst" { try reapply() }
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        if order == "next" {
+            #expect(second.status == 65, "\(second.stderr)")
+            #expect(day2.mapValues { $0[8] } == ["U1": "failed", "U2": "failed"], "\(day2)")
+            try reapply()
+        } else {
+            #expect(second.status == 0 && day2.isEmpty, "\(second.stderr) \(day2)")
+        }
+        try reapply()
+        #expect(usd(setup, "day2", "paid_out") == 0)
+        #expect(usd(setup, "day1", "payouts_returned") == (order == "next" ? 0 : 1500))
+        #expect(usd(setup, "day2", "payouts_returned") == (order == "next" ? 1500 : 0))
+        try expectNothingMore(setup, "day3", asOf: "2026-12-03", payouts: [1500])
+    }
+
     /// A payout that came back is never sent again by a re-apply of its folder (the payout
     /// method may be why): the folder's files then say failed, with Stripe's reason, in
     /// errors.csv for finance, and the next run does not report it a second time. Before,
