@@ -416,6 +416,17 @@ public final class ApplyEngine {
                 let failed = try ledger.instruction(id)
                 resolved[id] = .failed(
                     code: failed?.errorCode ?? "payout_\(status)", message: failed?.errorMessage ?? "came back")
+                if let sender = failed?.sentBy, sender != runID, let payout = failed?.stripeID {
+                    // The run that sent it never learned it was made: its folder counts the
+                    // payout as paid out once applied again, and only then (audit 70 A70-4).
+                    let folder = try ledger.runs().last { $0.id == sender }?.folder
+                    log(
+                        .warning,
+                        "\(id): the payout \(payout) that run \(sender) sent, whose outcome it never learned, was made "
+                            + "at Stripe and came back (\(status)): this run reports the return; "
+                            + (folder.map { "`settle apply \($0)`" } ?? "applying that run's folder again")
+                            + " makes that folder count the payout as paid out")
+                }
             } catch {
                 fail(error)
             }

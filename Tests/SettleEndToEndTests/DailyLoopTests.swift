@@ -1045,6 +1045,11 @@ import Testing
         if order == "next" {
             #expect(second.status == 65, "\(second.stderr)")
             #expect(day2.mapValues { $0[8] } == ["U1": "failed", "U2": "failed"], "\(day2)")
+            // The run that learns it names the folder to apply again, whose run sent it.
+            #expect(
+                second.stderr.contains("whose outcome it never learned")
+                    && second.stderr.contains("day1` makes that folder count the payout as paid out"),
+                "\(second.stderr)")
             try reapply()
         } else {
             #expect(second.status == 0 && day2.isEmpty, "\(second.stderr) \(day2)")
