@@ -106,11 +106,12 @@ extension LedgerStore {
     /// such a backup put back is refused until a rebuild (audit 69 F3: one from before a run
     /// that sent nothing was used, and the next run reported and counted the return again).
     public func recordRun(_ run: LedgerRun) throws(LedgerError) {
-        try db.transaction { () throws(LedgerError) in
-            try writeRun(run)
-            if run.endedAt != nil { try bumpSequence() }
+        if run.endedAt == nil {
+            try db.transaction { () throws(LedgerError) in try writeRun(run) }
+            announce(run: run.id)
+        } else {
+            try markedTransaction { () throws(LedgerError) in try writeRun(run) }
         }
-        if run.endedAt == nil { announce(run: run.id) } else { try writeMark() }
     }
 
     /// Cancels lines that wait (``endHolding(_:to:run:from:)`` to `cancelled`) and records
@@ -119,15 +120,12 @@ extension LedgerStore {
     /// the run's end was not, the command said it failed, and the same command again said the
     /// lines were not waiting). `ended` is the run's ended record, given how many changed.
     public func cancel(_ lineIDs: [String], run: LedgerRun, ended: (Int) -> LedgerRun) throws(LedgerError) -> Int {
-        let changed = try db.transaction { () throws(LedgerError) in
+        try markedTransaction { () throws(LedgerError) in
             try writeRun(run)
             let changed = try updateHolding(lineIDs, to: .cancelled, run: run.id, from: [.waiting, .returned])
             try writeRun(ended(changed))
-            try bumpSequence()
             return changed
         }
-        try writeMark()
-        return changed
     }
 
     private func writeRun(_ run: LedgerRun) throws(LedgerError) {

@@ -15,14 +15,11 @@ extension LedgerStore {
     ///   or pending under another key.
     public func markInFlight(_ batch: [LedgerDispatch], at now: Date = Date()) throws(LedgerError) {
         let time = now.ledgerMilliseconds
-        try db.transaction { () throws(LedgerError) in
+        try markedTransaction { () throws(LedgerError) in
             for dispatch in batch {
                 try markOne(dispatch, time: time)
             }
-            try bumpSequence()
         }
-        // After the commit: a ledger that later holds fewer commits than this lost some.
-        try writeMark()
     }
 
     private func markOne(_ dispatch: LedgerDispatch, time: Int64) throws(LedgerError) {
@@ -355,7 +352,7 @@ extension LedgerStore {
         var cameBack: [String: [RestoredObject]] = [:]
         for object in objects where object.hasComeBack { cameBack[object.instructionID, default: []].append(object) }
         let liveInstructions = Set(objects.filter { !$0.hasComeBack }.map(\.instructionID))
-        try db.transaction { () throws(LedgerError) in
+        try markedTransaction { () throws(LedgerError) in
             for (instruction, payouts) in cameBack.sorted(by: { $0.key < $1.key }) {
                 let live = liveInstructions.contains(instruction)
                 // The last attempt's payout is the instruction's own; the others its earlier objects.
@@ -495,9 +492,7 @@ extension LedgerStore {
                 INSERT INTO settle_meta(key, value) VALUES ('rebuilt_at', ?)
                 ON CONFLICT(key) DO UPDATE SET value = excluded.value
                 """, [.text(String(time))])
-            try bumpSequence()
         }
-        try writeMark()
         return added
     }
 
@@ -509,11 +504,9 @@ extension LedgerStore {
     /// not hold is not lost (audit 61 F4: the ledger was taken for whole, and the lines that
     /// waited were paid and reported by no run).
     public func finishRebuild() throws(LedgerError) {
-        try db.transaction { () throws(LedgerError) in
+        try markedTransaction { () throws(LedgerError) in
             try db.run("DELETE FROM settle_meta WHERE key = 'rebuild_unfinished'")
-            try bumpSequence()
         }
-        try writeMark()
     }
 
     /// The settled instructions a rebuild found at Stripe whose lines it could not learn (no
@@ -537,15 +530,13 @@ extension LedgerStore {
         } else {
             store = try open(path: path, acceptingLostCommits: true)
         }
-        try store.db.transaction { () throws(LedgerError) in
+        try store.markedTransaction { () throws(LedgerError) in
             try store.db.run(
                 """
                 INSERT INTO settle_meta(key, value) VALUES ('rebuild_unfinished', '1')
                 ON CONFLICT(key) DO UPDATE SET value = excluded.value
                 """)
-            try store.bumpSequence()
         }
-        try store.writeMark()
         return store
     }
 

@@ -448,8 +448,22 @@ public final class LedgerStore {
         return value
     }
 
-    /// The commit sequence, bumped inside each marked transaction.
-    func bumpSequence() throws(LedgerError) {
+    /// A transaction that counts in the mark: the commit sequence is bumped inside it, and
+    /// the mark is written after the commit (a crash between leaves the mark behind the
+    /// ledger, which is never refused; a ledger behind its mark lost commits).
+    @discardableResult
+    func markedTransaction<T>(_ body: () throws(LedgerError) -> T) throws(LedgerError) -> T {
+        let result = try db.transaction { () throws(LedgerError) -> T in
+            let result = try body()
+            try bumpSequence()
+            return result
+        }
+        try writeMark()
+        return result
+    }
+
+    /// The commit sequence, bumped inside each marked transaction (``markedTransaction(_:)``).
+    private func bumpSequence() throws(LedgerError) {
         try db.run(
             """
             INSERT INTO settle_meta(key, value) VALUES ('commit_seq', '1')
