@@ -362,18 +362,21 @@ public struct PlanFolder {
             return own.isEmpty || own == object ? nil : (own, true)
         }
         /// Whether a run other than this folder's holds (or last held) a line for `instruction`,
-        /// and whether the ledger ever held the line at all. A payout this folder's run sent
-        /// that another run holds the line of was reported `settled` by that run's files (a
-        /// run holds a payout's line from the row that reports it made: `following`; the
-        /// take-over of a killed run holds its lines as that run's), which counted it in their
-        /// `paid_out`.
+        /// and whether the ledger ever held the line for `instruction` at all. A payout this
+        /// folder's run sent that another run holds the line of was reported `settled` by that
+        /// run's files (a run holds a payout's line from the row that reports it made:
+        /// `following`; the take-over of a killed run holds its lines as that run's), which
+        /// counted it in their `paid_out`. A hold under another instruction, or none (the line
+        /// waited for its charge, or was a fix fed back, and this folder's run was killed before
+        /// its hold moved to its payout), is from before the payout: no run reported the
+        /// payout's return through it (audit 70 A70-5: taken for one, no day counted the return).
         func heldElsewhere(_ line: String, for instruction: LedgerInstruction) -> (elsewhere: Bool, ever: Bool) {
-            guard let hold = try? ledger.holding(of: line) else { return (false, false) }
+            guard let hold = try? ledger.holding(of: line), hold.instruction == instruction.id else {
+                return (false, false)
+            }
             // Since this folder's attempt was sent: a hold from before is of an earlier attempt's
             // payout (the line fed back under the same instruction; audit 70 A70-2).
-            let elsewhere =
-                hold.run != run && hold.instruction == instruction.id && hold.since >= instruction.lastSentAt
-            return (elsewhere, true)
+            return (hold.run != run && hold.since >= instruction.lastSentAt, true)
         }
         /// The payout of a row its own folder left `unknown` (the answer was lost) that this
         /// folder's run sent, Stripe made, and came back: the row names it, and this folder

@@ -1003,6 +1003,42 @@ import Testing
         #expect(payouts.count == 1, "\(payouts)")
     }
 
+    /// A payout line waits for its pending charge; the charge succeeds, and the next run pays
+    /// it (with its order's transfer) and is killed once the answers are in the ledger, before
+    /// its files (before the line's hold moved to the payout). The payout comes back, and the
+    /// killed folder is applied: it counts the transfer and the payout it made, and the
+    /// payout's return, once each; nothing is paid again. Before (audit 70 A70-5, shrunk by
+    /// audit 71), the line's hold from before (waiting for the charge, under no payout) was
+    /// taken for one that another run reported the return by, and no day counted the return.
+    @Test func aKilledRunsPayoutOfALineThatWaitedIsCountedBackOnce() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "W1,2801,transfer,20.00,usd,ORDER2801,acct_rest,ch_becs1,50.00,usd,pending,au_becs_debit,,,\n"
+                + "W2,2801,payout,4.00,usd,ORDER2801,,ch_becs1,50.00,usd,pending,au_becs_debit,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(day1.mapValues { $0[8] } == ["W1": "deferred", "W2": "deferred"], "\(day1)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
+        let (killed, _) = try day(setup, "day2", Self.header, asOf: "2026-12-02", crashAt: "rewriting")
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        #expect(try payouts(setup) == [400])
+        let payout = try #require(
+            setup.sandbox.effects().first { $0["type"] as? String == "outbound_payment" }?["id"] as? String)
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        let applied = try setup.apply("day2")
+        #expect(applied.status == 65, "\(applied.stderr)")
+        let rows = setup.results("day2").map { [$0[0], $0[8], $0[10], $0[11]] }
+        #expect(rows.count == 2 && rows.last == ["W2", "failed", payout, "payout_method_closed"], "\(rows)")
+        #expect(rows.first?[1] == "settled", "\(rows)")
+        #expect(usd(setup, "day2", "transferred") == 2000)
+        #expect(usd(setup, "day2", "paid_out") == 400)
+        #expect(usd(setup, "day2", "payouts_returned") == 400)
+        try expectNothingMore(setup, "day3", asOf: "2026-12-03", payouts: [400])
+    }
+
     /// A run's payout whose answer was lost (the run ends 75, the line `unknown`) is made at
     /// Stripe and comes back. Whether the next run learns it first (`next`) or the folder is
     /// applied again first (`reappliedFirst`), the days count the payout once in `paid_out`
