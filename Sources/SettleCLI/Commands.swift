@@ -271,8 +271,15 @@ struct Commands {
                 fields: [.file(path), Log.Field("rows", rows)])
         }
         if written.exit == .linesRejected {
+            // 65 with no row in errors.csv: an input was rejected whole (its reason is in the
+            // manifest, not in errors.csv; audit 72 F5: the warning sent the reader to an empty file).
+            let rows = written.files.first { $0.0 == "errors.csv" }?.2 ?? 0
+            let see =
+                rows > 0
+                ? "some lines were rejected: see \(folder)/errors.csv"
+                : "an input was rejected whole: see its reason in \(folder)/manifest.json"
             log(
-                .warning, event: "lines_rejected", "some lines were rejected: see \(folder)/errors.csv",
+                .warning, event: "lines_rejected", see,
                 fields: [.lines((written.counts[.rejected] ?? 0) + (written.counts[.failed] ?? 0))])
         }
     }

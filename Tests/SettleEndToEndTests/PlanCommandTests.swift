@@ -149,6 +149,20 @@ import Testing
         #expect(named.contains("\"position\": \"\(corrupt.path): byte "), "\(named)")
         #expect(
             rejected.stderr.contains("\(corrupt.path) rejected whole at \(corrupt.path): byte "), "\(rejected.stderr)")
+        // errors.csv has no row: the warning points at the manifest, not at an empty file
+        // (audit 72 F5); with a rejected line too, at errors.csv.
+        #expect(
+            rejected.stderr.contains("an input was rejected whole: see its reason in \(again.path)/manifest.json")
+                && !rejected.stderr.contains("some lines were rejected"), "\(rejected.stderr)")
+        let bad = folder.appendingPathComponent("bad.csv")
+        try "line_id,order_id,amount,currency,destination\nB1,O9,x,usd,acct_1\n".write(
+            to: bad, atomically: true, encoding: .utf8)
+        let both = folder.appendingPathComponent("both")
+        let mixed = try SettleProcess.run([
+            "plan", bad.path, corrupt.path, "--out", both.path, "--as-of", "2026-11-29",
+        ])
+        #expect(mixed.status == 65, "\(mixed.stderr)")
+        #expect(mixed.stderr.contains("some lines were rejected: see \(both.path)/errors.csv"), "\(mixed.stderr)")
     }
 
     /// Files rejected before their header and files rejected mid-read, in any order among good
