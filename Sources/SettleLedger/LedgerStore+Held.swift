@@ -342,6 +342,18 @@ extension LedgerStore {
                     WHERE instruction_id = ?1 AND stripe_id = (SELECT stripe_id FROM instructions WHERE id = ?1)
                     """, [.text(id)])
             }
+            // Which run reported it made, per line, before the holds turn `returned` (a run holds
+            // a payout's line from the row that reports it made, since that attempt was sent).
+            if version >= 11 {
+                try db.run(
+                    """
+                    INSERT OR IGNORE INTO payout_reports (stripe_id, line_id, run_id)
+                    SELECT i.stripe_id, h.line_id, h.since_run FROM held_lines AS h JOIN instructions AS i
+                        ON i.id = h.instruction_id
+                    WHERE h.instruction_id = ? AND h.state IN ('following', 'released') AND i.stripe_id IS NOT NULL
+                        AND h.since_at >= i.last_sent_at
+                    """, [.text(id)])
+            }
             let code = reason ?? "payout_\(status)"
             var payout = ""
             try db.query("SELECT stripe_id FROM instructions WHERE id = ?", [.text(id)]) { row in
@@ -574,6 +586,17 @@ extension LedgerStore {
             row in
             found = (row.text(0) ?? "", Date(ledgerMilliseconds: row.integer(1)), row.text(2))
         }
+        return found
+    }
+
+    /// The run whose files reported `payout` made for `lineID`, as the ledger held the line when
+    /// the payout came back (``schemaVersion11``); nil when none did or it is not known.
+    public func payoutReporter(_ payout: String, line lineID: String) throws(LedgerError) -> String? {
+        guard version >= 11 else { return nil }
+        var found: String?
+        try db.query(
+            "SELECT run_id FROM payout_reports WHERE stripe_id = ? AND line_id = ?", [.text(payout), .text(lineID)]
+        ) { row in found = row.text(0) }
         return found
     }
 

@@ -9,7 +9,7 @@ import Glibc
 /// a crash or power loss. Use one store from one thread.
 public final class LedgerStore {
     /// The schema this build reads and writes (older ledgers are migrated on open).
-    public static let schemaVersion = 10
+    public static let schemaVersion = 11
     /// The run a `settle ledger rebuild` ends holdings as (no run of a folder).
     public static let rebuildRun = "ledger_rebuild"
 
@@ -565,6 +565,7 @@ public final class LedgerStore {
         }
         if version < 9 { try db.execute(Self.schemaVersion9) }
         if version < 10 { try db.execute(Self.schemaVersion10) }
+        if version < 11 { try db.execute(Self.schemaVersion11) }
         try db.run(
             """
             INSERT INTO settle_meta(key, value) VALUES ('schema_version', ?)
@@ -712,6 +713,19 @@ public final class LedgerStore {
             PRIMARY KEY (charge, intent)
         );
         CREATE INDEX IF NOT EXISTS charge_intents_by_intent ON charge_intents(intent);
+        """
+
+    /// Version 11: which run's files reported a payout made, per line, as the ledger held the
+    /// line when the payout came back (``LedgerStore/recordPayoutStatus(instruction:status:reason:)``):
+    /// that run counted it in its `paid_out`, so no other folder does, whatever holds the line
+    /// later (a fix fed back, the line paid again: audit 69 F9).
+    static let schemaVersion11 = """
+        CREATE TABLE IF NOT EXISTS payout_reports (
+            stripe_id  TEXT NOT NULL,
+            line_id    TEXT NOT NULL,
+            run_id     TEXT NOT NULL,
+            PRIMARY KEY (stripe_id, line_id)
+        ) WITHOUT ROWID;
         """
 
     /// The `held_lines` table, its states those of ``HeldLine/State`` (a ledger made new has

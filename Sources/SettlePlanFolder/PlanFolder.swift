@@ -371,12 +371,32 @@ public struct PlanFolder {
         /// its hold moved to its payout), is from before the payout: no run reported the
         /// payout's return through it (audit 70 A70-5: taken for one, no day counted the return).
         func heldElsewhere(_ line: String, for instruction: LedgerInstruction) -> (elsewhere: Bool, ever: Bool) {
+            // As the ledger held the line when the payout came back (the hold may be another's
+            // since: a fix fed back, the line paid again).
+            if let object = instruction.stripeID, let reporter = reporterOfMade(object, line) {
+                return (reporter != run, true)
+            }
             guard let hold = try? ledger.holding(of: line), hold.instruction == instruction.id else {
                 return (false, false)
             }
             // Since this folder's attempt was sent: a hold from before is of an earlier attempt's
             // payout (the line fed back under the same instruction; audit 70 A70-2).
             return (hold.run != run && hold.since >= instruction.lastSentAt, true)
+        }
+        /// The run whose files reported `payout` made for `line` (``LedgerStore/payoutReporter(_:line:)``).
+        func reporterOfMade(_ payout: String, _ line: String) -> String? {
+            guard report.ledgerFailure == nil, !payout.isEmpty else { return nil }
+            return (try? ledger.payoutReporter(payout, line: line)) ?? nil
+        }
+        /// The payout a row counts as made here though it came back (`madeAndBack`): named in
+        /// its reason when a later payout settles the line, else its own.
+        func madeObject(_ row: [[UInt8]]) -> String {
+            let reason = text(row[F.reason.rawValue]).trimmingFormulaGuard()
+            let prefix = "the payout "
+            if reason.hasPrefix(prefix), reason.hasSuffix(Self.cameBackPaidAgain) {
+                return String(reason.dropFirst(prefix.count).dropLast(Self.cameBackPaidAgain.count))
+            }
+            return text(row[F.stripeID.rawValue]).trimmingFormulaGuard()
         }
         /// The payout of a row its own folder left `unknown` (the answer was lost) that this
         /// folder's run sent, Stripe made, and came back: the row names it, and this folder
@@ -938,6 +958,15 @@ public struct PlanFolder {
                 }
                 if holdAgain { try held?.add(row, status: status, entry: entry, reportsReturn: reportsReturn) }
                 guard let status else { continue }
+                // Counted as made only where it was reported made: not when another run's files
+                // reported it (audit 69 F9: a re-apply, the line paid again since, counted the
+                // payout the run taking this one over had counted).
+                if madeAndBack,
+                    let reporter = reporterOfMade(madeObject(row), text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
+                    reporter != run
+                {
+                    madeAndBack = false
+                }
                 do throws(LedgerError) {
                     try sumsOfRows.add(
                         row, status: status, charge: entry.charge ?? lookedUpSlot(row), madeAndBack: madeAndBack)

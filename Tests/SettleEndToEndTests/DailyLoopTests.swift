@@ -2579,6 +2579,43 @@ import Testing
             setup, "R2", asOf: "2026-12-03", payouts: byApply ? [1200, 300] : [1200])
     }
 
+    /// A run killed while its payout was at Stripe is taken over by the next run, which finds
+    /// the payout made and reports it `settled` (counted in its `paid_out`); the payout comes
+    /// back, and the killed folder's apply reports the return. The export lists the lines
+    /// again and they are paid again; then the killed folder is applied once more: it still
+    /// does not count the first payout in `paid_out` (the take-over did), nor anything twice.
+    /// Before (audit 69 F9), that second apply counted it: the line's hold was the new
+    /// payout's by then, and the folder took the first payout for one its run had counted.
+    @Test func aKilledFolderAppliedAgainAfterItsLinesWerePaidAgainCountsThePayoutOnce() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let text =
+            Self.header + "B1,2990,payout,5.00,usd,ORDER2990,,,,,,,acct_drv,pm_ap_1,\n"
+            + "B2,2991,payout,7.00,usd,ORDER2991,,,,,,,acct_drv,pm_ap_1,\n"
+        let (killed, _) = try day(setup, "K", text, asOf: "2026-12-01", crashAt: "answer_received:1")
+        #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
+        let payout = try #require(
+            setup.sandbox.effects().first { $0["type"] as? String == "outbound_payment" }?["id"] as? String)
+        let (next, taken) = try day(setup, "R1", Self.header, asOf: "2026-12-02")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(taken.mapValues { $0[8] } == ["B1": "settled", "B2": "settled"], "\(taken)")
+        try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        let first = try setup.apply("K")
+        #expect(first.status == 65, "\(first.stderr)")
+        #expect(usd(setup, "K", "paid_out") == 0)
+        #expect(usd(setup, "K", "payouts_returned") == 1200)
+        let (again, repaid) = try day(setup, "R2", text, asOf: "2026-12-03")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(repaid.mapValues { $0[8] } == ["B1": "settled", "B2": "settled"], "\(repaid)")
+        #expect(try payouts(setup) == [1200, 1200])
+        let second = try setup.apply("K")
+        #expect([0, 65].contains(second.status), "\(second.stderr)")
+        #expect(usd(setup, "K", "paid_out") == 0)
+        #expect(usd(setup, "K", "payouts_returned") == 1200)
+        #expect(usd(setup, "R1", "paid_out") == 1200 && usd(setup, "R2", "paid_out") == 1200)
+        try expectNothingMore(setup, "R3", asOf: "2026-12-04", payouts: [1200, 1200])
+    }
+
     /// A payout's return a plan reports (an apply of a plan without the line learned it, and
     /// the ledger held the line `returned`), which a `run` of the same day reports too before
     /// the plan is applied: the run counts it in `payouts_returned`; the plan's apply keeps the

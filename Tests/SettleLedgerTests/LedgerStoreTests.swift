@@ -92,7 +92,7 @@ struct LedgerStoreTests {
         store.close()
         let output = try sqlite(
             folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'; PRAGMA journal_mode;")
-        #expect(output == "10\nwal\n")
+        #expect(output == "11\nwal\n")
     }
 
     /// A version 2 ledger (whose held lines could not be `unresolved`) is migrated on open:
@@ -113,7 +113,7 @@ struct LedgerStoreTests {
             """
             CREATE TABLE h2 (line_id TEXT PRIMARY KEY, state TEXT NOT NULL CHECK (state IN ('waiting', 'following', 'returned', 'cancelled', 'released')), payee TEXT NOT NULL, amount_minor INTEGER NOT NULL, currency TEXT NOT NULL, reason_code TEXT NOT NULL, reason TEXT NOT NULL, source TEXT NOT NULL, header TEXT NOT NULL, record BLOB NOT NULL, instruction_id TEXT, since_run TEXT NOT NULL, since_at INTEGER NOT NULL, ended_run TEXT, ended_at INTEGER);
             INSERT INTO h2 SELECT * FROM held_lines; DROP TABLE held_lines; ALTER TABLE h2 RENAME TO held_lines;
-            DROP INDEX instructions_by_stripe_id; DROP TABLE earlier_objects; DROP TABLE failed_charges; ALTER TABLE instructions DROP COLUMN sent_run; UPDATE settle_meta SET value = '2' WHERE key = 'schema_version'; COMMIT
+            DROP INDEX instructions_by_stripe_id; DROP TABLE earlier_objects; DROP TABLE failed_charges; DROP TABLE payout_reports; ALTER TABLE instructions DROP COLUMN sent_run; UPDATE settle_meta SET value = '2' WHERE key = 'schema_version'; COMMIT
             """)
         #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "2\n")
         let reader = try #require(try LedgerStore.openReadOnly(path: folder.ledgerPath))
@@ -127,7 +127,10 @@ struct LedgerStoreTests {
         try migrated.hold([unresolved])
         #expect(try migrated.heldLines([.unresolved]).map(\.lineID) == ["U1"])
         migrated.close()
-        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "10\n")
+        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "11\n")
+        #expect(
+            try sqlite(folder.ledgerPath, "SELECT name FROM sqlite_master WHERE name = 'payout_reports'")
+                == "payout_reports\n")
         #expect(
             try sqlite(folder.ledgerPath, "SELECT name FROM sqlite_master WHERE name = 'instructions_by_stripe_id'")
                 == "instructions_by_stripe_id\n")
