@@ -212,6 +212,21 @@ struct LedgerCommand {
             } catch {
                 throw LedgerHistory.failure(error, path: path)
             }
+            // Which applied folder reported each payout that came back made (its `settled` rows,
+            // counted in its paid_out), oldest first: no other folder counts it again (audit 70
+            // A70-1: rebuilt over a backup from before the take-over that reported it, the hold
+            // named the killed run, whose folder then counted the payout too).
+            let cameBackPayouts = report.cameBackObjects
+            var paidReports: [(payout: String, line: String, run: String)] = []
+            for plan in byTime where plan.wasApplied && !cameBackPayouts.isEmpty {
+                let found = try onPlanFolder { () throws(SettleError) in try plan.linesReportedPaid(cameBackPayouts) }
+                paidReports += found.map { ($0.payout, $0.line, plan.runID) }
+            }
+            do {
+                try ledger.recordPayoutReports(paidReports)
+            } catch {
+                throw LedgerHistory.failure(error, path: path)
+            }
             // Lines a folder left unknown whose object Stripe holds: held as unresolved, and
             // their outcome not reported yet, so the next run reports them settled (audit 38 Q1:
             // no run did, and the object was in no day's sums). Not those a folder given

@@ -255,7 +255,16 @@ extension LedgerStore {
     {
         var changed = 0
         let states = from.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        // A return's holding released is its report (the run that ends it counts it).
+        let reports = state == .released && from.contains(.returned) && version >= 11
         for id in lineIDs {
+            if reports {
+                try db.run(
+                    """
+                    INSERT OR IGNORE INTO return_reports (line_id, reason, run_id)
+                    SELECT line_id, reason, ? FROM held_lines WHERE line_id = ? AND state = 'returned'
+                    """, [.text(run), .text(id)])
+            }
             changed += try db.run(
                 "UPDATE held_lines SET state = ?, ended_run = ?, ended_at = ? WHERE line_id = ? AND state IN (\(states))",
                 [.text(state.rawValue), .text(run), .integer(Date().ledgerMilliseconds), .text(id)])
@@ -344,6 +353,9 @@ extension LedgerStore {
             }
             // Which run reported it made, per line, before the holds turn `returned` (a run holds
             // a payout's line from the row that reports it made, since that attempt was sent).
+            // Not for a payout a rebuild restored (no run recorded it: the rebuilt holds name the
+            // folders' runs, not the one that reported it; the rebuild records what its folders
+            // reported, ``recordPayoutReports(_:)``).
             if version >= 11 {
                 try db.run(
                     """
@@ -351,7 +363,7 @@ extension LedgerStore {
                     SELECT i.stripe_id, h.line_id, h.since_run FROM held_lines AS h JOIN instructions AS i
                         ON i.id = h.instruction_id
                     WHERE h.instruction_id = ? AND h.state IN ('following', 'released') AND i.stripe_id IS NOT NULL
-                        AND h.since_at >= i.last_sent_at
+                        AND i.run_id IS NOT NULL AND h.since_at >= i.last_sent_at
                     """, [.text(id)])
             }
             let code = reason ?? "payout_\(status)"
@@ -596,6 +608,30 @@ extension LedgerStore {
         var found: String?
         try db.query(
             "SELECT run_id FROM payout_reports WHERE stripe_id = ? AND line_id = ?", [.text(payout), .text(lineID)]
+        ) { row in found = row.text(0) }
+        return found
+    }
+
+    /// Records which run's files reported each payout made for a line (`settle ledger rebuild`,
+    /// from the applied folders given, oldest first: the first report stands).
+    public func recordPayoutReports(_ reports: [(payout: String, line: String, run: String)]) throws(LedgerError) {
+        guard version >= 11, !reports.isEmpty else { return }
+        try db.transaction { () throws(LedgerError) in
+            for report in reports {
+                try db.run(
+                    "INSERT OR IGNORE INTO payout_reports (stripe_id, line_id, run_id) VALUES (?, ?, ?)",
+                    [.text(report.payout), .text(report.line), .text(report.run)])
+            }
+        }
+    }
+
+    /// The run that reported the return of `lineID` whose text is `reason` (it ended the line's
+    /// holding `returned`: ``schemaVersion11``); nil when none did or it is not known.
+    public func returnReporter(_ lineID: String, reason: String) throws(LedgerError) -> String? {
+        guard version >= 11 else { return nil }
+        var found: String?
+        try db.query(
+            "SELECT run_id FROM return_reports WHERE line_id = ? AND reason = ?", [.text(lineID), .text(reason)]
         ) { row in found = row.text(0) }
         return found
     }

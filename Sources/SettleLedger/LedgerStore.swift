@@ -718,13 +718,21 @@ public final class LedgerStore {
     /// Version 11: which run's files reported a payout made, per line, as the ledger held the
     /// line when the payout came back (``LedgerStore/recordPayoutStatus(instruction:status:reason:)``):
     /// that run counted it in its `paid_out`, so no other folder does, whatever holds the line
-    /// later (a fix fed back, the line paid again: audit 69 F9).
+    /// later (a fix fed back, the line paid again: audit 69 F9); and which run reported a
+    /// payout's return, per line and the return's text (the hold `returned` it ended): that run
+    /// counted it in its `payouts_returned` (audit 69 F6).
     static let schemaVersion11 = """
         CREATE TABLE IF NOT EXISTS payout_reports (
             stripe_id  TEXT NOT NULL,
             line_id    TEXT NOT NULL,
             run_id     TEXT NOT NULL,
             PRIMARY KEY (stripe_id, line_id)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS return_reports (
+            line_id    TEXT NOT NULL,
+            reason     TEXT NOT NULL,
+            run_id     TEXT NOT NULL,
+            PRIMARY KEY (line_id, reason)
         ) WITHOUT ROWID;
         """
 

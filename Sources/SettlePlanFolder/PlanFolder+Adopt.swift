@@ -443,6 +443,23 @@ extension PlanFolder {
         return found
     }
 
+    /// The lines this folder's results.csv reports `settled` by one of these payouts (Stripe
+    /// ids), each with its payout: this folder counted the payout in its `paid_out`.
+    public func linesReportedPaid(_ payouts: Set<String>) throws(SettleError) -> [(payout: String, line: String)] {
+        typealias F = ResultsFile.Field
+        guard !payouts.isEmpty else { return [] }
+        var found: [(String, String)] = []
+        try eachRow { (row, _) throws(SettleError) in
+            guard String(decoding: row[F.status.rawValue], as: UTF8.self) == LineStatus.settled.name,
+                String(decoding: row[F.kind.rawValue], as: UTF8.self) == LineKind.payout.name
+            else { return }
+            let payout = String(decoding: row[F.stripeID.rawValue], as: UTF8.self).trimmingFormulaGuard()
+            guard payouts.contains(payout) else { return }
+            found.append((payout, String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard()))
+        }
+        return found
+    }
+
     /// The lines this folder's results.csv reports `failed` because one of these payouts (Stripe
     /// ids) came back, each with the payouts its rows name: the reason names the payout
     /// (``LedgerStore/recordPayoutStatus``).

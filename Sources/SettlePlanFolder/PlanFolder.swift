@@ -383,6 +383,23 @@ public struct PlanFolder {
             // payout (the line fed back under the same instruction; audit 70 A70-2).
             return (hold.run != run && hold.since >= instruction.lastSentAt, true)
         }
+        /// The run other than this folder's that reported the return a row of this plan reports
+        /// (`failed`, its payout came back: the ledger held the line `returned` when the plan was
+        /// made), or nil: the ledger's report of that return (``LedgerStore/returnReporter(_:reason:)``:
+        /// kept whatever holds the line since, audit 69 F6), else the run that ended the line's
+        /// holding since the plan with the same code (a ledger without the reports).
+        func returnReportedElsewhere(_ row: [[UInt8]], reason: String) -> String? {
+            guard report.ledgerFailure == nil else { return nil }
+            let line = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
+            let code = text(row[F.reasonCode.rawValue]).trimmingFormulaGuard()
+            if let reporter = (try? ledger.returnReporter(line, reason: reason.trimmingFormulaGuard())) ?? nil {
+                return reporter != run && reporter != LedgerStore.rebuildRun ? reporter : nil
+            }
+            guard let end = endedElsewhere[line], end.state == .released, let reporter = end.endedRun,
+                reporter != LedgerStore.rebuildRun, !end.reasonCode.isEmpty, end.reasonCode == code
+            else { return nil }
+            return reporter
+        }
         /// The run whose files reported `payout` made for `line` (``LedgerStore/payoutReporter(_:line:)``).
         func reporterOfMade(_ payout: String, _ line: String) -> String? {
             guard report.ledgerFailure == nil, !payout.isEmpty else { return nil }
@@ -778,11 +795,8 @@ public struct PlanFolder {
                         }
                     } else if status == LineStatus.failed.name, row[F.instructionID.rawValue].isEmpty,
                         text(row[F.kind.rawValue]) == LineKind.payout.name,
-                        let end = endedElsewhere[text(row[F.lineID.rawValue]).trimmingFormulaGuard()],
-                        end.state == .released, let reporter = end.endedRun, reporter != LedgerStore.rebuildRun,
-                        !end.reasonCode.isEmpty,
-                        end.reasonCode == text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
-                        case let reason = text(row[F.reason.rawValue]), !reason.hasSuffix(Self.returnCountedElsewhere)
+                        case let reason = text(row[F.reason.rawValue]), !reason.hasSuffix(Self.returnCountedElsewhere),
+                        let reporter = returnReportedElsewhere(row, reason: reason)
                     {
                         // A payout's return this plan reported (the ledger held the line
                         // `returned`), which a later run reported too, ending the holding, before
@@ -793,7 +807,7 @@ public struct PlanFolder {
                             currency: text(row[F.currency.rawValue]),
                             amount: Int64(text(row[F.amountMinor.rawValue])) ?? 0)
                         set(
-                            &row, .failed, code: end.reasonCode,
+                            &row, .failed, code: text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
                             reason: reason + "; run \(reporter) reported it" + Self.returnCountedElsewhere)
                     } else if status == LineStatus.deferred.name,
                         row[F.instructionID.rawValue].isEmpty

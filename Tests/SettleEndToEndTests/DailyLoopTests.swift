@@ -2526,7 +2526,12 @@ import Testing
     /// second apply dropped the payout from `paid_out`, and no day counted it; before audit 69
     /// F2, `rebuiltOver` paid the lines again, to the method that had returned the payout,
     /// with nobody feeding them back (the rebuild left the instruction without its object).
-    @Test(arguments: ["reapply", "next", "takenOver", "takenOverByApply", "byApplyOnly", "rebuiltOver"])
+    /// `takenOverBackup`: `takenOver`, with a backup of the ledger taken between the kill and the
+    /// take-over put back after the return and rebuilt from both folders (audit 70 A70-1: the
+    /// rebuilt hold named the killed run, and its folder counted the payout the take-over had).
+    @Test(arguments: [
+        "reapply", "next", "takenOver", "takenOverByApply", "byApplyOnly", "rebuiltOver", "takenOverBackup",
+    ])
     func aKilledRunsPayoutThatCameBackIsCountedOnceEachWay(order: String) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
@@ -2557,6 +2562,10 @@ import Testing
             #expect(applied.status == 0 && applied.stderr.contains("never ended"), "\(applied.stderr)")
             #expect(setup.results("X").map { [$0[0], $0[8]] } == [["X1", "settled"]], "\(setup.results("X"))")
         }
+        let backup = setup.folder.appendingPathComponent("backup.sqlite").path
+        if order == "takenOverBackup" {
+            #expect(try SettleProcess.run(["ledger", "backup", backup, "--ledger", setup.ledger]).status == 0)
+        }
         if !takenOver { try setStatus(setup, payout, "returned", reason: "payout_method_closed") }
         if order == "rebuiltOver" {
             let rebuilt = try rebuild(setup, from: ["K"])
@@ -2569,6 +2578,13 @@ import Testing
         if takenOver {
             #expect(taken.mapValues { $0[8] } == ["B1": "settled", "B2": "settled"], "\(taken)")
             try setStatus(setup, payout, "returned", reason: "payout_method_closed")
+        }
+        if order == "takenOverBackup" {
+            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: setup.ledger + suffix) }
+            try FileManager.default.removeItem(atPath: setup.ledger)
+            try FileManager.default.copyItem(atPath: backup, toPath: setup.ledger)
+            let rebuilt = try rebuild(setup, from: ["K", "R1"])
+            #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
         }
         if !reappliedFirst { try reapply() }
         #expect(usd(setup, "K", "paid_out") == (takenOver ? 0 : 1200))
@@ -2621,8 +2637,11 @@ import Testing
     /// the plan is applied: the run counts it in `payouts_returned`; the plan's apply keeps the
     /// line `failed`, says which run counts it, and does not count it, on every re-apply too.
     /// Before (audit 67 F4), the plan's apply counted it as well: the days counted the return
-    /// twice.
-    @Test(arguments: [false, true]) func aReturnAPlanAndALaterRunBothReportIsCountedOnce(online: Bool) throws {
+    /// twice. `fixPaid`: the line, fixed (another payout method), is fed back from the run's
+    /// errors.csv and paid before the plan is applied (the line's hold is the fix's then);
+    /// before audit 69 F6, the plan's apply counted the return again.
+    @Test(arguments: [(false, false), (true, false), (false, true)])
+    func aReturnAPlanAndALaterRunBothReportIsCountedOnce(online: Bool, fixPaid: Bool) throws {
         let setup = try Setup()
         _ = try payThenComeBack(setup, "F4", order: "2400", status: "returned", reason: "payout_method_closed")
         func plan(_ name: String) throws -> SettleProcess.Outcome {
@@ -2644,6 +2663,14 @@ import Testing
         #expect(day2["F4"].map { [$0[8], $0[11]] } == ["failed", "payout_method_closed"], "\(day2)")
         #expect(usd(setup, "run2", "payouts_returned") == 1500)
         let reporter = try Self.runID(of: setup.folder.appendingPathComponent("run2"))
+        if fixPaid {
+            let errors = SettleProcess.read(setup.folder.appendingPathComponent("run2/errors.csv"))
+            let fix = errors.replacingOccurrences(of: ",pm_ap_1,", with: ",pm_ap_2,")
+            #expect(fix != errors, "\(errors)")
+            let (paid, rows) = try day(setup, "fix", fix, asOf: "2026-12-02")
+            #expect(paid.status == 0, "\(paid.stderr)")
+            #expect(rows["F4"]?[8] == "settled", "\(rows)")
+        }
         for _ in 1...2 {
             let applied = try setup.apply("plan2")
             #expect(applied.status == 65, "\(applied.stderr)")
@@ -2652,7 +2679,7 @@ import Testing
             #expect(reason.contains("run \(reporter) reported it after this plan"), "\(reason)")
             #expect(usd(setup, "plan2", "payouts_returned") == 0)
         }
-        try expectNothingMore(setup, "run3", asOf: "2026-12-03", payouts: [1500])
+        try expectNothingMore(setup, "run3", asOf: "2026-12-03", payouts: fixPaid ? [1500, 1500] : [1500])
     }
 
     /// The line of a payout that came back, reported by the next run, is fed back from its

@@ -39,6 +39,9 @@ public struct LedgerRebuild {
         /// to report: a folder that reported an earlier payout's return of the same line did
         /// not report this one (audit 38 Q7).
         public var cameBackPayout: [String: String] = [:]
+        /// Every payout (Stripe id) that came back, of any attempt: the folders that reported one
+        /// made are the ones that counted it (``LedgerStore/recordPayoutReports(_:)``).
+        public var cameBackObjects: Set<String> = []
         /// Stripe's reason for each of those returns (the payout's `status_details`), where it
         /// gives one: the code the next run reports the lines `failed` with.
         public var cameBackReason: [String: String] = [:]
@@ -157,6 +160,7 @@ public struct LedgerRebuild {
             objects[index].attempt = count
         }
         let live = Set(objects.filter { !$0.hasComeBack }.map(\.instructionID))
+        report.cameBackObjects = Set(objects.filter { $0.hasComeBack && $0.kind == "payout" }.map(\.stripeID))
         for object in objects where object.hasComeBack && !live.contains(object.instructionID) {
             if report.cameBack[object.instructionID] == nil || object.attempt == cameBack[object.instructionID] {
                 report.cameBack[object.instructionID] = object.payoutStatus
