@@ -382,11 +382,17 @@ extension LedgerStore {
             // posting), or unresolved when another folder's apply resolved the payout and no
             // run has reported it yet (audit 46 M1: the line stayed `unresolved`, came back as
             // a line to pay, and was paid again with the return reported nowhere); each row
-            // names the payout that last paid its line.
+            // names the payout that last paid its line. A line a later run held `unresolved`
+            // under no instruction (its own look-up could not ask Stripe either) is the
+            // payout's by the ledger's claim (audit 73 A73-4: it stayed `unresolved`, and the run
+            // that learned the return reported the lines `failed` without counting it).
             try db.run(
                 """
-                UPDATE held_lines SET state = 'returned', reason_code = ?, reason = ?, ended_run = NULL, ended_at = NULL
-                WHERE instruction_id = ? AND state IN ('following', 'released', 'unresolved')
+                UPDATE held_lines SET state = 'returned', reason_code = ?1, reason = ?2, ended_run = NULL,
+                    ended_at = NULL, instruction_id = ?3
+                WHERE (instruction_id = ?3 AND state IN ('following', 'released', 'unresolved'))
+                    OR (instruction_id IS NULL AND state = 'unresolved'
+                        AND line_id IN (SELECT line_id FROM lines WHERE instruction_id = ?3))
                 """, [.text(code), .text(message), .text(id)])
         }
     }

@@ -1045,8 +1045,11 @@ import Testing
     /// (the folder whose run sent it, on every re-apply) and its return once in
     /// `payouts_returned` (whichever learned it first); the folder's row names the payout.
     /// Before (audit 70 A70-4), no day counted the payout: the re-applied folder's row said
-    /// `failed` with no object, as for a payout never made.
-    @Test(arguments: ["next", "reappliedFirst"])
+    /// `failed` with no object, as for a payout never made. `afterAnotherUnknown`: the next
+    /// run cannot ask Stripe either (its look-ups answer 500) and ends 75 with the lines still
+    /// `unknown`; the run after it learns the return and counts it (audit 73 A73-4: it reported
+    /// the lines `failed` and counted nothing, the line held under no instruction).
+    @Test(arguments: ["next", "reappliedFirst", "afterAnotherUnknown"])
     func aPayoutLeftUnknownThatCameBackIsCountedOnceEachWay(order: String) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
@@ -1065,6 +1068,18 @@ import Testing
         #expect(try payouts(setup) == [1500])
         let payout = try #require(
             setup.sandbox.effects().first { $0["type"] as? String == "outbound_payment" }?["id"] as? String)
+        var learner = "day2"
+        if order == "afterAnotherUnknown" {
+            try faults(
+                setup,
+                #"[{"path_prefix": "/v2/money_management/outbound_payments", "times": 100, "action": "status", "status": 500}]"#
+            )
+            let (blind, rows) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+            #expect(blind.status == 75, "\(blind.stderr)")
+            #expect(rows.mapValues { $0[8] } == ["U1": "unknown", "U2": "unknown"], "\(rows)")
+            try faults(setup, "[]")
+            learner = "day2b"
+        }
         try setStatus(setup, payout, "returned", reason: "payout_method_closed")
         func reapply() throws {
             let again = try setup.apply("day1")
@@ -1077,8 +1092,8 @@ import Testing
             #expect(usd(setup, "day1", "paid_out") == 1500)
         }
         if order == "reappliedFirst" { try reapply() }
-        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
-        if order == "next" {
+        let (second, day2) = try day(setup, learner, Self.header, asOf: "2026-12-02")
+        if order != "reappliedFirst" {
             #expect(second.status == 65, "\(second.stderr)")
             #expect(day2.mapValues { $0[8] } == ["U1": "failed", "U2": "failed"], "\(day2)")
             // The run that learns it names the folder to apply again, whose run sent it.
@@ -1091,9 +1106,9 @@ import Testing
             #expect(second.status == 0 && day2.isEmpty, "\(second.stderr) \(day2)")
         }
         try reapply()
-        #expect(usd(setup, "day2", "paid_out") == 0)
-        #expect(usd(setup, "day1", "payouts_returned") == (order == "next" ? 0 : 1500))
-        #expect(usd(setup, "day2", "payouts_returned") == (order == "next" ? 1500 : 0))
+        #expect(usd(setup, learner, "paid_out") == 0)
+        #expect(usd(setup, "day1", "payouts_returned") == (order == "reappliedFirst" ? 1500 : 0))
+        #expect(usd(setup, learner, "payouts_returned") == (order == "reappliedFirst" ? 0 : 1500))
         try expectNothingMore(setup, "day3", asOf: "2026-12-03", payouts: [1500])
     }
 
