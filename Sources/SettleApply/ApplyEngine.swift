@@ -410,6 +410,8 @@ public final class ApplyEngine {
         // A payout the look-up found failed, returned or canceled was made and came back:
         // recorded so (its lines failed, with Stripe's reason), it is reported failed by this
         // run, the one that learns it, not settled.
+        // Each run's folder, read once for the warnings below.
+        var folders: [String: String]?
         for (id, status, reason) in foundCameBack where ledgerFailure == nil {
             do {
                 try ledger.recordPayoutStatus(instruction: id, status: status, reason: reason)
@@ -419,7 +421,12 @@ public final class ApplyEngine {
                 if let sender = failed?.sentBy, sender != runID, let payout = failed?.stripeID {
                     // The run that sent it never learned it was made: its folder counts the
                     // payout as paid out once applied again, and only then (audit 70 A70-4).
-                    let folder = try ledger.runs().last { $0.id == sender }?.folder
+                    if folders == nil {
+                        folders = try Dictionary(
+                            ledger.runs().compactMap { run in run.folder.map { (run.id, $0) } },
+                            uniquingKeysWith: { $1 })
+                    }
+                    let folder = folders?[sender]
                     log(
                         .warning,
                         "\(id): the payout \(payout) that run \(sender) sent, whose outcome it never learned, was made "

@@ -611,11 +611,8 @@ extension LedgerStore {
     /// the payout came back (``schemaVersion11``); nil when none did or it is not known.
     public func payoutReporter(_ payout: String, line lineID: String) throws(LedgerError) -> String? {
         guard version >= 11 else { return nil }
-        var found: String?
-        try db.query(
-            "SELECT run_id FROM payout_reports WHERE stripe_id = ? AND line_id = ?", [.text(payout), .text(lineID)]
-        ) { row in found = row.text(0) }
-        return found
+        return try firstText(
+            "SELECT run_id FROM payout_reports WHERE stripe_id = ? AND line_id = ?", [.text(payout), .text(lineID)])
     }
 
     /// Records which run's files reported each payout made for a line (`settle ledger rebuild`,
@@ -635,11 +632,8 @@ extension LedgerStore {
     /// holding `returned`: ``schemaVersion11``); nil when none did or it is not known.
     public func returnReporter(_ lineID: String, reason: String) throws(LedgerError) -> String? {
         guard version >= 11 else { return nil }
-        var found: String?
-        try db.query(
-            "SELECT run_id FROM return_reports WHERE line_id = ? AND reason = ?", [.text(lineID), .text(reason)]
-        ) { row in found = row.text(0) }
-        return found
+        return try firstText(
+            "SELECT run_id FROM return_reports WHERE line_id = ? AND reason = ?", [.text(lineID), .text(reason)])
     }
 
     /// The ids of the lines held in the given states (without their records).

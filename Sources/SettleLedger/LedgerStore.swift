@@ -443,8 +443,13 @@ public final class LedgerStore {
     static func markPath(_ path: String) -> String { path + ".mark" }
 
     func meta(_ key: String) throws(LedgerError) -> String? {
+        try firstText("SELECT value FROM settle_meta WHERE key = ?", [.text(key)])
+    }
+
+    /// The first column of the last row `sql` finds, or nil when it finds none.
+    func firstText(_ sql: String, _ values: [SQLiteValue]) throws(LedgerError) -> String? {
         var value: String?
-        try db.query("SELECT value FROM settle_meta WHERE key = ?", [.text(key)]) { row in value = row.text(0) }
+        try db.query(sql, values) { row in value = row.text(0) }
         return value
     }
 

@@ -1012,16 +1012,7 @@ import Testing
     /// taken for one that another run reported the return by, and no day counted the return.
     @Test func aKilledRunsPayoutOfALineThatWaitedIsCountedBackOnce() throws {
         let setup = try Setup()
-        try setup.sandbox.seed(Self.fixtures)
-        let (first, day1) = try day(
-            setup, "day1",
-            Self.header
-                + "W1,2801,transfer,20.00,usd,ORDER2801,acct_rest,ch_becs1,50.00,usd,pending,au_becs_debit,,,\n"
-                + "W2,2801,payout,4.00,usd,ORDER2801,,ch_becs1,50.00,usd,pending,au_becs_debit,acct_drv,pm_ap_1,\n",
-            asOf: "2026-12-01")
-        #expect(first.status == 0, "\(first.stderr)")
-        #expect(day1.mapValues { $0[8] } == ["W1": "deferred", "W2": "deferred"], "\(day1)")
-        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
+        try waitOnAPendingCharge(setup, transfer: "W1", payout: "W2", order: "2801")
         let (killed, _) = try day(setup, "day2", Self.header, asOf: "2026-12-02", crashAt: "rewriting")
         #expect(![0, 65, 75].contains(killed.status), "not killed: \(killed.status) \(killed.stderr)")
         #expect(try payouts(setup) == [400])
@@ -2199,6 +2190,21 @@ import Testing
 
     /// A run of an empty export into `name` on `asOf` has nothing to report (exit 0, no rows),
     /// and the payouts Stripe made are then `expected` (cents, in any order).
+    /// Day 1 (`day1`, 2026-12-01): an order's transfer (20.00) and payout (4.00) on the pending
+    /// BECS debit ch_becs1 are both deferred; then the debit succeeds.
+    func waitOnAPendingCharge(_ setup: Setup, transfer: String, payout: String, order: String) throws {
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "\(transfer),\(order),transfer,20.00,usd,ORDER\(order),acct_rest,ch_becs1,50.00,usd,pending,au_becs_debit,,,\n"
+                + "\(payout),\(order),payout,4.00,usd,ORDER\(order),,ch_becs1,50.00,usd,pending,au_becs_debit,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(day1.mapValues { $0[8] } == [transfer: "deferred", payout: "deferred"], "\(day1)")
+        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
+    }
+
     func expectNothingMore(_ setup: Setup, _ name: String, asOf: String, payouts expected: [Int]) throws {
         let (next, rows) = try day(setup, name, Self.header, asOf: asOf)
         #expect(next.status == 0 && rows.isEmpty, "\(name): \(next.stderr) \(rows)")
@@ -2214,16 +2220,7 @@ import Testing
     /// method, with nobody feeding it back (audit 50 N2, the deferred path).
     @Test func aRebuiltLedgerKeepsADeferredLineWhosePayoutCameBackFromBeingPaidAgain() throws {
         let setup = try Setup()
-        try setup.sandbox.seed(Self.fixtures)
-        let (first, day1) = try day(
-            setup, "day1",
-            Self.header
-                + "E1,1880,transfer,20.00,usd,ORDER1880,acct_rest,ch_becs1,50.00,usd,pending,au_becs_debit,,,\n"
-                + "E2,1880,payout,4.00,usd,ORDER1880,,ch_becs1,50.00,usd,pending,au_becs_debit,acct_drv,pm_ap_1,\n",
-            asOf: "2026-12-01")
-        #expect(first.status == 0, "\(first.stderr)")
-        #expect(day1.mapValues { $0[8] } == ["E1": "deferred", "E2": "deferred"], "\(day1)")
-        _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
+        try waitOnAPendingCharge(setup, transfer: "E1", payout: "E2", order: "1880")
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(second.status == 0, "\(second.stderr)")
         #expect(day2.mapValues { $0[8] } == ["E1": "settled", "E2": "settled"], "\(day2)")
