@@ -304,12 +304,23 @@ struct LedgerCommand {
             // Lines that waited (deferred) or whose outcome was not known are not restored:
             // which of them a later run cancelled or took up is in no folder given for sure.
             // Said, with where they are (audit 35 P7: they were dropped silently).
+            // A ledger behind its mark (a backup put back) holds lines waiting that a `settle
+            // cancel` it lost may have dropped: none of them waits on, each is named here
+            // (audit 73, seed 2738: the next run paid a cancelled line, nothing fed back).
+            let distrusted: [HeldLine]
+            do {
+                distrusted = try ledger.rebuildDistrustsWaiting()
+            } catch {
+                throw LedgerHistory.failure(error, path: path)
+            }
+            var inFolders: Set<String> = []
             var waited: [String] = []
             var unknown: [String] = []
             for result in opened {
                 guard let plan = try? result.get(), plan.wasApplied else { continue }
                 for status in [LineStatus.deferred, .unknown] {
                     let lines = try onPlanFolder { () throws(SettleError) in try plan.lines(withStatus: status) }
+                    if status == .deferred { inFolders.formUnion(lines) }
                     var unsettled = 0
                     for id in lines {
                         do throws(LedgerError) {
@@ -327,6 +338,19 @@ struct LedgerCommand {
                     }
                 }
             }
+            var outside: [HeldLine] = []
+            for hold in distrusted where !inFolders.contains(hold.lineID) {
+                do throws(LedgerError) {
+                    if try ledger.line(hold.lineID) == nil { outside.append(hold) }
+                } catch {
+                    throw LedgerHistory.failure(error, path: path)
+                }
+            }
+            if let first = outside.first {
+                waited.append(
+                    "\(outside.count) the ledger rebuilt over held waiting, in no applied folder given (first: line "
+                        + "\(first.lineID) from \(first.source), deferred by \(first.sinceRun))")
+            }
             if !waited.isEmpty || !unknown.isEmpty {
                 log(
                     .warning, event: "waiting_not_restored",
@@ -334,7 +358,11 @@ struct LedgerCommand {
                         + "known, and Stripe holds nothing of them: "
                         + (waited + unknown).joined(separator: ", ")
                         + "; feed the newest deferred.csv that holds each waiting line to the next run, and apply "
-                        + "those folders again (a line a later run settled is already_settled then)")
+                        + "those folders again (a line a later run settled is already_settled then)"
+                        + (distrusted.isEmpty
+                            ? ""
+                            : "; the ledger rebuilt over was behind its mark (a backup put back, a lost WAL): a "
+                                + "settle cancel since it was copied is lost, so leave out the lines cancelled since"))
             }
             if !report.processing.isEmpty {
                 log(

@@ -250,7 +250,7 @@ extension LedgerStore {
         }
     }
 
-    private func updateHolding(_ lineIDs: [String], to state: HeldLine.State, run: String, from: [HeldLine.State])
+    func updateHolding(_ lineIDs: [String], to state: HeldLine.State, run: String, from: [HeldLine.State])
         throws(LedgerError) -> Int
     {
         var changed = 0
@@ -437,6 +437,10 @@ extension LedgerStore {
         return found
     }
 
+    /// Who ended a waiting line's holding, for ``linesTakenUp(since:notBy:)``, when a rebuild over
+    /// a ledger behind its mark did (``rebuildDistrustsWaiting()``).
+    public static let rebuildTakenUp = "settle ledger rebuild"
+
     /// The lines whose holding another run than `run` ended at or after `since` without moving
     /// them (rejected, reported failed, or cancelled; not settled, not netted), each with who
     /// ended it ("run …", or "settle cancel"): lines a later run decided against after a plan was
@@ -463,7 +467,9 @@ extension LedgerStore {
             """, [.integer(since.ledgerMilliseconds), .text(run)]
         ) { row in
             found[row.text(0) ?? ""] =
-                row.text(2) == HeldLine.State.cancelled.rawValue ? "settle cancel" : "run \(row.text(1) ?? "")"
+                row.text(2) == HeldLine.State.cancelled.rawValue
+                ? "settle cancel"
+                : row.text(1) == Self.rebuildRun ? Self.rebuildTakenUp : "run \(row.text(1) ?? "")"
         }
         return found
     }

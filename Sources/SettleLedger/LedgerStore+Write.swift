@@ -503,10 +503,32 @@ extension LedgerStore {
     /// ledger that `plan`, `run` and `apply` refuse, and its warning about the lines it does
     /// not hold is not lost (audit 61 F4: the ledger was taken for whole, and the lines that
     /// waited were paid and reported by no run).
+    ///
+    /// A rebuild over a ledger that had lost commits (``rebuildDistrustsWaiting()``) ends the
+    /// holdings of the lines it held waiting in the same transaction.
     public func finishRebuild() throws(LedgerError) {
         try markedTransaction { () throws(LedgerError) in
+            if try meta(Self.distrustsWaiting) != nil {
+                let waiting = try heldLines([.waiting]).map(\.lineID)
+                _ = try updateHolding(waiting, to: .released, run: Self.rebuildRun, from: [.waiting])
+                try db.run("DELETE FROM settle_meta WHERE key = ?", [.text(Self.distrustsWaiting)])
+            }
             try db.run("DELETE FROM settle_meta WHERE key = 'rebuild_unfinished'")
         }
+    }
+
+    /// The meta key of a rebuild over a ledger behind its mark, until it finishes.
+    static let distrustsWaiting = "rebuild_distrusts_waiting"
+
+    /// The lines this unfinished rebuild's ledger holds waiting that ``finishRebuild()`` will
+    /// stop holding: all of them when it was opened behind its mark (a backup put back, a lost
+    /// WAL; also when a rebuild over it stopped and is run again), none otherwise. Any of them
+    /// may have been dropped by a `settle cancel` among the lost commits, which no plan folder
+    /// records: held, the next run paid such a line with nothing fed back (audit 73, seed
+    /// 2738). Not held, each is named to be fed again, as after a lost ledger.
+    public func rebuildDistrustsWaiting() throws(LedgerError) -> [HeldLine] {
+        guard try meta(Self.distrustsWaiting) != nil else { return [] }
+        return try heldLines([.waiting])
     }
 
     /// The settled instructions a rebuild found at Stripe whose lines it could not learn (no
@@ -536,6 +558,10 @@ extension LedgerStore {
                 INSERT INTO settle_meta(key, value) VALUES ('rebuild_unfinished', '1')
                 ON CONFLICT(key) DO UPDATE SET value = excluded.value
                 """)
+            if store.lostCommits {
+                try store.db.run(
+                    "INSERT OR REPLACE INTO settle_meta(key, value) VALUES (?, '1')", [.text(distrustsWaiting)])
+            }
         }
         return store
     }

@@ -29,6 +29,9 @@ public final class LedgerStore {
     public var writingRun: String?
     /// The schema version of the file (a read-only store of an older ledger keeps its own).
     public internal(set) var version = LedgerStore.schemaVersion
+    /// Opened for a rebuild behind its mark (a backup put back, a lost WAL): commits it once
+    /// held are gone, `settle cancel`s among them (``createForRebuild(path:)``).
+    var lostCommits = false
 
     private init(path: String, db: SQLiteDatabase, writable: Bool, lockDescriptor: Int32) {
         self.path = path
@@ -139,7 +142,11 @@ public final class LedgerStore {
             if found < Self.schemaVersion {
                 try db.transaction { () throws(LedgerError) in try store.migrate(from: found) }
             }
-            if !acceptingLostCommits { try store.checkMark(hadOne: hadMark) }
+            if acceptingLostCommits {
+                store.lostCommits = try store.isBehindMark(hadOne: hadMark)
+            } else {
+                try store.checkMark(hadOne: hadMark)
+            }
             return store
         } catch {
             Glibc.close(descriptor)
@@ -509,6 +516,17 @@ public final class LedgerStore {
 
     /// - Parameter hadOne: the ledger had an id before this open: settle wrote its mark when
     ///   it made it (or first opened it, a ledger from before marks).
+    /// Whether ``checkMark(hadOne:)`` refuses this ledger as one that lost commits.
+    private func isBehindMark(hadOne: Bool) throws(LedgerError) -> Bool {
+        do throws(LedgerError) {
+            try checkMark(hadOne: hadOne)
+            return false
+        } catch {
+            if case .behindMark = error { return true }
+            throw error
+        }
+    }
+
     private func checkMark(hadOne: Bool) throws(LedgerError) {
         guard let data = FileManager.default.contents(atPath: Self.markPath(path)) else {
             // A ledger from before marks: start its mark. One that had a mark and lost it

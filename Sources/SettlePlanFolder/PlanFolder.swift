@@ -215,6 +215,14 @@ public struct PlanFolder {
     /// The orders (groups) of this plan with a line another run took up after the plan was
     /// made (`taken`: line id → who: "run …" or "settle cancel"), each with why it may not move
     /// in this apply.
+    /// Why an order with a line a rebuild over a ledger behind its mark stopped holding moves
+    /// nothing: a `settle cancel` of it may be among the commits lost.
+    static func droppedByRebuild(line: String) -> String {
+        "settle ledger rebuild, over a ledger that had lost commits, stopped holding line \(line) of this "
+            + "order after this plan (a settle cancel of it may be among those lost): nothing of it moves here; "
+            + "feed it again to pay it"
+    }
+
     public func ordersTakenUp(_ taken: [String: String]) throws(SettleError) -> [String: String] {
         typealias F = ResultsFile.Field
         guard !taken.isEmpty else { return [:] }
@@ -223,11 +231,17 @@ public struct PlanFolder {
             guard case let line = text(row[F.lineID.rawValue]), let run = taken[line],
                 case let order = text(row[F.group.rawValue]), orders[order] == nil
             else { return }
-            orders[order] =
-                run == "settle cancel"
-                ? "settle cancel dropped line \(line) of this order after this plan: nothing of it moves here"
-                : "\(run) took up line \(line) of this order after this plan, so the order is that run's now "
+            switch run {
+            case "settle cancel":
+                orders[order] =
+                    "settle cancel dropped line \(line) of this order after this plan: nothing of it moves here"
+            case LedgerStore.rebuildTakenUp:
+                orders[order] = Self.droppedByRebuild(line: line)
+            default:
+                orders[order] =
+                    "\(run) took up line \(line) of this order after this plan, so the order is that run's now "
                     + "(its files say what became of it): nothing of it moves here"
+            }
         }
         return orders
     }
@@ -826,7 +840,9 @@ public struct PlanFolder {
                             &row, .deferred, code: text(row[F.reasonCode.rawValue]).trimmingFormulaGuard(),
                             reason: end.state == .cancelled
                                 ? Self.droppedByCancel
-                                : "run \(end.endedRun ?? "") took it up after this plan: it does not wait in the ledger any more"
+                                : end.endedRun == LedgerStore.rebuildRun
+                                    ? Self.droppedByRebuild(line: text(row[F.lineID.rawValue]).trimmingFormulaGuard())
+                                    : "run \(end.endedRun ?? "") took it up after this plan: it does not wait in the ledger any more"
                         )
                     } else if status == LineStatus.alreadySettled.name, !cameBack.isEmpty,
                         let back = cameBack[text(row[F.lineID.rawValue]).trimmingFormulaGuard()]

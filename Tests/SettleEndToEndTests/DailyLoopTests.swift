@@ -734,6 +734,111 @@ import Testing
         #expect(setup.results("day5").map { [$0[0], $0[8]] } == [["W1", "settled"]])
     }
 
+    /// A backup taken while W1 waited for its day, put back after `settle cancel W1`
+    /// (`cancelled`; else after a run that moved nothing), and rebuilt over (`folderGiven`: with
+    /// day 1's folder; else with none, Stripe holding nothing of settle's): the rebuild holds none
+    /// of the backup's waiting lines, since a cancel among the commits the backup lacks is in no
+    /// folder, and names W1 to be fed again. The run on W1's day pays nothing; W1 fed again is
+    /// paid then (audit 73, seed 2738: the backup's hold was kept, and the next run paid the
+    /// cancelled line with nothing fed back).
+    @Test(arguments: [true, false], [true, false]) func aBackupPutBackOverACancelPaysNoWaitingLineUnfed(
+        cancelled: Bool, folderGiven: Bool
+    ) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1["W1"]?[8] == "deferred", "\(first.stderr) \(day1)")
+        let backup = setup.folder.appendingPathComponent("backup.sqlite").path
+        #expect(try SettleProcess.run(["ledger", "backup", backup, "--ledger", setup.ledger]).status == 0)
+        if cancelled {
+            let cancel = try SettleProcess.run(["cancel", "W1", "--ledger", setup.ledger])
+            #expect(cancel.status == 0, "\(cancel.stderr)")
+        } else {
+            let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+            #expect(second.status == 0 && day2["W1"]?[8] == "deferred", "\(second.stderr) \(day2)")
+        }
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: setup.ledger + suffix) }
+        try FileManager.default.removeItem(atPath: setup.ledger)
+        try FileManager.default.copyItem(atPath: backup, toPath: setup.ledger)
+        let (refused, _) = try day(setup, "refused", Self.header, asOf: "2026-12-05")
+        #expect(refused.status == 78 && refused.stderr.contains("lost commits"), "\(refused.stderr)")
+        let rebuilt = try rebuild(setup, from: folderGiven ? ["day1"] : [])
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        let named =
+            folderGiven
+            ? "1 in \(setup.folder.appendingPathComponent("day1").path)/deferred.csv"
+            : "1 the ledger rebuilt over held waiting, in no applied folder given (first: line W1 from "
+                + "\(setup.folder.appendingPathComponent("day1.csv").path):2, deferred by \(try Self.runID(of: setup.folder.appendingPathComponent("day1"))))"
+        #expect(rebuilt.stderr.contains(named), "\(rebuilt.stderr)")
+        #expect(rebuilt.stderr.contains("leave out the lines cancelled since"), "\(rebuilt.stderr)")
+        let (next, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
+        #expect(next.status == 0 && day5.isEmpty, "\(next.stderr) \(day5)")
+        #expect(try setup.sandbox.effects().isEmpty)
+        guard !cancelled else { return }
+        let deferred = setup.folder.appendingPathComponent("day1/deferred.csv")
+        var arguments = setup.arguments("run", [deferred.path], out: "fed")
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-05"
+        let fed = try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+        #expect(fed.status == 0, "\(fed.stderr)")
+        #expect(setup.results("fed").map { [$0[0], $0[8]] } == [["W1", "settled"]])
+        #expect(try setup.sandbox.effects().count == 1)
+    }
+
+    /// The same backup put back over the cancel of W1, after a plan made offline on W1's day
+    /// brought W1 back: the rebuild over it stops at its last write (a full disk) and is run
+    /// again, which names W1 again (the ledger is no longer behind its mark by then); the
+    /// plan's apply then sends nothing of W1's order, and puts W1 in its errors.csv saying why
+    /// (fed back, it is paid: which the operator decides, knowing what was cancelled).
+    @Test func aPlanMadeBeforeABackupWasPutBackSendsNoWaitingLine() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1["W1"]?[8] == "deferred", "\(first.stderr) \(day1)")
+        let backup = setup.folder.appendingPathComponent("backup.sqlite").path
+        #expect(try SettleProcess.run(["ledger", "backup", backup, "--ledger", setup.ledger]).status == 0)
+        let empty = setup.folder.appendingPathComponent("empty.csv")
+        try Self.header.write(to: empty, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("plan", [empty.path], out: "day5")
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-05"
+        let plan = try SettleProcess.run(arguments)
+        #expect(plan.status == 0 && setup.results("day5").map { [$0[0], $0[8]] } == [["W1", "planned"]])
+        let cancel = try SettleProcess.run(["cancel", "W1", "--ledger", setup.ledger])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: setup.ledger + suffix) }
+        try FileManager.default.removeItem(atPath: setup.ledger)
+        try FileManager.default.copyItem(atPath: backup, toPath: setup.ledger)
+        try SettleProcess.onLedger(
+            setup.ledger,
+            "CREATE TRIGGER refuse BEFORE UPDATE ON held_lines BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;"
+        )
+        let named = "1 in \(setup.folder.appendingPathComponent("day1").path)/deferred.csv"
+        let stopped = try rebuild(setup, from: ["day1"])
+        #expect(stopped.status == 75 && stopped.stderr.contains(named), "\(stopped.stderr)")
+        try SettleProcess.onLedger(setup.ledger, "DROP TRIGGER refuse;")
+        let rebuilt = try rebuild(setup, from: ["day1"])
+        #expect(rebuilt.status == 0 && rebuilt.stderr.contains(named), "\(rebuilt.stderr)")
+        #expect(rebuilt.stderr.contains("leave out the lines cancelled since"), "\(rebuilt.stderr)")
+        let applied = try setup.apply("day5")
+        #expect(applied.status == 65, "\(applied.stderr)")
+        let row = try #require(setup.results("day5").first)
+        #expect([row[0], row[8], row[11]] == ["W1", "rejected", "group_rejected"], "\(row)")
+        #expect(
+            row[12].hasPrefix(
+                "not sent: settle ledger rebuild, over a ledger that had lost commits, stopped holding "
+                    + "line W1 of this order after this plan"), "\(row)")
+        let errors = SettleProcess.read(setup.folder.appendingPathComponent("day5/errors.csv"))
+        #expect(errors.split(separator: "\n").dropFirst().map { $0.prefix(3) } == ["W1,"], "\(errors)")
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
     /// A rebuild that stops after Stripe's objects are in, at one of the folders' writes (a
     /// full disk; here a trigger on the charges the folders counted), leaves the ledger marked
     /// unfinished: `status` says so and `run` refuses it (78) until a rebuild finishes, which
