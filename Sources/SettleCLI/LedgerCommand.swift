@@ -304,66 +304,7 @@ struct LedgerCommand {
             // Lines that waited (deferred) or whose outcome was not known are not restored:
             // which of them a later run cancelled or took up is in no folder given for sure.
             // Said, with where they are (audit 35 P7: they were dropped silently).
-            // A ledger behind its mark (a backup put back) holds lines waiting that a `settle
-            // cancel` it lost may have dropped: none of them waits on, each is named here
-            // (audit 73, seed 2738: the next run paid a cancelled line, nothing fed back).
-            let distrusted: [HeldLine]
-            do {
-                distrusted = try ledger.rebuildDistrustsWaiting()
-            } catch {
-                throw LedgerHistory.failure(error, path: path)
-            }
-            var inFolders: Set<String> = []
-            var waited: [String] = []
-            var unknown: [String] = []
-            for result in opened {
-                guard let plan = try? result.get(), plan.wasApplied else { continue }
-                for status in [LineStatus.deferred, .unknown] {
-                    let lines = try onPlanFolder { () throws(SettleError) in try plan.lines(withStatus: status) }
-                    if status == .deferred { inFolders.formUnion(lines) }
-                    var unsettled = 0
-                    for id in lines {
-                        do throws(LedgerError) {
-                            // Not a line the ledger holds (a payout of it came back: failed there).
-                            if try ledger.line(id) == nil { unsettled += 1 }
-                        } catch {
-                            throw LedgerHistory.failure(error, path: path)
-                        }
-                    }
-                    guard unsettled > 0 else { continue }
-                    if status == .deferred {
-                        waited.append("\(unsettled) in \(plan.folder)/deferred.csv")
-                    } else {
-                        unknown.append("\(unsettled) of \(plan.folder) (settle apply \(plan.folder))")
-                    }
-                }
-            }
-            var outside: [HeldLine] = []
-            for hold in distrusted where !inFolders.contains(hold.lineID) {
-                do throws(LedgerError) {
-                    if try ledger.line(hold.lineID) == nil { outside.append(hold) }
-                } catch {
-                    throw LedgerHistory.failure(error, path: path)
-                }
-            }
-            if let first = outside.first {
-                waited.append(
-                    "\(outside.count) the ledger rebuilt over held waiting, in no applied folder given (first: line "
-                        + "\(first.lineID) from \(first.source), deferred by \(first.sinceRun))")
-            }
-            if !waited.isEmpty || !unknown.isEmpty {
-                log(
-                    .warning, event: "waiting_not_restored",
-                    "the rebuilt ledger does not hold the lines that waited for a later run or whose outcome was not "
-                        + "known, and Stripe holds nothing of them: "
-                        + (waited + unknown).joined(separator: ", ")
-                        + "; feed the newest deferred.csv that holds each waiting line to the next run, and apply "
-                        + "those folders again (a line a later run settled is already_settled then)"
-                        + (distrusted.isEmpty
-                            ? ""
-                            : "; the ledger rebuilt over was behind its mark (a backup put back, a lost WAL): a "
-                                + "settle cancel since it was copied is lost, so leave out the lines cancelled since"))
-            }
+            try warnOfLinesNotHeld(opened.compactMap { try? $0.get() }, ledger: ledger, path: path)
             if !report.processing.isEmpty {
                 log(
                     .info,
@@ -412,5 +353,85 @@ struct LedgerCommand {
             throw CommandFailure(
                 .usage, "usage: settle ledger init|backup FILE|rebuild --since DATE [--ledger FILE] [PLAN_FOLDER...]")
         }
+    }
+
+    /// Warns (`waiting_not_restored`) of the lines the applied folders left waiting (deferred)
+    /// or unknown that the rebuilt ledger does not hold, with where each is: the newest folder
+    /// that has it, each line once (audit 75 F5: a line in two folders was counted twice).
+    ///
+    /// Not held: nothing the ledger knows pays it, and it keeps no holding of it, or this
+    /// rebuild ends that holding (a ledger behind its mark: a `settle cancel` among the commits
+    /// it lacks is in no plan folder, ``LedgerStore/rebuildDistrustsWaiting()``), or an earlier
+    /// rebuild did. A line the ledger still holds (waiting, followed, unresolved), one `settle
+    /// cancel` dropped and one a run took up are not named (audit 75 F3: a rebuild over the live
+    /// ledger named lines it held, and a cancelled one, to be fed again). Lines whose holding
+    /// ends here and that no folder given has are named by the folder of the run that deferred
+    /// them (audit 75 F2: only the first was named). Every line named is one whose history the
+    /// ledger lost, `settle cancel`s included, so the warning always says to leave those out
+    /// (audit 75 F1: it did only when the ledger rebuilt over held lines waiting).
+    private func warnOfLinesNotHeld(_ plans: [PlanFolder], ledger: LedgerStore, path: String) throws(CommandFailure) {
+        let applied = plans.filter(\.wasApplied).sorted {
+            ($0.plannedAt ?? RunID.time(of: $0.runID) ?? .distantPast)
+                > ($1.plannedAt ?? RunID.time(of: $1.runID) ?? .distantPast)
+        }
+        var folderLines: [(folder: String, status: LineStatus, lines: [String])] = []
+        for plan in applied {
+            for status in [LineStatus.deferred, .unknown] {
+                let lines = try onPlanFolder { () throws(SettleError) in try plan.lines(withStatus: status) }
+                folderLines.append((plan.folder, status, lines.sorted()))
+            }
+        }
+        var named: Set<String> = []
+        var waited: [String] = []
+        var unknown: [String] = []
+        do throws(LedgerError) {
+            let distrusted = try ledger.rebuildDistrustsWaiting()
+            let ending = Set(distrusted.map(\.lineID))
+            func notHeld(_ id: String) throws(LedgerError) -> Bool {
+                guard try ledger.line(id) == nil else { return false }
+                guard let hold = try ledger.holdState(of: id) else { return true }
+                return ending.contains(id) || (hold.state == .released && hold.endedRun == LedgerStore.rebuildRun)
+            }
+            for (folder, status, lines) in folderLines {
+                var count = 0
+                for id in lines where named.insert(id).inserted {
+                    if try notHeld(id) { count += 1 }
+                }
+                guard count > 0 else { continue }
+                if status == .deferred {
+                    waited.append("\(count) in \(folder)/deferred.csv")
+                } else {
+                    unknown.append("\(count) of \(folder) (settle apply \(folder))")
+                }
+            }
+            let folderOfRun = Dictionary(
+                try ledger.runs().compactMap { run in run.folder.map { (run.id, $0) } }, uniquingKeysWith: { a, _ in a }
+            )
+            var byRun: [String: Int] = [:]
+            var runs: [String] = []
+            for hold in distrusted where !named.contains(hold.lineID) {
+                guard try ledger.line(hold.lineID) == nil else { continue }
+                if byRun[hold.sinceRun] == nil { runs.append(hold.sinceRun) }
+                byRun[hold.sinceRun, default: 0] += 1
+            }
+            for run in runs {
+                let count = byRun[run] ?? 0
+                waited.append(
+                    folderOfRun[run].map { "\(count) in \($0)/deferred.csv (run \(run), a folder not given)" }
+                        ?? "\(count) deferred by run \(run), whose folder the ledger does not name")
+            }
+        } catch {
+            throw LedgerHistory.failure(error, path: path)
+        }
+        guard !waited.isEmpty || !unknown.isEmpty else { return }
+        log(
+            .warning, event: "waiting_not_restored",
+            "the rebuilt ledger does not hold the lines that waited for a later run or whose outcome was not "
+                + "known, and Stripe holds nothing of them: "
+                + (waited + unknown).joined(separator: ", ")
+                + "; feed the newest deferred.csv that holds each waiting line to the next run, and apply "
+                + "those folders again (a line a later run settled is already_settled then); the ledger lost "
+                + "its record of them, and of any settle cancel of them too: leave out the lines cancelled "
+                + "since its last backup")
     }
 }

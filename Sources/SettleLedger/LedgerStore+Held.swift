@@ -602,6 +602,15 @@ extension LedgerStore {
         return result
     }
 
+    /// The state of a line's holding, and the run that ended it; nil when the ledger never held it.
+    public func holdState(of lineID: String) throws(LedgerError) -> (state: HeldLine.State, endedRun: String?)? {
+        var found: (state: HeldLine.State, endedRun: String?)?
+        try db.query("SELECT state, ended_run FROM held_lines WHERE line_id = ?", [.text(lineID)]) { row in
+            found = (HeldLine.State(rawValue: row.text(0) ?? "") ?? .released, row.text(1))
+        }
+        return found
+    }
+
     /// The run that holds (or last held) a line, in any state, since when, and the instruction
     /// it held it for; nil when the ledger never held it.
     public func holding(of lineID: String) throws(LedgerError) -> (run: String, since: Date, instruction: String?)? {

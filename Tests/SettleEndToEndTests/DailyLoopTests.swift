@@ -687,9 +687,7 @@ import Testing
             #expect(setup.results("day3").allSatisfy { $0[8] == "settled" }, "\(setup.results("day3"))")
             folders.append("day3")
         }
-        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: setup.ledger + suffix) }
-        try FileManager.default.removeItem(atPath: setup.ledger)
-        try FileManager.default.copyItem(atPath: backup, toPath: setup.ledger)
+        try putBack(backup, over: setup)
         let (refused, _) = try day(setup, "refused", Self.header, asOf: "2026-12-04")
         #expect(refused.status == 78, "\(refused.stderr)")
         let rebuilt = try rebuild(setup, from: folders)
@@ -734,16 +732,68 @@ import Testing
         #expect(setup.results("day5").map { [$0[0], $0[8]] } == [["W1", "settled"]])
     }
 
-    /// A backup taken while W1 waited for its day, put back after `settle cancel W1`
-    /// (`cancelled`; else after a run that moved nothing), and rebuilt over (`folderGiven`: with
-    /// day 1's folder; else with none, Stripe holding nothing of settle's): the rebuild holds none
-    /// of the backup's waiting lines, since a cancel among the commits the backup lacks is in no
-    /// folder, and names W1 to be fed again. The run on W1's day pays nothing; W1 fed again is
-    /// paid then (audit 73, seed 2738: the backup's hold was kept, and the next run paid the
-    /// cancelled line with nothing fed back).
-    @Test(arguments: [true, false], [true, false]) func aBackupPutBackOverACancelPaysNoWaitingLineUnfed(
-        cancelled: Bool, folderGiven: Bool
+    /// W1 and X1 wait for 2026-12-05 from day 1, and again in day 2's folder; X1 is cancelled.
+    /// Rebuilt over the live ledger (`live`), nothing is named: the ledger holds W1 and records
+    /// the cancel of X1, and the run on their day pays W1 alone with nothing fed. Rebuilt after
+    /// the ledger is lost, each line is named once, in the newest folder that has it, with the
+    /// caution about cancels; `lostAfterBackup`: over a backup taken before day 1, which held
+    /// no line waiting, the same (audit 75 F1, F3, F5: the live rebuild named W1 and the
+    /// cancelled X1 to be fed again, the backup's without the caution, and each line was
+    /// counted in both folders).
+    @Test(arguments: ["live", "lost", "lostAfterBackup"]) func aRebuildNamesOnceOnlyTheLinesItDoesNotHold(
+        _ ledger: String
     ) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let backup = setup.folder.appendingPathComponent("backup.sqlite").path
+        #expect(try SettleProcess.run(["ledger", "backup", backup, "--ledger", setup.ledger]).status == 0)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
+                + "X1,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,2026-12-05\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1.values.map { $0[8] } == ["deferred", "deferred"], "\(day1)")
+        let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(second.status == 0 && day2.values.map { $0[8] } == ["deferred", "deferred"], "\(day2)")
+        let cancel = try SettleProcess.run(["cancel", "X1", "--ledger", setup.ledger])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        switch ledger {
+        case "lost": setup.loseLedger()
+        case "lostAfterBackup": try putBack(backup, over: setup)
+        default: break
+        }
+        let rebuilt = try rebuild(setup, from: ["day1", "day2"])
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        if ledger == "live" {
+            #expect(!rebuilt.stderr.contains("waiting_not_restored") && !rebuilt.stderr.contains("deferred.csv"))
+            let (due, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
+            #expect(due.status == 0 && day5.mapValues { $0[8] } == ["W1": "settled"], "\(due.stderr) \(day5)")
+            #expect(try setup.sandbox.effects().count == 1)
+        } else {
+            #expect(
+                rebuilt.stderr.contains(
+                    "Stripe holds nothing of them: 2 in \(setup.folder.appendingPathComponent("day2").path)/deferred.csv; "
+                ),
+                "\(rebuilt.stderr)")
+            #expect(!rebuilt.stderr.contains("day1/deferred.csv"), "\(rebuilt.stderr)")
+            #expect(rebuilt.stderr.contains("leave out the lines cancelled since"), "\(rebuilt.stderr)")
+            let (due, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
+            #expect(due.status == 0 && day5.isEmpty, "\(due.stderr) \(day5)")
+            #expect(try setup.sandbox.effects().isEmpty)
+        }
+    }
+
+    /// The backup copied over the setup's ledger, its WAL gone; the live ledger's mark stays.
+    func putBack(_ backup: String, over setup: Setup) throws {
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: setup.ledger + suffix) }
+        try FileManager.default.removeItem(atPath: setup.ledger)
+        try FileManager.default.copyItem(atPath: backup, toPath: setup.ledger)
+    }
+
+    /// Day 1 of the backup tests: W1 waits for its date (2026-12-05), alone; then a backup of
+    /// the ledger, whose path is returned.
+    func backupWhileW1Waits() throws -> (Setup, String) {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
         let (first, day1) = try day(
@@ -754,6 +804,20 @@ import Testing
         #expect(first.status == 0 && day1["W1"]?[8] == "deferred", "\(first.stderr) \(day1)")
         let backup = setup.folder.appendingPathComponent("backup.sqlite").path
         #expect(try SettleProcess.run(["ledger", "backup", backup, "--ledger", setup.ledger]).status == 0)
+        return (setup, backup)
+    }
+
+    /// A backup taken while W1 waited for its day, put back after `settle cancel W1`
+    /// (`cancelled`; else after a run that moved nothing), and rebuilt over (`folderGiven`: with
+    /// day 1's folder; else with none, Stripe holding nothing of settle's): the rebuild holds none
+    /// of the backup's waiting lines, since a cancel among the commits the backup lacks is in no
+    /// folder, and names W1 to be fed again. The run on W1's day pays nothing; W1 fed again is
+    /// paid then (audit 73, seed 2738: the backup's hold was kept, and the next run paid the
+    /// cancelled line with nothing fed back).
+    @Test(arguments: [true, false], [true, false]) func aBackupPutBackOverACancelPaysNoWaitingLineUnfed(
+        cancelled: Bool, folderGiven: Bool
+    ) throws {
+        let (setup, backup) = try backupWhileW1Waits()
         if cancelled {
             let cancel = try SettleProcess.run(["cancel", "W1", "--ledger", setup.ledger])
             #expect(cancel.status == 0, "\(cancel.stderr)")
@@ -761,18 +825,15 @@ import Testing
             let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
             #expect(second.status == 0 && day2["W1"]?[8] == "deferred", "\(second.stderr) \(day2)")
         }
-        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: setup.ledger + suffix) }
-        try FileManager.default.removeItem(atPath: setup.ledger)
-        try FileManager.default.copyItem(atPath: backup, toPath: setup.ledger)
+        try putBack(backup, over: setup)
         let (refused, _) = try day(setup, "refused", Self.header, asOf: "2026-12-05")
         #expect(refused.status == 78 && refused.stderr.contains("lost commits"), "\(refused.stderr)")
         let rebuilt = try rebuild(setup, from: folderGiven ? ["day1"] : [])
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        let day1 = setup.folder.appendingPathComponent("day1")
         let named =
-            folderGiven
-            ? "1 in \(setup.folder.appendingPathComponent("day1").path)/deferred.csv"
-            : "1 the ledger rebuilt over held waiting, in no applied folder given (first: line W1 from "
-                + "\(setup.folder.appendingPathComponent("day1.csv").path):2, deferred by \(try Self.runID(of: setup.folder.appendingPathComponent("day1"))))"
+            "1 in \(day1.path)/deferred.csv"
+            + (folderGiven ? "" : " (run \(try Self.runID(of: day1)), a folder not given)")
         #expect(rebuilt.stderr.contains(named), "\(rebuilt.stderr)")
         #expect(rebuilt.stderr.contains("leave out the lines cancelled since"), "\(rebuilt.stderr)")
         let (next, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
@@ -794,16 +855,7 @@ import Testing
     /// plan's apply then sends nothing of W1's order, and puts W1 in its errors.csv saying why
     /// (fed back, it is paid: which the operator decides, knowing what was cancelled).
     @Test func aPlanMadeBeforeABackupWasPutBackSendsNoWaitingLine() throws {
-        let setup = try Setup()
-        try setup.sandbox.seed(Self.fixtures)
-        let (first, day1) = try day(
-            setup, "day1",
-            Self.header
-                + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n",
-            asOf: "2026-12-01")
-        #expect(first.status == 0 && day1["W1"]?[8] == "deferred", "\(first.stderr) \(day1)")
-        let backup = setup.folder.appendingPathComponent("backup.sqlite").path
-        #expect(try SettleProcess.run(["ledger", "backup", backup, "--ledger", setup.ledger]).status == 0)
+        let (setup, backup) = try backupWhileW1Waits()
         let empty = setup.folder.appendingPathComponent("empty.csv")
         try Self.header.write(to: empty, atomically: true, encoding: .utf8)
         var arguments = setup.arguments("plan", [empty.path], out: "day5")
@@ -812,9 +864,7 @@ import Testing
         #expect(plan.status == 0 && setup.results("day5").map { [$0[0], $0[8]] } == [["W1", "planned"]])
         let cancel = try SettleProcess.run(["cancel", "W1", "--ledger", setup.ledger])
         #expect(cancel.status == 0, "\(cancel.stderr)")
-        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: setup.ledger + suffix) }
-        try FileManager.default.removeItem(atPath: setup.ledger)
-        try FileManager.default.copyItem(atPath: backup, toPath: setup.ledger)
+        try putBack(backup, over: setup)
         try SettleProcess.onLedger(
             setup.ledger,
             "CREATE TRIGGER refuse BEFORE UPDATE ON held_lines BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;"
