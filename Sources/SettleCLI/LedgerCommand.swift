@@ -362,13 +362,17 @@ struct LedgerCommand {
     /// Not held: nothing the ledger knows pays it, and it keeps no holding of it, or this
     /// rebuild ends that holding (a ledger behind its mark: a `settle cancel` among the commits
     /// it lacks is in no plan folder, ``LedgerStore/rebuildDistrustsWaiting()``), or an earlier
-    /// rebuild did. A line the ledger still holds (waiting, followed, unresolved), one `settle
-    /// cancel` dropped and one a run took up are not named (audit 75 F3: a rebuild over the live
-    /// ledger named lines it held, and a cancelled one, to be fed again). Lines whose holding
-    /// ends here and that no folder given has are named by the folder of the run that deferred
-    /// them (audit 75 F2: only the first was named). Every line named is one whose history the
-    /// ledger lost, `settle cancel`s included, so the warning always says to leave those out
-    /// (audit 75 F1: it did only when the ledger rebuilt over held lines waiting).
+    /// rebuild did and no run took the line up since (``LedgerStore/waitingLinesRebuildsDropped()``).
+    /// A line the ledger still holds (waiting, followed, unresolved), one `settle cancel`
+    /// dropped and one a run took up are not named (audit 75 F3: a rebuild over the live
+    /// ledger named lines it held, and a cancelled one, to be fed again). Those of the
+    /// holdings this rebuild or an earlier one ended that no folder given has are named by the
+    /// folder of the run that deferred them (audit 75 F2: only the first was named; audit 76 G1:
+    /// a second rebuild named none). Every line named is one whose history the ledger lost,
+    /// `settle cancel`s included, so the warning always says to leave those out (audit 75 F1:
+    /// it did only when the ledger rebuilt over held lines waiting). A rebuild over a ledger
+    /// that lost commits also says that every folder since its last backup is needed: a run
+    /// the ledger does not know is known from nothing else (audit 76 G2).
     private func warnOfLinesNotHeld(_ plans: [PlanFolder], ledger: LedgerStore, path: String) throws(CommandFailure) {
         let applied = plans.filter(\.wasApplied).sorted {
             ($0.plannedAt ?? RunID.time(of: $0.runID) ?? .distantPast)
@@ -384,14 +388,15 @@ struct LedgerCommand {
         var named: Set<String> = []
         var waited: [String] = []
         var unknown: [String] = []
+        var lostRuns = false
         do throws(LedgerError) {
-            let distrusted = try ledger.rebuildDistrustsWaiting()
+            let distrusted = try ledger.rebuildDistrustsWaiting() + ledger.waitingLinesRebuildsDropped()
             let ending = Set(distrusted.map(\.lineID))
             func notHeld(_ id: String) throws(LedgerError) -> Bool {
                 guard try ledger.line(id) == nil else { return false }
-                guard let hold = try ledger.holdState(of: id) else { return true }
-                return ending.contains(id) || (hold.state == .released && hold.endedRun == LedgerStore.rebuildRun)
+                return try ledger.holdState(of: id) == nil || ending.contains(id)
             }
+            lostRuns = try ledger.rebuildLostCommits()
             for (folder, status, lines) in folderLines {
                 var count = 0
                 for id in lines where named.insert(id).inserted {
@@ -422,6 +427,16 @@ struct LedgerCommand {
             }
         } catch {
             throw LedgerHistory.failure(error, path: path)
+        }
+        if lostRuns {
+            // The runs since its last backup are in no ledger: a run that only deferred lines
+            // left nothing at Stripe either (audit 76 G2: its lines were named by no rebuild).
+            log(
+                .warning, event: "runs_not_known",
+                "the ledger rebuilt lost its record of runs (it was behind its mark, or lost): the lines a run "
+                    + "since its last backup deferred or left unknown are known only from that run's plan folder; "
+                    + "give this rebuild every plan folder made since then, or a folder left out holds lines no run "
+                    + "pays and no warning names")
         }
         guard !waited.isEmpty || !unknown.isEmpty else { return }
         log(

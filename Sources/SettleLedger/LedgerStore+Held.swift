@@ -274,14 +274,19 @@ extension LedgerStore {
 
     /// The lines held in the given states, by line id.
     public func heldLines(_ states: [HeldLine.State]) throws(LedgerError) -> [HeldLine] {
-        var result: [HeldLine] = []
         let list = states.map { "'\($0.rawValue)'" }.joined(separator: ", ")
+        return try heldLines(where: "state IN (\(list))")
+    }
+
+    /// The lines held whose row meets `condition` (SQL over `held_lines`), oldest first.
+    func heldLines(where condition: String, _ values: [SQLiteValue] = []) throws(LedgerError) -> [HeldLine] {
+        var result: [HeldLine] = []
         try db.query(
             """
             SELECT line_id, state, payee, amount_minor, currency, reason_code, reason, source, header, record,
                 instruction_id, since_run, since_at, ended_run
-            FROM held_lines WHERE state IN (\(list)) ORDER BY since_at, line_id
-            """
+            FROM held_lines WHERE \(condition) ORDER BY since_at, line_id
+            """, values
         ) { row in
             result.append(
                 HeldLine(

@@ -527,8 +527,22 @@ extension LedgerStore {
     /// records: held, the next run paid such a line with nothing fed back (audit 73, seed
     /// 2738). Not held, each is named to be fed again, as after a lost ledger.
     public func rebuildDistrustsWaiting() throws(LedgerError) -> [HeldLine] {
-        guard try meta(Self.distrustsWaiting) != nil else { return [] }
+        guard try rebuildLostCommits() else { return [] }
         return try heldLines([.waiting])
+    }
+
+    /// Whether this unfinished rebuild's ledger lost commits: it was behind its mark, or lost
+    /// (made new): the runs since its last backup, and the lines they deferred, are known to it
+    /// only from the plan folders given.
+    public func rebuildLostCommits() throws(LedgerError) -> Bool { try meta(Self.distrustsWaiting) != nil }
+
+    /// The lines a rebuild stopped holding waiting (``finishRebuild()``) that no run has taken
+    /// up since: they wait nowhere until fed again, and every rebuild names them (audit 76 G1:
+    /// a second rebuild, given no folder that has them, said nothing of them).
+    public func waitingLinesRebuildsDropped() throws(LedgerError) -> [HeldLine] {
+        try heldLines(
+            where: "state = 'released' AND ended_run = ? AND reason_code IN ('charge_pending', 'scheduled')",
+            [.text(Self.rebuildRun)])
     }
 
     /// The settled instructions a rebuild found at Stripe whose lines it could not learn (no
@@ -549,6 +563,7 @@ extension LedgerStore {
         if !FileManager.default.fileExists(atPath: path) || holdsNothing(path) {
             unlink(markPath(path))
             store = try create(path: path)
+            store.lostCommits = true
         } else {
             store = try open(path: path, acceptingLostCommits: true)
         }

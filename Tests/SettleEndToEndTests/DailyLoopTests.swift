@@ -765,6 +765,7 @@ import Testing
         }
         let rebuilt = try rebuild(setup, from: ["day1", "day2"])
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        #expect(rebuilt.stderr.contains("give this rebuild every plan folder made since then") == (ledger != "live"))
         if ledger == "live" {
             #expect(!rebuilt.stderr.contains("waiting_not_restored") && !rebuilt.stderr.contains("deferred.csv"))
             let (due, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
@@ -836,10 +837,20 @@ import Testing
             + (folderGiven ? "" : " (run \(try Self.runID(of: day1)), a folder not given)")
         #expect(rebuilt.stderr.contains(named), "\(rebuilt.stderr)")
         #expect(rebuilt.stderr.contains("leave out the lines cancelled since"), "\(rebuilt.stderr)")
+        #expect(rebuilt.stderr.contains("give this rebuild every plan folder made since then"), "\(rebuilt.stderr)")
         let (next, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
         #expect(next.status == 0 && day5.isEmpty, "\(next.stderr) \(day5)")
         #expect(try setup.sandbox.effects().isEmpty)
         guard !cancelled else { return }
+        // A later rebuild, over the live ledger and given no folder, names W1 again: it still
+        // waits nowhere (audit 76 G1: it said nothing of it).
+        let again = try rebuild(setup, from: [])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(
+            again.stderr.contains(
+                "1 in \(day1.path)/deferred.csv (run \(try Self.runID(of: day1)), a folder not given)"),
+            "\(again.stderr)")
+        #expect(!again.stderr.contains("give this rebuild every plan folder"), "\(again.stderr)")
         let deferred = setup.folder.appendingPathComponent("day1/deferred.csv")
         var arguments = setup.arguments("run", [deferred.path], out: "fed")
         arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-05"
