@@ -80,14 +80,14 @@ struct StatusCommand {
             pairs += [
                 (
                     "lines",
-                    .object(["settled", "unknown", "failed", "waiting"].map { ($0, .int(0)) })
+                    .object(["settled", "unknown", "failed", "waiting", "not_carried"].map { ($0, .int(0)) })
                 ),
                 (
                     "instructions",
                     .object([LedgerStatus.settled, .inFlight, .unknown, .failed].map { ($0.rawValue, .int(0)) })
                 ),
-                ("runs", .array([])), ("waiting", .array([])), ("unknown", .array([])), ("failed", .array([])),
-                ("refused", .null),
+                ("runs", .array([])), ("waiting", .array([])), ("not_carried", .array([])), ("unknown", .array([])),
+                ("failed", .array([])), ("refused", .null),
             ]
         }
         print(JSON.object(pairs).encoded())
@@ -109,6 +109,11 @@ struct StatusCommand {
         text += "  lines unknown (may have reached Stripe, outcome not known yet): \(summary.linesPending)\n"
         text += "  lines failed: \(lines.failed.count)\n"
         text += "  lines waiting (deferred): \(lines.waiting.count)\n"
+        if !lines.notCarried.isEmpty {
+            text +=
+                "  lines not carried (deferred; a ledger rebuild over a copy that lost commits stopped holding them: "
+                + "no run pays them until they are fed again, leaving out those cancelled): \(lines.notCarried.count)\n"
+        }
         for status in [LedgerStatus.settled, .inFlight, .unknown, .failed] {
             text += "  instructions \(status.rawValue): \(summary.instructions[status] ?? 0)\n"
         }
@@ -129,6 +134,7 @@ struct StatusCommand {
         // said twice).
         for (title, list) in [
             ("lines unknown", lines.unknown), ("lines failed", lines.failed), ("lines waiting", lines.waiting),
+            ("lines not carried", lines.notCarried),
         ] where !list.isEmpty {
             text += "\(title):\n"
             for line in list {
@@ -157,6 +163,7 @@ struct StatusCommand {
                     ("unknown", .int(Int64(summary.linesPending))),
                     ("failed", .int(Int64(lines.failed.count))),
                     ("waiting", .int(Int64(lines.waiting.count))),
+                    ("not_carried", .int(Int64(lines.notCarried.count))),
                 ])
             ),
             (
@@ -168,6 +175,7 @@ struct StatusCommand {
             ),
             ("runs", .array(runs.map { json(run: $0, holder: holder) })),
             ("waiting", .array(lines.waiting.map(json(line:)))),
+            ("not_carried", .array(lines.notCarried.map(json(line:)))),
             ("unknown", .array(lines.unknown.map(json(line:)))),
             ("failed", .array(lines.failed.map(json(line:)))),
             ("refused", refused.map { .string($0) } ?? .null),

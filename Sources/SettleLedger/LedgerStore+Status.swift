@@ -13,6 +13,10 @@ public struct LedgerStatusLine: Sendable, Equatable {
         case returned
         /// Deferred in the ledger (`held_lines` waiting).
         case waiting
+        /// Deferred, and a `settle ledger rebuild` over a ledger that lost commits stopped
+        /// holding it (a `settle cancel` of it may be among those lost): no run brings it back
+        /// until it is fed again.
+        case notCarried = "not_carried"
     }
 
     public var lineID: String
@@ -57,11 +61,17 @@ public struct LedgerStatusLines: Sendable, Equatable {
     public var failed: [LedgerStatusLine]
     /// Deferred, waiting for a later run.
     public var waiting: [LedgerStatusLine]
+    /// Deferred, no longer carried: to be fed again (``LedgerStatusLine/State/notCarried``).
+    public var notCarried: [LedgerStatusLine]
 
-    public init(unknown: [LedgerStatusLine], failed: [LedgerStatusLine], waiting: [LedgerStatusLine]) {
+    public init(
+        unknown: [LedgerStatusLine], failed: [LedgerStatusLine], waiting: [LedgerStatusLine],
+        notCarried: [LedgerStatusLine] = []
+    ) {
         self.unknown = unknown
         self.failed = failed
         self.waiting = waiting
+        self.notCarried = notCarried
     }
 }
 
@@ -173,7 +183,29 @@ extension LedgerStore {
             }
         }
         failed.sort { ($0.since, $0.lineID) < ($1.since, $1.lineID) }
-        return LedgerStatusLines(unknown: unknown, failed: failed, waiting: waiting)
+        // Not carried: searched by when a rebuild first ended such a holding (`held_lines_by_end`),
+        // not by state (every line ever released); none on a ledger where no rebuild did.
+        var notCarried: [LedgerStatusLine] = []
+        if held, let first = try meta(Self.waitingDroppedSince).flatMap({ Int64($0) }) {
+            try db.query(
+                """
+                SELECT h.line_id, h.payee, h.amount_minor, h.currency, h.reason_code, h.reason, h.since_at, h.since_run
+                FROM held_lines h
+                WHERE h.ended_at >= ? AND +h.state = 'released' AND h.ended_run = ?
+                  AND h.reason_code IN ('charge_pending', 'scheduled')
+                  AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.line_id = h.line_id AND l.status != 'failed')
+                ORDER BY h.since_at, h.line_id
+                """, [.integer(first), .text(Self.rebuildRun)]
+            ) { row in
+                notCarried.append(
+                    LedgerStatusLine(
+                        lineID: row.text(0) ?? "", state: .notCarried, payee: row.text(1) ?? "",
+                        amountMinor: row.integer(2), currency: row.text(3) ?? "", reasonCode: row.text(4),
+                        reason: row.text(5) ?? "", since: Date(ledgerMilliseconds: row.integer(6)),
+                        sinceRun: row.text(7)))
+            }
+        }
+        return LedgerStatusLines(unknown: unknown, failed: failed, waiting: waiting, notCarried: notCarried)
     }
 
     /// Everything the ledger knows about one line; nil when it knows nothing of it.

@@ -510,6 +510,11 @@ extension LedgerStore {
         try markedTransaction { () throws(LedgerError) in
             if try meta(Self.distrustsWaiting) != nil {
                 let waiting = try heldLines([.waiting]).map(\.lineID)
+                if !waiting.isEmpty, try meta(Self.waitingDroppedSince) == nil {
+                    try db.run(
+                        "INSERT INTO settle_meta(key, value) VALUES (?, ?)",
+                        [.text(Self.waitingDroppedSince), .text(String(Date().ledgerMilliseconds))])
+                }
                 _ = try updateHolding(waiting, to: .released, run: Self.rebuildRun, from: [.waiting])
                 try db.run("DELETE FROM settle_meta WHERE key = ?", [.text(Self.distrustsWaiting)])
             }
@@ -519,6 +524,9 @@ extension LedgerStore {
 
     /// The meta key of a rebuild over a ledger behind its mark, until it finishes.
     static let distrustsWaiting = "rebuild_distrusts_waiting"
+    /// The meta key of when a rebuild first stopped holding lines waiting (milliseconds): the
+    /// look-ups of such lines search the holdings ended since (``waitingLinesRebuildsDropped()``).
+    static let waitingDroppedSince = "waiting_dropped_since"
 
     /// The lines this unfinished rebuild's ledger holds waiting that ``finishRebuild()`` will
     /// stop holding: all of them when it was opened behind its mark (a backup put back, a lost
@@ -540,9 +548,11 @@ extension LedgerStore {
     /// up since: they wait nowhere until fed again, and every rebuild names them (audit 76 G1:
     /// a second rebuild, given no folder that has them, said nothing of them).
     public func waitingLinesRebuildsDropped() throws(LedgerError) -> [HeldLine] {
-        try heldLines(
-            where: "state = 'released' AND ended_run = ? AND reason_code IN ('charge_pending', 'scheduled')",
-            [.text(Self.rebuildRun)])
+        guard let first = try meta(Self.waitingDroppedSince).flatMap({ Int64($0) }) else { return [] }
+        return try heldLines(
+            where: "ended_at >= ? AND +state = 'released' AND ended_run = ? "
+                + "AND reason_code IN ('charge_pending', 'scheduled')",
+            [.integer(first), .text(Self.rebuildRun)])
     }
 
     /// The settled instructions a rebuild found at Stripe whose lines it could not learn (no

@@ -838,9 +838,21 @@ import Testing
         #expect(rebuilt.stderr.contains(named), "\(rebuilt.stderr)")
         #expect(rebuilt.stderr.contains("leave out the lines cancelled since"), "\(rebuilt.stderr)")
         #expect(rebuilt.stderr.contains("give this rebuild every plan folder made since then"), "\(rebuilt.stderr)")
+        // `settle status` lists W1 as not carried (audit 75 F2: it listed no line, and W1 was
+        // found only by its id).
+        func notCarried() throws -> [String] {
+            let status = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
+            let json = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+            return (json?["not_carried"] as? [[String: Any]] ?? []).compactMap { $0["line_id"] as? String }
+        }
+        #expect(try notCarried() == ["W1"])
+        let text = try SettleProcess.run(["status", "--ledger", setup.ledger]).stdout
+        #expect(text.contains("stopped holding them: no run pays them until they are fed again"), "\(text)")
+        #expect(text.contains("lines not carried:\n  W1 10.00 usd (1000 minor units) to acct_rest"), "\(text)")
         let (next, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
         #expect(next.status == 0 && day5.isEmpty, "\(next.stderr) \(day5)")
         #expect(try setup.sandbox.effects().isEmpty)
+        #expect(try notCarried() == ["W1"])
         guard !cancelled else { return }
         // A later rebuild, over the live ledger and given no folder, names W1 again: it still
         // waits nowhere (audit 76 G1: it said nothing of it).
@@ -858,6 +870,7 @@ import Testing
         #expect(fed.status == 0, "\(fed.stderr)")
         #expect(setup.results("fed").map { [$0[0], $0[8]] } == [["W1", "settled"]])
         #expect(try setup.sandbox.effects().count == 1)
+        #expect(try notCarried().isEmpty)
     }
 
     /// The same backup put back over the cancel of W1, after a plan made offline on W1's day

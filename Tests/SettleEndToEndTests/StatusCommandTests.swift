@@ -109,12 +109,16 @@ import Testing
         let json = try Self.object(outcome.stdout)
         #expect(
             Set(json.keys) == [
-                "ledger", "ledger_exists", "lines", "instructions", "runs", "waiting", "unknown", "failed", "refused",
+                "ledger", "ledger_exists", "lines", "instructions", "runs", "waiting", "not_carried", "unknown",
+                "failed", "refused",
             ])
         #expect(json["refused"] is NSNull)
         #expect(json["ledger"] as? String == path)
         #expect(json["ledger_exists"] as? Bool == true)
-        #expect(json["lines"] as? [String: Int] == ["settled": 2, "unknown": 1, "failed": 1, "waiting": 2])
+        #expect(
+            json["lines"] as? [String: Int] == [
+                "settled": 2, "unknown": 1, "failed": 1, "waiting": 2, "not_carried": 0,
+            ])
         #expect(json["instructions"] as? [String: Int] == ["settled": 2, "in_flight": 0, "unknown": 1, "failed": 2])
 
         let runs = try #require(json["runs"] as? [[String: Any]])
@@ -438,7 +442,10 @@ import Testing
         #expect(noneJSON["ledger_exists"] as? Bool == false)
         #expect((noneJSON["runs"] as? [Any])?.isEmpty == true)
         // The shape of a ledger's status, at zero (audit 19 F8: lines and instructions missing).
-        #expect(noneJSON["lines"] as? [String: Int] == ["settled": 0, "unknown": 0, "failed": 0, "waiting": 0])
+        #expect(
+            noneJSON["lines"] as? [String: Int] == [
+                "settled": 0, "unknown": 0, "failed": 0, "waiting": 0, "not_carried": 0,
+            ])
         #expect(
             noneJSON["instructions"] as? [String: Int] == ["settled": 0, "in_flight": 0, "unknown": 0, "failed": 0])
         let ledger = try Self.object(try SettleProcess.run(["status", "--ledger", try Self.ledger(), "--json"]).stdout)
