@@ -183,27 +183,11 @@ extension LedgerStore {
             }
         }
         failed.sort { ($0.since, $0.lineID) < ($1.since, $1.lineID) }
-        // Not carried: searched by when a rebuild first ended such a holding (`held_lines_by_end`),
-        // not by state (every line ever released); none on a ledger where no rebuild did.
-        var notCarried: [LedgerStatusLine] = []
-        if held, let first = try meta(Self.waitingDroppedSince).flatMap({ Int64($0) }) {
-            try db.query(
-                """
-                SELECT h.line_id, h.payee, h.amount_minor, h.currency, h.reason_code, h.reason, h.since_at, h.since_run
-                FROM held_lines h
-                WHERE h.ended_at >= ? AND +h.state = 'released' AND h.ended_run = ?
-                  AND h.reason_code IN ('charge_pending', 'scheduled')
-                  AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.line_id = h.line_id AND l.status != 'failed')
-                ORDER BY h.since_at, h.line_id
-                """, [.integer(first), .text(Self.rebuildRun)]
-            ) { row in
-                notCarried.append(
-                    LedgerStatusLine(
-                        lineID: row.text(0) ?? "", state: .notCarried, payee: row.text(1) ?? "",
-                        amountMinor: row.integer(2), currency: row.text(3) ?? "", reasonCode: row.text(4),
-                        reason: row.text(5) ?? "", since: Date(ledgerMilliseconds: row.integer(6)),
-                        sinceRun: row.text(7)))
-            }
+        let notCarried = try waitingLinesRebuildsDropped().map { hold in
+            LedgerStatusLine(
+                lineID: hold.lineID, state: .notCarried, payee: hold.payee, amountMinor: hold.amountMinor,
+                currency: hold.currency, reasonCode: hold.reasonCode, reason: hold.reason, since: hold.sinceAt,
+                sinceRun: hold.sinceRun)
         }
         return LedgerStatusLines(unknown: unknown, failed: failed, waiting: waiting, notCarried: notCarried)
     }
@@ -281,7 +265,7 @@ extension LedgerStore {
         try hasTable("runs") ? runs() : []
     }
 
-    private func hasTable(_ name: String) throws(LedgerError) -> Bool {
+    func hasTable(_ name: String) throws(LedgerError) -> Bool {
         var exists = false
         try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(name)]) { _ in
             exists = true

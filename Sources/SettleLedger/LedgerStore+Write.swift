@@ -545,13 +545,17 @@ extension LedgerStore {
     public func rebuildLostCommits() throws(LedgerError) -> Bool { try meta(Self.distrustsWaiting) != nil }
 
     /// The lines a rebuild stopped holding waiting (``finishRebuild()``) that no run has taken
-    /// up since: they wait nowhere until fed again, and every rebuild names them (audit 76 G1:
-    /// a second rebuild, given no folder that has them, said nothing of them).
+    /// up since (held again, or sent): they wait nowhere until fed again; every rebuild names
+    /// them (audit 76 G1: a second rebuild, given no folder that has them, said nothing of
+    /// them), and `settle status` lists them as not carried. Searched by when a rebuild first
+    /// ended such a holding (`held_lines_by_end`), not by state (every line ever released).
     public func waitingLinesRebuildsDropped() throws(LedgerError) -> [HeldLine] {
-        guard let first = try meta(Self.waitingDroppedSince).flatMap({ Int64($0) }) else { return [] }
+        guard try hasTable("held_lines"), let first = try meta(Self.waitingDroppedSince).flatMap({ Int64($0) })
+        else { return [] }
         return try heldLines(
             where: "ended_at >= ? AND +state = 'released' AND ended_run = ? "
-                + "AND reason_code IN ('charge_pending', 'scheduled')",
+                + "AND reason_code IN ('charge_pending', 'scheduled') "
+                + "AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.line_id = held_lines.line_id)",
             [.integer(first), .text(Self.rebuildRun)])
     }
 
