@@ -29,8 +29,12 @@ struct CancelCommand {
         let asOf = CivilDate.format(CivilDate.day(fromUnixSeconds: Int(started.timeIntervalSince1970)))
         var run = LedgerRun(id: runID, command: "cancel", asOf: asOf, folder: nil, startedAt: started)
         do throws(LedgerError) {
+            // Lines not carried (a rebuild over a ledger that lost commits stopped holding them)
+            // may be cancelled too: alone, as no run brings any line of their order back.
             let held = Dictionary(
-                try store.heldLines([.waiting, .returned]).map { ($0.lineID, $0) }, uniquingKeysWith: { a, _ in a })
+                try (store.heldLines([.waiting, .returned]) + store.waitingLinesRebuildsDropped()).map {
+                    ($0.lineID, $0)
+                }, uniquingKeysWith: { a, _ in a })
             var refused: [(String, String)] = []
             for id in ids where held[id] == nil {
                 refused.append((id, try store.lineHistory(id)?.status ?? "not_in_ledger"))

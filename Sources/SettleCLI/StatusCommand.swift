@@ -35,6 +35,10 @@ struct StatusCommand {
         var refused: CommandFailure?
         do throws(CommandFailure) {
             try LedgerHistory.refuseIfLinesUnknown(store)
+            // Behind its mark (a backup put back, a lost WAL): refused as they refuse it.
+            if let problem = try? store.markProblem() {
+                throw LedgerHistory.failure(.behindMark(path: path, message: problem), path: path)
+            }
         } catch {
             refused = error
             StandardError.write("settle status: warning: \(error.message)\n")

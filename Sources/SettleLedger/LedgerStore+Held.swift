@@ -119,10 +119,16 @@ extension LedgerStore {
     /// recorded or not at all (audit 61 F2: on a nearly full disk the lines were cancelled and
     /// the run's end was not, the command said it failed, and the same command again said the
     /// lines were not waiting). `ended` is the run's ended record, given how many changed.
+    /// A line not carried (``waitingLinesRebuildsDropped()``) is cancelled too: the cancel may
+    /// have been among the commits the ledger lost, and nothing else took it off the list
+    /// (audit 77 H2: `settle cancel` refused it, "released, not waiting").
     public func cancel(_ lineIDs: [String], run: LedgerRun, ended: (Int) -> LedgerRun) throws(LedgerError) -> Int {
         try markedTransaction { () throws(LedgerError) in
             try writeRun(run)
-            let changed = try updateHolding(lineIDs, to: .cancelled, run: run.id, from: [.waiting, .returned])
+            var changed = try updateHolding(lineIDs, to: .cancelled, run: run.id, from: [.waiting, .returned])
+            let notCarried = Set(try waitingLinesRebuildsDropped().map(\.lineID))
+            changed += try updateHolding(
+                lineIDs.filter { notCarried.contains($0) }, to: .cancelled, run: run.id, from: [.released])
             try writeRun(ended(changed))
             return changed
         }

@@ -518,43 +518,40 @@ public final class LedgerStore {
     ///   it made it (or first opened it, a ledger from before marks).
     /// Whether ``checkMark(hadOne:)`` refuses this ledger as one that lost commits.
     private func isBehindMark(hadOne: Bool) throws(LedgerError) -> Bool {
-        do throws(LedgerError) {
-            try checkMark(hadOne: hadOne)
-            return false
-        } catch {
-            if case .behindMark = error { return true }
-            throw error
-        }
+        if !hadOne, !Self.hasMark(path) { return false }
+        return try markProblem() != nil
     }
 
     private func checkMark(hadOne: Bool) throws(LedgerError) {
-        guard let data = FileManager.default.contents(atPath: Self.markPath(path)) else {
-            // A ledger from before marks: start its mark. One that had a mark and lost it
-            // cannot be told from an older copy (a backup restored without it): refused
-            // (audit 16: such a backup was used, and paid again what it did not know of).
-            // `ledger rebuild` over it makes it whole from Stripe, and writes its mark.
-            guard !hadOne else {
-                throw .behindMark(
-                    path: path,
-                    message:
-                        "its mark \(Self.markPath(path)) is missing: settle wrote one when it made this ledger, and only a copy made without it (a backup restored, the file moved alone) lacks it"
-                )
-            }
+        // A ledger from before marks: start its mark.
+        if !hadOne, !Self.hasMark(path) {
             try writeMark()
             return
+        }
+        if let problem = try markProblem() { throw .behindMark(path: path, message: problem) }
+    }
+
+    /// Why this ledger is behind its mark (it lost commits: a backup put back, a lost WAL), as
+    /// `run`, `plan` and `apply` refuse it; nil when it is not, or has never had a mark. Reads
+    /// only: `settle status` says it (audit 77 H1: status exited 0 on a backup put back).
+    public func markProblem() throws(LedgerError) -> String? {
+        guard let data = FileManager.default.contents(atPath: Self.markPath(path)) else {
+            // One that had a mark and lost it cannot be told from an older copy (a backup
+            // restored without it): refused (audit 16: such a backup was used, and paid again
+            // what it did not know of). `ledger rebuild` over it makes it whole from Stripe,
+            // and writes its mark. A ledger with an id has had a mark since settle made or
+            // first opened it.
+            guard try meta("ledger_id") != nil else { return nil }
+            return "its mark \(Self.markPath(path)) is missing: settle wrote one when it made this ledger, and only a "
+                + "copy made without it (a backup restored, the file moved alone) lacks it"
         }
         let parts = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace).map(String.init)
         let id = try meta("ledger_id") ?? ""
         let sequence = Int(try meta("commit_seq") ?? "0") ?? 0
-        guard parts.count == 2, let marked = Int(parts[1]) else {
-            throw .behindMark(path: path, message: "its mark file is unreadable")
-        }
-        guard parts[0] == id else {
-            throw .behindMark(path: path, message: "it is not the ledger its mark was written for")
-        }
-        guard sequence >= marked else {
-            throw .behindMark(path: path, message: "it holds \(sequence) marked commits, its mark says \(marked)")
-        }
+        guard parts.count == 2, let marked = Int(parts[1]) else { return "its mark file is unreadable" }
+        guard parts[0] == id else { return "it is not the ledger its mark was written for" }
+        guard sequence >= marked else { return "it holds \(sequence) marked commits, its mark says \(marked)" }
+        return nil
     }
 
     // MARK: - Schema

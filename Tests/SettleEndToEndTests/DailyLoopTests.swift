@@ -829,6 +829,11 @@ import Testing
         try putBack(backup, over: setup)
         let (refused, _) = try day(setup, "refused", Self.header, asOf: "2026-12-05")
         #expect(refused.status == 78 && refused.stderr.contains("lost commits"), "\(refused.stderr)")
+        // `settle status` says so too, 78 (audit 77 H1: it exited 0 and listed W1 as waiting).
+        let behind = try SettleProcess.run(["status", "--ledger", setup.ledger])
+        #expect(behind.status == 78, "\(behind.stderr)")
+        #expect(
+            behind.stdout.contains("REFUSED by run, plan and apply (exit 78): the ledger \(setup.ledger) lost commits"))
         let rebuilt = try rebuild(setup, from: folderGiven ? ["day1"] : [])
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
         let day1 = setup.folder.appendingPathComponent("day1")
@@ -853,7 +858,14 @@ import Testing
         #expect(next.status == 0 && day5.isEmpty, "\(next.stderr) \(day5)")
         #expect(try setup.sandbox.effects().isEmpty)
         #expect(try notCarried() == ["W1"])
-        guard !cancelled else { return }
+        if cancelled {
+            // Cancelled again, it leaves the list (audit 77 H2: `settle cancel` refused it,
+            // "released, not waiting", and it stayed listed for good).
+            let again = try SettleProcess.run(["cancel", "W1", "--ledger", setup.ledger])
+            #expect(again.status == 0 && again.stdout.hasPrefix("cancelled W1: "), "\(again.stderr)")
+            #expect(try notCarried().isEmpty)
+            return
+        }
         // A later rebuild, over the live ledger and given no folder, names W1 again: it still
         // waits nowhere (audit 76 G1: it said nothing of it).
         let again = try rebuild(setup, from: [])
