@@ -287,7 +287,15 @@ import Testing
             try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("bk.") } == [
                 "bk.sqlite"
             ])
-        #expect(try SettleProcess.run(["status", "--ledger", backup]).status == 0)
+        // A whole ledger `status` reads; refused as it is (78), as `run` refuses it: a backup has
+        // no mark, and is never used without a rebuild over it (audit 77 H1).
+        let status = try SettleProcess.run(["status", "--ledger", backup])
+        #expect(status.status == 78, "\(status.stderr)")
+        #expect(status.stdout.hasPrefix("settle status: ledger \(backup)\n"), "\(status.stdout)")
+        #expect(
+            status.stdout.contains(
+                "REFUSED by run, plan and apply (exit 78): the ledger \(backup) lost commits (its mark \(backup).mark is missing"
+            ), "\(status.stdout)")
     }
 
     @Test func outputFileWriteErrorStopsTheRunUnsealed() throws {
