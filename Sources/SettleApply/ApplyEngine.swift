@@ -422,9 +422,7 @@ public final class ApplyEngine {
                     // The run that sent it never learned it was made: its folder counts the
                     // payout as paid out once applied again, and only then (audit 70 A70-4).
                     if folders == nil {
-                        folders = try Dictionary(
-                            ledger.runs().compactMap { run in run.folder.map { (run.id, $0) } },
-                            uniquingKeysWith: { $1 })
+                        folders = try ledger.runFolders()
                     }
                     let folder = folders?[sender]
                     log(

@@ -409,9 +409,7 @@ struct LedgerCommand {
                     unknown.append("\(count) of \(folder) (settle apply \(folder))")
                 }
             }
-            let folderOfRun = Dictionary(
-                try ledger.runs().compactMap { run in run.folder.map { (run.id, $0) } }, uniquingKeysWith: { a, _ in a }
-            )
+            let folderOfRun = try ledger.runFolders()
             var byRun: [String: Int] = [:]
             var runs: [String] = []
             for hold in distrusted where !named.contains(hold.lineID) {

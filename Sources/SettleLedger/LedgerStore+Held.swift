@@ -190,6 +190,11 @@ extension LedgerStore {
         Set((try meta("rebuilt_runs") ?? "").split(separator: "\n").map(String.init))
     }
 
+    /// The plan folder of each run that names one, by run id.
+    public func runFolders() throws(LedgerError) -> [String: String] {
+        Dictionary(try runs().compactMap { run in run.folder.map { (run.id, $0) } }, uniquingKeysWith: { $1 })
+    }
+
     /// The runs, oldest first.
     public func runs() throws(LedgerError) -> [LedgerRun] {
         var result: [LedgerRun] = []

@@ -509,7 +509,7 @@ extension LedgerStore {
     public func finishRebuild() throws(LedgerError) {
         try markedTransaction { () throws(LedgerError) in
             if try meta(Self.distrustsWaiting) != nil {
-                let waiting = try heldLines([.waiting]).map(\.lineID)
+                let waiting = Array(try heldLineStarts([.waiting]).keys)
                 if !waiting.isEmpty, try meta(Self.waitingDroppedSince) == nil {
                     try db.run(
                         "INSERT INTO settle_meta(key, value) VALUES (?, ?)",

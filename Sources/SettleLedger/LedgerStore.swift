@@ -514,9 +514,10 @@ public final class LedgerStore {
         }
     }
 
+    /// Whether ``checkMark(hadOne:)`` refuses this ledger as one that lost commits.
+    ///
     /// - Parameter hadOne: the ledger had an id before this open: settle wrote its mark when
     ///   it made it (or first opened it, a ledger from before marks).
-    /// Whether ``checkMark(hadOne:)`` refuses this ledger as one that lost commits.
     private func isBehindMark(hadOne: Bool) throws(LedgerError) -> Bool {
         if !hadOne, !Self.hasMark(path) { return false }
         return try markProblem() != nil
