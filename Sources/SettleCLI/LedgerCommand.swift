@@ -304,7 +304,23 @@ struct LedgerCommand {
             // Lines that waited (deferred) or whose outcome was not known are not restored:
             // which of them a later run cancelled or took up is in no folder given for sure.
             // Said, with where they are (audit 35 P7: they were dropped silently).
-            try warnOfLinesNotHeld(opened.compactMap { try? $0.get() }, ledger: ledger, path: path)
+            // Over lost commits, a deferred line the ledger has no record of at all is held
+            // under the newest applied folder that deferred it, and ends "not carried" with the
+            // rest at the finish: known to status and to later rebuilds (audit 77 H3).
+            let lostCommits: Bool
+            do {
+                lostCommits = try ledger.rebuildLostCommits()
+            } catch {
+                throw LedgerHistory.failure(error, path: path)
+            }
+            let leftWaiting = try Self.linesLeftWaiting(opened.compactMap { try? $0.get() })
+            for (plan, status, lines) in leftWaiting where lostCommits && status == .deferred {
+                _ = try onPlanFolder { () throws(SettleError) in
+                    try plan.holdDeferredUnknownTo(
+                        ledger, records: SpoolRecords(folder: plan.folder, manifest: plan.manifest), only: Set(lines))
+                }
+            }
+            try warnOfLinesNotHeld(leftWaiting, ledger: ledger, path: path)
             if !report.processing.isEmpty {
                 log(
                     .info,
@@ -355,6 +371,40 @@ struct LedgerCommand {
         }
     }
 
+    /// The lines the applied folders left waiting (deferred) or unknown, each under the newest
+    /// folder that reports it, and only when that folder's row says so: a line a newer folder
+    /// reports otherwise (rejected, failed, settled) was decided there, and is neither named
+    /// nor held (a rebuild named a line a later folder had rejected `charge_failed`). Newest
+    /// folder first; per folder, deferred then unknown, each sorted.
+    static func linesLeftWaiting(_ plans: [PlanFolder]) throws(CommandFailure) -> [(
+        plan: PlanFolder, status: LineStatus, lines: [String]
+    )] {
+        let applied = plans.filter(\.wasApplied).sorted {
+            ($0.plannedAt ?? RunID.time(of: $0.runID) ?? .distantPast)
+                > ($1.plannedAt ?? RunID.time(of: $1.runID) ?? .distantPast)
+        }
+        var candidates: Set<String> = []
+        for plan in applied {
+            let waiting = try onPlanFolder { () throws(SettleError) in
+                try plan.lineStatuses { _, status in status == .deferred || status == .unknown }
+            }
+            candidates.formUnion(waiting.keys)
+        }
+        var decided: Set<String> = []
+        var result: [(plan: PlanFolder, status: LineStatus, lines: [String])] = []
+        for plan in applied where !candidates.isEmpty {
+            let statuses = try onPlanFolder { () throws(SettleError) in
+                try plan.lineStatuses { id, _ in candidates.contains(id) }
+            }
+            for status in [LineStatus.deferred, .unknown] {
+                let lines = statuses.filter { $0.value == status && !decided.contains($0.key) }.keys.sorted()
+                result.append((plan, status, lines))
+            }
+            decided.formUnion(statuses.keys)
+        }
+        return result
+    }
+
     /// Warns (`waiting_not_restored`) of the lines the applied folders left waiting (deferred)
     /// or unknown that the rebuilt ledger does not hold, with where each is: the newest folder
     /// that has it, each line once (audit 75 F5: a line in two folders was counted twice).
@@ -373,18 +423,10 @@ struct LedgerCommand {
     /// it did only when the ledger rebuilt over held lines waiting). A rebuild over a ledger
     /// that lost commits also says that every folder since its last backup is needed: a run
     /// the ledger does not know is known from nothing else (audit 76 G2).
-    private func warnOfLinesNotHeld(_ plans: [PlanFolder], ledger: LedgerStore, path: String) throws(CommandFailure) {
-        let applied = plans.filter(\.wasApplied).sorted {
-            ($0.plannedAt ?? RunID.time(of: $0.runID) ?? .distantPast)
-                > ($1.plannedAt ?? RunID.time(of: $1.runID) ?? .distantPast)
-        }
-        var folderLines: [(folder: String, status: LineStatus, lines: [String])] = []
-        for plan in applied {
-            for status in [LineStatus.deferred, .unknown] {
-                let lines = try onPlanFolder { () throws(SettleError) in try plan.lines(withStatus: status) }
-                folderLines.append((plan.folder, status, lines.sorted()))
-            }
-        }
+    private func warnOfLinesNotHeld(
+        _ leftWaiting: [(plan: PlanFolder, status: LineStatus, lines: [String])], ledger: LedgerStore, path: String
+    ) throws(CommandFailure) {
+        let folderLines = leftWaiting.map { (folder: $0.plan.folder, status: $0.status, lines: $0.lines) }
         var named: Set<String> = []
         var waited: [String] = []
         var unknown: [String] = []

@@ -265,11 +265,16 @@ struct StatusCommand {
                     text: "held by \(held.sinceRun) (from \(held.source))"
                         + ([held.reasonCode, held.reason].filter { !$0.isEmpty }.map { ": " + $0 }.joined())))
             if let ended = held.endedRun {
+                let event = history.notCarried ? LedgerStatusLine.State.notCarried.rawValue : held.state.rawValue
                 events.append(
                     Event(
                         at: history.heldEndedAt ?? held.sinceAt, rank: 4,
-                        pairs: [("event", .string(held.state.rawValue)), ("run", .string(ended))],
-                        text: "\(held.state.rawValue) by \(ended)"))
+                        pairs: [("event", .string(event)), ("run", .string(ended))],
+                        text: history.notCarried
+                            ? "not carried since settle ledger rebuild (\(ended)) over a ledger that had lost its "
+                                + "record of what became of it, a settle cancel too: no run pays it until it is fed "
+                                + "again; settle cancel \(held.lineID) if it was cancelled"
+                            : "\(held.state.rawValue) by \(ended)"))
             }
         }
         if let netted = history.netted {

@@ -99,12 +99,17 @@ public struct LedgerLineHistory: Sendable, Equatable {
     /// When the line netted to zero with others of its run (nothing sent): the run that
     /// recorded it, when, and its currency. Nil for a line that did not net.
     public var netted: LedgerNetting? = nil
+    /// A line a rebuild stopped holding that no run took up since: it waits nowhere until fed
+    /// again (``LedgerStore/waitingLinesRebuildsDropped(line:)``; audit 77 H4: status called it
+    /// "released").
+    public var notCarried = false
 
     /// Where the line stands now: `settled`, `in_flight`, `unknown`, `failed`, `not_sent`
     /// (released: its request never left, it goes again), or the state it is held in
-    /// (`waiting`, `following`, `returned`, `cancelled`, `released`).
+    /// (`waiting`, `following`, `returned`, `cancelled`, `released`), or `not_carried`.
     public var status: String {
         if netted != nil { return "netted" }
+        if notCarried { return LedgerStatusLine.State.notCarried.rawValue }
         if let line, line.status != .failed { return line.status.rawValue }
         if let held, [.waiting, .returned, .cancelled].contains(held.state) { return held.state.rawValue }
         if line != nil { return instruction?.errorCode == LedgerOutcome.notSentCode ? "not_sent" : "failed" }
@@ -255,9 +260,11 @@ extension LedgerStore {
         }
         guard found != nil || held != nil else { return nil }
         let runs = try runIDs.isEmpty ? [] : self.runs().filter { runIDs.contains($0.id) }
+        var notCarried = false
+        if found == nil { notCarried = !(try waitingLinesRebuildsDropped(line: id)).isEmpty }
         return LedgerLineHistory(
             line: found, instruction: instruction, calls: calls, held: held, heldEndedAt: heldEndedAt, runs: runs,
-            netted: netted)
+            netted: netted, notCarried: notCarried)
     }
 
     /// The runs, or none for a ledger from before runs were recorded (schema version 1).

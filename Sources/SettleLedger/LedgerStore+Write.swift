@@ -549,14 +549,16 @@ extension LedgerStore {
     /// them (audit 76 G1: a second rebuild, given no folder that has them, said nothing of
     /// them), and `settle status` lists them as not carried. Searched by when a rebuild first
     /// ended such a holding (`held_lines_by_end`), not by state (every line ever released).
-    public func waitingLinesRebuildsDropped() throws(LedgerError) -> [HeldLine] {
+    /// `line`: only that line (its `settle status --line`).
+    public func waitingLinesRebuildsDropped(line: String? = nil) throws(LedgerError) -> [HeldLine] {
         guard try hasTable("held_lines"), let first = try meta(Self.waitingDroppedSince).flatMap({ Int64($0) })
         else { return [] }
         return try heldLines(
             where: "ended_at >= ? AND +state = 'released' AND ended_run = ? "
                 + "AND reason_code IN ('charge_pending', 'scheduled') "
-                + "AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.line_id = held_lines.line_id)",
-            [.integer(first), .text(Self.rebuildRun)])
+                + "AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.line_id = held_lines.line_id)"
+                + (line == nil ? "" : " AND line_id = ?"),
+            [.integer(first), .text(Self.rebuildRun)] + (line.map { [.text($0)] } ?? []))
     }
 
     /// The settled instructions a rebuild found at Stripe whose lines it could not learn (no

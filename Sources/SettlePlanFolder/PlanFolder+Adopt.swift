@@ -215,6 +215,38 @@ extension PlanFolder {
         return count
     }
 
+    /// The lines this applied folder left deferred that `ledger` has no record of at all (no
+    /// claim, no holding): held waiting under this folder's run, with their records, for a
+    /// ledger `settle ledger rebuild` makes over lost commits, whose ``LedgerStore/finishRebuild()``
+    /// stops holding every waiting line. So they are listed "not carried" from then on (`settle
+    /// status`, every later rebuild, `settle cancel`), as the lines of a backup put back are
+    /// (audit 77 H3: after a lost ledger was rebuilt they were held nowhere, status listed
+    /// nothing, and a second rebuild given no folder said nothing of them). Returns how many.
+    /// `only`: the lines to hold, those this folder is the newest given to report.
+    public func holdDeferredUnknownTo(
+        _ ledger: LedgerStore, records: any SpoolRecordSource, only: Set<String>
+    ) throws(SettleError) -> Int {
+        typealias F = ResultsFile.Field
+        guard wasApplied, !only.isEmpty else { return 0 }
+        var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: runID)
+        var count = 0
+        try eachRow { (row, entry) throws(SettleError) in
+            guard row[F.status.rawValue].elementsEqual(LineStatus.deferred.name.utf8) else { return }
+            let id = String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard()
+            guard only.contains(id) else { return }
+            do {
+                guard try ledger.line(id) == nil, try ledger.holdState(of: id) == nil else { return }
+            } catch {
+                throw SettleError(.ledgerFailed, "the ledger could not say what became of line \(id): \(error)")
+            }
+            try held.add(row, status: nil, entry: entry, adopted: .waiting)
+            count += 1
+        }
+        held.write()
+        if let failure = held.failure { throw failure }
+        return count
+    }
+
     /// The lines this folder reports `unknown` (or still `planned`: its apply was killed before
     /// its files) under one of `made` (instructions Stripe holds an object of, found by
     /// `settle ledger rebuild`), held as unresolved with their records,
@@ -430,6 +462,22 @@ extension PlanFolder {
             decided[cell(.group)] = (cell(.lineID), "\(cell(.reasonCode)): \(cell(.reason))")
         }
         return decided
+    }
+
+    /// The status this folder's results.csv reports for each line `keep` takes (given its id and
+    /// status), leaving out the rows of copies that do not count (`duplicate_line_id`,
+    /// `line_conflict`): what became of the line is said by the row of the copy that counts.
+    public func lineStatuses(where keep: (String, LineStatus) -> Bool) throws(SettleError) -> [String: LineStatus] {
+        typealias F = ResultsFile.Field
+        var found: [String: LineStatus] = [:]
+        try eachRow { (row, _) throws(SettleError) in
+            guard let status = LineStatus(name: String(decoding: row[F.status.rawValue], as: UTF8.self)),
+                !ReasonCode.copyCodes.contains(String(decoding: row[F.reasonCode.rawValue], as: UTF8.self))
+            else { return }
+            let id = String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard()
+            if keep(id, status) { found[id] = status }
+        }
+        return found
     }
 
     /// The lines this folder's results.csv reports with this status.

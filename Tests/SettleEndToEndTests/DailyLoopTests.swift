@@ -779,10 +779,53 @@ import Testing
                 "\(rebuilt.stderr)")
             #expect(!rebuilt.stderr.contains("day1/deferred.csv"), "\(rebuilt.stderr)")
             #expect(rebuilt.stderr.contains("leave out the lines cancelled since"), "\(rebuilt.stderr)")
+            // The lines named wait nowhere, and the ledger says so: status lists them not carried,
+            // by line too, and a later rebuild given no folder names them again (audit 77 H3, H4:
+            // status listed nothing, `--line` said "released", the second rebuild was silent).
+            #expect(try notCarried(setup) == ["W1", "X1"])
+            let line = try SettleProcess.run(["status", "--ledger", setup.ledger, "--line", "X1"])
+            #expect(line.stdout.contains("line X1 in the ledger \(setup.ledger): not_carried\n"), "\(line.stdout)")
+            #expect(
+                line.stdout.contains("not carried since settle ledger rebuild (ledger_rebuild)")
+                    && line.stdout.contains("settle cancel X1 if it was cancelled"), "\(line.stdout)")
+            let again = try rebuild(setup, from: [])
+            #expect(again.status == 0, "\(again.stderr)")
+            let day2 = setup.folder.appendingPathComponent("day2")
+            // (A lost ledger's runs are not recorded by the rebuild: the run is named, its folder not.)
+            #expect(
+                again.stderr.contains(
+                    "2 deferred by run \(try Self.runID(of: day2)), whose folder the ledger does not name"),
+                "\(again.stderr)")
+            // The cancel the ledger lost, recorded again: X1 leaves the list.
+            let cancelAgain = try SettleProcess.run(["cancel", "X1", "--ledger", setup.ledger])
+            #expect(cancelAgain.status == 0, "\(cancelAgain.stderr)")
+            #expect(try notCarried(setup) == ["W1"])
+            // Day 2's folder applied again holds neither line again: the rebuild ended their
+            // holdings after its plan (before, with no holding, its rewrite held both waiting,
+            // and the day's run paid the cancelled X1 with nothing fed).
+            let reapplied = try SettleProcess.run(
+                [
+                    "apply", day2.path, "--ledger", setup.ledger, "--api-base", setup.sandbox.base,
+                    "--financial-account", "fa_e2e", "--progress", "off",
+                ], environment: ["STRIPE_API_KEY": testKey])
+            #expect(reapplied.status == 0, "\(reapplied.stderr)")
+            let rows = setup.results("day2")
+            #expect(rows.map { [$0[0], $0[8]] } == [["W1", "deferred"], ["X1", "deferred"]], "\(rows)")
+            #expect(rows.first?[12].hasSuffix("feed it again to pay it") == true, "\(rows)")
+            #expect(rows.last?[12].hasPrefix("settle cancel dropped it after this plan") == true, "\(rows)")
+            #expect(try notCarried(setup) == ["W1"])
             let (due, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
             #expect(due.status == 0 && day5.isEmpty, "\(due.stderr) \(day5)")
             #expect(try setup.sandbox.effects().isEmpty)
         }
+        if ledger == "live" { #expect(try notCarried(setup).isEmpty) }
+    }
+
+    /// The line ids `settle status --json` lists as not carried.
+    func notCarried(_ setup: Setup) throws -> [String] {
+        let status = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
+        let json = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        return (json?["not_carried"] as? [[String: Any]] ?? []).compactMap { $0["line_id"] as? String }.sorted()
     }
 
     /// The backup copied over the setup's ledger, its WAL gone; the live ledger's mark stays.
@@ -845,11 +888,7 @@ import Testing
         #expect(rebuilt.stderr.contains("give this rebuild every plan folder made since then"), "\(rebuilt.stderr)")
         // `settle status` lists W1 as not carried (audit 75 F2: it listed no line, and W1 was
         // found only by its id).
-        func notCarried() throws -> [String] {
-            let status = try SettleProcess.run(["status", "--ledger", setup.ledger, "--json"])
-            let json = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
-            return (json?["not_carried"] as? [[String: Any]] ?? []).compactMap { $0["line_id"] as? String }
-        }
+        func notCarried() throws -> [String] { try self.notCarried(setup) }
         #expect(try notCarried() == ["W1"])
         let text = try SettleProcess.run(["status", "--ledger", setup.ledger]).stdout
         #expect(text.contains("stopped holding them: no run pays them until they are fed again"), "\(text)")
@@ -1512,9 +1551,9 @@ import Testing
     }
 
     /// The same days, then the ledger is lost and rebuilt from both folders: the rebuild
-    /// restores the orders day 2 decided against, so the re-apply of day 1 its warning advises
-    /// ("settle apply day1") does not pay the courier of the order whose charge failed, nor does
-    /// the run after it; the other order's line goes alone, once. Before, the rebuilt ledger
+    /// restores the orders day 2 decided against, so a re-apply of day 1 does not pay the
+    /// courier of the order whose charge failed, nor does the run after it; the other order's
+    /// line goes alone, once, when fed again. Before, the rebuilt ledger
     /// forgot day 2's decision, and the re-apply sent the whole aggregated payout; then the
     /// re-apply held it back but left its row `unknown`, and the run after it paid it (audit
     /// 38 Q8).
@@ -1532,9 +1571,28 @@ import Testing
         // is newer than day 1's plan, whenever its payout was sent.
         let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-12")
         #expect(day3["A2"]?[8] != "settled", "\(third.stderr) \(day3)")
+        // B1, the other order's line, waited in the lost ledger (day 2 deferred it): the rebuild
+        // names it in day 2's deferred.csv alone (day 2 decided A1 and A2: neither is named) and
+        // lists it not carried, so neither the re-apply of day 1 nor the run after pays it unfed
+        // (before audit 77 H3's mend the re-apply paid it); fed, it is paid once.
+        let folder2 = setup.folder.appendingPathComponent("day2")
+        #expect(
+            rebuild.stderr.contains("Stripe holds nothing of them: 1 in \(folder2.path)/deferred.csv; feed"),
+            "\(rebuild.stderr)")
+        #expect(rows["B1"].map { [$0[8], $0[11]] } == ["rejected", "group_rejected"], "\(rows)")
+        #expect(rows["B1"]?[12].hasSuffix("feed it again to pay it") == true, "\(rows)")
+        #expect(third.status == 0 && day3.isEmpty, "\(third.stderr) \(day3)")
+        #expect(try notCarried(setup) == ["B1"])
+        #expect(try setup.sandbox.effects().isEmpty)
+        let fed = try SettleProcess.run(
+            setup.arguments("run", [folder2.appendingPathComponent("deferred.csv").path], out: "day4"),
+            environment: ["STRIPE_API_KEY": testKey])
+        #expect(
+            fed.status == 0 && setup.results("day4").map { [$0[0], $0[8]] } == [["B1", "settled"]], "\(fed.stderr)")
         let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
             .compactMap { $0["amount"] as? Int }
         #expect(payouts == [400], "\(payouts)")
+        #expect(try notCarried(setup).isEmpty)
     }
 
     /// Day 1 (as of 12-10) looks ch_card1 up for order 1401 (its transfer F1 waits for 12-15
