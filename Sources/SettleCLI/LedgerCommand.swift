@@ -303,24 +303,25 @@ struct LedgerCommand {
             }
             // Lines that waited (deferred) or whose outcome was not known are not restored:
             // which of them a later run cancelled or took up is in no folder given for sure.
-            // Said, with where they are (audit 35 P7: they were dropped silently).
-            // Over lost commits, a deferred line the ledger has no record of at all is held
-            // under the newest applied folder that deferred it, and ends "not carried" with the
-            // rest at the finish: known to status and to later rebuilds (audit 77 H3).
-            let lostCommits: Bool
+            // Said, with where they are (audit 35 P7: they were dropped silently). A deferred
+            // line the ledger has no record of at all is recorded not carried under the newest
+            // applied folder that deferred it: known to status and to later rebuilds, and no
+            // folder applied again holds it waiting again (audit 77 H3, audit 78 F1).
+            let notCarried: Set<String>
             do {
-                lostCommits = try ledger.rebuildLostCommits()
+                notCarried = Set(try ledger.waitingLinesRebuildsDropped().map(\.lineID))
             } catch {
                 throw LedgerHistory.failure(error, path: path)
             }
-            let leftWaiting = try Self.linesLeftWaiting(opened.compactMap { try? $0.get() })
-            for (plan, status, lines) in leftWaiting where lostCommits && status == .deferred {
+            let (leftWaiting, decided) = try Self.linesLeftWaiting(
+                opened.compactMap { try? $0.get() }, notCarried: notCarried)
+            for (plan, status, lines) in leftWaiting where status == .deferred {
                 _ = try onPlanFolder { () throws(SettleError) in
-                    try plan.holdDeferredUnknownTo(
-                        ledger, records: SpoolRecords(folder: plan.folder, manifest: plan.manifest), only: Set(lines))
+                    try plan.recordNotCarried(
+                        Set(lines), ledger: ledger, records: SpoolRecords(folder: plan.folder, manifest: plan.manifest))
                 }
             }
-            try warnOfLinesNotHeld(leftWaiting, ledger: ledger, path: path)
+            try warnOfLinesNotHeld(leftWaiting, decided: Set(decided.keys), ledger: ledger, path: path)
             if !report.processing.isEmpty {
                 log(
                     .info,
@@ -348,6 +349,8 @@ struct LedgerCommand {
             }
             do {
                 try ledger.finishRebuild()
+                // After the finish, which may stop carrying a backup's waiting line too.
+                try ledger.decidedByFolders(decided)
             } catch {
                 throw LedgerHistory.failure(error, path: path)
             }
@@ -372,37 +375,40 @@ struct LedgerCommand {
     }
 
     /// The lines the applied folders left waiting (deferred) or unknown, each under the newest
-    /// folder that reports it, and only when that folder's row says so: a line a newer folder
-    /// reports otherwise (rejected, failed, settled) was decided there, and is neither named
-    /// nor held (a rebuild named a line a later folder had rejected `charge_failed`). Newest
-    /// folder first; per folder, deferred then unknown, each sorted.
-    static func linesLeftWaiting(_ plans: [PlanFolder]) throws(CommandFailure) -> [(
-        plan: PlanFolder, status: LineStatus, lines: [String]
-    )] {
+    /// folder that has a row of it, and only when that row says so (``PlanFolder/LineFate``):
+    /// a line a newer folder reports otherwise (rejected, failed, settled, cancelled) was
+    /// decided there, and is neither named nor recorded not carried (a rebuild named a line a
+    /// later folder had rejected `charge_failed`). Newest folder first; per folder, deferred
+    /// then unknown, each sorted. `decided`: those lines, and the lines of `notCarried` a folder
+    /// decided, each with the run of the newest folder that has a row of it.
+    static func linesLeftWaiting(_ plans: [PlanFolder], notCarried: Set<String>) throws(CommandFailure) -> (
+        left: [(plan: PlanFolder, status: LineStatus, lines: [String])], decided: [String: String]
+    ) {
         let applied = plans.filter(\.wasApplied).sorted {
             ($0.plannedAt ?? RunID.time(of: $0.runID) ?? .distantPast)
                 > ($1.plannedAt ?? RunID.time(of: $1.runID) ?? .distantPast)
         }
-        var candidates: Set<String> = []
+        var candidates = notCarried
         for plan in applied {
             let waiting = try onPlanFolder { () throws(SettleError) in
-                try plan.lineStatuses { _, status in status == .deferred || status == .unknown }
+                try plan.lineFates { _, fate in fate != .decided }
             }
             candidates.formUnion(waiting.keys)
         }
-        var decided: Set<String> = []
-        var result: [(plan: PlanFolder, status: LineStatus, lines: [String])] = []
+        var seen: Set<String> = []
+        var decided: [String: String] = [:]
+        var left: [(plan: PlanFolder, status: LineStatus, lines: [String])] = []
         for plan in applied where !candidates.isEmpty {
-            let statuses = try onPlanFolder { () throws(SettleError) in
-                try plan.lineStatuses { id, _ in candidates.contains(id) }
+            let fates = try onPlanFolder { () throws(SettleError) in
+                try plan.lineFates { id, _ in candidates.contains(id) && !seen.contains(id) }
             }
-            for status in [LineStatus.deferred, .unknown] {
-                let lines = statuses.filter { $0.value == status && !decided.contains($0.key) }.keys.sorted()
-                result.append((plan, status, lines))
+            for (fate, status) in [(PlanFolder.LineFate.deferred, LineStatus.deferred), (.unknown, .unknown)] {
+                left.append((plan, status, fates.filter { $0.value == fate }.keys.sorted()))
             }
-            decided.formUnion(statuses.keys)
+            for (line, fate) in fates where fate == .decided { decided[line] = plan.runID }
+            seen.formUnion(fates.keys)
         }
-        return result
+        return (left, decided)
     }
 
     /// Warns (`waiting_not_restored`) of the lines the applied folders left waiting (deferred)
@@ -424,10 +430,12 @@ struct LedgerCommand {
     /// that lost commits also says that every folder since its last backup is needed: a run
     /// the ledger does not know is known from nothing else (audit 76 G2).
     private func warnOfLinesNotHeld(
-        _ leftWaiting: [(plan: PlanFolder, status: LineStatus, lines: [String])], ledger: LedgerStore, path: String
+        _ leftWaiting: [(plan: PlanFolder, status: LineStatus, lines: [String])], decided: Set<String>,
+        ledger: LedgerStore, path: String
     ) throws(CommandFailure) {
         let folderLines = leftWaiting.map { (folder: $0.plan.folder, status: $0.status, lines: $0.lines) }
-        var named: Set<String> = []
+        // A line a folder given decided is named by none (``linesLeftWaiting``).
+        var named = decided
         var waited: [String] = []
         var unknown: [String] = []
         var lostRuns = false
@@ -487,6 +495,9 @@ struct LedgerCommand {
                 + "; feed the newest deferred.csv that holds each waiting line to the next run, and apply "
                 + "those folders again (a line a later run settled is already_settled then); the ledger lost "
                 + "its record of them, and of any settle cancel of them too: leave out the lines cancelled "
-                + "since its last backup")
+                + "since its last backup"
+                + (!waited.isEmpty
+                    ? " (settle status lists the waiting ones as not carried until a run takes them up; settle "
+                        + "cancel LINE_ID records a cancel the ledger lost)" : ""))
     }
 }

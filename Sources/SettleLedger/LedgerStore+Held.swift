@@ -217,34 +217,74 @@ extension LedgerStore {
     /// rebuild, the re-apply's row put it back to `following`, and no run reported it).
     public func hold(_ lines: [HeldLine]) throws(LedgerError) {
         guard !lines.isEmpty else { return }
+        try db.transaction { () throws(LedgerError) in try insertHolds(lines) }
+    }
+
+    /// Records lines the ledger has no record of as not carried, in one transaction: held, and
+    /// their holding ended by a rebuild at once, as ``finishRebuild()`` ends the waiting lines of
+    /// a ledger that lost commits (``waitingLinesRebuildsDropped(line:)`` lists them). For the
+    /// deferred lines of the plan folders a rebuild is given (audit 77 H3, audit 78 F1: after a
+    /// lost ledger, a folder applied again held them waiting again, and the next run paid them
+    /// unfed, a cancelled one too; held waiting first, a second rebuild over the same ledger,
+    /// which lost no commits itself, kept them waiting).
+    public func recordNotCarried(_ lines: [HeldLine]) throws(LedgerError) {
+        guard !lines.isEmpty else { return }
         try db.transaction { () throws(LedgerError) in
-            for line in lines {
+            try insertHolds(
+                lines.map {
+                    var line = $0
+                    line.state = .waiting
+                    return line
+                })
+            try stopCarrying(lines.map(\.lineID))
+        }
+    }
+
+    /// Lines not carried whose fate a plan folder given to a rebuild decided (its newest row of
+    /// the line rejects it, reports it failed or settled, or says `settle cancel` dropped it):
+    /// their holding's end is that folder's run's, so they leave the list, and a folder planned
+    /// before it takes the line as that run's (audit 78 F5: one stayed listed, and was named to
+    /// be fed though a newer folder given had rejected its order).
+    public func decidedByFolders(_ lines: [String: String]) throws(LedgerError) {
+        guard !lines.isEmpty, try hasTable("held_lines") else { return }
+        try db.transaction { () throws(LedgerError) in
+            for (line, run) in lines.sorted(by: { $0.key < $1.key }) {
                 try db.run(
                     """
-                    INSERT INTO held_lines (line_id, state, payee, amount_minor, currency, reason_code, reason, source,
-                        header, record, instruction_id, since_run, since_at, ended_run, ended_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)
-                    ON CONFLICT(line_id) DO UPDATE SET state = excluded.state, payee = excluded.payee,
-                        amount_minor = excluded.amount_minor, currency = excluded.currency,
-                        reason_code = excluded.reason_code, reason = excluded.reason, header = excluded.header,
-                        record = excluded.record, instruction_id = excluded.instruction_id,
-                        since_run = CASE WHEN held_lines.state = excluded.state THEN held_lines.since_run
-                                         ELSE excluded.since_run END,
-                        since_at = CASE WHEN held_lines.state = excluded.state THEN held_lines.since_at
-                                        ELSE excluded.since_at END,
-                        source = CASE WHEN held_lines.state IN ('waiting', 'following', 'returned')
-                                      THEN held_lines.source ELSE excluded.source END,
-                        ended_run = NULL, ended_at = NULL
-                    WHERE NOT (held_lines.state = 'returned' AND excluded.state = 'following'
-                               AND held_lines.instruction_id IS excluded.instruction_id)
-                    """,
-                    [
-                        .text(line.lineID), .text(line.state.rawValue), .text(line.payee), .integer(line.amountMinor),
-                        .text(line.currency), .text(line.reasonCode), .text(line.reason), .text(line.source),
-                        .text(line.header), .blob(line.record), SQLiteValue(line.instructionID), .text(line.sinceRun),
-                        .integer(line.sinceAt.ledgerMilliseconds),
-                    ])
+                    UPDATE held_lines SET ended_run = ? WHERE line_id = ? AND state = 'released' AND ended_run = ?
+                      AND NOT EXISTS (SELECT 1 FROM lines l WHERE l.line_id = held_lines.line_id)
+                    """, [.text(run), .text(line), .text(Self.rebuildRun)])
             }
+        }
+    }
+
+    func insertHolds(_ lines: [HeldLine]) throws(LedgerError) {
+        for line in lines {
+            try db.run(
+                """
+                INSERT INTO held_lines (line_id, state, payee, amount_minor, currency, reason_code, reason, source,
+                    header, record, instruction_id, since_run, since_at, ended_run, ended_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)
+                ON CONFLICT(line_id) DO UPDATE SET state = excluded.state, payee = excluded.payee,
+                    amount_minor = excluded.amount_minor, currency = excluded.currency,
+                    reason_code = excluded.reason_code, reason = excluded.reason, header = excluded.header,
+                    record = excluded.record, instruction_id = excluded.instruction_id,
+                    since_run = CASE WHEN held_lines.state = excluded.state THEN held_lines.since_run
+                                     ELSE excluded.since_run END,
+                    since_at = CASE WHEN held_lines.state = excluded.state THEN held_lines.since_at
+                                    ELSE excluded.since_at END,
+                    source = CASE WHEN held_lines.state IN ('waiting', 'following', 'returned')
+                                  THEN held_lines.source ELSE excluded.source END,
+                    ended_run = NULL, ended_at = NULL
+                WHERE NOT (held_lines.state = 'returned' AND excluded.state = 'following'
+                           AND held_lines.instruction_id IS excluded.instruction_id)
+                """,
+                [
+                    .text(line.lineID), .text(line.state.rawValue), .text(line.payee), .integer(line.amountMinor),
+                    .text(line.currency), .text(line.reasonCode), .text(line.reason), .text(line.source),
+                    .text(line.header), .blob(line.record), SQLiteValue(line.instructionID), .text(line.sinceRun),
+                    .integer(line.sinceAt.ledgerMilliseconds),
+                ])
         }
     }
 

@@ -509,17 +509,24 @@ extension LedgerStore {
     public func finishRebuild() throws(LedgerError) {
         try markedTransaction { () throws(LedgerError) in
             if try meta(Self.distrustsWaiting) != nil {
-                let waiting = Array(try heldLineStarts([.waiting]).keys)
-                if !waiting.isEmpty, try meta(Self.waitingDroppedSince) == nil {
-                    try db.run(
-                        "INSERT INTO settle_meta(key, value) VALUES (?, ?)",
-                        [.text(Self.waitingDroppedSince), .text(String(Date().ledgerMilliseconds))])
-                }
-                _ = try updateHolding(waiting, to: .released, run: Self.rebuildRun, from: [.waiting])
+                try stopCarrying(Array(try heldLineStarts([.waiting]).keys))
                 try db.run("DELETE FROM settle_meta WHERE key = ?", [.text(Self.distrustsWaiting)])
             }
             try db.run("DELETE FROM settle_meta WHERE key = 'rebuild_unfinished'")
         }
+    }
+
+    /// Ends the holding of these waiting lines by the rebuild (inside a transaction): no run
+    /// pays them until they are fed again, and they are listed not carried
+    /// (``waitingLinesRebuildsDropped(line:)``, searched from `waiting_dropped_since`).
+    func stopCarrying(_ lineIDs: [String]) throws(LedgerError) {
+        guard !lineIDs.isEmpty else { return }
+        if try meta(Self.waitingDroppedSince) == nil {
+            try db.run(
+                "INSERT INTO settle_meta(key, value) VALUES (?, ?)",
+                [.text(Self.waitingDroppedSince), .text(String(Date().ledgerMilliseconds))])
+        }
+        _ = try updateHolding(lineIDs, to: .released, run: Self.rebuildRun, from: [.waiting])
     }
 
     /// The meta key of a rebuild over a ledger behind its mark, until it finishes.

@@ -215,20 +215,20 @@ extension PlanFolder {
         return count
     }
 
-    /// The lines this applied folder left deferred that `ledger` has no record of at all (no
-    /// claim, no holding): held waiting under this folder's run, with their records, for a
-    /// ledger `settle ledger rebuild` makes over lost commits, whose ``LedgerStore/finishRebuild()``
-    /// stops holding every waiting line. So they are listed "not carried" from then on (`settle
-    /// status`, every later rebuild, `settle cancel`), as the lines of a backup put back are
-    /// (audit 77 H3: after a lost ledger was rebuilt they were held nowhere, status listed
-    /// nothing, and a second rebuild given no folder said nothing of them). Returns how many.
-    /// `only`: the lines to hold, those this folder is the newest given to report.
-    public func holdDeferredUnknownTo(
-        _ ledger: LedgerStore, records: any SpoolRecordSource, only: Set<String>
+    /// The lines of `only` this applied folder left deferred that `ledger` has no record of at
+    /// all (no claim, no holding), recorded not carried under this folder's run, with their
+    /// records (``LedgerStore/recordNotCarried(_:)``), by `settle ledger rebuild`: `settle
+    /// status` lists them, later rebuilds name them, `settle cancel` records a cancel the ledger
+    /// lost, and a folder applied again does not hold them waiting again (audit 77 H3, audit 78
+    /// F1: it did, and the next run paid them unfed, a cancelled line too). `only`: the lines
+    /// this folder is the newest given to report deferred (``LedgerCommand``). Returns how many.
+    public func recordNotCarried(
+        _ only: Set<String>, ledger: LedgerStore, records: any SpoolRecordSource
     ) throws(SettleError) -> Int {
         typealias F = ResultsFile.Field
         guard wasApplied, !only.isEmpty else { return 0 }
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: runID)
+        held.notCarried = true
         var count = 0
         try eachRow { (row, entry) throws(SettleError) in
             guard row[F.status.rawValue].elementsEqual(LineStatus.deferred.name.utf8) else { return }
@@ -464,18 +464,36 @@ extension PlanFolder {
         return decided
     }
 
-    /// The status this folder's results.csv reports for each line `keep` takes (given its id and
-    /// status), leaving out the rows of copies that do not count (`duplicate_line_id`,
-    /// `line_conflict`): what became of the line is said by the row of the copy that counts.
-    public func lineStatuses(where keep: (String, LineStatus) -> Bool) throws(SettleError) -> [String: LineStatus] {
+    /// What this folder's results.csv says became of a line, for `settle ledger rebuild`.
+    public enum LineFate: Sendable, Equatable {
+        /// Left to wait (`deferred`), or sent with its outcome not known (`unknown`).
+        case deferred, unknown
+        /// Anything else: rejected, failed, settled, netted, …, or `deferred` with the reason
+        /// that `settle cancel` dropped it (a re-apply after the cancel; audit 78 F4: such a
+        /// line was named to be fed again, and fed whole the folder's deferred.csv paid it).
+        case decided
+    }
+
+    /// What this folder's results.csv says became of each line `keep` takes (given its id and
+    /// fate), leaving out the rows of copies that do not count (`duplicate_line_id`,
+    /// `line_conflict`): the row of the copy that counts says.
+    public func lineFates(where keep: (String, LineFate) -> Bool) throws(SettleError) -> [String: LineFate] {
         typealias F = ResultsFile.Field
-        var found: [String: LineStatus] = [:]
+        var found: [String: LineFate] = [:]
         try eachRow { (row, _) throws(SettleError) in
-            guard let status = LineStatus(name: String(decoding: row[F.status.rawValue], as: UTF8.self)),
-                !ReasonCode.copyCodes.contains(String(decoding: row[F.reasonCode.rawValue], as: UTF8.self))
-            else { return }
+            guard !ReasonCode.copyCodes.contains(String(decoding: row[F.reasonCode.rawValue], as: UTF8.self)) else {
+                return
+            }
+            let fate: LineFate
+            if row[F.status.rawValue].elementsEqual(LineStatus.unknown.name.utf8) {
+                fate = .unknown
+            } else if row[F.status.rawValue].elementsEqual(LineStatus.deferred.name.utf8) {
+                fate = row[F.reason.rawValue].elementsEqual(Self.droppedByCancel.utf8) ? .decided : .deferred
+            } else {
+                fate = .decided
+            }
             let id = String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard()
-            if keep(id, status) { found[id] = status }
+            if keep(id, fate) { found[id] = fate }
         }
         return found
     }

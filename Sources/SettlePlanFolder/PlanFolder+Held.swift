@@ -32,6 +32,8 @@ extension PlanFolder {
         private var release: [String] = []
         /// The ledger failed: nothing more is recorded (the run exits 75).
         private(set) var failure: SettleError?
+        /// The lines are recorded not carried (``LedgerStore/recordNotCarried(_:)``), not held.
+        var notCarried = false
 
         init(
             layout: CorrectionLayout, ledger: LedgerStore, records: any SpoolRecordSource, run: String,
@@ -122,7 +124,7 @@ extension PlanFolder {
             guard failure == nil else { return }
             do throws(LedgerError) {
                 try ledger.endHolding(release, to: .released, run: run)
-                try ledger.hold(hold)
+                try notCarried ? ledger.recordNotCarried(hold) : ledger.hold(hold)
             } catch {
                 failure = SettleError(.ledgerFailed, "the ledger could not record the lines that wait: \(error)")
             }

@@ -740,7 +740,11 @@ import Testing
     /// no line waiting, the same (audit 75 F1, F3, F5: the live rebuild named W1 and the
     /// cancelled X1 to be fed again, the backup's without the caution, and each line was
     /// counted in both folders).
-    @Test(arguments: ["live", "lost", "lostAfterBackup"]) func aRebuildNamesOnceOnlyTheLinesItDoesNotHold(
+    /// `lostNoFolderFirst`: the lost ledger is first rebuilt with no folder, then with both
+    /// (audit 78 F1: that second rebuild, over a ledger that had lost no commits itself, named the
+    /// lines but kept no record of them, and a re-apply of day 2 held them waiting again).
+    @Test(arguments: ["live", "lost", "lostAfterBackup", "lostNoFolderFirst"])
+    func aRebuildNamesOnceOnlyTheLinesItDoesNotHold(
         _ ledger: String
     ) throws {
         let setup = try Setup()
@@ -761,11 +765,19 @@ import Testing
         switch ledger {
         case "lost": setup.loseLedger()
         case "lostAfterBackup": try putBack(backup, over: setup)
+        case "lostNoFolderFirst":
+            setup.loseLedger()
+            let first = try rebuild(setup, from: [])
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(try notCarried(setup).isEmpty)
         default: break
         }
         let rebuilt = try rebuild(setup, from: ["day1", "day2"])
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
-        #expect(rebuilt.stderr.contains("give this rebuild every plan folder made since then") == (ledger != "live"))
+        // (After a first rebuild with no folder, the ledger lost nothing since that one.)
+        #expect(
+            rebuilt.stderr.contains("give this rebuild every plan folder made since then")
+                == (ledger == "lost" || ledger == "lostAfterBackup"))
         if ledger == "live" {
             #expect(!rebuilt.stderr.contains("waiting_not_restored") && !rebuilt.stderr.contains("deferred.csv"))
             let (due, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
@@ -779,6 +791,10 @@ import Testing
                 "\(rebuilt.stderr)")
             #expect(!rebuilt.stderr.contains("day1/deferred.csv"), "\(rebuilt.stderr)")
             #expect(rebuilt.stderr.contains("leave out the lines cancelled since"), "\(rebuilt.stderr)")
+            #expect(
+                rebuilt.stderr.contains(
+                    "(settle status lists the waiting ones as not carried until a run takes them up"),
+                "\(rebuilt.stderr)")
             // The lines named wait nowhere, and the ledger says so: status lists them not carried,
             // by line too, and a later rebuild given no folder names them again (audit 77 H3, H4:
             // status listed nothing, `--line` said "released", the second rebuild was silent).
@@ -819,6 +835,60 @@ import Testing
             #expect(try setup.sandbox.effects().isEmpty)
         }
         if ledger == "live" { #expect(try notCarried(setup).isEmpty) }
+    }
+
+    /// W1 waits for 12-05 from day 1 (order 1096), X1 too (order 1097); then either day 2 feeds
+    /// W2, a line of W1's order with a bad amount, which rejects the order (`rejected`), or X1 is
+    /// cancelled and day 1's folder applied again, its row of X1 saying so (`cancelled`). The
+    /// ledger is lost and rebuilt from day 1 alone, then from both folders: a line the newest
+    /// folder given decided is neither named nor listed not carried, once that folder is given
+    /// (audit 78 F5: W1 stayed listed, and was named to be fed; F4: the cancelled X1 was named
+    /// to be fed, and fed whole day 1's deferred.csv paid it).
+    @Test(arguments: ["rejected", "cancelled"]) func aLineAFolderGivenDecidedIsNotNamedToBeFedAgain(
+        _ decided: String
+    ) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
+                + "X1,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,2026-12-05\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1.values.map { $0[8] } == ["deferred", "deferred"], "\(day1)")
+        var folders = ["day1"]
+        if decided == "rejected" {
+            let (second, day2) = try day(
+                setup, "day2",
+                Self.header
+                    + "W2,1096,transfer,-1.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+                asOf: "2026-12-02")
+            #expect(second.status == 65 && day2["W1"]?[11] == "group_rejected", "\(second.stderr) \(day2)")
+            folders.append("day2")
+        } else {
+            #expect(try SettleProcess.run(["cancel", "X1", "--ledger", setup.ledger]).status == 0)
+            let again = try setup.apply("day1")
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(
+                setup.results("day1").last?[12]
+                    == "settle cancel dropped it after this plan: it does not wait in the ledger any more")
+        }
+        setup.loseLedger()
+        let onlyDay1 = try rebuild(setup, from: ["day1"])
+        #expect(onlyDay1.status == 0, "\(onlyDay1.stderr)")
+        let both = try rebuild(setup, from: folders)
+        #expect(both.status == 0, "\(both.stderr)")
+        // The line left: X1, in day 2's deferred.csv too (the run brought it back), or W1.
+        let left = decided == "rejected" ? "X1" : "W1"
+        #expect(try notCarried(setup) == [left])
+        #expect(
+            both.stderr.contains(
+                "Stripe holds nothing of them: 1 in \(setup.folder.appendingPathComponent(folders.last!).path)/deferred.csv; feed"
+            ),
+            "\(both.stderr)")
+        let (due, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
+        #expect(due.status == 0 && day5.isEmpty, "\(due.stderr) \(day5)")
+        #expect(try setup.sandbox.effects().isEmpty)
     }
 
     /// The line ids `settle status --json` lists as not carried.
