@@ -30,7 +30,7 @@ struct CancelCommand {
         var run = LedgerRun(id: runID, command: "cancel", asOf: asOf, folder: nil, startedAt: started)
         do throws(LedgerError) {
             // Lines not carried (a rebuild over a ledger that lost commits stopped holding them)
-            // may be cancelled too: alone, as no run brings any line of their order back.
+            // may be cancelled too, their order whole as a waiting one's.
             let held = Dictionary(
                 try (store.heldLines([.waiting, .returned]) + store.waitingLinesRebuildsDropped()).map {
                     ($0.lineID, $0)
@@ -88,10 +88,13 @@ struct CancelCommand {
     static func partialOrders(named ids: [String], held: [String: HeldLine], aliases: [String: String])
         -> [String: String]
     {
-        guard ids.contains(where: { held[$0]?.state == .waiting }) else { return [:] }
+        // A line not carried is a member of its order as a waiting one is: fed again, it moves
+        // with it (audit 79 F4: one line of such an order was cancelled alone, and the rest of
+        // the order, fed as status listed it, moved without it).
+        guard ids.contains(where: { held[$0].map { $0.state != .returned } ?? false }) else { return [:] }
         var members: [String: [String]] = [:]
         var groupOf: [String: HeldGroup] = [:]
-        for line in held.values where line.state == .waiting {
+        for line in held.values where line.state != .returned {
             let group = HeldGroup(line, aliases: aliases)
             groupOf[line.lineID] = group
             if case .key(let key) = group { members[key, default: []].append(line.lineID) }

@@ -105,13 +105,32 @@ struct Commands {
         }
         lookup.waiting = Set(held.lazy.filter { $0.state == .waiting }.map(\.lineID))
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(
-            history: history, spoolFolder: folder, facts: factsStep, held: held)
+            history: history, spoolFolder: folder, facts: factsStep, held: held,
+            cancelled: try Self.cancelledLines(history), notCarried: try Self.linesNotCarried(history))
         try history?.checkReads()
         try beforeWriting(plan)
         let written = try PlanOutputs(folder: folder, options: options).write(
             plan, inputs: inputs, mode: mode, log: log, ledger: history.map { (options.ledger, $0.store) },
             facts: lookUp == nil ? nil : lookup.looked, plannedAt: plannedAt, runID: runID)
         return (folder, written)
+    }
+
+    /// The lines `settle cancel` dropped (``HeldInputs/rejectCancelled(_:batch:aliases:)``).
+    static func cancelledLines(_ history: LedgerHistory?) throws(CommandFailure) -> [HeldLine] {
+        do {
+            return try history?.store.heldLines([.cancelled]) ?? []
+        } catch {
+            throw CommandFailure(.tryAgain, "reading the lines settle cancel dropped failed: \(error)")
+        }
+    }
+
+    /// The lines a ledger rebuild stopped carrying (``HeldInputs/rejectPartsOfOrdersNotCarried(_:batch:aliases:)``).
+    static func linesNotCarried(_ history: LedgerHistory?) throws(CommandFailure) -> [HeldLine] {
+        do {
+            return try history?.store.waitingLinesRebuildsDropped() ?? []
+        } catch {
+            throw CommandFailure(.tryAgain, "reading the lines the ledger does not carry failed: \(error)")
+        }
     }
 
     func validate() throws(CommandFailure) -> ExitCode {
@@ -121,7 +140,8 @@ struct Commands {
         defer { history?.endSnapshot() }
         // validate counts the instructions: it needs neither their ids nor their attempts.
         let (plan, inputs) = try Pipeline(options: options, log: log).plan(
-            history: history, spoolFolder: nil, identifies: false)
+            history: history, spoolFolder: nil, cancelled: try Self.cancelledLines(history),
+            notCarried: try Self.linesNotCarried(history), identifies: false)
         try history?.checkReads()
         let batch = plan.batch
         var counts: [LineStatus: Int] = [:]

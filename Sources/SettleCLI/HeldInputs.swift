@@ -107,6 +107,63 @@ enum HeldInputs {
         return files
     }
 
+    /// An input's copy of a line `settle cancel` dropped, with its money content (payee,
+    /// amount, currency) and charge, is the cancelled line fed again: rejected `line_conflict`,
+    /// and its order with it, as a cancel drops an order whole. A copy with other money
+    /// content is a new line (cancel, then feed the new one). Audit 79 F6: the day's export
+    /// run again to retry a failed line, or the deferred.csv that listed the line, brought a
+    /// cancelled line back without a word, and the next run paid it.
+    static func rejectCancelled(_ cancelled: [HeldLine], batch: Batch, aliases: [String: String]) {
+        guard !cancelled.isEmpty else { return }
+        var dropped: [Symbol: HeldLine] = [:]
+        for line in cancelled { dropped[batch.symbols.intern(line.lineID)] = line }
+        for index in batch.lines.indices {
+            let line = batch.lines[index]
+            guard let held = dropped[line.lineID], line.status != .rejected,
+                batch.text(batch.payee(of: line)) == held.payee, line.amount == held.amountMinor,
+                line.currency.code == held.currency, otherCharge(of: line, than: held, batch, aliases) == nil
+            else { continue }
+            batch.set(
+                index, .rejected, .lineConflict,
+                "line_id \(held.lineID) was dropped by settle cancel (\(held.endedRun ?? "cancelled")): a cancelled line "
+                    + "is not paid; to pay it, feed it under a new line_id")
+        }
+    }
+
+    /// The lines not carried (a ledger rebuild stopped holding them; nothing brings them back)
+    /// that the inputs do not list again. An input line whose order has such a line not listed
+    /// is rejected `group_rejected`, its order with it: the order moves whole, as it would with
+    /// its waiting lines brought back (audit 79 F4: one line of such an order, fed as status
+    /// listed it, moved without the rest).
+    static func rejectPartsOfOrdersNotCarried(
+        _ notCarried: [HeldLine], batch: Batch, aliases: [String: String]
+    ) -> [HeldLine] {
+        guard !notCarried.isEmpty else { return [] }
+        var fed: Set<Symbol> = []
+        var ids: [Symbol: HeldLine] = [:]
+        for line in notCarried { ids[batch.symbols.intern(line.lineID)] = line }
+        for line in batch.lines where ids[line.lineID] != nil { fed.insert(line.lineID) }
+        let missing = notCarried.filter { !fed.contains(batch.symbols.intern($0.lineID)) }
+        var missingOfOrder: [Symbol: [String]] = [:]
+        for line in missing {
+            guard case .key(let key) = HeldGroup(line, aliases: aliases) else { continue }
+            missingOfOrder[batch.symbols.intern(key), default: []].append(line.lineID)
+        }
+        guard !missingOfOrder.isEmpty else { return missing }
+        for index in batch.lines.indices {
+            let line = batch.lines[index]
+            guard let others = missingOfOrder[line.group], line.status != .rejected, !line.group.isNone else {
+                continue
+            }
+            batch.set(
+                index, .rejected, .groupRejected,
+                "\(others.sorted().joined(separator: ", ")) of its order \(others.count == 1 ? "is" : "are") not "
+                    + "carried since settle ledger rebuild (settle status lists them): feed the order whole, or settle "
+                    + "cancel its lines")
+        }
+        return missing
+    }
+
     /// Why an export's copy of a waiting line draws on another charge than the held copy: the
     /// held copy names a `source_transaction` or `payment_intent` the copy does not name
     /// alike (audit 53 H2: a copy with no charge columns released a line that waited for a

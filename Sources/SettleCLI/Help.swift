@@ -246,7 +246,7 @@ enum Help {
             name: "cancel", synopsis: ["settle cancel LINE_ID... [--ledger FILE]"],
             summary: "drop lines that wait in the ledger (recorded, reported)",
             description:
-                "Drops lines that wait in the ledger (deferred or not yet due) so that no later run brings them back. The cancellation is recorded in the ledger and reported by status. A line status lists as not carried (a ledger rebuild over a copy that lost commits stopped holding it) can be cancelled too, which takes it off that list. A line already sent cannot be cancelled. An order is cancelled whole or not at all: a line whose order has other waiting lines not named stays (name them all; give the --config its export was read with if it maps columns).",
+                "Drops lines that wait in the ledger (deferred or not yet due) so that no later run brings them back: a copy fed again with the same money content is rejected (line_conflict; to pay it, feed it under a new line_id). The cancellation is recorded in the ledger and reported by status. A line status lists as not carried (a ledger rebuild over a copy that lost commits stopped holding it) can be cancelled too, which takes it off that list. A line already sent cannot be cancelled. An order is cancelled whole or not at all: a line whose order has other waiting (or not carried) lines not named stays (name them all; give the --config its export was read with if it maps columns).",
             options: ["--ledger", "--config", "--log-format", "-q", "-v"],
             exits: [
                 (0, "every line named was waiting and is cancelled"),

@@ -313,7 +313,7 @@ struct LedgerCommand {
             } catch {
                 throw LedgerHistory.failure(error, path: path)
             }
-            let (leftWaiting, decided) = try Self.linesLeftWaiting(
+            let (leftWaiting, decided, cancelled) = try Self.linesLeftWaiting(
                 opened.compactMap { try? $0.get() }, notCarried: notCarried)
             for (plan, status, lines) in leftWaiting where status == .deferred {
                 _ = try onPlanFolder { () throws(SettleError) in
@@ -349,8 +349,29 @@ struct LedgerCommand {
             }
             do {
                 try ledger.finishRebuild()
-                // After the finish, which may stop carrying a backup's waiting line too.
+            } catch {
+                throw LedgerHistory.failure(error, path: path)
+            }
+            // After the finish, which may stop carrying a backup's waiting line too: the cancels
+            // the folders record, then who decided the lines not carried.
+            for (plan, lines) in cancelled {
+                _ = try onPlanFolder { () throws(SettleError) in
+                    try plan.recordCancelled(
+                        lines, ledger: ledger, records: SpoolRecords(folder: plan.folder, manifest: plan.manifest))
+                }
+            }
+            do {
                 try ledger.decidedByFolders(decided)
+                var restored = 0
+                for line in cancelled.flatMap(\.lines) {
+                    if try ledger.holdState(of: line)?.state == .cancelled { restored += 1 }
+                }
+                if restored > 0 {
+                    log(
+                        .info,
+                        "\(restored) line(s) the folders given say settle cancel dropped are cancelled in the rebuilt "
+                            + "ledger: a copy fed again is rejected line_conflict")
+                }
             } catch {
                 throw LedgerHistory.failure(error, path: path)
             }
@@ -381,26 +402,48 @@ struct LedgerCommand {
     /// later folder had rejected `charge_failed`). Newest folder first; per folder, deferred
     /// then unknown, each sorted. `decided`: those lines, and the lines of `notCarried` a folder
     /// decided, each with the run of the newest folder that has a row of it.
+    ///
+    /// A row saying `settle cancel` dropped the line speaks as of its folder's last apply, not
+    /// its plan: it decides the line against every row of a folder applied before then
+    /// (audit 79 F1: an older folder applied again after the cancel said so, a newer one
+    /// applied before it still had the line deferred, and the line was named to be fed and
+    /// paid). `cancelled`: those lines, under the folder whose rows say so.
     static func linesLeftWaiting(_ plans: [PlanFolder], notCarried: Set<String>) throws(CommandFailure) -> (
-        left: [(plan: PlanFolder, status: LineStatus, lines: [String])], decided: [String: String]
+        left: [(plan: PlanFolder, status: LineStatus, lines: [String])], decided: [String: String],
+        cancelled: [(plan: PlanFolder, lines: Set<String>)]
     ) {
-        let applied = plans.filter(\.wasApplied).sorted {
-            ($0.plannedAt ?? RunID.time(of: $0.runID) ?? .distantPast)
-                > ($1.plannedAt ?? RunID.time(of: $1.runID) ?? .distantPast)
-        }
+        func planned(_ plan: PlanFolder) -> Date { plan.plannedAt ?? RunID.time(of: plan.runID) ?? .distantPast }
+        func appliedAt(_ plan: PlanFolder) -> Date { plan.appliedAt ?? planned(plan) }
+        let applied = plans.filter(\.wasApplied).sorted { planned($0) > planned($1) }
         var candidates = notCarried
-        for plan in applied {
-            let waiting = try onPlanFolder { () throws(SettleError) in
+        // Each line's newest cancel row, by when its folder was applied.
+        var cancelledAt: [String: (plan: Int, at: Date)] = [:]
+        for (index, plan) in applied.enumerated() {
+            let fates = try onPlanFolder { () throws(SettleError) in
                 try plan.lineFates { _, fate in fate != .decided }
             }
-            candidates.formUnion(waiting.keys)
+            for (line, fate) in fates {
+                candidates.insert(line)
+                guard fate == .cancelled, cancelledAt[line].map({ appliedAt(plan) > $0.at }) ?? true else { continue }
+                cancelledAt[line] = (index, appliedAt(plan))
+            }
         }
         var seen: Set<String> = []
         var decided: [String: String] = [:]
+        var cancelled = Array(repeating: Set<String>(), count: applied.count)
         var left: [(plan: PlanFolder, status: LineStatus, lines: [String])] = []
         for plan in applied where !candidates.isEmpty {
-            let fates = try onPlanFolder { () throws(SettleError) in
+            var fates = try onPlanFolder { () throws(SettleError) in
                 try plan.lineFates { id, _ in candidates.contains(id) && !seen.contains(id) }
+            }
+            for (line, fate) in fates where fate != .decided {
+                // A cancel recorded at or after this folder's apply (a tie: the cancel, which
+                // moves nothing) decides the line.
+                guard let cancel = cancelledAt[line], fate == .cancelled || cancel.at >= appliedAt(plan) else {
+                    continue
+                }
+                cancelled[cancel.plan].insert(line)
+                fates[line] = .decided
             }
             for (fate, status) in [(PlanFolder.LineFate.deferred, LineStatus.deferred), (.unknown, .unknown)] {
                 left.append((plan, status, fates.filter { $0.value == fate }.keys.sorted()))
@@ -408,7 +451,10 @@ struct LedgerCommand {
             for (line, fate) in fates where fate == .decided { decided[line] = plan.runID }
             seen.formUnion(fates.keys)
         }
-        return (left, decided)
+        for (index, lines) in cancelled.enumerated() {
+            for line in lines { decided[line] = applied[index].runID }
+        }
+        return (left, decided, zip(applied, cancelled).filter { !$0.1.isEmpty }.map { ($0.0, $0.1) })
     }
 
     /// Warns (`waiting_not_restored`) of the lines the applied folders left waiting (deferred)

@@ -57,7 +57,7 @@ struct Pipeline {
     func plan(
         history: (any SettlementHistory)?, spoolFolder: String?,
         facts: ((Batch) throws(CommandFailure) -> StripeFacts)? = nil, held: [HeldLine] = [],
-        identifies: Bool = true
+        cancelled: [HeldLine] = [], notCarried: [HeldLine] = [], identifies: Bool = true
     ) throws(CommandFailure)
         -> (SettlementPlan, [InputReport])
     {
@@ -84,6 +84,21 @@ struct Pipeline {
         var heldFiles: [HeldInputs.File] = []
         var position = 0
         while true {
+            if position == options.inputs.count, !cancelled.isEmpty || !notCarried.isEmpty {
+                HeldInputs.rejectCancelled(cancelled, batch: checker.batch, aliases: options.columns)
+                let waitingForNoRun = HeldInputs.rejectPartsOfOrdersNotCarried(
+                    notCarried, batch: checker.batch, aliases: options.columns)
+                if !waitingForNoRun.isEmpty {
+                    // Each run says so: cron sees a log, and the rebuild's warning was said once
+                    // (audit 79 F5: no run mentioned them).
+                    log(
+                        .warning, event: "lines_not_carried",
+                        "\(waitingForNoRun.count) line(s) are not carried since settle ledger rebuild (first: "
+                            + "\(waitingForNoRun[0].lineID)): no run pays them until they are fed again; settle status "
+                            + "lists them (settle cancel those that were cancelled)",
+                        fields: [.lines(waitingForNoRun.count)])
+                }
+            }
             if position == options.inputs.count, !held.isEmpty, heldFiles.isEmpty {
                 // The lines the ledger holds come back as if in the input, each under the
                 // file:line it first came from (after the inputs, so a newer export's copy wins).

@@ -240,6 +240,29 @@ extension LedgerStore {
         }
     }
 
+    /// Lines a plan folder given to a rebuild says `settle cancel` dropped, recorded cancelled
+    /// by `run` (the apply whose rows say so), in one transaction: only those the ledger has
+    /// no claim of and no holding of, or does not carry (a rebuild stopped holding them). A
+    /// line it holds otherwise keeps its holding: the ledger's own record is newer than the
+    /// folder's.
+    public func recordCancelled(_ lines: [HeldLine], run: String) throws(LedgerError) {
+        guard !lines.isEmpty else { return }
+        let notCarried = Set(try waitingLinesRebuildsDropped().map(\.lineID))
+        try db.transaction { () throws(LedgerError) in
+            var cancelled: [HeldLine] = []
+            for line in lines {
+                guard try self.line(line.lineID) == nil,
+                    try holdState(of: line.lineID) == nil || notCarried.contains(line.lineID)
+                else { continue }
+                var held = line
+                held.state = .waiting
+                cancelled.append(held)
+            }
+            try insertHolds(cancelled)
+            _ = try updateHolding(cancelled.map(\.lineID), to: .cancelled, run: run, from: [.waiting])
+        }
+    }
+
     /// Lines not carried whose fate a plan folder given to a rebuild decided (its newest row of
     /// the line rejects it, reports it failed or settled, or says `settle cancel` dropped it):
     /// their holding's end is that folder's run's, so they leave the list, and a folder planned

@@ -225,17 +225,45 @@ extension PlanFolder {
     public func recordNotCarried(
         _ only: Set<String>, ledger: LedgerStore, records: any SpoolRecordSource
     ) throws(SettleError) -> Int {
+        try recordDeferred(only, cancelled: false, ledger: ledger, records: records)
+    }
+
+    /// The lines of `only` whose row in this applied folder says `settle cancel` dropped them,
+    /// recorded cancelled in `ledger` with their records (``LedgerStore/recordCancelled(_:run:)``),
+    /// by `settle ledger rebuild`, when it has no record of them or does not carry them: the
+    /// cancel the folder records is the ledger's again, so a copy fed again is refused and
+    /// `settle status` says cancelled (audit 79 F1, F2: the rebuilt ledger had lost the cancel,
+    /// named the line to be fed, and fed it was paid). `only`: the lines whose newest row in
+    /// the folders given is this folder's cancel (``LedgerCommand``). Returns how many.
+    public func recordCancelled(
+        _ only: Set<String>, ledger: LedgerStore, records: any SpoolRecordSource
+    ) throws(SettleError) -> Int {
+        try recordDeferred(only, cancelled: true, ledger: ledger, records: records)
+    }
+
+    /// ``recordNotCarried(_:ledger:records:)`` (`cancelled` false: rows `deferred`, lines the
+    /// ledger has no record of) or ``recordCancelled(_:ledger:records:)`` (rows of the cancel;
+    /// the ledger keeps its own record of a line it carries).
+    private func recordDeferred(
+        _ only: Set<String>, cancelled: Bool, ledger: LedgerStore, records: any SpoolRecordSource
+    ) throws(SettleError) -> Int {
         typealias F = ResultsFile.Field
         guard wasApplied, !only.isEmpty else { return 0 }
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: runID)
-        held.notCarried = true
+        if cancelled {
+            held.cancelledBy = lastAppliedRunID ?? runID
+        } else {
+            held.notCarried = true
+        }
         var count = 0
         try eachRow { (row, entry) throws(SettleError) in
-            guard row[F.status.rawValue].elementsEqual(LineStatus.deferred.name.utf8) else { return }
+            guard row[F.status.rawValue].elementsEqual(LineStatus.deferred.name.utf8),
+                !cancelled || row[F.reason.rawValue].elementsEqual(Self.droppedByCancel.utf8)
+            else { return }
             let id = String(decoding: row[F.lineID.rawValue], as: UTF8.self).trimmingFormulaGuard()
             guard only.contains(id) else { return }
             do {
-                guard try ledger.line(id) == nil, try ledger.holdState(of: id) == nil else { return }
+                guard try cancelled || ledger.line(id) == nil && ledger.holdState(of: id) == nil else { return }
             } catch {
                 throw SettleError(.ledgerFailed, "the ledger could not say what became of line \(id): \(error)")
             }
@@ -468,9 +496,11 @@ extension PlanFolder {
     public enum LineFate: Sendable, Equatable {
         /// Left to wait (`deferred`), or sent with its outcome not known (`unknown`).
         case deferred, unknown
-        /// Anything else: rejected, failed, settled, netted, …, or `deferred` with the reason
-        /// that `settle cancel` dropped it (a re-apply after the cancel; audit 78 F4: such a
-        /// line was named to be fed again, and fed whole the folder's deferred.csv paid it).
+        /// `deferred` with the reason that `settle cancel` dropped it: an apply after the cancel
+        /// (``appliedAt``) wrote it (audit 78 F4: such a line was named to be fed again, and
+        /// fed whole the folder's deferred.csv paid it).
+        case cancelled
+        /// Anything else: rejected, failed, settled, netted, ….
         case decided
     }
 
@@ -488,7 +518,7 @@ extension PlanFolder {
             if row[F.status.rawValue].elementsEqual(LineStatus.unknown.name.utf8) {
                 fate = .unknown
             } else if row[F.status.rawValue].elementsEqual(LineStatus.deferred.name.utf8) {
-                fate = row[F.reason.rawValue].elementsEqual(Self.droppedByCancel.utf8) ? .decided : .deferred
+                fate = row[F.reason.rawValue].elementsEqual(Self.droppedByCancel.utf8) ? .cancelled : .deferred
             } else {
                 fate = .decided
             }

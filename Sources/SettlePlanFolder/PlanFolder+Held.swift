@@ -34,6 +34,8 @@ extension PlanFolder {
         private(set) var failure: SettleError?
         /// The lines are recorded not carried (``LedgerStore/recordNotCarried(_:)``), not held.
         var notCarried = false
+        /// The lines are recorded cancelled, as this run's rows say (``LedgerStore/recordCancelled(_:run:)``).
+        var cancelledBy: String?
 
         init(
             layout: CorrectionLayout, ledger: LedgerStore, records: any SpoolRecordSource, run: String,
@@ -124,7 +126,11 @@ extension PlanFolder {
             guard failure == nil else { return }
             do throws(LedgerError) {
                 try ledger.endHolding(release, to: .released, run: run)
-                try notCarried ? ledger.recordNotCarried(hold) : ledger.hold(hold)
+                if let cancelledBy {
+                    try ledger.recordCancelled(hold, run: cancelledBy)
+                } else {
+                    try notCarried ? ledger.recordNotCarried(hold) : ledger.hold(hold)
+                }
             } catch {
                 failure = SettleError(.ledgerFailed, "the ledger could not record the lines that wait: \(error)")
             }

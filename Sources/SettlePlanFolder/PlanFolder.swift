@@ -96,6 +96,13 @@ public struct PlanFolder {
         manifest["planned_at_ms"]?.intValue.map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
     }
 
+    /// When the apply whose rewrite the folder holds began (`apply.applied_at`, to the
+    /// second): what its rows say of the ledger (a line `settle cancel` dropped) is as of then,
+    /// whenever the plan was made. Nil before its first apply.
+    public var appliedAt: Date? {
+        manifest["apply"]?["applied_at"]?.stringValue.flatMap { ISO8601DateFormatter().date(from: $0) }
+    }
+
     /// Which apply of this plan the next one is: 1, or one more than the manifest's last.
     /// The run id of the apply whose rewrite the folder holds (`run_…`, `run_….a2`), or nil
     /// before its first apply ended.

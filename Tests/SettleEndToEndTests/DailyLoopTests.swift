@@ -384,19 +384,30 @@ import Testing
         #expect(try setup.sandbox.effects().isEmpty)
         // Put back on purpose (its row fed into a new run) while its charge waits again: that
         // run's own deferred line is held, and paid once when the charge succeeds (audit 24 N1:
-        // it was taken for one a later run had taken up, not held, and lost).
+        // it was taken for one a later run had taken up, not held, and lost). A cancelled line
+        // fed again as it was is refused, `line_conflict` (audit 79 F6: a day's export run again
+        // paid it); put back on purpose, it goes under a new line_id.
         _ = try setup.sandbox.control("POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "pending"}"#)
-        let resubmitted = try String(
+        var resubmitted = try String(
             contentsOf: setup.folder.appendingPathComponent("day1/deferred.csv"), encoding: .utf8)
+        var fed = "C1"
+        if how == "cancelled" {
+            let (refused, rows) = try day(setup, "refused", resubmitted, asOf: "2026-12-04")
+            #expect(refused.status == 65, "\(refused.stderr)")
+            #expect(rows["C1"].map { [$0[8], $0[11]] } == ["rejected", "line_conflict"], "\(rows)")
+            #expect(try !waiting())
+            fed = "C1b"
+            resubmitted = resubmitted.replacingOccurrences(of: "\nC1,", with: "\nC1b,")
+        }
         let (back, rows) = try day(setup, "back", resubmitted, asOf: "2026-12-04")
         #expect(back.status == 0, "\(back.stderr)")
-        #expect(rows["C1"].map { [$0[8], $0[11]] } == ["deferred", "charge_pending"], "\(rows)")
+        #expect(rows[fed].map { [$0[8], $0[11]] } == ["deferred", "charge_pending"], "\(rows)")
         #expect(try waiting())
         _ = try setup.sandbox.control(
             "POST", "/_sandbox/charges/ch_becs1/status", json: #"{"status": "succeeded"}"#)
         let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-05")
         #expect(third.status == 0, "\(third.stderr)")
-        #expect(day3["C1"]?[8] == "settled", "\(day3)")
+        #expect(day3[fed]?[8] == "settled", "\(day3)")
         #expect(try setup.sandbox.effects().count == 1)
     }
 
@@ -700,6 +711,18 @@ import Testing
         #expect(payouts.count == 1 + (daySends ? 1 : 0) + (repaid ? 1 : 0), "\(payouts)")
     }
 
+    /// Day 1 of the not-carried tests: W1 (order 1096) and X1 (order 1097) both wait for
+    /// their date (2026-12-05).
+    func dayOneWithTwoWaitingLines(_ setup: Setup) throws {
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
+                + "X1,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,2026-12-05\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1.values.map { $0[8] } == ["deferred", "deferred"], "\(day1)")
+    }
+
     /// Day 1 of the rebuild tests: W1 waits for its date (2026-12-05), W2 settles.
     func dayOneWithAWaitingLine() throws -> Setup {
         let setup = try Setup()
@@ -732,6 +755,76 @@ import Testing
         #expect(setup.results("day5").map { [$0[0], $0[8]] } == [["W1", "settled"]])
     }
 
+    /// W1 waits for 12-05 and is cancelled; day 1's export is run again (as to retry a failed
+    /// line). W1's own copy is the cancelled line: rejected `line_conflict`, saying a settle
+    /// cancel dropped it, and the run on its day pays nothing; a copy with other money content
+    /// (`changed`) is the new line, paid on its day once (audit 79 F6: the same copy waited
+    /// again without a word, and the next run paid the cancelled line).
+    @Test(arguments: [false, true]) func aCancelledLineFedAgainIsNotPaid(changed: Bool) throws {
+        let setup = try dayOneWithAWaitingLine()
+        let cancel = try SettleProcess.run(["cancel", "W1", "--ledger", setup.ledger])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        let (again, rows) = try day(
+            setup, "again",
+            Self.header
+                + "W1,1096,transfer,\(changed ? "12.00" : "10.00"),usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,"
+                + "card,,,2026-12-05\n"
+                + "W2,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-01")
+        if changed {
+            #expect(again.status == 0 && rows["W1"]?[8] == "deferred", "\(again.stderr) \(rows)")
+        } else {
+            #expect(again.status == 65, "\(again.stderr)")
+            #expect(rows["W1"].map { [$0[8], $0[11]] } == ["rejected", "line_conflict"], "\(rows)")
+            #expect(rows["W1"]?[12].hasPrefix("line_id W1 was dropped by settle cancel (cancel_") == true, "\(rows)")
+        }
+        #expect(rows["W2"]?[8] == "already_settled", "\(rows)")
+        let (due, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
+        #expect(due.status == 0, "\(due.stderr)")
+        #expect(day5.keys.sorted() == (changed ? ["W1"] : []), "\(day5)")
+        let moved = try setup.sandbox.effects().compactMap { $0["amount"] as? Int }.sorted()
+        #expect(moved == (changed ? [1100, 1200] : [1100]), "\(moved)")
+    }
+
+    /// O1 and O2, one order, wait for 12-05; the ledger is lost and rebuilt from day 1: neither
+    /// is carried. `settle cancel O1` alone is refused (65), as on the live ledger; O2 fed alone
+    /// is rejected `group_rejected` and nothing moves; each run warns (`lines_not_carried`)
+    /// until both are fed, and fed whole the order moves (audit 79 F4: O1 was cancelled alone,
+    /// and O2, fed as status listed it, moved half the order; F5: no run said a word of them).
+    @Test func anOrderNotCarriedMovesWhole() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.header
+                + "O1,1098,transfer,10.00,usd,ORDER1098,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
+                + "O2,1098,transfer,5.00,usd,ORDER1098,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0 && day1.values.map { $0[8] } == ["deferred", "deferred"], "\(day1)")
+        let rebuilt = try loseAndRebuild(setup, from: "day1")
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        #expect(try notCarried(setup) == ["O1", "O2"])
+        let cancel = try SettleProcess.run(["cancel", "O1", "--ledger", setup.ledger])
+        #expect(cancel.status == 65 && cancel.stderr.contains("O2 of its order"), "\(cancel.stderr)")
+        let deferred = try String(
+            contentsOf: setup.folder.appendingPathComponent("day1/deferred.csv"), encoding: .utf8)
+        let o2 = deferred.split(separator: "\n").filter { !$0.hasPrefix("O1,") }.joined(separator: "\n") + "\n"
+        try o2.write(to: setup.folder.appendingPathComponent("o2.csv"), atomically: true, encoding: .utf8)
+        let alone = try feed(setup, "o2.csv", out: "day5", asOf: "2026-12-05")
+        #expect(alone.status == 65, "\(alone.stderr)")
+        let row = try #require(setup.results("day5").first)
+        #expect([row[0], row[8], row[11]] == ["O2", "rejected", "group_rejected"], "\(row)")
+        #expect(row[12].hasPrefix("O1 of its order is not carried since settle ledger rebuild"), "\(row)")
+        let warning = "warning: 1 line(s) are not carried since settle ledger rebuild (first: O1)"
+        #expect(alone.stderr.contains(warning), "\(alone.stderr)")
+        #expect(try setup.sandbox.effects().isEmpty)
+        let whole = try feed(setup, "day1/deferred.csv", out: "day6", asOf: "2026-12-05")
+        #expect(whole.status == 0 && !whole.stderr.contains("not carried since"), "\(whole.stderr)")
+        #expect(setup.results("day6").map { [$0[0], $0[8]] } == [["O1", "settled"], ["O2", "settled"]])
+        #expect(try setup.sandbox.effects().compactMap { $0["amount"] as? Int }.reduce(0, +) == 1500)
+        #expect(try notCarried(setup).isEmpty)
+    }
+
     /// W1 and X1 wait for 2026-12-05 from day 1, and again in day 2's folder; X1 is cancelled.
     /// Rebuilt over the live ledger (`live`), nothing is named: the ledger holds W1 and records
     /// the cancel of X1, and the run on their day pays W1 alone with nothing fed. Rebuilt after
@@ -751,13 +844,7 @@ import Testing
         try setup.sandbox.seed(Self.fixtures)
         let backup = setup.folder.appendingPathComponent("backup.sqlite").path
         #expect(try SettleProcess.run(["ledger", "backup", backup, "--ledger", setup.ledger]).status == 0)
-        let (first, day1) = try day(
-            setup, "day1",
-            Self.header
-                + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
-                + "X1,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,2026-12-05\n",
-            asOf: "2026-12-01")
-        #expect(first.status == 0 && day1.values.map { $0[8] } == ["deferred", "deferred"], "\(day1)")
+        try dayOneWithTwoWaitingLines(setup)
         let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
         #expect(second.status == 0 && day2.values.map { $0[8] } == ["deferred", "deferred"], "\(day2)")
         let cancel = try SettleProcess.run(["cancel", "X1", "--ledger", setup.ledger])
@@ -839,24 +926,29 @@ import Testing
 
     /// W1 waits for 12-05 from day 1 (order 1096), X1 too (order 1097); then either day 2 feeds
     /// W2, a line of W1's order with a bad amount, which rejects the order (`rejected`), or X1 is
-    /// cancelled and day 1's folder applied again, its row of X1 saying so (`cancelled`). The
-    /// ledger is lost and rebuilt from day 1 alone, then from both folders: a line the newest
-    /// folder given decided is neither named nor listed not carried, once that folder is given
-    /// (audit 78 F5: W1 stayed listed, and was named to be fed; F4: the cancelled X1 was named
-    /// to be fed, and fed whole day 1's deferred.csv paid it).
-    @Test(arguments: ["rejected", "cancelled"]) func aLineAFolderGivenDecidedIsNotNamedToBeFedAgain(
+    /// cancelled and day 1's folder applied again, its row of X1 saying so (`cancelled`;
+    /// `cancelledAfterDay2`: after day 2's run, whose folder, newer than day 1's plan, still has
+    /// X1 deferred). The ledger is lost and rebuilt from day 1 alone, then from both folders (from
+    /// both at once after day 2): a line the newest folder given decided is neither named nor
+    /// listed not carried, once that folder is given (audit 78 F5: W1 stayed listed, and was named to be fed; F4: the
+    /// cancelled X1 was named to be fed, and fed whole day 1's deferred.csv paid it). A cancel
+    /// speaks as of the apply that wrote it, and the rebuilt ledger records it again: the
+    /// deferred.csv the warning names, fed whole, pays W1 alone, X1 `line_conflict` (audit 79
+    /// F1: day 2's older row named X1, and fed, it was paid; F2: fed whole, day 1's deferred.csv
+    /// paid it).
+    @Test(arguments: ["rejected", "cancelled", "cancelledAfterDay2"])
+    func aLineAFolderGivenDecidedIsNotNamedToBeFedAgain(
         _ decided: String
     ) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        let (first, day1) = try day(
-            setup, "day1",
-            Self.header
-                + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
-                + "X1,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,2026-12-05\n",
-            asOf: "2026-12-01")
-        #expect(first.status == 0 && day1.values.map { $0[8] } == ["deferred", "deferred"], "\(day1)")
+        try dayOneWithTwoWaitingLines(setup)
         var folders = ["day1"]
+        if decided == "cancelledAfterDay2" {
+            let (second, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+            #expect(second.status == 0 && day2.values.map { $0[8] } == ["deferred", "deferred"], "\(day2)")
+            folders.append("day2")
+        }
         if decided == "rejected" {
             let (second, day2) = try day(
                 setup, "day2",
@@ -874,8 +966,10 @@ import Testing
                     == "settle cancel dropped it after this plan: it does not wait in the ledger any more")
         }
         setup.loseLedger()
-        let onlyDay1 = try rebuild(setup, from: ["day1"])
-        #expect(onlyDay1.status == 0, "\(onlyDay1.stderr)")
+        if decided != "cancelledAfterDay2" {
+            let onlyDay1 = try rebuild(setup, from: ["day1"])
+            #expect(onlyDay1.status == 0, "\(onlyDay1.stderr)")
+        }
         let both = try rebuild(setup, from: folders)
         #expect(both.status == 0, "\(both.stderr)")
         // The line left: X1, in day 2's deferred.csv too (the run brought it back), or W1.
@@ -889,6 +983,21 @@ import Testing
         let (due, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
         #expect(due.status == 0 && day5.isEmpty, "\(due.stderr) \(day5)")
         #expect(try setup.sandbox.effects().isEmpty)
+        guard decided != "rejected" else { return }
+        let line = try SettleProcess.run(["status", "--ledger", setup.ledger, "--line", "X1"])
+        #expect(line.stdout.contains("line X1 in the ledger \(setup.ledger): cancelled\n"), "\(line.stdout)")
+        let fed = try feed(setup, "\(folders.last!)/deferred.csv", out: "day6", asOf: "2026-12-05")
+        #expect(fed.status == 65, "\(fed.stderr)")
+        let rows = setup.results("day6").map { [$0[0], $0[8], $0[11]] }
+        #expect(rows == [["W1", "settled", ""], ["X1", "rejected", "line_conflict"]], "\(rows)")
+        #expect(try setup.sandbox.effects().map { $0["amount"] as? Int } == [1000])
+    }
+
+    /// `settle run FILE` (a file of the setup's folder) on `asOf`, into `out`.
+    func feed(_ setup: Setup, _ file: String, out: String, asOf: String) throws -> SettleProcess.Outcome {
+        var arguments = setup.arguments("run", [setup.folder.appendingPathComponent(file).path], out: out)
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = asOf
+        return try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
     }
 
     /// The line ids `settle status --json` lists as not carried.
