@@ -115,7 +115,7 @@ struct Commands {
         return (folder, written)
     }
 
-    /// The lines `settle cancel` dropped (``HeldInputs/rejectCancelled(_:batch:aliases:)``).
+    /// The lines `settle cancel` dropped (``HeldInputs/rejectCancelled(_:checker:)``).
     static func cancelledLines(_ history: LedgerHistory?) throws(CommandFailure) -> [HeldLine] {
         do {
             return try history?.store.heldLines([.cancelled]) ?? []
@@ -124,7 +124,7 @@ struct Commands {
         }
     }
 
-    /// The lines a ledger rebuild stopped carrying (``HeldInputs/rejectPartsOfOrdersNotCarried(_:batch:aliases:)``).
+    /// The lines a ledger rebuild stopped carrying (``HeldInputs/rejectPartsOfOrdersNotCarried(_:checker:aliases:)``).
     static func linesNotCarried(_ history: LedgerHistory?) throws(CommandFailure) -> [HeldLine] {
         do {
             return try history?.store.waitingLinesRebuildsDropped() ?? []

@@ -108,20 +108,21 @@ enum HeldInputs {
     }
 
     /// An input's copy of a line `settle cancel` dropped, with its money content (payee,
-    /// amount, currency) and charge, is the cancelled line fed again: rejected `line_conflict`,
-    /// and its order with it, as a cancel drops an order whole. A copy with other money
-    /// content is a new line (cancel, then feed the new one). Audit 79 F6: the day's export
-    /// run again to retry a failed line, or the deferred.csv that listed the line, brought a
-    /// cancelled line back without a word, and the next run paid it.
-    static func rejectCancelled(_ cancelled: [HeldLine], batch: Batch, aliases: [String: String]) {
-        guard !cancelled.isEmpty else { return }
-        var dropped: [Symbol: HeldLine] = [:]
-        for line in cancelled { dropped[batch.symbols.intern(line.lineID)] = line }
-        for index in batch.lines.indices {
+    /// amount, currency), is the cancelled line fed again, whatever charge it names: rejected
+    /// `line_conflict`, and its order with it, as a cancel drops an order whole. A copy with
+    /// other money content is a new line (cancel, then feed the new one). Audit 79 F6: the
+    /// day's export run again to retry a failed line, or the deferred.csv that listed the line,
+    /// brought a cancelled line back without a word, and the next run paid it; audit 81 H1: a
+    /// copy naming its charge by one of its two names (or none) was taken for a new line.
+    static func rejectCancelled(_ cancelled: [HeldLine], checker: LineChecker) {
+        let batch = checker.batch
+        for held in cancelled {
+            // Later copies of the line_id are `duplicate_line_id` already.
+            guard let index = checker.firstLine(withID: batch.symbols.intern(held.lineID)) else { continue }
             let line = batch.lines[index]
-            guard let held = dropped[line.lineID], line.status != .rejected,
+            guard line.status != .rejected,
                 batch.text(batch.payee(of: line)) == held.payee, line.amount == held.amountMinor,
-                line.currency.code == held.currency, otherCharge(of: line, than: held, batch, aliases) == nil
+                line.currency.code == held.currency
             else { continue }
             batch.set(
                 index, .rejected, .lineConflict,
@@ -136,30 +137,46 @@ enum HeldInputs {
     /// its waiting lines brought back (audit 79 F4: one line of such an order, fed as status
     /// listed it, moved without the rest).
     static func rejectPartsOfOrdersNotCarried(
-        _ notCarried: [HeldLine], batch: Batch, aliases: [String: String]
+        _ notCarried: [HeldLine], checker: LineChecker, aliases: [String: String]
     ) -> [HeldLine] {
-        guard !notCarried.isEmpty else { return [] }
-        var fed: Set<Symbol> = []
-        var ids: [Symbol: HeldLine] = [:]
-        for line in notCarried { ids[batch.symbols.intern(line.lineID)] = line }
-        for line in batch.lines where ids[line.lineID] != nil { fed.insert(line.lineID) }
-        let missing = notCarried.filter { !fed.contains(batch.symbols.intern($0.lineID)) }
-        var missingOfOrder: [Symbol: [String]] = [:]
+        let batch = checker.batch
+        var fed: [(line: HeldLine, index: Int)] = []
+        var missing: [HeldLine] = []
+        for line in notCarried {
+            if let index = checker.firstLine(withID: batch.symbols.intern(line.lineID)) {
+                fed.append((line, index))
+            } else {
+                missing.append(line)
+            }
+        }
+        var missingOfOrder: [String: [String]] = [:]
         for line in missing {
             guard case .key(let key) = HeldGroup(line, aliases: aliases) else { continue }
-            missingOfOrder[batch.symbols.intern(key), default: []].append(line.lineID)
+            missingOfOrder[key, default: []].append(line.lineID)
         }
         guard !missingOfOrder.isEmpty else { return missing }
-        for index in batch.lines.indices {
-            let line = batch.lines[index]
-            guard let others = missingOfOrder[line.group], line.status != .rejected, !line.group.isNone else {
-                continue
-            }
+        func reject(_ index: Int, others: [String]) {
+            guard batch.lines[index].status != .rejected else { return }
             batch.set(
                 index, .rejected, .groupRejected,
                 "\(others.sorted().joined(separator: ", ")) of its order \(others.count == 1 ? "is" : "are") not "
                     + "carried since settle ledger rebuild (settle status lists them): feed the order whole, or settle "
                     + "cancel its lines")
+        }
+        // A line not carried fed again is of the order its record names, whatever group its
+        // copy names (audit 81 M1: a copy naming another transfer_group moved half the order).
+        for (line, index) in fed {
+            guard case .key(let key) = HeldGroup(line, aliases: aliases), let others = missingOfOrder[key] else {
+                continue
+            }
+            reject(index, others: others)
+        }
+        var bySymbol: [Symbol: [String]] = [:]
+        for (key, others) in missingOfOrder { bySymbol[batch.symbols.intern(key)] = others }
+        for index in batch.lines.indices {
+            let group = batch.lines[index].group
+            guard !group.isNone, let others = bySymbol[group] else { continue }
+            reject(index, others: others)
         }
         return missing
     }

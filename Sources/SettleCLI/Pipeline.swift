@@ -85,9 +85,9 @@ struct Pipeline {
         var position = 0
         while true {
             if position == options.inputs.count, !cancelled.isEmpty || !notCarried.isEmpty {
-                HeldInputs.rejectCancelled(cancelled, batch: checker.batch, aliases: options.columns)
+                HeldInputs.rejectCancelled(cancelled, checker: checker)
                 let waitingForNoRun = HeldInputs.rejectPartsOfOrdersNotCarried(
-                    notCarried, batch: checker.batch, aliases: options.columns)
+                    notCarried, checker: checker, aliases: options.columns)
                 if !waitingForNoRun.isEmpty {
                     // Each run says so: cron sees a log, and the rebuild's warning was said once
                     // (audit 79 F5: no run mentioned them).

@@ -516,6 +516,27 @@ extension LedgerStore {
         return found
     }
 
+    /// The lines another run than `run` began holding (waiting, returned, unresolved) at or
+    /// after `since`, each with that state and run: a line fed again after a `settle cancel`
+    /// (a new line, other content) or sent by a later run is that run's, not an older plan's
+    /// to hold again (audit 81 H3: a re-apply of the older folder put the cancelled content
+    /// back in place of the new line's, and the run on its day paid the cancelled amount).
+    /// A line carried from run to run keeps the run that began holding it.
+    public func holdsBegun(since: Date, notBy run: String) throws(LedgerError) -> [String: HeldLineEnd] {
+        var found: [String: HeldLineEnd] = [:]
+        try db.query(
+            """
+            SELECT line_id, state, since_run FROM held_lines
+            WHERE state IN ('waiting', 'returned', 'unresolved') AND since_at >= ? AND since_run != ?
+            """, [.integer(since.ledgerMilliseconds), .text(run)]
+        ) { row in
+            if let state = HeldLine.State(rawValue: row.text(1) ?? "") {
+                found[row.text(0) ?? ""] = HeldLineEnd(state: state, endedRun: row.text(2))
+            }
+        }
+        return found
+    }
+
     /// Who ended a waiting line's holding, for ``linesTakenUp(since:notBy:)``, when a rebuild over
     /// a ledger behind its mark did (``rebuildDistrustsWaiting()``).
     public static let rebuildTakenUp = "settle ledger rebuild"

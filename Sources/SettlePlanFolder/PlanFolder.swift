@@ -539,9 +539,16 @@ public struct PlanFolder {
         // own input (a line fed again, re-submitted after a cancel): it is this plan's to hold
         // (audit 24: a fresh run's own deferred line was not held, and was lost). A folder that
         // does not say when it was planned holds. One query, not one per deferred row.
+        // So is a line another run began holding since (``LedgerStore/holdsBegun(since:notBy:)``).
         let endedElsewhere: [String: HeldLineEnd] =
             report.ledgerFailure == nil
-            ? plannedAt.flatMap { try? ledger.holdsEnded(since: $0, notBy: run) } ?? [:] : [:]
+            ? plannedAt.flatMap { since in
+                guard var ended = try? ledger.holdsEnded(since: since, notBy: run),
+                    let begun = try? ledger.holdsBegun(since: since, notBy: run)
+                else { return nil }
+                ended.merge(begun) { _, begun in begun }
+                return ended
+            } ?? [:] : [:]
         // Earlier runs' open instructions found made by an apply that did not report them.
         let unreported =
             report.ledgerFailure == nil ? ((try? ledger.unreportedOutcomes()) ?? []) : Set<String>()
@@ -849,7 +856,10 @@ public struct PlanFolder {
                                 ? Self.droppedByCancel
                                 : end.endedRun == LedgerStore.rebuildRun
                                     ? Self.droppedByRebuild(line: text(row[F.lineID.rawValue]).trimmingFormulaGuard())
-                                    : "run \(end.endedRun ?? "") took it up after this plan: it does not wait in the ledger any more"
+                                    : end.state == .released
+                                        ? "run \(end.endedRun ?? "") took it up after this plan: it does not wait in the ledger any more"
+                                        : "run \(end.endedRun ?? "") took it up after this plan: the ledger holds it for that run, "
+                                            + "whose row counts"
                         )
                     } else if status == LineStatus.alreadySettled.name, !cameBack.isEmpty,
                         let back = cameBack[text(row[F.lineID.rawValue]).trimmingFormulaGuard()]

@@ -757,31 +757,64 @@ import Testing
 
     /// W1 waits for 12-05 and is cancelled; day 1's export is run again (as to retry a failed
     /// line). W1's own copy is the cancelled line: rejected `line_conflict`, saying a settle
-    /// cancel dropped it, and the run on its day pays nothing; a copy with other money content
-    /// (`changed`) is the new line, paid on its day once (audit 79 F6: the same copy waited
-    /// again without a word, and the next run paid the cancelled line).
-    @Test(arguments: [false, true]) func aCancelledLineFedAgainIsNotPaid(changed: Bool) throws {
+    /// cancel dropped it, and the run on its day pays nothing; so is a copy naming no charge
+    /// (`sameNoCharge`). A copy with other money content (`changed`) is the new line: day 1's
+    /// folder applied again (after the cancel, and again after the new line waits) leaves it to
+    /// the run that holds it, and it is paid on its day once, at its new amount; after a lost
+    /// ledger (`changedThenLost`), the rebuild names it to be fed, and fed it is paid so (audit
+    /// 79 F6: the same copy waited again without a word, and the next run paid the cancelled
+    /// line; audit 81 H1: a copy naming its charge by one name only was taken for a new line;
+    /// H3: day 1's re-apply put the cancelled 10.00 back in place of the new 12.00, and 10.00
+    /// was paid; H2: the rebuild took day 1's cancel row for the new line's, and named nothing).
+    @Test(arguments: ["same", "sameNoCharge", "changed", "changedThenLost"])
+    func aCancelledLineFedAgainIsNotPaid(_ copy: String) throws {
         let setup = try dayOneWithAWaitingLine()
         let cancel = try SettleProcess.run(["cancel", "W1", "--ledger", setup.ledger])
         #expect(cancel.status == 0, "\(cancel.stderr)")
+        let changed = copy.hasPrefix("changed")
+        if changed {
+            let reapplied = try setup.apply("day1")
+            #expect(reapplied.status == 0, "\(reapplied.stderr)")
+            #expect(setup.results("day1").first?[12].hasPrefix("settle cancel dropped it") == true)
+        }
+        let w1 =
+            copy == "sameNoCharge"
+            ? "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,,,,,,,,2026-12-05\n"
+            : "W1,1096,transfer,\(changed ? "12.00" : "10.00"),usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,"
+                + "card,,,2026-12-05\n"
         let (again, rows) = try day(
             setup, "again",
-            Self.header
-                + "W1,1096,transfer,\(changed ? "12.00" : "10.00"),usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,"
-                + "card,,,2026-12-05\n"
-                + "W2,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
+            Self.header + w1 + "W2,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
             asOf: "2026-12-01")
+        #expect(rows["W2"]?[8] == "already_settled", "\(rows)")
         if changed {
             #expect(again.status == 0 && rows["W1"]?[8] == "deferred", "\(again.stderr) \(rows)")
+            let reapplied = try setup.apply("day1")
+            #expect(reapplied.status == 0, "\(reapplied.stderr)")
+            let run = try Self.runID(of: setup.folder.appendingPathComponent("again"))
+            #expect(
+                setup.results("day1").first?[12]
+                    == "run \(run) took it up after this plan: the ledger holds it for that run, whose row counts")
         } else {
             #expect(again.status == 65, "\(again.stderr)")
             #expect(rows["W1"].map { [$0[8], $0[11]] } == ["rejected", "line_conflict"], "\(rows)")
             #expect(rows["W1"]?[12].hasPrefix("line_id W1 was dropped by settle cancel (cancel_") == true, "\(rows)")
         }
-        #expect(rows["W2"]?[8] == "already_settled", "\(rows)")
-        let (due, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
-        #expect(due.status == 0, "\(due.stderr)")
-        #expect(day5.keys.sorted() == (changed ? ["W1"] : []), "\(day5)")
+        if copy == "changedThenLost" {
+            let rebuilt = try loseAndRebuild(setup, from: "day1", "again")
+            #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+            #expect(try notCarried(setup) == ["W1"])
+            #expect(
+                rebuilt.stderr.contains("1 in \(setup.folder.appendingPathComponent("again").path)/deferred.csv"),
+                "\(rebuilt.stderr)")
+            let fed = try feed(setup, "again/deferred.csv", out: "day5", asOf: "2026-12-05")
+            #expect(fed.status == 0, "\(fed.stderr)")
+            #expect(setup.results("day5").map { [$0[0], $0[5], $0[8]] } == [["W1", "12.00", "settled"]])
+        } else {
+            let (due, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
+            #expect(due.status == 0, "\(due.stderr)")
+            #expect(day5.mapValues { [$0[5], $0[8]] } == (changed ? ["W1": ["12.00", "settled"]] : [:]), "\(day5)")
+        }
         let moved = try setup.sandbox.effects().compactMap { $0["amount"] as? Int }.sorted()
         #expect(moved == (changed ? [1100, 1200] : [1100]), "\(moved)")
     }
@@ -790,7 +823,8 @@ import Testing
     /// is carried. `settle cancel O1` alone is refused (65), as on the live ledger; O2 fed alone
     /// is rejected `group_rejected` and nothing moves; each run warns (`lines_not_carried`)
     /// until both are fed, and fed whole the order moves (audit 79 F4: O1 was cancelled alone,
-    /// and O2, fed as status listed it, moved half the order; F5: no run said a word of them).
+    /// and O2, fed as status listed it, moved half the order; F5: no run said a word of them;
+    /// audit 81 M1: O2 fed alone naming another transfer_group moved).
     @Test func anOrderNotCarriedMovesWhole() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
@@ -809,14 +843,17 @@ import Testing
         let deferred = try String(
             contentsOf: setup.folder.appendingPathComponent("day1/deferred.csv"), encoding: .utf8)
         let o2 = deferred.split(separator: "\n").filter { !$0.hasPrefix("O1,") }.joined(separator: "\n") + "\n"
-        try o2.write(to: setup.folder.appendingPathComponent("o2.csv"), atomically: true, encoding: .utf8)
-        let alone = try feed(setup, "o2.csv", out: "day5", asOf: "2026-12-05")
-        #expect(alone.status == 65, "\(alone.stderr)")
-        let row = try #require(setup.results("day5").first)
-        #expect([row[0], row[8], row[11]] == ["O2", "rejected", "group_rejected"], "\(row)")
-        #expect(row[12].hasPrefix("O1 of its order is not carried since settle ledger rebuild"), "\(row)")
-        let warning = "warning: 1 line(s) are not carried since settle ledger rebuild (first: O1)"
-        #expect(alone.stderr.contains(warning), "\(alone.stderr)")
+        // Fed as it was, then naming another transfer_group (audit 81 M1: that copy moved).
+        for (out, text) in [("day5", o2), ("day5b", o2.replacingOccurrences(of: ",ORDER1098,", with: ",OTHER1098,"))] {
+            try text.write(to: setup.folder.appendingPathComponent("o2.csv"), atomically: true, encoding: .utf8)
+            let alone = try feed(setup, "o2.csv", out: out, asOf: "2026-12-05")
+            #expect(alone.status == 65, "\(alone.stderr)")
+            let row = try #require(setup.results(out).first)
+            #expect([row[0], row[8], row[11]] == ["O2", "rejected", "group_rejected"], "\(row)")
+            #expect(row[12].hasPrefix("O1 of its order is not carried since settle ledger rebuild"), "\(row)")
+            let warning = "warning: 1 line(s) are not carried since settle ledger rebuild (first: O1)"
+            #expect(alone.stderr.contains(warning), "\(alone.stderr)")
+        }
         #expect(try setup.sandbox.effects().isEmpty)
         let whole = try feed(setup, "day1/deferred.csv", out: "day6", asOf: "2026-12-05")
         #expect(whole.status == 0 && !whole.stderr.contains("not carried since"), "\(whole.stderr)")

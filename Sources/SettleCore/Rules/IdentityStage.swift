@@ -66,6 +66,13 @@ final class IdentityStage: @unchecked Sendable {
         duplicates.removeAll { $0.copy >= cut }
     }
 
+    /// The index of the first copy of a line_id read so far, nil when none. Only once idle.
+    func firstLine(of id: Symbol) -> Int? {
+        let raw = Int(id.raw)
+        guard raw > 0, raw < firstLine.count, firstLine[raw] != 0 else { return nil }
+        return Int(firstLine[raw]) - 1
+    }
+
     /// Whoever comes after the line at `index` with its line_id is the first copy. Only once idle.
     func yieldFirstCopy(ofLine index: Int) {
         let id = Int(batch.lines[index].lineID.raw)

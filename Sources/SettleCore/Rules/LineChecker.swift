@@ -94,6 +94,13 @@ public final class LineChecker: RecordSink {
         identities.yieldFirstCopy(ofLine: index)
     }
 
+    /// The line that counts for a line_id (its first copy) among the lines checked so far,
+    /// nil when none has it: a look-up, where a pass over the batch would read every line.
+    public func firstLine(withID id: Symbol) -> Int? {
+        settle()
+        return identities.firstLine(of: id)
+    }
+
     /// Hands the lines checked so far to the identity stage, waits until it has added them
     /// to the batch, and marks the later copies of a line_id.
     private func settle() {
