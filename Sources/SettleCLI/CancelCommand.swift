@@ -3,7 +3,8 @@ import SettleCore
 import SettleLedger
 
 /// `settle cancel LINE_ID... [--ledger FILE]`: drops lines that wait in the ledger
-/// (deferred, or returned by their payout) so that no later run brings them back.
+/// (deferred, or not carried since a rebuild) so that no later run brings them back. A line
+/// whose payout came back is not cancelled: the next run reports the return.
 ///
 /// Holds the ledger's process lock. Records the cancellation (`held_lines` state
 /// `cancelled`, ended by a `cancel_…` run with its own `runs` row, in one transaction) and
@@ -32,7 +33,7 @@ struct CancelCommand {
             // Lines not carried (a rebuild over a ledger that lost commits stopped holding them)
             // may be cancelled too, their order whole as a waiting one's.
             let held = Dictionary(
-                try (store.heldLines([.waiting, .returned]) + store.waitingLinesRebuildsDropped()).map {
+                try (store.heldLines([.waiting]) + store.waitingLinesRebuildsDropped()).map {
                     ($0.lineID, $0)
                 }, uniquingKeysWith: { a, _ in a })
             var refused: [(String, String)] = []
@@ -67,7 +68,13 @@ struct CancelCommand {
                         + "(\(line.reasonCode): \(line.reason))")
             }
             for (id, status) in refused {
-                let why = status == "not_in_ledger" ? "it is not in the ledger" : "it is \(status), not waiting"
+                let why =
+                    status == "not_in_ledger"
+                    ? "it is not in the ledger"
+                    : status == HeldLine.State.returned.rawValue
+                        ? "its payout came back: the next plan or run reports it failed, in its errors.csv (leave it "
+                            + "out of what is fed back to leave it unpaid)"
+                        : "it is \(status), not waiting"
                 log(
                     .error, event: "cancel_refused", "line \(id) was not cancelled: \(why)",
                     fields: [Log.Field("line_id", id), Log.Field("status", status)])
@@ -91,10 +98,10 @@ struct CancelCommand {
         // A line not carried is a member of its order as a waiting one is: fed again, it moves
         // with it (audit 79 F4: one line of such an order was cancelled alone, and the rest of
         // the order, fed as status listed it, moved without it).
-        guard ids.contains(where: { held[$0].map { $0.state != .returned } ?? false }) else { return [:] }
+        guard ids.contains(where: { held[$0] != nil }) else { return [:] }
         var members: [String: [String]] = [:]
         var groupOf: [String: HeldGroup] = [:]
-        for line in held.values where line.state != .returned {
+        for line in held.values {
             let group = HeldGroup(line, aliases: aliases)
             groupOf[line.lineID] = group
             if case .key(let key) = group { members[key, default: []].append(line.lineID) }

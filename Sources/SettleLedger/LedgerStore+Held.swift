@@ -121,11 +121,13 @@ extension LedgerStore {
     /// lines were not waiting). `ended` is the run's ended record, given how many changed.
     /// A line not carried (``waitingLinesRebuildsDropped()``) is cancelled too: the cancel may
     /// have been among the commits the ledger lost, and nothing else took it off the list
-    /// (audit 77 H2: `settle cancel` refused it, "released, not waiting").
+    /// (audit 77 H2: `settle cancel` refused it, "released, not waiting"). Not a line whose
+    /// payout came back (`returned`): the next run reports the return (audit 81 L1: cancelled,
+    /// no run reported it, and the days' paid_out overstated what Stripe moved).
     public func cancel(_ lineIDs: [String], run: LedgerRun, ended: (Int) -> LedgerRun) throws(LedgerError) -> Int {
         try markedTransaction { () throws(LedgerError) in
             try writeRun(run)
-            var changed = try updateHolding(lineIDs, to: .cancelled, run: run.id, from: [.waiting, .returned])
+            var changed = try updateHolding(lineIDs, to: .cancelled, run: run.id, from: [.waiting])
             let notCarried = Set(try waitingLinesRebuildsDropped().map(\.lineID))
             changed += try updateHolding(
                 lineIDs.filter { notCarried.contains($0) }, to: .cancelled, run: run.id, from: [.released])

@@ -177,7 +177,8 @@ import Testing
 
     /// An operator who plans and applies by hand (never `run`) still learns of a payout that
     /// came back: `apply` follows the ledger's processing payouts first, and the next plan
-    /// reports the line failed in its errors.csv. Before, only `run` followed them.
+    /// reports the line failed in its errors.csv. Before, only `run` followed them. Until then
+    /// `settle cancel` leaves the line: its return is still to report.
     @Test func applyAloneFollowsThePayouts() throws {
         let setup = try Setup()
         let payout = try payThenComeBack(setup, "D2", order: "1001", status: "returned", reason: "payout_method_closed")
@@ -189,6 +190,14 @@ import Testing
         let apply = try setup.apply("day2")
         #expect(apply.status == 0, "\(apply.stderr)")
         #expect(apply.stderr.contains("1 came back"), "\(apply.stderr)")
+        // Its return is still to report: `settle cancel` leaves it (audit 81 L1: cancelled, no
+        // run reported the return, and the days' paid_out kept the payout that came back).
+        let cancel = try SettleProcess.run(["cancel", "D2", "--ledger", setup.ledger])
+        #expect(cancel.status == 65, "\(cancel.stderr)")
+        #expect(
+            cancel.stderr.contains(
+                "line D2 was not cancelled: its payout came back: the next plan or run reports it failed"),
+            "\(cancel.stderr)")
         // Day 3's plan (offline) brings the line back failed, for finance to fix.
         let third = try SettleProcess.run(setup.arguments("plan", [empty.path], out: "day3"))
         #expect(third.status == 65, "\(third.stderr)")
