@@ -118,7 +118,7 @@ struct Commands {
     /// The lines `settle cancel` dropped (``HeldInputs/rejectCancelled(_:checker:)``).
     static func cancelledLines(_ history: LedgerHistory?) throws(CommandFailure) -> [HeldLine] {
         do {
-            return try history?.store.heldLines([.cancelled]) ?? []
+            return try history?.store.cancelledContents() ?? []
         } catch {
             throw CommandFailure(.tryAgain, "reading the lines settle cancel dropped failed: \(error)")
         }

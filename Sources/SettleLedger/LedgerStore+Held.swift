@@ -131,6 +131,7 @@ extension LedgerStore {
             let notCarried = Set(try waitingLinesRebuildsDropped().map(\.lineID))
             changed += try updateHolding(
                 lineIDs.filter { notCarried.contains($0) }, to: .cancelled, run: run.id, from: [.released])
+            try rememberCancelled(by: run.id)
             try writeRun(ended(changed))
             return changed
         }
@@ -262,7 +263,41 @@ extension LedgerStore {
             }
             try insertHolds(cancelled)
             _ = try updateHolding(cancelled.map(\.lineID), to: .cancelled, run: run, from: [.waiting])
+            try rememberCancelled(by: run)
         }
+    }
+
+    /// Keeps the money content of each line `run` cancelled (``schemaVersion12``).
+    func rememberCancelled(by run: String) throws(LedgerError) {
+        guard try hasTable("cancelled_contents") else { return }
+        try db.run(
+            """
+            INSERT OR IGNORE INTO cancelled_contents (line_id, payee, amount_minor, currency, run_id)
+            SELECT line_id, payee, amount_minor, currency, ended_run FROM held_lines
+            WHERE state = 'cancelled' AND ended_run = ?
+            """, [.text(run)])
+    }
+
+    /// Every money content a line had when `settle cancel` dropped it (``schemaVersion12``;
+    /// a ledger not migrated yet: its cancelled holdings), as held lines with the cancel's run
+    /// as `endedRun`: a copy of one is the cancelled line fed again.
+    public func cancelledContents() throws(LedgerError) -> [HeldLine] {
+        var result: [HeldLine] = []
+        let remembered =
+            try hasTable("cancelled_contents")
+            ? "SELECT line_id, payee, amount_minor, currency, run_id FROM cancelled_contents UNION " : ""
+        try db.query(
+            remembered
+                + "SELECT line_id, payee, amount_minor, currency, COALESCE(ended_run, '') FROM held_lines "
+                + "WHERE state = 'cancelled'"
+        ) { row in
+            result.append(
+                HeldLine(
+                    lineID: row.text(0) ?? "", state: .cancelled, payee: row.text(1) ?? "",
+                    amountMinor: row.integer(2), currency: row.text(3) ?? "", reasonCode: "", reason: "", source: "",
+                    header: "", record: [], instructionID: nil, sinceRun: "", endedRun: row.text(4)))
+        }
+        return result
     }
 
     /// Lines not carried whose fate a plan folder given to a rebuild decided (its newest row of

@@ -9,7 +9,7 @@ import Glibc
 /// a crash or power loss. Use one store from one thread.
 public final class LedgerStore {
     /// The schema this build reads and writes (older ledgers are migrated on open).
-    public static let schemaVersion = 11
+    public static let schemaVersion = 12
     /// The run a `settle ledger rebuild` ends holdings as (no run of a folder).
     public static let rebuildRun = "ledger_rebuild"
 
@@ -587,6 +587,7 @@ public final class LedgerStore {
         if version < 9 { try db.execute(Self.schemaVersion9) }
         if version < 10 { try db.execute(Self.schemaVersion10) }
         if version < 11 { try db.execute(Self.schemaVersion11) }
+        if version < 12 { try db.execute(Self.schemaVersion12) }
         try db.run(
             """
             INSERT INTO settle_meta(key, value) VALUES ('schema_version', ?)
@@ -755,6 +756,25 @@ public final class LedgerStore {
             run_id     TEXT NOT NULL,
             PRIMARY KEY (line_id, reason)
         ) WITHOUT ROWID;
+        """
+
+    /// Version 12: every money content (payee, amount, currency) a line had when `settle cancel`
+    /// dropped it, with the cancel's run: a line cancelled, fed again with other content and
+    /// cancelled again keeps both (its `held_lines` row keeps only the last), so a copy of
+    /// either is refused (audit 82 F1: the first content, fed again, was paid). Filled from the
+    /// cancels `held_lines` records.
+    static let schemaVersion12 = """
+        CREATE TABLE IF NOT EXISTS cancelled_contents (
+            line_id      TEXT NOT NULL,
+            payee        TEXT NOT NULL,
+            amount_minor INTEGER NOT NULL,
+            currency     TEXT NOT NULL,
+            run_id       TEXT NOT NULL,
+            PRIMARY KEY (line_id, payee, amount_minor, currency)
+        ) WITHOUT ROWID;
+        INSERT OR IGNORE INTO cancelled_contents (line_id, payee, amount_minor, currency, run_id)
+            SELECT line_id, payee, amount_minor, currency, COALESCE(ended_run, '') FROM held_lines
+            WHERE state = 'cancelled';
         """
 
     /// The `held_lines` table, its states those of ``HeldLine/State`` (a ledger made new has

@@ -828,6 +828,29 @@ import Testing
         #expect(moved == (changed ? [1100, 1200] : [1100]), "\(moved)")
     }
 
+    /// W1 (10.00) waits and is cancelled; fed again at 12.00 it waits, and is cancelled again.
+    /// Both contents are the cancelled line: day 1's deferred.csv (10.00) and the second day's
+    /// (12.00), fed again, are `line_conflict`, and nothing of W1 moves (audit 82 F1: the ledger
+    /// kept only the last content cancelled, and the first, fed again, was paid).
+    @Test func aLineCancelledTwiceStaysCancelledInBothContents() throws {
+        let setup = try dayOneWithAWaitingLine()
+        #expect(try SettleProcess.run(["cancel", "W1", "--ledger", setup.ledger]).status == 0)
+        let (again, rows) = try day(
+            setup, "again",
+            Self.header
+                + "W1,1096,transfer,12.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n",
+            asOf: "2026-12-01")
+        #expect(again.status == 0 && rows["W1"]?[8] == "deferred", "\(again.stderr) \(rows)")
+        #expect(try SettleProcess.run(["cancel", "W1", "--ledger", setup.ledger]).status == 0)
+        for (file, out) in [("day1/deferred.csv", "first"), ("again/deferred.csv", "second")] {
+            let fed = try feed(setup, file, out: out, asOf: "2026-12-05")
+            #expect(fed.status == 65, "\(fed.stderr)")
+            let fedRows = setup.results(out).map { [$0[0], $0[8], $0[11]] }
+            #expect(fedRows == [["W1", "rejected", "line_conflict"]], "\(fedRows)")
+        }
+        #expect(try setup.sandbox.effects().compactMap { $0["amount"] as? Int } == [1100])
+    }
+
     /// O1 and O2, one order, wait for 12-05; the ledger is lost and rebuilt from day 1: neither
     /// is carried. `settle cancel O1` alone is refused (65), as on the live ledger; O2 fed alone
     /// is rejected `group_rejected` and nothing moves; each run warns (`lines_not_carried`)

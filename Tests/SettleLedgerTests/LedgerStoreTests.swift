@@ -92,7 +92,7 @@ struct LedgerStoreTests {
         store.close()
         let output = try sqlite(
             folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'; PRAGMA journal_mode;")
-        #expect(output == "11\nwal\n")
+        #expect(output == "12\nwal\n")
     }
 
     /// A version 2 ledger (whose held lines could not be `unresolved`) is migrated on open:
@@ -127,10 +127,13 @@ struct LedgerStoreTests {
         try migrated.hold([unresolved])
         #expect(try migrated.heldLines([.unresolved]).map(\.lineID) == ["U1"])
         migrated.close()
-        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "11\n")
+        #expect(try sqlite(folder.ledgerPath, "SELECT value FROM settle_meta WHERE key='schema_version'") == "12\n")
         #expect(
             try sqlite(folder.ledgerPath, "SELECT name FROM sqlite_master WHERE name = 'payout_reports'")
                 == "payout_reports\n")
+        #expect(
+            try sqlite(folder.ledgerPath, "SELECT name FROM sqlite_master WHERE name = 'cancelled_contents'")
+                == "cancelled_contents\n")
         #expect(
             try sqlite(folder.ledgerPath, "SELECT name FROM sqlite_master WHERE name = 'instructions_by_stripe_id'")
                 == "instructions_by_stripe_id\n")
