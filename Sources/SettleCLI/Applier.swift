@@ -418,7 +418,7 @@ struct Applier {
         let progressMode = options.progressMode
         // To the millisecond where the manifest says it (a payout sent earlier in the same
         // second is not "made after this plan": audit 12, a fix fed back at once was refused).
-        let plannedAt = plan.plannedAt ?? RunID.time(of: plan.runID)
+        let plannedAt = plan.madeAt
         // Orders a later run took up since this plan (a late apply, a re-apply after other
         // runs): that run decided them, and this apply moves nothing of them.
         var takenUpOrders: [String: String] = [:]

@@ -34,12 +34,8 @@ enum HeldInputs {
             guard let waiting = wanted[line.lineID] else { continue }
             guard line.status != .rejected || line.reason != .duplicateLineID else { continue }
             let id = waiting.lineID
-            let payee = batch.text(batch.payee(of: line))
             let otherCharge = waiting.state == .waiting ? otherCharge(of: line, than: waiting, batch, aliases) : nil
-            guard
-                payee != waiting.payee || line.amount != waiting.amountMinor || line.currency.code != waiting.currency
-                    || otherCharge != nil
-            else {
+            guard !sameMoney(line, waiting, batch) || otherCharge != nil else {
                 // The newer export's copy replaces the held one. A line that waited for its
                 // charge waits for Stripe's word, not the copy's: the charge is asked again
                 // before it moves (audit 53 H2: a copy saying `succeeded` paid a payout on a
@@ -120,10 +116,7 @@ enum HeldInputs {
             // Later copies of the line_id are `duplicate_line_id` already.
             guard let index = checker.firstLine(withID: batch.symbols.intern(held.lineID)) else { continue }
             let line = batch.lines[index]
-            guard line.status != .rejected,
-                batch.text(batch.payee(of: line)) == held.payee, line.amount == held.amountMinor,
-                line.currency.code == held.currency
-            else { continue }
+            guard line.status != .rejected, sameMoney(line, held, batch) else { continue }
             batch.set(
                 index, .rejected, .lineConflict,
                 "line_id \(held.lineID) was dropped by settle cancel (\(held.endedRun ?? "cancelled")): a cancelled line "
@@ -179,6 +172,12 @@ enum HeldInputs {
             reject(index, others: others)
         }
         return missing
+    }
+
+    /// Whether an input line has a held line's money content: payee, amount and currency.
+    static func sameMoney(_ line: OrderLine, _ held: HeldLine, _ batch: Batch) -> Bool {
+        line.amount == held.amountMinor && line.currency.code == held.currency
+            && batch.text(batch.payee(of: line)) == held.payee
     }
 
     /// Why an export's copy of a waiting line draws on another charge than the held copy: the

@@ -94,7 +94,7 @@ struct LedgerCommand {
             // the rebuilt ledger would not know them, and their lines would be paid again
             // (audit 35 P6). Refused before anything is written.
             for case .success(let plan) in opened {
-                guard let made = plan.plannedAt ?? RunID.time(of: plan.runID),
+                guard let made = plan.madeAt,
                     made.timeIntervalSince1970 < Double(since) * 86_400
                 else { continue }
                 let day = String(
@@ -116,7 +116,7 @@ struct LedgerCommand {
             // that does not know its run).
             let runs = opened.compactMap { result -> String? in
                 guard let plan = try? result.get(), !plan.runID.isEmpty,
-                    let made = plan.plannedAt ?? RunID.time(of: plan.runID),
+                    let made = plan.madeAt,
                     made.timeIntervalSince1970 >= Double(since) * 86_400
                 else { return nil }
                 return plan.runID
@@ -186,7 +186,7 @@ struct LedgerCommand {
             // advised paid a payout of an order a newer folder had rejected `charge_failed`).
             for case .success(let plan) in opened where plan.wasApplied {
                 let decided = try onPlanFolder { () throws(SettleError) in try plan.decidedOrders() }
-                guard !decided.isEmpty, let at = plan.plannedAt ?? RunID.time(of: plan.runID) else { continue }
+                guard !decided.isEmpty, let at = plan.madeAt else { continue }
                 do {
                     try ledger.recordDecidedOrders(decided, run: plan.lastAppliedRunID ?? plan.runID, at: at)
                 } catch {
@@ -199,8 +199,7 @@ struct LedgerCommand {
             // 42 F6: the rebuilt ledger brought back a failure a later run had seen put right).
             var failed: [String: FailedCharge] = [:]
             let byTime = opened.compactMap { try? $0.get() }.sorted {
-                ($0.plannedAt ?? RunID.time(of: $0.runID) ?? .distantPast)
-                    < ($1.plannedAt ?? RunID.time(of: $1.runID) ?? .distantPast)
+                ($0.madeAt ?? .distantPast) < ($1.madeAt ?? .distantPast)
             }
             for plan in byTime {
                 let (folderFailed, putRight) = plan.chargeVerdicts
@@ -412,7 +411,7 @@ struct LedgerCommand {
         left: [(plan: PlanFolder, status: LineStatus, lines: [String])], decided: [String: String],
         cancelled: [(plan: PlanFolder, lines: Set<String>)]
     ) {
-        func planned(_ plan: PlanFolder) -> Date { plan.plannedAt ?? RunID.time(of: plan.runID) ?? .distantPast }
+        func planned(_ plan: PlanFolder) -> Date { plan.madeAt ?? .distantPast }
         func appliedAt(_ plan: PlanFolder) -> Date { plan.appliedAt ?? planned(plan) }
         let applied = plans.filter(\.wasApplied).sorted { planned($0) > planned($1) }
         var candidates = notCarried

@@ -250,11 +250,7 @@ extension PlanFolder {
         typealias F = ResultsFile.Field
         guard wasApplied, !only.isEmpty else { return 0 }
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: runID)
-        if cancelled {
-            held.cancelledBy = lastAppliedRunID ?? runID
-        } else {
-            held.notCarried = true
-        }
+        held.recording = cancelled ? .cancelled(by: lastAppliedRunID ?? runID) : .notCarried
         var count = 0
         try eachRow { (row, entry) throws(SettleError) in
             guard row[F.status.rawValue].elementsEqual(LineStatus.deferred.name.utf8),

@@ -32,10 +32,11 @@ extension PlanFolder {
         private var release: [String] = []
         /// The ledger failed: nothing more is recorded (the run exits 75).
         private(set) var failure: SettleError?
-        /// The lines are recorded not carried (``LedgerStore/recordNotCarried(_:)``), not held.
-        var notCarried = false
-        /// The lines are recorded cancelled, as this run's rows say (``LedgerStore/recordCancelled(_:run:)``).
-        var cancelledBy: String?
+        /// How the lines are recorded: held (``LedgerStore/hold(_:)``), or, by `settle ledger
+        /// rebuild`, not carried (``LedgerStore/recordNotCarried(_:)``) or cancelled as the
+        /// rows of run `by` say (``LedgerStore/recordCancelled(_:run:)``).
+        enum Recording { case hold, notCarried, cancelled(by: String) }
+        var recording = Recording.hold
 
         init(
             layout: CorrectionLayout, ledger: LedgerStore, records: any SpoolRecordSource, run: String,
@@ -126,10 +127,10 @@ extension PlanFolder {
             guard failure == nil else { return }
             do throws(LedgerError) {
                 try ledger.endHolding(release, to: .released, run: run)
-                if let cancelledBy {
-                    try ledger.recordCancelled(hold, run: cancelledBy)
-                } else {
-                    try notCarried ? ledger.recordNotCarried(hold) : ledger.hold(hold)
+                switch recording {
+                case .hold: try ledger.hold(hold)
+                case .notCarried: try ledger.recordNotCarried(hold)
+                case .cancelled(let run): try ledger.recordCancelled(hold, run: run)
                 }
             } catch {
                 failure = SettleError(.ledgerFailed, "the ledger could not record the lines that wait: \(error)")
