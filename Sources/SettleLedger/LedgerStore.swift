@@ -42,6 +42,16 @@ public final class LedgerStore {
 
     deinit { close() }
 
+    /// A mark of the failures so far, for ``failure(since:)``.
+    public var failureMark: Int { db.failures.count }
+
+    /// The last failure of this ledger since `mark` (``failureMark``), or nil when every call
+    /// since was answered: what a reader that takes a failed read for "none" asks before it
+    /// acts on what it read.
+    public func failure(since mark: Int) -> LedgerError? {
+        db.failures.count > mark ? db.failures.last : nil
+    }
+
     /// `settle ledger init`: creates a new, empty ledger (0600) and its mark, holding the
     /// process lock. Never replaces anything.
     ///

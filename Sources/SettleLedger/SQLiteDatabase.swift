@@ -11,6 +11,10 @@ final class SQLiteDatabase {
     /// more than SQLite's own step (perf, full-size plan with a ledger).
     private var literalStatements: [UnsafeRawPointer: OpaquePointer] = [:]
     let path: String
+    /// Every error this connection has given (``error(_:_:)``), and the last: a caller that
+    /// reads with `try?` asks afterwards whether every answer since was SQLite's
+    /// (``LedgerStore/failure(since:)``).
+    private(set) var failures: (count: Int, last: LedgerError?) = (0, nil)
 
     init(path: String, readOnly: Bool, create: Bool = false) throws(LedgerError) {
         self.path = path
@@ -228,11 +232,16 @@ final class SQLiteDatabase {
     /// "run again later"); anything else is SQLite's own error.
     func error(_ code: Int32, _ message: String) -> LedgerError {
         let primary = code & 0xFF
-        if primary == SQLITE_BUSY || primary == SQLITE_LOCKED { return .busy(message) }
-        if primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB {
-            return .damaged(path: path, message: "SQLite error \(code): \(message)")
+        let error: LedgerError
+        if primary == SQLITE_BUSY || primary == SQLITE_LOCKED {
+            error = .busy(message)
+        } else if primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB {
+            error = .damaged(path: path, message: "SQLite error \(code): \(message)")
+        } else {
+            error = .sqlite(code: Int(code), message: message + Self.systemError(handle, code))
         }
-        return .sqlite(code: Int(code), message: message + Self.systemError(handle, code))
+        failures = (failures.count + 1, error)
+        return error
     }
 
     /// The operating system's word on a failed file operation, in words (" (No space left on

@@ -219,9 +219,6 @@ public struct PlanFolder {
             && !(status == .failed && kind == LineKind.payout.name)
     }
 
-    /// The orders (groups) of this plan with a line another run took up after the plan was
-    /// made (`taken`: line id → who: "run …" or "settle cancel"), each with why it may not move
-    /// in this apply.
     /// Why an order with a line a rebuild over a ledger behind its mark stopped holding moves
     /// nothing: a `settle cancel` of it may be among the commits lost.
     static func droppedByRebuild(line: String) -> String {
@@ -230,6 +227,19 @@ public struct PlanFolder {
             + "feed it again to pay it"
     }
 
+    /// An apply whose ledger failed, during the requests or as the rewrite read it or recorded
+    /// what waits: the folder's files stay as they are, and the run is not over (exit 75).
+    static func ledgerStopped(_ failure: String, folder: String) -> SettleError {
+        SettleError(
+            .ledgerFailed,
+            "the ledger failed (\(failure)): \(folder)'s files are left as they were and the run is not recorded as "
+                + "ended; what Stripe answered is in the ledger. Run `settle apply \(folder)` once the ledger works, "
+                + "or the next run takes this one over: nothing is sent twice, and the lines that wait are held then")
+    }
+
+    /// The orders (groups) of this plan with a line another run took up after the plan was
+    /// made (`taken`: line id → who: "run …" or "settle cancel"), each with why it may not move
+    /// in this apply.
     public func ordersTakenUp(_ taken: [String: String]) throws(SettleError) -> [String: String] {
         typealias F = ResultsFile.Field
         guard !taken.isEmpty else { return [:] }
@@ -299,6 +309,14 @@ public struct PlanFolder {
         reportFacts: (ExitCode) -> ReportPage.Facts
     ) throws(SettleError) -> Rewritten {
         CrashPoint.reach("rewriting")
+        // A run whose ledger failed is not over: its files are left as they are, as a run
+        // killed here leaves them, and the next run takes it over from the ledger (the lines
+        // it did not send wait, what it sent is resolved and reported) unless `settle apply`
+        // of this folder finishes it first. Files that said the run was over would have it
+        // recorded as ended while the ledger held none of the lines that wait, and the next
+        // run would neither bring them back nor name them: lost, with exit 0.
+        if let failure = report.ledgerFailure { throw Self.ledgerStopped(failure, folder: folder) }
+        let ledgerMark = ledger.failureMark
         typealias F = ResultsFile.Field
         guard let reader = ResultsReader(path: path("results.csv")),
             let index = LineIndex.Reader(path: path(LineIndex.name))
@@ -331,7 +349,7 @@ public struct PlanFolder {
         /// settled by that one (audit 26 B3: the folder said failed, in errors.csv, and its
         /// paid_out missed the line).
         func paidSince(_ row: [[UInt8]]) -> LedgerLine? {
-            guard report.ledgerFailure == nil, !row[F.instructionID.rawValue].isEmpty,
+            guard !row[F.instructionID.rawValue].isEmpty,
                 let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
                 line.status == .settled, line.instructionID != text(row[F.instructionID.rawValue]),
                 (try? ledger.instruction(line.instructionID))??.settledBy == run
@@ -347,7 +365,7 @@ public struct PlanFolder {
         /// `already_settled` as a whole: each row names the object and instruction that hold
         /// its own line (audit 24 N6: every row named the first line's transfer).
         func ownObject(_ row: inout [[UInt8]], _ result: inout LineResult) {
-            guard result.status == .alreadySettled, report.ledgerFailure == nil,
+            guard result.status == .alreadySettled,
                 let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
                 line.status == .settled, let object = line.stripeID, !object.isEmpty, object != result.stripeID
             else { return }
@@ -361,7 +379,7 @@ public struct PlanFolder {
         /// F4; or Stripe refused it at creation: audit 29 R1), `later` then. The row names it
         /// from then on, so that every later re-apply still knows it (audit 29 G1).
         func madeHereAndBack(_ row: [[UInt8]]) -> (made: String, later: Bool)? {
-            guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
+            guard text(row[F.kind.rawValue]) == LineKind.payout.name,
                 let made = try? ledger.instruction(text(row[F.instructionID.rawValue])), made.status == .failed
             else { return nil }
             let object = made.stripeID ?? ""
@@ -410,7 +428,6 @@ public struct PlanFolder {
         /// kept whatever holds the line since, audit 69 F6), else the run that ended the line's
         /// holding since the plan with the same code (a ledger without the reports).
         func returnReportedElsewhere(_ row: [[UInt8]], reason: String) -> String? {
-            guard report.ledgerFailure == nil else { return nil }
             let line = text(row[F.lineID.rawValue]).trimmingFormulaGuard()
             let code = text(row[F.reasonCode.rawValue]).trimmingFormulaGuard()
             if let reporter = (try? ledger.returnReporter(line, reason: reason.trimmingFormulaGuard())) ?? nil {
@@ -423,7 +440,7 @@ public struct PlanFolder {
         }
         /// The run whose files reported `payout` made for `line` (``LedgerStore/payoutReporter(_:line:)``).
         func reporterOfMade(_ payout: String, _ line: String) -> String? {
-            guard report.ledgerFailure == nil, !payout.isEmpty else { return nil }
+            guard !payout.isEmpty else { return nil }
             return (try? ledger.payoutReporter(payout, line: line)) ?? nil
         }
         /// The payout a row counts as made here though it came back (`madeAndBack`): named in
@@ -443,7 +460,7 @@ public struct PlanFolder {
         /// run learned it first (audit 70 A70-4: the row said `failed` with no object, as for a
         /// payout never made, and no day counted the payout).
         func sentHereAndBack(_ line: LedgerLine, _ row: [[UInt8]]) -> String? {
-            guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
+            guard text(row[F.kind.rawValue]) == LineKind.payout.name,
                 line.instructionID == text(row[F.instructionID.rawValue]),
                 let made = try? ledger.instruction(line.instructionID), made.status == .failed, made.sentBy == run,
                 let object = made.stripeID, !object.isEmpty, line.stripeID == object,
@@ -463,7 +480,7 @@ public struct PlanFolder {
         func killedRunsPayoutBack(_ row: [[UInt8]], _ instruction: String)
             -> (object: String, reportsReturn: Bool, countsMade: Bool)?
         {
-            guard report.ledgerFailure == nil, text(row[F.kind.rawValue]) == LineKind.payout.name,
+            guard text(row[F.kind.rawValue]) == LineKind.payout.name,
                 let made = try? ledger.instruction(instruction), made.status == .failed, made.sentBy == run,
                 let object = made.stripeID, !object.isEmpty
             else { return nil }
@@ -522,18 +539,15 @@ public struct PlanFolder {
         } catch {
             throw SettleError(.internalError, "\(folder): cannot open a scratch table for the sums: \(error)")
         }
-        var held: HeldLines? =
-            report.ledgerFailure == nil
-            ? HeldLines(layout: layout, ledger: ledger, records: records, run: run, plannedAt: plannedAt) : nil
+        var held = HeldLines(layout: layout, ledger: ledger, records: records, run: run, plannedAt: plannedAt)
         // Orders with a transfer or reversal Stripe refused since the plan, as the ledger
         // stands (this attempt's, an earlier attempt's, another run's): they stay stopped
         // until that refusal is put right (audit 25: a re-apply that did not send the refused
         // transfer again took the order for moving, and a later run paid its dated line).
         let refusedInLedger: [String: String] =
-            report.ledgerFailure == nil
-            ? ((try? ledger.refusedOrders(since: plannedAt ?? .distantPast)) ?? [:]).mapValues {
+            ((try? ledger.refusedOrders(since: plannedAt ?? .distantPast)) ?? [:]).mapValues {
                 "instruction \($0.instruction) failed at Stripe: \($0.reason)"
-            } : [:]
+            }
         // Lines whose holding another run took up, or `settle cancel` dropped, after the plan
         // was made: not this folder's to hold again. What ended before the plan is the plan's
         // own input (a line fed again, re-submitted after a cancel): it is this plan's to hold
@@ -541,17 +555,15 @@ public struct PlanFolder {
         // does not say when it was planned holds. One query, not one per deferred row.
         // So is a line another run began holding since (``LedgerStore/holdsBegun(since:notBy:)``).
         let endedElsewhere: [String: HeldLineEnd] =
-            report.ledgerFailure == nil
-            ? plannedAt.flatMap { since in
+            plannedAt.flatMap { since in
                 guard var ended = try? ledger.holdsEnded(since: since, notBy: run),
                     let begun = try? ledger.holdsBegun(since: since, notBy: run)
                 else { return nil }
                 ended.merge(begun) { _, begun in begun }
                 return ended
-            } ?? [:] : [:]
+            } ?? [:]
         // Earlier runs' open instructions found made by an apply that did not report them.
-        let unreported =
-            report.ledgerFailure == nil ? ((try? ledger.unreportedOutcomes()) ?? []) : Set<String>()
+        let unreported = (try? ledger.unreportedOutcomes()) ?? []
         var reportedNow: Set<String> = []
         // The orders this run decided against (a line rejected by a rule or refused by Stripe;
         // not a payout Stripe refused or that came back, which stops no other line of its order),
@@ -560,7 +572,7 @@ public struct PlanFolder {
         // Payouts that came back (learned by this apply, or earlier and not reported yet)
         // whose lines this plan lists as already settled: this run is the one that reports them.
         var cameBack: [String: HeldLine] = [:]
-        if report.ledgerFailure == nil, let lines = try? ledger.heldLines([.returned]) {
+        if let lines = try? ledger.heldLines([.returned]) {
             for line in lines { cameBack[line.lineID] = line }
         }
         var counts: [LineStatus: Int] = [:]
@@ -619,7 +631,7 @@ public struct PlanFolder {
                             result.stripeID = back.object
                             if back.reportsReturn { reportReturn(row) }
                         }
-                        if result.status == .planned, held != nil {
+                        if result.status == .planned {
                             // Never sent (the run stopped, the key was refused, every try was
                             // rate-limited or could not connect): it waits in the ledger
                             // (deferred), and the next run sends it (or a re-apply of this folder
@@ -647,7 +659,7 @@ public struct PlanFolder {
                         // on a fact Stripe refused or held back), or a payout it made that came
                         // back since (settled before, failed now): its outcome now is this one.
                         // (The plan's own rejected and deferred lines have no instruction.)
-                        if result.status == .planned, held != nil {
+                        if result.status == .planned {
                             // Not sent this time either: it waits, as in the first attempt; unless
                             // settle cancel dropped it since the plan (it is not held again).
                             result = unsentResult(
@@ -742,7 +754,7 @@ public struct PlanFolder {
                     } else if status == LineStatus.settled.name || status == LineStatus.failed.name,
                         text(row[F.kind.rawValue]) == LineKind.payout.name,
                         case let instruction = text(row[F.instructionID.rawValue]), !instruction.isEmpty,
-                        report.lineResult(instruction) == nil, report.ledgerFailure == nil,
+                        report.lineResult(instruction) == nil,
                         case let made = text(row[F.stripeID.rawValue]).trimmingFormulaGuard(), !made.isEmpty,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
                         line.status == .settled, let paid = line.stripeID, !paid.isEmpty, paid != made
@@ -793,7 +805,7 @@ public struct PlanFolder {
                         madeAndBack = true
                     } else if status == LineStatus.deferred.name,
                         case let instruction = text(row[F.instructionID.rawValue]), !instruction.isEmpty,
-                        report.lineResult(instruction) == nil, report.ledgerFailure == nil,
+                        report.lineResult(instruction) == nil,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
                         line.status == .settled, line.instructionID != instruction,
                         let result = report.lineResult(line.instructionID), result.status == .settled
@@ -805,7 +817,6 @@ public struct PlanFolder {
                         set(&row, .settled, stripeID: result.stripeID.isEmpty ? line.stripeID ?? "" : result.stripeID)
                         row[F.instructionID.rawValue] = Array(line.instructionID.utf8)
                     } else if status == LineStatus.deferred.name, row[F.instructionID.rawValue].isEmpty,
-                        report.ledgerFailure == nil,
                         let line = try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard()),
                         line.status == .settled || (line.status == .failed && refusedSincePlan(line))
                     {
@@ -840,7 +851,6 @@ public struct PlanFolder {
                     } else if status == LineStatus.deferred.name,
                         row[F.instructionID.rawValue].isEmpty
                             || report.lineResult(text(row[F.instructionID.rawValue])) == nil,
-                        report.ledgerFailure == nil,
                         let end = endedElsewhere[text(row[F.lineID.rawValue]).trimmingFormulaGuard()]
                     {
                         // (A row with an instruction this apply does not list: the part of an
@@ -911,7 +921,6 @@ public struct PlanFolder {
                         set(&row, restored, code: before.code, reason: before.reason)
                     } else if status == LineStatus.unknown.name,
                         case let instruction = text(row[F.instructionID.rawValue]), !instruction.isEmpty,
-                        report.ledgerFailure == nil,
                         (try? ledger.line(text(row[F.lineID.rawValue]).trimmingFormulaGuard())) == .some(nil),
                         let own = splitResult(&row, of: instruction),
                         own.status != .settled, own.status != .alreadySettled
@@ -998,12 +1007,12 @@ public struct PlanFolder {
                 }
                 // Whatever made it deferred, a line cancelled or taken up by another run since the
                 // plan was made is not held again (audit 24 N7: one its apply held back).
-                if holdAgain, status == .deferred, report.ledgerFailure == nil,
+                if holdAgain, status == .deferred,
                     endedElsewhere[text(row[F.lineID.rawValue]).trimmingFormulaGuard()] != nil
                 {
                     holdAgain = false
                 }
-                if holdAgain { try held?.add(row, status: status, entry: entry, reportsReturn: reportsReturn) }
+                if holdAgain { try held.add(row, status: status, entry: entry, reportsReturn: reportsReturn) }
                 guard let status else { continue }
                 // Counted as made only where it was reported made: not when another run's files
                 // reported it (audit 69 F9: a re-apply, the line paid again since, counted the
@@ -1047,7 +1056,11 @@ public struct PlanFolder {
                     .internalError, "\(folder): the line index has more entries than results.csv's \(rowCount) rows")
             }
         }
-        held?.write()
+        held.write()
+        // Every answer the rows were decided on was the ledger's, and the ledger holds what waits.
+        if let failure = held.failure?.message ?? ledger.failure(since: ledgerMark).map({ "\($0)" }) {
+            throw Self.ledgerStopped(failure, folder: folder)
+        }
         // Sums, conservation, files (the charges counted by this run go into the ledger).
         let sums: ControlSums
         let charges: [ChargeRow]
@@ -1067,7 +1080,7 @@ public struct PlanFolder {
                 == true,
             applied: true)
         // The files say what the process exits with, on every path.
-        if report.ledgerFailure != nil || report.interrupted != nil || chargesFailure != nil || unsent > 0
+        if report.interrupted != nil || chargesFailure != nil || unsent > 0
             || report.unfollowedPayouts > 0
         {
             exit = exit.combined(with: .tryAgain)
@@ -1083,9 +1096,6 @@ public struct PlanFolder {
                 outputs.append((name, value))
             }
         }
-        // What waits for later runs, and the run itself, in the ledger (before the files say
-        // the run is over).
-        if held?.failure != nil { exit = exit.combined(with: .tryAgain) }
         // The orders this run decided against, before the files say the run is over: an older
         // folder applied after this one moves nothing of them. Not recorded, the run is to be
         // tried again (a re-apply of this folder records them from its rows).
@@ -1200,7 +1210,6 @@ public struct PlanFolder {
                     ("resolved_from_earlier_runs", .int(Int64(report.resolved.count))),
                     ("answers_not_from_stripe", .int(Int64(report.notStripeAnswers))),
                     ("key_refused", report.keyRefused.map(JSON.string) ?? .null),
-                    ("ledger_failure", report.ledgerFailure.map(JSON.string) ?? .null),
                     ("failed_charges", Self.json(learned)),
                     ("charges_put_right", .array(putRight.sorted().map(JSON.string))),
                     // What an offline plan's apply looked up before sending (audit 47 S2: the

@@ -733,15 +733,18 @@ import Testing
     }
 
     /// Day 1 of the rebuild tests: W1 waits for its date (2026-12-05), W2 settles.
+    /// Day 1's export: W1 is dated 2026-12-05 (it waits), W2 moves.
+    static let dayOneWithAWaitingLineText =
+        header
+        + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
+        + "W2,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n"
+
     func dayOneWithAWaitingLine() throws -> Setup {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
         let (first, day1) = try day(
             setup, "day1",
-            Self.header
-                + "W1,1096,transfer,10.00,usd,ORDER1096,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-05\n"
-                + "W2,1097,transfer,11.00,usd,ORDER1097,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
-            asOf: "2026-12-01")
+            Self.dayOneWithAWaitingLineText, asOf: "2026-12-01")
         #expect(first.status == 0 && day1["W1"]?[8] == "deferred" && day1["W2"]?[8] == "settled", "\(day1)")
         return setup
     }
@@ -1210,6 +1213,59 @@ import Testing
         let errors = SettleProcess.read(setup.folder.appendingPathComponent("day5/errors.csv"))
         #expect(errors.split(separator: "\n").dropFirst().map { $0.prefix(3) } == ["W1,"], "\(errors)")
         #expect(try setup.sandbox.effects().isEmpty)
+    }
+
+    /// A run whose ledger fails during its apply (recording an outcome), as it records the
+    /// lines that wait, or as its rewrite reads it (a full disk, a failing file; here a trigger,
+    /// or a table moved away) is not over: its files stay as the plan wrote them, it exits 75,
+    /// and the next run takes it over, so its dated line waits and is paid once on its day.
+    /// Before, the files said the run was over, the ledger held none of its waiting lines, and
+    /// the next run exited 0 having paid and named nothing of them.
+    @Test(arguments: ["outcome", "hold", "read"]) func aRunWhoseLedgerFailedIsNotOver(failing: String) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (break_, mend) =
+            switch failing {
+            case "outcome":
+                (
+                    "CREATE TRIGGER refuse BEFORE UPDATE ON instructions WHEN NEW.status = 'settled' "
+                        + "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;", "DROP TRIGGER refuse;"
+                )
+            case "hold":
+                (
+                    "CREATE TRIGGER refuse BEFORE INSERT ON held_lines WHEN NEW.line_id = 'W1' "
+                        + "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;", "DROP TRIGGER refuse;"
+                )
+            default:
+                (
+                    "ALTER TABLE unreported_outcomes RENAME TO moved_away;",
+                    "ALTER TABLE moved_away RENAME TO unreported_outcomes;"
+                )
+            }
+        try SettleProcess.onLedger(setup.ledger, break_)
+        let (first, day1) = try day(
+            setup, "day1",
+            Self.dayOneWithAWaitingLineText, asOf: "2026-12-01")
+        let folder = setup.folder.appendingPathComponent("day1").path
+        #expect(first.status == 75, "\(first.stderr)")
+        #expect(
+            first.stderr.contains("the ledger failed (")
+                && first.stderr.contains("\(folder)'s files are left as they were and the run is not recorded as ended"),
+            "\(first.stderr)")
+        #expect(day1.mapValues { $0[8] } == ["W1": "deferred", "W2": "planned"], "\(day1)")
+        try SettleProcess.onLedger(setup.ledger, mend)
+
+        let (next, day5) = try day(setup, "day5", Self.header, asOf: "2026-12-05")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stderr.contains(" in \(folder) never ended"), "\(next.stderr)")
+        #expect(day5["W1"]?[8] == "settled", "\(day5)")
+        // The transfer Stripe made and the ledger could not record is looked up and reported
+        // by the next run; one the ledger recorded is reported by the folder's own apply.
+        #expect(day5["W2"]?[8] == (failing == "outcome" ? "settled" : nil), "\(day5)")
+        let applied = try setup.apply("day1")
+        #expect(applied.status == 0, "\(applied.stderr)")
+        let effects = try setup.sandbox.effects()
+        #expect(effects.map { $0["amount"] as? Int } == [1100, 1000], "\(effects)")
     }
 
     /// A rebuild that stops after Stripe's objects are in, at one of the folders' writes (a

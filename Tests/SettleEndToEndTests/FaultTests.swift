@@ -1668,21 +1668,35 @@ extension CrashPointTests {
 /// exit status agree (75), and the next run pays nothing twice. Before the fix the files
 /// said `planned` and the manifest 65 while the process exited 75.
 @Suite struct LedgerFailureTests {
-    @Test func aLedgerErrorMidApplyLeavesFilesAndExitInAgreement() throws {
+    /// A ledger error mid-apply (the fourth outcome it would record) stops the run before its
+    /// files: exit 75, the folder as the plan wrote it (no row says what the ledger does not
+    /// hold), and the next run takes the run over; `settle apply` of the folder then reports
+    /// every line, and nothing moved twice. Before, the files said the run was over while the
+    /// ledger held none of the lines that wait (``DailyLoopTests/aRunWhoseLedgerFailedIsNotOver(failing:)``).
+    @Test func aLedgerErrorMidApplyLeavesTheRunToBeTakenOver() throws {
         let setup = try ApplyCommandTests.Setup()
         let input = try ApplyCommandTests.export(orders: 10, in: setup.folder)
         let broken = try SettleProcess.run(
             setup.arguments("run", [input.path], out: "broken", extra: ["--concurrency", "1"]),
             environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "ledger_record:4"])
         #expect(broken.status == 75, "\(broken.stderr)")
-        #expect(FaultTests.manifestExit(setup, "broken") == 75)
+        #expect(
+            broken.stderr.contains("injected ledger I/O error")
+                && broken.stderr.contains("files are left as they were and the run is not recorded as ended"),
+            "\(broken.stderr)")
         let rows = setup.results("broken")
         #expect(rows.count == 20)
-        // The answers the ledger could not record are unknown, never settled or failed.
-        #expect(rows.contains { $0[8] == "unknown" })
-        #expect(!rows.contains { $0[8] == "failed" || $0[8] == "rejected" })
+        #expect(rows.allSatisfy { $0[8] == "planned" }, "\(rows)")
         let again = try setup.run([input], out: "again")
         #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stderr.contains("/broken never ended"), "\(again.stderr)")
+        try ApplyCommandTests.expectPaidExactlyOnce(
+            setup.sandbox, transfers: ApplyCommandTests.transferTotal(10), payouts: 10 * 250)
+        let finished = try setup.apply("broken")
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(FaultTests.manifestExit(setup, "broken") == 0)
+        let reported = setup.results("broken").map { $0[8] }
+        #expect(reported.count == 20 && Set(reported).isSubset(of: ["settled", "already_settled"]), "\(reported)")
         try ApplyCommandTests.expectPaidExactlyOnce(
             setup.sandbox, transfers: ApplyCommandTests.transferTotal(10), payouts: 10 * 250)
     }
