@@ -203,28 +203,40 @@ struct Commands {
                 throw Applier.failure(error, folder: options.out ?? "", ledger: options.ledger)
             }
         }
-        // Payouts Stripe accepted earlier are followed first: those that came back are part
-        // of this run's errors.csv.
-        let unfollowed = try applier.followPayouts(
-            configuration: configuration, ledger: ledger, folder: options.out ?? "")
-        // The lines of a run that was killed are part of this one (the ledger takes them over),
-        // also one killed in this very folder, before this run plans over it (audit 33 O9: it
-        // was ended silently, and its lines were lost).
-        applier.adoptRunsNotEnded(ledger, except: "")
         let out = options.out ?? ""
-        let outExisted = FileManager.default.fileExists(atPath: out)
-        // The run is in the ledger before it plans: one killed while planning (most of a large
-        // run's time) is named by the next run, which takes its lines over once its plan is
-        // whole, or says nothing was sent and its inputs must be run again (audit 32 N1: such
-        // a run left no trace, and the next day's run went on without its lines).
+        let unfollowed: Int
+        let outExisted: Bool
         let runID = RunID.make()
-        do {
-            try ledger.recordRun(
-                LedgerRun(
-                    id: runID, command: "run", asOf: CivilDate.format(options.ruleOptions.asOf), folder: out,
-                    startedAt: Date()))
+        do throws(CommandFailure) {
+            // Payouts Stripe accepted earlier are followed first: those that came back are part
+            // of this run's errors.csv.
+            unfollowed = try applier.followPayouts(configuration: configuration, ledger: ledger, folder: out)
+            // The lines of a run that was killed are part of this one (the ledger takes them
+            // over), also one killed in this very folder, before this run plans over it (audit 33
+            // O9: it was ended silently, and its lines were lost).
+            applier.adoptRunsNotEnded(ledger, except: "")
+            outExisted = FileManager.default.fileExists(atPath: out)
+            // The run is in the ledger before it plans: one killed while planning (most of a
+            // large run's time) is named by the next run, which takes its lines over once its plan
+            // is whole, or says nothing was sent and its inputs must be run again (audit 32 N1:
+            // such a run left no trace, and the next day's run went on without its lines).
+            do throws(LedgerError) {
+                try ledger.recordRun(
+                    LedgerRun(
+                        id: runID, command: "run", asOf: CivilDate.format(options.ruleOptions.asOf), folder: out,
+                        startedAt: Date()))
+            } catch {
+                throw LedgerHistory.failure(error, path: options.ledger)
+            }
         } catch {
-            throw LedgerHistory.failure(error, path: options.ledger)
+            // Stopped before the run is recorded, nothing names it later: it says so itself
+            // (audit 84 F2: "the ledger failed" alone, and the next day's run went on without
+            // this day's export).
+            guard error.code == .tryAgain else { throw error }
+            throw CommandFailure(
+                .tryAgain,
+                error.message + "; this run took none of its inputs and moved nothing: run it again once that is "
+                    + "put right")
         }
         let planned: (String, PlanOutputs.Written)
         do throws(CommandFailure) {

@@ -490,7 +490,10 @@ extension PlanFolder {
 
     /// What this folder's results.csv says became of a line, for `settle ledger rebuild`.
     public enum LineFate: Sendable, Equatable {
-        /// Left to wait (`deferred`), or sent with its outcome not known (`unknown`).
+        /// Left to wait (`deferred`), or sent with its outcome not known (`unknown`), or planned
+        /// by an apply that never rewrote the folder (killed, or its ledger failed: the row still
+        /// says `planned`, sent or not), which is `unknown` too: `settle apply` of the folder
+        /// settles it (audit 84 F4: taken for decided, such a line was named by no rebuild).
         case deferred, unknown
         /// `deferred` with the reason that `settle cancel` dropped it: an apply after the cancel
         /// (``appliedAt``) wrote it (audit 78 F4: such a line was named to be fed again, and
@@ -511,7 +514,9 @@ extension PlanFolder {
                 return
             }
             let fate: LineFate
-            if row[F.status.rawValue].elementsEqual(LineStatus.unknown.name.utf8) {
+            if row[F.status.rawValue].elementsEqual(LineStatus.unknown.name.utf8)
+                || row[F.status.rawValue].elementsEqual(LineStatus.planned.name.utf8)
+            {
                 fate = .unknown
             } else if row[F.status.rawValue].elementsEqual(LineStatus.deferred.name.utf8) {
                 fate = row[F.reason.rawValue].elementsEqual(Self.droppedByCancel.utf8) ? .cancelled : .deferred

@@ -233,8 +233,9 @@ public struct PlanFolder {
         SettleError(
             .ledgerFailed,
             "the ledger failed (\(failure)): \(folder)'s files are left as they were and the run is not recorded as "
-                + "ended; what Stripe answered is in the ledger. Run `settle apply \(folder)` once the ledger works, "
-                + "or the next run takes this one over: nothing is sent twice, and the lines that wait are held then")
+                + "ended; what Stripe answered is in the ledger. Run `settle apply \(folder)` once the ledger works: it "
+                + "reports every line and sends nothing twice. The next run takes this one over if it comes first: "
+                + "the lines this one did not send wait, and what it sent is in no results.csv until that apply")
     }
 
     /// The orders (groups) of this plan with a line another run took up after the plan was

@@ -1268,6 +1268,54 @@ import Testing
         #expect(effects.map { $0["amount"] as? Int } == [1100, 1000], "\(effects)")
     }
 
+    /// A `run` whose ledger fails before the run is recorded (following the payouts, or
+    /// recording its start) leaves nothing for the next run to name: it says itself that its
+    /// inputs were not taken (audit 84 F2: "the ledger failed" alone).
+    @Test func aRunStoppedBeforeItIsRecordedSaysItsInputsWereNotTaken() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        try SettleProcess.onLedger(
+            setup.ledger,
+            "CREATE TRIGGER refuse BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;")
+        let (stopped, _) = try day(setup, "day1", Self.dayOneWithAWaitingLineText, asOf: "2026-12-01")
+        #expect(stopped.status == 75, "\(stopped.stderr)")
+        #expect(
+            stopped.stderr.contains("database or disk is full")
+                && stopped.stderr.contains("; this run took none of its inputs and moved nothing: run it again"),
+            "\(stopped.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: setup.folder.appendingPathComponent("day1").path))
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
+    /// A dated line brought back by a run that stopped before sending it (killed, or its ledger
+    /// failed: its folder says `planned`), then the ledger lost and rebuilt from every folder:
+    /// the rebuild names the line with the folder to apply again, and `settle apply` of that
+    /// folder pays it once (audit 84 F4: the rebuild took `planned` for decided, named nothing,
+    /// and the line was never paid).
+    @Test(arguments: ["killed", "ledgerFailed"]) func aLineARunPlannedAndNeverSentIsNamedByARebuild(
+        stop: String
+    ) throws {
+        let setup = try dayOneWithAWaitingLine()
+        if stop == "ledgerFailed" {
+            try SettleProcess.onLedger(
+                setup.ledger,
+                "CREATE TRIGGER refuse BEFORE INSERT ON instructions "
+                    + "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;")
+        }
+        let (stopped, day5) = try day(
+            setup, "day5", Self.header, asOf: "2026-12-05", crashAt: stop == "killed" ? "in_flight_written:1" : nil)
+        #expect(stop == "killed" ? ![0, 65, 75].contains(stopped.status) : stopped.status == 75, "\(stopped.stderr)")
+        #expect(day5["W1"]?[8] == "planned", "\(day5)")
+        let folder = setup.folder.appendingPathComponent("day5").path
+        let rebuilt = try loseAndRebuild(setup, from: "day1", "day5")
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        #expect(rebuilt.stderr.contains("1 of \(folder) (settle apply \(folder))"), "\(rebuilt.stderr)")
+        let applied = try setup.apply("day5")
+        #expect(applied.status == 0, "\(applied.stderr)")
+        #expect(setup.results("day5").first { $0[0] == "W1" }?[8] == "settled")
+        #expect(try setup.sandbox.effects().compactMap { $0["amount"] as? Int } == [1100, 1000])
+    }
+
     /// A rebuild that stops after Stripe's objects are in, at one of the folders' writes (a
     /// full disk; here a trigger on the charges the folders counted), leaves the ledger marked
     /// unfinished: `status` says so and `run` refuses it (78) until a rebuild finishes, which
