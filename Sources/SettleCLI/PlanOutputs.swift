@@ -303,13 +303,13 @@ final class BackgroundJob<Value: Sendable, Failure: Error>: @unchecked Sendable 
     }
 }
 
-/// A run's id: `run_<UTC time>_<8 random hex digits>`, sortable by time, unique across
-/// machines that share a ledger.
 extension PlanFolder {
     /// When the plan was made: `planned_at_ms`, else the second its run id names.
     var madeAt: Date? { plannedAt ?? RunID.time(of: runID) }
 }
 
+/// A run's id: `run_<UTC time>_<8 random hex digits>`, sortable by time, unique across
+/// machines that share a ledger.
 enum RunID {
     static func make(now: Date = Date()) -> String {
         // Pinned for reproducible folders (make golden, tests): `run_` and up to 64 of [A-Za-z0-9_-].
