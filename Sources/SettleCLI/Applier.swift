@@ -246,7 +246,7 @@ struct Applier {
                 let adopted = try plan.adoptUnfinished(
                     ledger: ledger, records: SpoolRecords(folder: plan.folder, manifest: plan.manifest), run: run.id)
                 recordEnded(plan.ended(run), ledger: ledger)
-                var text = "run \(run.id) in \(path) never ended (killed?): "
+                var text = "run \(run.id) in \(path) \(PlanFolder.neverEnded): "
                 text +=
                     "\(adopted.waiting) line(s) it did not send wait in the ledger (sent by the next plan), "
                     + "\(adopted.refused) Stripe refused are reported failed by the next plan, "
@@ -282,7 +282,7 @@ struct Applier {
                     // never sent is in no ledger (audit 33 O8: the warning said nothing was sent).
                     endUnplanned(
                         run, ledger: ledger, event: "run_folder_gone",
-                        "run \(run.id) never ended (killed?) and its folder \(path) is gone: what it sent is in the "
+                        "run \(run.id) \(PlanFolder.neverEnded) and its folder \(path) is gone: what it sent is in the "
                             + "ledger, and the next apply resolves and reports it; lines it never sent are in no "
                             + "ledger: run its inputs again (settle run INPUT… --out \(path))")
                 } else {
@@ -300,7 +300,7 @@ struct Applier {
         guard !unread.isEmpty else { return }
         log(
             .warning, event: "runs_not_ended",
-            "\(unread.count) earlier run(s) never ended (killed?) and their folders cannot be read: "
+            "\(unread.count) earlier run(s) \(PlanFolder.neverEnded) and their folders cannot be read: "
                 + unread.map { "\($0.0.id) in \($0.0.folder ?? "") (\($0.1))" }.joined(separator: ", ")
                 + "; what they did not send waits until `settle apply FOLDER` finishes each",
             fields: [Log.Field("runs", unread.count)])

@@ -60,7 +60,7 @@ struct Commands {
                     }
                     throw CommandFailure(
                         .outputUnwritable,
-                        "--out \(folder) holds run \(own.id), which never ended (killed?): its lines are in no ledger "
+                        "--out \(folder) holds run \(own.id), which \(PlanFolder.neverEnded): its lines are in no ledger "
                             + (planned
                                 ? "yet. `settle run` into it, or `settle apply \(folder)`, takes them over; or plan into "
                                     + "another folder (the next run or apply takes them over)"
@@ -71,7 +71,7 @@ struct Commands {
                 if !open.isEmpty {
                     log(
                         .warning, event: "runs_not_ended",
-                        "\(open.count) earlier run(s) never ended (killed?): "
+                        "\(open.count) earlier run(s) \(PlanFolder.neverEnded): "
                             + open.map { "\($0.id) in \($0.folder ?? "")" }.joined(separator: ", ")
                             + "; this plan does not carry their lines: the next `settle run` or `settle apply` "
                             + "takes them over",

@@ -92,7 +92,9 @@ extension PlanFolder {
             }
         }
         let applyBegan = wasApplied
+        var decided: [String: (line: String, reason: String)] = [:]
         try eachRow { (row, entry) throws(SettleError) in
+            Self.noteDecision(of: row, in: &decided)
             let status = text(row[F.status.rawValue])
             if status == LineStatus.failed.name, let plannedAt,
                 case let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard(), let hold = returned[lineID],
@@ -150,7 +152,7 @@ extension PlanFolder {
             }
             if state == .waiting, status != LineStatus.deferred.name, !refused {
                 row[F.reasonCode.rawValue] = Array(ReasonCode.scheduled.code.utf8)
-                row[F.reason.rawValue] = Array(("not sent: run \(run) in \(folder) never ended (killed?)" + waits).utf8)
+                row[F.reason.rawValue] = Array(("not sent: run \(run) in \(folder) \(Self.neverEnded)" + waits).utf8)
             }
             try held.add(row, status: nil, entry: entry, adopted: state)
             if refused {
@@ -165,7 +167,14 @@ extension PlanFolder {
         }
         held.write()
         if let failure = held.failure { throw failure }
+        // What its rows and its plan's look-ups decided, as its rewrite would have recorded it:
+        // the orders it decided against (an older folder applied later moves nothing of them)
+        // and the charges found failed (a later offline plan rejects their lines, whatever the
+        // export says). Before, a take-over recorded neither: the older folder paid the order
+        // the killed run had rejected, and an offline plan paid on the failed charge.
         _ = try ledgerRead { () throws(LedgerError) in
+            if let plannedAt { try ledger.recordDecidedOrders(decided, run: run, at: plannedAt) }
+            try ledger.recordFailedCharges(Self.failedCharges(manifest: manifest, run: run))
             try ledger.endHolding(reportedReturns, to: .released, run: run, from: [.returned])
         }
         return adopted
@@ -470,22 +479,26 @@ extension PlanFolder {
         typealias F = ResultsFile.Field
         guard wasApplied else { return [:] }
         var decided: [String: (line: String, reason: String)] = [:]
-        try eachRow { (row, _) throws(SettleError) in
-            func cell(_ field: F) -> String {
-                String(decoding: row[field.rawValue], as: UTF8.self).trimmingFormulaGuard()
-            }
-            // Only rejected and failed rows decide: their status's bytes first, no string made.
-            let statusBytes = row[F.status.rawValue]
-            guard
-                statusBytes.elementsEqual(LineStatus.rejected.name.utf8)
-                    || statusBytes.elementsEqual(LineStatus.failed.name.utf8),
-                let status = LineStatus(name: cell(.status)),
-                Self.decidesItsOrder(
-                    status: status, reasonCode: cell(.reasonCode), group: cell(.group), kind: cell(.kind))
-            else { return }
-            decided[cell(.group)] = (cell(.lineID), "\(cell(.reasonCode)): \(cell(.reason))")
-        }
+        try eachRow { (row, _) throws(SettleError) in Self.noteDecision(of: row, in: &decided) }
         return decided
+    }
+
+    /// Adds the order a results row decides against (``decidesItsOrder(status:reasonCode:group:kind:)``)
+    /// to `decided`, by its group: the deciding line and why.
+    static func noteDecision(of row: [[UInt8]], in decided: inout [String: (line: String, reason: String)]) {
+        typealias F = ResultsFile.Field
+        func cell(_ field: F) -> String {
+            String(decoding: row[field.rawValue], as: UTF8.self).trimmingFormulaGuard()
+        }
+        // Only rejected and failed rows decide: their status's bytes first, no string made.
+        let statusBytes = row[F.status.rawValue]
+        guard
+            statusBytes.elementsEqual(LineStatus.rejected.name.utf8)
+                || statusBytes.elementsEqual(LineStatus.failed.name.utf8),
+            let status = LineStatus(name: cell(.status)),
+            decidesItsOrder(status: status, reasonCode: cell(.reasonCode), group: cell(.group), kind: cell(.kind))
+        else { return }
+        decided[cell(.group)] = (cell(.lineID), "\(cell(.reasonCode)): \(cell(.reason))")
     }
 
     /// What this folder's results.csv says became of a line, for `settle ledger rebuild`.

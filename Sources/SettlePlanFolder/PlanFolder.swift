@@ -227,6 +227,10 @@ public struct PlanFolder {
             + "feed it again to pay it"
     }
 
+    /// What is said of a run the ledger has started and never ended: killed, or stopped by its
+    /// ledger before its files (``ledgerStopped(_:folder:)``); its own output said which.
+    public static let neverEnded = "never ended (killed, or its ledger failed?)"
+
     /// An apply whose ledger failed, during the requests or as the rewrite read it or recorded
     /// what waits: the folder's files stay as they are, and the run is not over (exit 75).
     static func ledgerStopped(_ failure: String, folder: String) -> SettleError {
@@ -1062,15 +1066,18 @@ public struct PlanFolder {
         if let failure = held.failure?.message ?? ledger.failure(since: ledgerMark).map({ "\($0)" }) {
             throw Self.ledgerStopped(failure, folder: folder)
         }
-        // Sums, conservation, files (the charges counted by this run go into the ledger).
-        let sums: ControlSums
-        let charges: [ChargeRow]
-        let chargesFailure: LedgerError?
+        // Sums, conservation, files (the charges counted by this run go into the ledger: what
+        // a later run counts and retains is read from them, so a failure stops the run too).
+        let finished: (sums: ControlSums, charges: [ChargeRow], ledgerFailure: LedgerError?)
         do throws(LedgerError) {
-            (sums, charges, chargesFailure) = try sumsOfRows.finish(ledger: ledger, reportedHere: reportedNow)
+            finished = try sumsOfRows.finish(ledger: ledger, reportedHere: reportedNow)
         } catch {
             throw SettleError(.internalError, "\(folder): the scratch table for the sums failed: \(error)")
         }
+        if let failure = finished.ledgerFailure {
+            throw Self.ledgerStopped("counting the charges: \(failure)", folder: folder)
+        }
+        let (sums, charges) = (finished.sums, finished.charges)
         guard sums.conserved() else {
             throw SettleError(
                 .internalError, "conservation check failed after apply: amounts by status do not add up")
@@ -1081,9 +1088,7 @@ public struct PlanFolder {
                 == true,
             applied: true)
         // The files say what the process exits with, on every path.
-        if report.interrupted != nil || chargesFailure != nil || unsent > 0
-            || report.unfollowedPayouts > 0
-        {
+        if report.interrupted != nil || unsent > 0 || report.unfollowedPayouts > 0 {
             exit = exit.combined(with: .tryAgain)
         }
         if report.keyRefused != nil { exit = .configuration }
@@ -1098,15 +1103,13 @@ public struct PlanFolder {
             }
         }
         // The orders this run decided against, before the files say the run is over: an older
-        // folder applied after this one moves nothing of them. Not recorded, the run is to be
-        // tried again (a re-apply of this folder records them from its rows).
-        var notesProblem: String?
+        // folder applied after this one moves nothing of them. Not recorded, the run is not
+        // over: the next run takes it over, or an apply of the folder records them from its rows.
         if let plannedAt {
             do throws(LedgerError) {
                 try ledger.recordDecidedOrders(decidedOrders, run: run, at: plannedAt)
             } catch {
-                notesProblem = "orders this run decided against (apply the folder again to record them): \(error)"
-                exit = exit.combined(with: .tryAgain)
+                throw Self.ledgerStopped("recording the orders this run decided against: \(error)", folder: folder)
             }
         }
         // The charges Stripe said failed, at the plan's look-ups, this apply's, or refusing a
@@ -1135,8 +1138,8 @@ public struct PlanFolder {
             try ledger.forgetFailedCharges(
                 putRight.union(lookedUpNotFailed).subtracting(failed.map(\.charge)).sorted())
         } catch {
-            notesProblem = "charges Stripe said failed (apply the folder again to record them): \(error)"
-            exit = exit.combined(with: .tryAgain)
+            // Not recorded, a later offline plan would take the charge for good: the run is not over.
+            throw Self.ledgerStopped("recording the charges Stripe said failed: \(error)", folder: folder)
         }
         // A re-apply keeps the earlier attempt's outcome files beside the new ones.
         let attempt = nextAttempt
@@ -1231,16 +1234,13 @@ public struct PlanFolder {
         }
         let countsText = JSON.object(LineStatus.allCases.map { ($0.name, .int(Int64(counts[$0] ?? 0))) }).encoded()
         var rewritten = Rewritten(exit: exit, counts: counts, sums: sums)
-        rewritten.notesProblem = notesProblem
         do throws(LedgerError) {
             // Reported now, in this folder's files: no later folder reports them again. (After
             // the files: a crash between the two may have a later folder report one again, in
             // its sums; before them, no folder would.)
             try ledger.markReported(reportedNow)
         } catch {
-            rewritten.notesProblem =
-                (notesProblem.map { $0 + "; " } ?? "")
-                + "outcomes this run reported (a later folder may report one again): \(error)"
+            rewritten.notesProblem = "outcomes this run reported (a later folder may report one again): \(error)"
         }
         do {
             var record = applyRecord(mode: report.mode, startedAt: report.startedAt)

@@ -1216,12 +1216,13 @@ import Testing
     }
 
     /// A run whose ledger fails during its apply (recording an outcome), as it records the
-    /// lines that wait, or as its rewrite reads it (a full disk, a failing file; here a trigger,
-    /// or a table moved away) is not over: its files stay as the plan wrote them, it exits 75,
-    /// and the next run takes it over, so its dated line waits and is paid once on its day.
-    /// Before, the files said the run was over, the ledger held none of its waiting lines, and
-    /// the next run exited 0 having paid and named nothing of them.
-    @Test(arguments: ["outcome", "hold", "read"]) func aRunWhoseLedgerFailedIsNotOver(failing: String) throws {
+    /// lines that wait or the charges it counts, or as its rewrite reads it (a full disk, a
+    /// failing file; here a trigger, or a table moved away) is not over: its files stay as the
+    /// plan wrote them, it exits 75, and the next run takes it over, so its dated line waits and
+    /// is paid once on its day. Before, the files said the run was over, the ledger held none of
+    /// its waiting lines, and the next run exited 0 having paid and named nothing of them.
+    @Test(arguments: ["outcome", "hold", "read", "counted"])
+    func aRunWhoseLedgerFailedIsNotOver(failing: String) throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
         let (break_, mend) =
@@ -1234,6 +1235,11 @@ import Testing
             case "hold":
                 (
                     "CREATE TRIGGER refuse BEFORE INSERT ON held_lines WHEN NEW.line_id = 'W1' "
+                        + "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;", "DROP TRIGGER refuse;"
+                )
+            case "counted":
+                (
+                    "CREATE TRIGGER refuse BEFORE INSERT ON charges "
                         + "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;", "DROP TRIGGER refuse;"
                 )
             default:
@@ -1266,6 +1272,50 @@ import Testing
         #expect(applied.status == 0, "\(applied.stderr)")
         let effects = try setup.sandbox.effects()
         #expect(effects.map { $0["amount"] as? Int } == [1100, 1000], "\(effects)")
+    }
+
+    /// A run whose plan found a charge failed and that did not record it is not over: its
+    /// ledger could not (`ledger`), or it was killed before its files (`killed`). The next run
+    /// takes it over and records it, so a later offline plan of a line on that charge, the
+    /// export saying `succeeded`, rejects it `charge_failed`. Before, the run stopped by its
+    /// ledger ended with exit 75 and the next `run` (what 75 asks for) did not record it, nor
+    /// did the take-over of a killed run: the offline plan took the charge for good.
+    @Test(arguments: ["ledger", "killed"]) func aFailedChargeTheRunDidNotRecordIsRecordedByTheNext(
+        stopped: String
+    ) throws {
+        let setup = try Setup()
+        try seed(setup, charge: "ch_bad", intent: "pi_bad", status: "failed")
+        if stopped == "ledger" {
+            try SettleProcess.onLedger(
+                setup.ledger,
+                "CREATE TRIGGER refuse BEFORE INSERT ON failed_charges "
+                    + "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;")
+        }
+        let (first, day1) = try day(
+            setup, "day1", Self.header + "F1,1401,transfer,10.00,usd,ORDER1401,acct_rest,ch_bad,,,,,,,\n",
+            asOf: "2026-12-01", crashAt: stopped == "killed" ? "apply_starting" : nil)
+        if stopped == "ledger" {
+            #expect(first.status == 75, "\(first.stderr)")
+            #expect(
+                first.stderr.contains("the ledger failed (recording the charges Stripe said failed: ")
+                    && first.stderr.contains("the run is not recorded as ended"), "\(first.stderr)")
+            try SettleProcess.onLedger(setup.ledger, "DROP TRIGGER refuse;")
+        } else {
+            #expect(first.status != 0 && first.status != 65 && first.status != 75, "killed: \(first.stderr)")
+        }
+        #expect(day1.mapValues { [$0[8], $0[11]] } == ["F1": ["rejected", "charge_failed"]], "the plan's: \(day1)")
+        let (next, _) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stderr.contains("day1 never ended"), "\(next.stderr)")
+        let input = setup.folder.appendingPathComponent("day3.csv")
+        try (Self.header + "F2,1402,transfer,10.00,usd,ORDER1402,acct_rest,ch_bad,100.00,usd,succeeded,card,,,\n")
+            .write(to: input, atomically: true, encoding: .utf8)
+        var arguments = setup.arguments("plan", [input.path], out: "day3")
+        arguments[arguments.firstIndex(of: "--as-of")! + 1] = "2026-12-03"
+        let plan = try SettleProcess.run(arguments)
+        #expect(plan.status == 65, "\(plan.stderr)")
+        #expect(setup.results("day3").map { [$0[0], $0[8], $0[11]] } == [["F2", "rejected", "charge_failed"]])
+        #expect(try setup.sandbox.effects().isEmpty)
     }
 
     /// A `run` whose ledger fails before the run is recorded (following the payouts, or

@@ -13,13 +13,16 @@ import Testing
 
     /// `command` (`run` or `plan`) of `text` into the folder `name`, as of `asOf`.
     func step(
-        _ setup: Setup, _ command: String, _ name: String, _ text: String, asOf: String, extra: [String] = []
+        _ setup: Setup, _ command: String, _ name: String, _ text: String, asOf: String, extra: [String] = [],
+        crashAt: String? = nil
     ) throws -> SettleProcess.Outcome {
         let input = setup.folder.appendingPathComponent("\(name).csv")
         try text.write(to: input, atomically: true, encoding: .utf8)
         var arguments = setup.arguments(command, [input.path], out: name, extra: extra)
         arguments[arguments.firstIndex(of: "--as-of")! + 1] = asOf
-        return try SettleProcess.run(arguments, environment: ["STRIPE_API_KEY": testKey])
+        var environment = ["STRIPE_API_KEY": testKey]
+        if let crashAt { environment["SETTLE_CRASH_AT"] = crashAt }
+        return try SettleProcess.run(arguments, environment: environment)
     }
 
     /// A ledger and a sandbox holding `fixtures`.
@@ -559,7 +562,8 @@ import Testing
 
     /// An order's first transfer is refused, so its second is not sent. The order is fed back
     /// as it was, and that run's attempt at the first transfer (the same instruction, its next
-    /// attempt) is refused again; its ledger cannot record the orders it decided. The account is
+    /// attempt) is refused again; its ledger cannot record the orders it decided (the run is not
+    /// over). The account is
     /// put right and the first folder applied again: the refusal another run saw of this plan's
     /// own instruction decides the order, and its second transfer does not go alone.
     @Test func aReapplyTakesAnotherRunsRefusalOfItsOwnInstructionAsThatRunsDecision() throws {
@@ -576,8 +580,9 @@ import Testing
             setup,
             "CREATE TRIGGER refuse BEFORE INSERT ON decided_orders BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
         let fix = try String(contentsOf: setup.folder.appendingPathComponent("day1/errors.csv"), encoding: .utf8)
-        #expect(try step(setup, "run", "day2", fix, asOf: "2026-12-11").status == 75)
-        #expect(rows(setup, "day2")["LU1"]?[8] == "failed", "\(rows(setup, "day2"))")
+        let day2 = try step(setup, "run", "day2", fix, asOf: "2026-12-11")
+        #expect(day2.status == 75 && day2.stderr.contains("recording the orders this run decided against"))
+        #expect(rows(setup, "day2")["LU1"]?[8] == "planned", "the run is not over: \(rows(setup, "day2"))")
         try onLedger(setup, "DROP TRIGGER refuse;")
         try setup.sandbox.seed(#"{"accounts": [{"id": "acct_shut", "transfers_disabled": false}]}"#)
         _ = try setup.apply("day1")
@@ -1058,35 +1063,45 @@ import Testing
     /// Runs `sql` on the ledger (python3's sqlite3: the test changes the ledger behind settle's back).
     func onLedger(_ setup: Setup, _ sql: String) throws { try SettleProcess.onLedger(setup.ledger, sql) }
 
-    /// As above, but the later run's ledger cannot record the orders it decided against: it
-    /// exits 75 and says so, and its files say 75 too. The folder applied again records them,
-    /// and then the old folder, applied again, still moves nothing of the order (before, the
-    /// failure was a warning under exit 65, and nothing told the operator to apply it again).
-    @Test func aRunThatCannotRecordTheOrdersItDecidedExitsToBeAppliedAgain() throws {
+    /// As above, but the later run did not record the orders it decided against: its ledger
+    /// could not (`ledger`), or it was killed before its files (`killed`). The run is not over
+    /// (its files left as planned), the next run takes it over and records them, and then the
+    /// old folder, applied again, still moves nothing of the order. Before, the run stopped by
+    /// its ledger ended with exit 75, and a `run` the next day (what 75 asks for) did not record
+    /// them, nor did the take-over of a killed run: the old folder paid the order.
+    @Test(arguments: ["ledger", "killed"]) func theOrdersARunDidNotRecordAreRecordedByTheNext(stopped: String) throws {
         let setup = try startedWithAShutAccount(charge: "ch_lq", amount: 9000, method: "pm_lq")
         let order =
             Self.header + "LQ1,2719,transfer,30.00,usd,ORDER2719,acct_shut,ch_lq,90.00,usd,succeeded,,,\n"
             + "LQ2,2719,payout,12.00,usd,ORDER2719,,ch_lq,90.00,usd,succeeded,acct_c2,pm_lq,\n"
         #expect(try step(setup, "run", "day1", order, asOf: "2026-12-10").status == 65)
-        try onLedger(
-            setup,
-            "CREATE TRIGGER refuse BEFORE INSERT ON decided_orders BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
+        if stopped == "ledger" {
+            try onLedger(
+                setup,
+                "CREATE TRIGGER refuse BEFORE INSERT ON decided_orders BEGIN SELECT RAISE(ABORT, 'disk full'); END;")
+        }
         let changed = order + "LQ3,2719,transfer,1.234,usd,ORDER2719,acct_ok,ch_lq,90.00,usd,succeeded,,,\n"
-        let day2 = try step(setup, "run", "day2", changed, asOf: "2026-12-11")
-        #expect(day2.status == 75, "\(day2.stderr)")
-        #expect(
-            day2.stderr.contains("the ledger did not note the orders") && day2.stderr.contains("disk full"),
-            "\(day2.stderr)")
-        let manifest = SettleProcess.read(setup.folder.appendingPathComponent("day2/manifest.json"))
-        #expect(manifest.contains(#""exit_status": 75"#) || manifest.contains(#""exit_status":75"#), "\(manifest)")
+        let day2 = try step(
+            setup, "run", "day2", changed, asOf: "2026-12-11", crashAt: stopped == "killed" ? "apply_starting" : nil)
+        if stopped == "ledger" {
+            #expect(day2.status == 75, "\(day2.stderr)")
+            #expect(
+                day2.stderr.contains("the ledger failed (recording the orders this run decided against: ")
+                    && day2.stderr.contains("disk full") && day2.stderr.contains("the run is not recorded as ended"),
+                "\(day2.stderr)")
+            try onLedger(setup, "DROP TRIGGER refuse;")
+        } else {
+            #expect(![0, 65, 75].contains(day2.status), "killed: \(day2.stderr)")
+        }
+        let planned = SettleProcess.read(setup.folder.appendingPathComponent("day2/manifest.json"))
+        #expect(!planned.contains(#""apply""#), "the folder stays as the plan wrote it: \(planned)")
         #expect(
             rows(setup, "day2").mapValues { $0[11] } == [
                 "LQ1": "group_rejected", "LQ2": "group_rejected", "LQ3": "amount_invalid",
             ])
-        try onLedger(setup, "DROP TRIGGER refuse;")
-        let again = try setup.apply("day2")
-        #expect(again.status == 65, "\(again.stderr)")
-        #expect(!again.stderr.contains("the ledger did not note"), "\(again.stderr)")
+        let day3 = try step(setup, "run", "day3", Self.header, asOf: "2026-12-12")
+        #expect(day3.status == 0, "\(day3.stderr)")
+        #expect(day3.stderr.contains("day2 never ended"), "\(day3.stderr)")
         try expectDay1MovesNothingOnceRight(setup, lines: ["LQ1", "LQ2"])
     }
 
