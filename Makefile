@@ -35,16 +35,19 @@ test-deps:
 	@command -v chromium >/dev/null || { SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
-# The sandbox's own tests first, so the run ends with swift test's summary line. The daily-loop
-# simulation (simulation/daily_sim.py: seeded days of exports, faults, kills, rebuilds, checked
-# for exactly-once against the sandbox's effects) runs its fixed seeds on the debug binary;
-# SETTLE_SIM_SEEDS=1-200 runs others.
+# The sandbox's own tests first, so the run ends with swift test's summary line. The Swift
+# tests' folders go under one temporary folder (0755: one test runs settle as nobody in its
+# own folder there), removed when every test passes (kept, and named, when one fails): a run
+# leaves no 2,800 folders in /tmp. The daily-loop simulation (simulation/daily_sim.py: seeded
+# days of exports, faults, kills, rebuilds, checked for exactly-once against the sandbox's
+# effects) runs its fixed seeds on the debug binary; SETTLE_SIM_SEEDS=1-200 runs others.
 test: deps test-deps
 	swift format lint --strict -r Sources Tests
 	python3 -m unittest sandbox.test_stripe_sandbox
 	swift build --build-tests
 	SETTLE_BIN=.build/debug/settle python3 -m unittest simulation.test_daily_sim
-	swift test --skip-build
+	@tmp=$$(mktemp -d /tmp/settle-tests.XXXXXX) && chmod 755 "$$tmp" && \
+	if TMPDIR=$$tmp swift test --skip-build; then rm -rf "$$tmp" || echo "could not remove $$tmp"; else echo "the tests' files are kept in $$tmp"; exit 1; fi
 
 # Regenerates the expected output folders after an intended change of behaviour.
 golden: deps
