@@ -22,7 +22,10 @@ sandbox process (sandbox/stripe_sandbox.py). Each day:
 - the operator: feeds the last folder's errors.csv or deferred.csv back, cancels an order's
   waiting lines, applies an old folder again, puts an old backup in place of the ledger or
   loses it, then rebuilds it and feeds the deferred.csv files the rebuild names;
-- cron: `settle run` with sandbox faults on about half the days (5xx, 429, answers dropped
+- cron: `settle run` (or, on about a quarter of the days, an offline `settle plan` and then
+  `settle apply` of it: the export's charge columns are the plan's only facts, and the
+  apply looks the charges up before it sends) with sandbox faults on about half the days
+  (5xx, 429, answers dropped
   after commit, latency, and sometimes every answer to one creation lost, so it ends
   unknown though made), SIGKILLed at a random moment on some; after a kill or a 75 the
   operator applies the folder again, runs the inputs again, or waits a day; then
@@ -146,8 +149,9 @@ FAULTS = {'none': {}, '5xx': {'fail_5xx': 0.15}, '429': {'fail_429': 0.2},
 STATUSES = {'planned', 'settled', 'already_settled', 'deferred', 'rejected', 'failed', 'unknown', 'netted'}
 # The exit statuses of SPEC's list each command can give here: never 70 (an internal error),
 # never 64/66/73 (every command line, input and folder is good), never 78 (a rebuild is given
-# every folder, so no ledger is refused).
-EXITS = {'init': {0}, 'run': {0, 65, 75}, 'apply': {0, 65, 75}, 'backup': {0}, 'rebuild': {0},
+# every folder, so no ledger is refused). An offline plan exits 75 when an earlier run never
+# ended (it leaves that run's lines to the take-over of the next run or apply).
+EXITS = {'init': {0}, 'run': {0, 65, 75}, 'plan': {0, 65, 75}, 'apply': {0, 65, 75}, 'backup': {0}, 'rebuild': {0},
          'cancel': {0, 65}, 'status': {0, 75}}
 HANG_SECONDS = 600
 MONEY_EFFECTS = ('transfer', 'reversal', 'outbound_payment')
@@ -256,6 +260,9 @@ class Simulation:
     def __init__(self, seed, binary, workdir, days=None, orders=(2, 6)):
         self.seed = seed
         self.rng = random.Random(seed)
+        # Which days plan offline and apply after (its own stream, so that adding it left every
+        # other draw of a seed as it was).
+        self.offline = random.Random(seed * 7919 + 17)
         self.days = days if days is not None else self.rng.randint(3, 4)
         self.orders_per_day = orders
         self.binary = binary
@@ -672,10 +679,28 @@ class Simulation:
                     self.owed[lid] = True
                     self.events['came-back payout lines fed again'] += 1
         folder = self.folders[out] = Folder(out, inputs)
+        if self.offline.random() < 0.25:
+            return self.step_plan_then_apply(folder, inputs, as_of, kill)
         rc, killed, _, _ = self.settle('run', self.run_args([p for p, _ in inputs], out, as_of), kill_after=kill)
         folder.unfinished = killed
         self.after(folder, rc, killed)
         return rc, killed
+
+    def step_plan_then_apply(self, folder, inputs, as_of, kill=None):
+        """The day as an offline `settle plan` and then `settle apply` of its folder (the kill,
+        if any, lands in the apply). Returns the apply's (rc, killed), or the plan's when it
+        wrote no whole folder."""
+        self.events['days planned offline, then applied'] += 1
+        self.run_args([], folder.path, as_of)   # its draw, as a run's: the seed's other draws stay
+        rc, killed, _, _ = self.settle('plan', ['plan'] + [p for p, _ in inputs] + [
+            '--out', folder.path, '--as-of', as_of.isoformat(), '--ledger', self.ledger, '--progress', 'off', '-q'])
+        # 75: an earlier run never ended; the plan does not carry its lines, the apply takes it over.
+        if rc not in (0, 65, 75) or not os.path.exists(os.path.join(folder.path, 'manifest.json')):
+            self.after()
+            return rc, killed
+        self.after()
+        rc = self.step_apply(folder.path, kill=kill)
+        return rc, folder.unfinished
 
     def step_apply(self, path, kill=None):
         folder = self.folders[path]
