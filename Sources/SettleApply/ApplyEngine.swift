@@ -848,6 +848,14 @@ public final class ApplyEngine {
         if !unavailable.isEmpty { throw .factsUnavailable(unavailable) }
         lookedUpCharges = facts.charges
         lookedUpMethods = facts.payoutMethods
+        // The charges found failed, in the ledger at once, as a refusal `charge_failed` goes: an
+        // apply killed (or stopped) before its rewrite still remembers them (audit 85 F1: the
+        // next offline plan paid a payout on one, the export saying it had succeeded).
+        do {
+            try ledger.recordFailedCharges(facts.charges.compactMap { FailedCharge($0, run: runID) })
+        } catch {
+            fail(error)
+        }
         for fact in facts.payoutMethods {
             guard case .refused(let why) = fact.verdict else { continue }
             obstacles.methods[Obstacles.key(recipient: fact.recipient, method: fact.method)] = .refused(

@@ -327,3 +327,14 @@ public enum ApplyError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 }
+
+extension FailedCharge {
+    /// What the ledger remembers of a look-up that found `fact`'s charge failed (or no such
+    /// charge: its refusal, with no status), as run `run`'s; nil for any other verdict.
+    public init?(_ fact: ChargeFact, run: String) {
+        guard case .refused(let why) = fact.verdict else { return nil }
+        self.init(
+            charge: fact.charge, paymentIntent: fact.paymentIntent, refusal: fact.status == nil ? why : nil,
+            run: run, checkedAt: fact.checkedAt ?? "", requestID: fact.requestID ?? "")
+    }
+}

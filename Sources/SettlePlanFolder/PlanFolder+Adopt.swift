@@ -65,7 +65,8 @@ extension PlanFolder {
                 throw SettleError(.ledgerFailed, "the ledger could not say what became of \(folder)'s lines: \(error)")
             }
         }
-        var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: run)
+        var held = HeldLines(
+            layout: correctionLayout, ledger: ledger, records: records, run: run, plannedAt: plannedAt)
         var adopted = Adopted()
         let waits = "; it waits in the ledger for the next run"
         var returned: [String: HeldLine] = [:]
@@ -103,6 +104,13 @@ extension PlanFolder {
             {
                 reportedReturns.append(lineID)
                 if applyBegan { adopted.returnsInStoppedApply += 1 } else { adopted.returnsInUnappliedPlan += 1 }
+                return
+            }
+            // A line its plan rejected (its order decided against) that an earlier run left
+            // waiting leaves the queue, as the rewrite would have released it (audit 85 F2: the
+            // next run paid the order the killed run's plan had rejected, its decision recorded).
+            if status == LineStatus.rejected.name {
+                try held.add(row, status: .rejected, entry: entry)
                 return
             }
             guard
@@ -433,12 +441,7 @@ extension PlanFolder {
 
     /// A look-up's answer as the ledger remembers it, when Stripe refused the charge: failed,
     /// or no charge at all (its ``FailedCharge/refusal``).
-    static func failedCharge(_ fact: ChargeFact, run: String) -> FailedCharge? {
-        guard case .refused(let why) = fact.verdict else { return nil }
-        return FailedCharge(
-            charge: fact.charge, paymentIntent: fact.paymentIntent, refusal: fact.status == nil ? why : nil,
-            run: run, checkedAt: fact.checkedAt ?? "", requestID: fact.requestID ?? "")
-    }
+    static func failedCharge(_ fact: ChargeFact, run: String) -> FailedCharge? { FailedCharge(fact, run: run) }
 
     /// A transfer line of the plan that waits (`deferred`: a later `transfer_on`, a pending
     /// charge): what a late apply counts as allocated on its charge beside what it sends.

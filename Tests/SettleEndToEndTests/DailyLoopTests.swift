@@ -41,6 +41,14 @@ import Testing
         _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": \#(rules)}"#)
     }
 
+    /// The ledger refuses `write` (`INSERT ON charges`, `UPDATE ON held_lines WHEN …`) as a full
+    /// disk would, until the trigger `refuse` is dropped (``SettleProcess/onLedger(_:_:)``).
+    func refuse(_ setup: Setup, _ write: String) throws {
+        try SettleProcess.onLedger(
+            setup.ledger,
+            "CREATE TRIGGER refuse BEFORE \(write) BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;")
+    }
+
     /// Stripe reports `charge` failed from now on.
     func failCharge(_ setup: Setup, _ charge: String) throws {
         _ = try setup.sandbox.control("POST", "/_sandbox/charges/\(charge)/status", json: #"{"status": "failed"}"#)
@@ -1286,10 +1294,7 @@ import Testing
         let setup = try Setup()
         try seed(setup, charge: "ch_bad", intent: "pi_bad", status: "failed")
         if stopped == "ledger" {
-            try SettleProcess.onLedger(
-                setup.ledger,
-                "CREATE TRIGGER refuse BEFORE INSERT ON failed_charges "
-                    + "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;")
+            try refuse(setup, "INSERT ON failed_charges")
         }
         let (first, day1) = try day(
             setup, "day1", Self.header + "F1,1401,transfer,10.00,usd,ORDER1401,acct_rest,ch_bad,,,,,,,\n",
@@ -1316,6 +1321,75 @@ import Testing
         #expect(plan.status == 65, "\(plan.stderr)")
         #expect(setup.results("day3").map { [$0[0], $0[8], $0[11]] } == [["F2", "rejected", "charge_failed"]])
         #expect(try setup.sandbox.effects().isEmpty)
+    }
+
+    /// An offline plan's apply looks up a charge the export gives no facts of and Stripe says
+    /// failed, and is killed after its first request: the ledger remembers the charge from the
+    /// look-up itself, so the next offline plan of a payout of an order on it, the export still
+    /// saying `succeeded`, rejects it `charge_failed` (audit 85 F1: only the rewrite recorded
+    /// it, and the payout was paid).
+    @Test func aFailedChargeAnApplyLookedUpIsRememberedThoughItIsKilled() throws {
+        let setup = try Setup()
+        try seed(setup, charge: "ch_bad", intent: "pi_bad", status: "failed")
+        func plan(_ name: String, _ text: String, asOf: String) throws -> SettleProcess.Outcome {
+            let input = setup.folder.appendingPathComponent("\(name).csv")
+            try text.write(to: input, atomically: true, encoding: .utf8)
+            var arguments = setup.arguments("plan", [input.path], out: name)
+            arguments[arguments.firstIndex(of: "--as-of")! + 1] = asOf
+            return try SettleProcess.run(arguments)
+        }
+        let day1 = try plan(
+            "day1",
+            Self.header + "F1,1601,transfer,10.00,usd,ORDER1601,acct_rest,ch_bad,,,,,,,\n"
+                + "G1,1602,transfer,5.00,usd,ORDER1602,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-01")
+        #expect(day1.status == 0, "\(day1.stderr)")
+        let killed = try SettleProcess.run(
+            [
+                "apply", setup.folder.appendingPathComponent("day1").path, "--ledger", setup.ledger, "--api-base",
+                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
+            ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "in_flight_written:1"])
+        #expect(![0, 65, 75].contains(killed.status), "killed: \(killed.stderr)")
+        let day2 = try plan(
+            "day2",
+            Self.header + "P3,1603,payout,3.00,usd,ORDER1603,,ch_bad,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-02")
+        #expect(setup.results("day2").map { [$0[0], $0[8], $0[11]] } == [["P3", "rejected", "charge_failed"]])
+        #expect(day2.status == 65 || day2.status == 75, "\(day2.stderr)")
+    }
+
+    /// Run A leaves order 1501 waiting (W1 a transfer, W2 a payout, both dated 12-03). Run B
+    /// gets the order again with an invalid third line: its plan rejects the order whole. B does
+    /// not end (killed at `apply_starting`, or its ledger fails ending the holds); the run of
+    /// 12-03 takes it over and pays nothing of the order, as B's rewrite would have left it
+    /// (audit 85 F2: the take-over left A's holds, and the order B rejected was paid, exit 0).
+    @Test(arguments: ["killed", "ledger"]) func aTakeOverEndsTheHoldsOfAnOrderItsPlanRejected(stopped: String)
+        throws
+    {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let order =
+            Self.header
+            + "W1,1501,transfer,4.00,usd,ORDER1501,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-03\n"
+            + "W2,1501,payout,2.00,usd,ORDER1501,,,,,,,acct_drv,pm_ap_1,2026-12-03\n"
+        let (first, day1) = try day(setup, "day1", order, asOf: "2026-12-01")
+        #expect(first.status == 0 && day1.mapValues { $0[8] } == ["W1": "deferred", "W2": "deferred"], "\(day1)")
+        if stopped == "ledger" {
+            try refuse(setup, "UPDATE ON held_lines")
+        }
+        let again = order + "W3,1501,transfer,1.0x,usd,ORDER1501,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+        let (second, day2) = try day(
+            setup, "day2", again, asOf: "2026-12-02", crashAt: stopped == "killed" ? "apply_starting" : nil)
+        #expect(stopped == "killed" ? ![0, 65, 75].contains(second.status) : second.status == 75, "\(second.stderr)")
+        #expect(
+            day2.mapValues { $0[11] } == ["W1": "group_rejected", "W2": "group_rejected", "W3": "amount_invalid"],
+            "\(day2)")
+        if stopped == "ledger" { try SettleProcess.onLedger(setup.ledger, "DROP TRIGGER refuse;") }
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(third.stderr.contains("day2 never ended"), "\(third.stderr)")
+        #expect(day3.isEmpty, "\(day3)")
+        #expect(try setup.sandbox.effects().isEmpty, "nothing of the order B rejected moves")
     }
 
     /// A `run` whose ledger fails before the run is recorded (following the payouts, or
@@ -1347,10 +1421,7 @@ import Testing
     ) throws {
         let setup = try dayOneWithAWaitingLine()
         if stop == "ledgerFailed" {
-            try SettleProcess.onLedger(
-                setup.ledger,
-                "CREATE TRIGGER refuse BEFORE INSERT ON instructions "
-                    + "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;")
+            try refuse(setup, "INSERT ON instructions")
         }
         let (stopped, day5) = try day(
             setup, "day5", Self.header, asOf: "2026-12-05", crashAt: stop == "killed" ? "in_flight_written:1" : nil)
