@@ -375,7 +375,7 @@ extension PlanFolder {
             fact.paymentIntent = charge["payment_intent"]?.stringValue
             fact.requestID = charge["request_id"]?.stringValue
             fact.checkedAt = charge["checked_at"]?.stringValue
-            return failedCharge(fact, run: run)
+            return FailedCharge(fact, run: run)
         }
     }
 
@@ -438,10 +438,6 @@ extension PlanFolder {
         }
         return orders
     }
-
-    /// A look-up's answer as the ledger remembers it, when Stripe refused the charge: failed,
-    /// or no charge at all (its ``FailedCharge/refusal``).
-    static func failedCharge(_ fact: ChargeFact, run: String) -> FailedCharge? { FailedCharge(fact, run: run) }
 
     /// A transfer line of the plan that waits (`deferred`: a later `transfer_on`, a pending
     /// charge): what a late apply counts as allocated on its charge beside what it sends.

@@ -1039,11 +1039,7 @@ public struct PlanFolder {
                     status == .rejected || status == .failed ? .rejected : status == .deferred ? .deferred : nil
                 if let target {
                     func cell(_ field: F) -> String { text(row[field.rawValue]).trimmingFormulaGuard() }
-                    if Self.decidesItsOrder(
-                        status: status, reasonCode: cell(.reasonCode), group: cell(.group), kind: cell(.kind))
-                    {
-                        decidedOrders[cell(.group)] = (cell(.lineID), "\(cell(.reasonCode)): \(cell(.reason))")
-                    }
+                    Self.noteDecision(of: row, in: &decidedOrders)
                     corrections[target]!.append(
                         CorrectionRow(
                             file: entry.file, spoolOffset: entry.offset, spoolLength: entry.length,
@@ -1127,7 +1123,7 @@ public struct PlanFolder {
             })
         var learned = Self.learnedAtApply(manifest: manifest, run: run).filter { !putRight.contains($0.charge) }
         do throws(LedgerError) {
-            for charge in report.checkedCharges.compactMap({ Self.failedCharge($0, run: run) })
+            for charge in report.checkedCharges.compactMap({ FailedCharge($0, run: run) })
                 + report.refusedCharges.map({ FailedCharge(charge: $0, run: run, checkedAt: "", requestID: "") })
             where !learned.contains(where: { $0.charge == charge.charge }) {
                 learned.append(charge)
