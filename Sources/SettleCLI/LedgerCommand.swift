@@ -184,7 +184,8 @@ struct LedgerCommand {
             // its plan was made): an older folder applied again on this ledger moves nothing of
             // them (audit 38 Q8: the rebuilt ledger forgot them, and the re-apply its own warning
             // advised paid a payout of an order a newer folder had rejected `charge_failed`).
-            for case .success(let plan) in opened where plan.wasApplied {
+            // So do those of a `run` killed before its apply, as its take-over records them.
+            for case .success(let plan) in opened where plan.bindsLaterRuns {
                 let decided = try onPlanFolder { () throws(SettleError) in try plan.decidedOrders() }
                 guard !decided.isEmpty, let at = plan.madeAt else { continue }
                 do {
@@ -394,7 +395,9 @@ struct LedgerCommand {
         }
     }
 
-    /// The lines the applied folders left waiting (deferred) or unknown, each under the newest
+    /// The lines the folders that bind later runs (``PlanFolder/bindsLaterRuns``: applied, or
+    /// a `run`'s never applied, whose `planned` rows are unknown) left waiting (deferred) or
+    /// unknown, each under the newest
     /// folder that has a row of it, and only when that row says so (``PlanFolder/LineFate``):
     /// a line a newer folder reports otherwise (rejected, failed, settled, cancelled) was
     /// decided there, and is neither named nor recorded not carried (a rebuild named a line a
@@ -413,7 +416,7 @@ struct LedgerCommand {
     ) {
         func planned(_ plan: PlanFolder) -> Date { plan.madeAt ?? .distantPast }
         func appliedAt(_ plan: PlanFolder) -> Date { plan.appliedAt ?? planned(plan) }
-        let applied = plans.filter(\.wasApplied).sorted { planned($0) > planned($1) }
+        let applied = plans.filter(\.bindsLaterRuns).sorted { planned($0) > planned($1) }
         var candidates = notCarried
         // Each line's newest cancel row, by when its folder was applied.
         var cancelledAt: [String: (plan: Int, at: Date)] = [:]

@@ -265,7 +265,7 @@ extension PlanFolder {
         _ only: Set<String>, cancelled: Bool, ledger: LedgerStore, records: any SpoolRecordSource
     ) throws(SettleError) -> Int {
         typealias F = ResultsFile.Field
-        guard wasApplied, !only.isEmpty else { return 0 }
+        guard bindsLaterRuns, !only.isEmpty else { return 0 }
         var held = HeldLines(layout: correctionLayout, ledger: ledger, records: records, run: runID)
         held.recording = cancelled ? .cancelled(by: lastAppliedRunID ?? runID) : .notCarried
         var count = 0
@@ -323,13 +323,13 @@ extension PlanFolder {
         return instructions
     }
 
-    /// The charges Stripe said failed (or gave no charge for) that this applied folder knows
-    /// of: its plan's look-ups (the manifest's `facts`) and what its applies learned (the
+    /// The charges Stripe said failed (or gave no charge for) that this folder knows of, when
+    /// it binds later runs (``bindsLaterRuns``): its plan's look-ups (the manifest's `facts`) and what its applies learned (the
     /// manifest's `apply.failed_charges`: their own look-ups, transfers Stripe refused
     /// `charge_failed`). What its applies recorded in the ledger, which `settle ledger rebuild`
     /// restores.
     public var failedCharges: [FailedCharge] {
-        guard wasApplied else { return [] }
+        guard bindsLaterRuns else { return [] }
         let run = lastAppliedRunID ?? runID
         return Self.failedCharges(manifest: manifest, run: run) + Self.learnedAtApply(manifest: manifest, run: run)
     }
@@ -342,7 +342,7 @@ extension PlanFolder {
     /// less what the apply found put right) and those its look-ups found succeeded or pending
     /// (forgotten). `ledger rebuild` plays the folders oldest first.
     public var chargeVerdicts: (failed: [FailedCharge], putRight: Set<String>) {
-        guard wasApplied else { return ([], []) }
+        guard bindsLaterRuns else { return ([], []) }
         var putRight: Set<String> = []
         if case .array(let charges)? = manifest["apply"]?["charges_put_right"] {
             putRight = Set(charges.compactMap(\.stringValue))
@@ -473,10 +473,10 @@ extension PlanFolder {
     /// line and why: what its apply recorded in the ledger's decided orders, which `settle
     /// ledger rebuild` restores (audit 38 Q8: a rebuilt ledger forgot them, and the re-apply of
     /// an older folder its warning advised paid a payout of an order a newer folder had
-    /// rejected `charge_failed`). None for a folder never applied.
+    /// rejected `charge_failed`). None for a folder that binds no later run (``bindsLaterRuns``).
     public func decidedOrders() throws(SettleError) -> [String: (line: String, reason: String)] {
         typealias F = ResultsFile.Field
-        guard wasApplied else { return [:] }
+        guard bindsLaterRuns else { return [:] }
         var decided: [String: (line: String, reason: String)] = [:]
         try eachRow { (row, _) throws(SettleError) in Self.noteDecision(of: row, in: &decided) }
         return decided

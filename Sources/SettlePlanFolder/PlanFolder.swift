@@ -90,6 +90,13 @@ public struct PlanFolder {
     public var runID: String { manifest["run_id"]?.stringValue ?? "" }
     /// Whether an apply of this plan began or ended (``OutputFolder/holdsAppliedRun(_:manifest:)``).
     public var wasApplied: Bool { OutputFolder.holdsAppliedRun(folder, manifest: manifest) }
+    /// Whether what this plan decided binds the later runs: an apply of it began, or a `run`
+    /// made it, whose plan is applied at once or, the run killed first, taken over by the next
+    /// run (``adoptUnfinished(ledger:records:run:)`` records its decisions). An offline plan
+    /// never applied binds nothing. `settle ledger rebuild` reads the decisions of these
+    /// (audit 85 F3: a `run` killed before its apply was read as no record, and the order its
+    /// plan rejected was paid).
+    public var bindsLaterRuns: Bool { wasApplied || manifest["mode"]?.stringValue == "run" }
     /// When the plan was made, to the millisecond (`planned_at_ms`); nil for a folder written
     /// before the manifest kept it (its run id says the second).
     public var plannedAt: Date? {

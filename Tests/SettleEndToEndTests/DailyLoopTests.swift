@@ -1392,6 +1392,45 @@ import Testing
         #expect(try setup.sandbox.effects().isEmpty, "nothing of the order B rejected moves")
     }
 
+    /// The same story to B's kill at `apply_starting` (B also plans B5, another order's
+    /// transfer), then the ledger is lost and rebuilt from both folders. B's plan binds as its
+    /// take-over would have bound it: the rebuild does not name A's deferred.csv (B rejected
+    /// the order), fed anyway the order is rejected, and B5, never sent, is named with B's
+    /// folder to apply. Before (audit 85 F3), a folder never applied was read as no record at
+    /// all: the rebuild named A's deferred.csv, fed as told it paid the order B rejected, and
+    /// B5 was named nowhere.
+    @Test func aRebuildKeepsWhatARunThatNeverAppliedItsPlanDecided() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let order =
+            Self.header
+            + "W1,1501,transfer,4.00,usd,ORDER1501,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-03\n"
+            + "W2,1501,payout,2.00,usd,ORDER1501,,,,,,,acct_drv,pm_ap_1,2026-12-03\n"
+        let (first, _) = try day(setup, "day1", order, asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let again =
+            order + "W3,1501,transfer,1.0x,usd,ORDER1501,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            + "B5,1502,transfer,1.00,usd,ORDER1502,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+        let (second, day2) = try day(setup, "day2", again, asOf: "2026-12-02", crashAt: "apply_starting")
+        #expect(![0, 65, 75].contains(second.status), "\(second.stderr)")
+        #expect(day2["W1"]?[11] == "group_rejected" && day2["B5"]?[8] == "planned", "\(day2)")
+        let rebuilt = try loseAndRebuild(setup, from: "day1", "day2")
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        let folder1 = setup.folder.appendingPathComponent("day1").path
+        let folder2 = setup.folder.appendingPathComponent("day2").path
+        #expect(!rebuilt.stderr.contains("\(folder1)/deferred.csv"), "\(rebuilt.stderr)")
+        #expect(rebuilt.stderr.contains("1 of \(folder2) (settle apply \(folder2))"), "\(rebuilt.stderr)")
+        let fed = try SettleProcess.run(
+            setup.arguments("run", [folder1 + "/deferred.csv"], out: "day3"), environment: ["STRIPE_API_KEY": testKey])
+        #expect(fed.status == 65, "\(fed.stderr)")
+        #expect(setup.results("day3").map { [$0[0], $0[8]] } == [["W1", "rejected"], ["W2", "rejected"]])
+        #expect(try setup.sandbox.effects().isEmpty, "nothing of the order B rejected moves")
+        let applied = try setup.apply("day2")
+        #expect(applied.status == 65, "\(applied.stderr)")
+        #expect(setup.results("day2").first { $0[0] == "B5" }?[8] == "settled")
+        #expect(try setup.sandbox.effects().compactMap { $0["amount"] as? Int } == [100])
+    }
+
     /// A `run` whose ledger fails before the run is recorded (following the payouts, or
     /// recording its start) leaves nothing for the next run to name: it says itself that its
     /// inputs were not taken (audit 84 F2: "the ledger failed" alone).
