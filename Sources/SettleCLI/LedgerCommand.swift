@@ -147,6 +147,30 @@ struct LedgerCommand {
                 }
                 if !lines.isEmpty { nettedOfFolders.append((plan.lastAppliedRunID ?? plan.runID, lines)) }
             }
+            // What an apply that never ended learned of charges (its look-ups, transfers Stripe
+            // refused `charge_failed`) was in the lost ledger only: Stripe is asked again about
+            // its plan's charges, and its answer is the newest word on them (audit 85 F3: the
+            // rebuilt ledger forgot the failure, and a payout on the charge was paid).
+            var askedAgain: [ChargeFact] = []
+            do {
+                var unendedCharges: Set<String> = []
+                for case .success(let plan) in opened where plan.applyNeverEnded {
+                    unendedCharges.formUnion(try plan.chargesItsApplyMeets())
+                }
+                if !unendedCharges.isEmpty {
+                    askedAgain = try FactsLookup(configuration: configuration).facts(
+                        for: FactsRequest(charges: unendedCharges.sorted())
+                    ).1.charges
+                }
+            } catch {
+                throw Applier.failure(error, folder: path, ledger: path)
+            }
+            if !askedAgain.isEmpty {
+                log(
+                    .info,
+                    "looked up the \(askedAgain.count) charge(s) of the folders whose apply never ended: "
+                        + "\(askedAgain.filter { FailedCharge($0, run: "") != nil }.count) failed")
+            }
             let report: LedgerRebuild.Report
             do {
                 report = try LedgerRebuild(configuration: configuration).run(
@@ -207,6 +231,7 @@ struct LedgerCommand {
                 for charge in putRight { failed[charge] = nil }
                 for charge in folderFailed where failed[charge.charge] == nil { failed[charge.charge] = charge }
             }
+            for fact in askedAgain { failed[fact.charge] = FailedCharge(fact, run: LedgerStore.rebuildRun) }
             do {
                 try ledger.recordFailedCharges(failed.values.sorted { $0.charge < $1.charge })
             } catch {

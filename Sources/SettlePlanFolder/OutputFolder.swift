@@ -101,8 +101,9 @@ public enum OutputFolder {
     }
 
     /// The mark an apply leaves in the folder before its first request (`.settle/applying`,
-    /// the run id): a run killed mid-apply has no rewritten manifest yet, and its folder is
-    /// still that run's record.
+    /// the run id of the apply: the plan's, `.aN` for a re-apply; the plan's for every apply
+    /// before 2026-12-07): a run killed mid-apply has no rewritten manifest yet, and its
+    /// folder is still that run's record.
     public static let applyingMark = "applying"
     /// ``FileSet``'s journal, in `.settle`.
     static let publishingJournal = (FileSet.journalName as NSString).lastPathComponent
@@ -118,6 +119,14 @@ public enum OutputFolder {
         } catch {
             throw SettleError(.folderUnwritable, "cannot write \(error.path): \(error.message); nothing was sent")
         }
+    }
+
+    /// The run id ``markApplying(_:runID:)`` left in the folder; nil when no apply began.
+    static func applyingRun(_ path: String) -> String? {
+        let mark = ((path as NSString).appendingPathComponent(spoolFolder) as NSString).appendingPathComponent(
+            applyingMark)
+        guard let bytes = FileManager.default.contents(atPath: mark) else { return nil }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
     }
 
     /// ``holdsAppliedRun(_:manifest:)`` with the folder's own manifest.json, if any.

@@ -90,6 +90,14 @@ public struct PlanFolder {
     public var runID: String { manifest["run_id"]?.stringValue ?? "" }
     /// Whether an apply of this plan began or ended (``OutputFolder/holdsAppliedRun(_:manifest:)``).
     public var wasApplied: Bool { OutputFolder.holdsAppliedRun(folder, manifest: manifest) }
+    /// Whether the last apply of this plan that began never rewrote the folder (killed, or
+    /// its ledger failed): what it learned at Stripe (charges its look-ups found failed,
+    /// transfers refused `charge_failed`) was in the ledger only, in no file of the folder. True
+    /// too for a folder re-applied before the mark named each apply (it cannot say).
+    public var applyNeverEnded: Bool {
+        guard let began = OutputFolder.applyingRun(folder) else { return false }
+        return began != lastAppliedRunID
+    }
     /// Whether what this plan decided binds the later runs: an apply of it began, or a `run`
     /// made it, whose plan is applied at once or, the run killed first, taken over by the next
     /// run (``adoptUnfinished(ledger:records:run:)`` records its decisions). An offline plan

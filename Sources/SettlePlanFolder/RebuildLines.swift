@@ -5,6 +5,23 @@ public import SettleLedger
 import SettleWrite
 
 extension PlanFolder {
+    /// The charges an apply of this plan may have learned of at Stripe: those its instructions
+    /// transfer from (a transfer refused `charge_failed`) and those it looks up before sending
+    /// (an offline plan's, ``Instruction/Preflight``). What `settle ledger rebuild` asks Stripe
+    /// about again for a folder whose apply never ended (``applyNeverEnded``).
+    public func chargesItsApplyMeets() throws(ApplyError) -> Set<String> {
+        let path = path("instructions.jsonl")
+        guard let instructions = InstructionStream(path: path) else {
+            throw .planInvalid(line: 0, message: "\(path) cannot be read")
+        }
+        var charges: Set<String> = []
+        while let instruction = try instructions.next() {
+            if !instruction.charge.isEmpty { charges.insert(instruction.charge) }
+            if let charge = instruction.preflight.charge { charges.insert(charge) }
+        }
+        return charges
+    }
+
     /// The lines of the `wanted` instructions (`settle ledger rebuild`: Stripe's objects carry
     /// the instruction's id, not its lines), from the plan folders that made them: each
     /// instruction's lines and content digests as its instructions.jsonl lists them (checked

@@ -1358,6 +1358,60 @@ import Testing
         #expect(day2.status == 65 || day2.status == 75, "\(day2.stderr)")
     }
 
+    /// An apply learns that ch_bad failed and never ends: an offline plan's apply whose look-up
+    /// finds it failed, killed at its first request (`lookup`), or a `run` whose transfer on it
+    /// (the export says `succeeded`) Stripe refuses `charge_failed`, killed before its files
+    /// (`refusal`). The ledger is lost and rebuilt from that folder, which holds nothing of what
+    /// the apply learned: the rebuild asks Stripe about the plan's charges again, so the next
+    /// offline plan of a payout on ch_bad, the export saying `succeeded`, rejects it
+    /// `charge_failed` (audit 85 F3: the rebuilt ledger forgot the charge, and the payout was
+    /// paid, exit 0).
+    @Test(arguments: ["lookup", "refusal"]) func aRebuildAsksStripeAboutTheChargesOfAnApplyThatNeverEnded(
+        story: String
+    ) throws {
+        let setup = try Setup()
+        try seed(setup, charge: "ch_bad", intent: "pi_bad", status: "failed")
+        func plan(_ name: String, _ text: String, asOf: String) throws -> SettleProcess.Outcome {
+            let input = setup.folder.appendingPathComponent("\(name).csv")
+            try text.write(to: input, atomically: true, encoding: .utf8)
+            var arguments = setup.arguments("plan", [input.path], out: name)
+            arguments[arguments.firstIndex(of: "--as-of")! + 1] = asOf
+            return try SettleProcess.run(arguments)
+        }
+        let good = "G1,1602,transfer,5.00,usd,ORDER1602,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+        if story == "lookup" {
+            let day1 = try plan(
+                "day1", Self.header + "F1,1601,transfer,10.00,usd,ORDER1601,acct_rest,ch_bad,,,,,,,\n" + good,
+                asOf: "2026-12-01")
+            #expect(day1.status == 0, "\(day1.stderr)")
+            let killed = try SettleProcess.run(
+                [
+                    "apply", setup.folder.appendingPathComponent("day1").path, "--ledger", setup.ledger, "--api-base",
+                    setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
+                ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "in_flight_written:1"])
+            #expect(![0, 65, 75].contains(killed.status), "killed: \(killed.stderr)")
+        } else {
+            let (killed, _) = try day(
+                setup, "day1",
+                Self.header + "F1,1601,transfer,10.00,usd,ORDER1601,acct_rest,ch_bad,100.00,usd,succeeded,card,,,\n"
+                    + good, asOf: "2026-12-01", crashAt: "rewriting")
+            #expect(![0, 65, 75].contains(killed.status), "killed: \(killed.stderr)")
+        }
+        let rebuilt = try loseAndRebuild(setup, from: "day1")
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        #expect(
+            rebuilt.stderr.contains("looked up the 2 charge(s) of the folders whose apply never ended: 1 failed"),
+            "\(rebuilt.stderr)")
+        let day2 = try plan(
+            "day2",
+            Self.header + "P3,1603,payout,3.00,usd,ORDER1603,,ch_bad,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
+            asOf: "2026-12-02")
+        #expect(day2.status == 65, "\(day2.stderr)")
+        #expect(setup.results("day2").first { $0[0] == "P3" }.map { [$0[8], $0[11]] } == ["rejected", "charge_failed"])
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.isEmpty, "\(payouts)")
+    }
+
     /// Run A leaves order 1501 waiting (W1 a transfer, W2 a payout, both dated 12-03). Run B
     /// gets the order again with an invalid third line: its plan rejects the order whole. B does
     /// not end (killed at `apply_starting`, or its ledger fails ending the holds); the run of
