@@ -452,7 +452,8 @@ struct Applier {
         }
         // From here the folder is this run's record, even if the process is killed.
         CrashPoint.reach("apply_starting")
-        try onPlanFolder { () throws(SettleError) in try OutputFolder.markApplying(folder, runID: plan.applyRecord(mode: mode, startedAt: started).id)
+        try onPlanFolder { () throws(SettleError) in
+            try OutputFolder.markApplying(folder, runID: plan.applyRecord(mode: mode, startedAt: started).id)
         }
         let firstSendCheck = ledgerProbed ? nil : try earlierLedgerCheck(ledger, configuration: configuration)
         let movedSincePlan = try Applier.ledgerMayHaveMoved(since: plan, plannedAt: plannedAt, ledger: ledger)

@@ -1407,7 +1407,8 @@ import Testing
             Self.header + "P3,1603,payout,3.00,usd,ORDER1603,,ch_bad,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
             asOf: "2026-12-02")
         #expect(day2.status == 65, "\(day2.stderr)")
-        #expect(setup.results("day2").first { $0[0] == "P3" }.map { [$0[8], $0[11]] } == ["rejected", "charge_failed"])
+        #expect(
+            setup.results("day2").first { $0[0] == "P3" }.map { [$0[8], $0[11]] } == ["rejected", "charge_failed"])
         let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
         #expect(payouts.isEmpty, "\(payouts)")
     }
