@@ -147,15 +147,27 @@ struct LedgerCommand {
                 }
                 if !lines.isEmpty { nettedOfFolders.append((plan.lastAppliedRunID ?? plan.runID, lines)) }
             }
+            let report: LedgerRebuild.Report
+            do {
+                report = try LedgerRebuild(configuration: configuration).run(
+                    ledger: ledger, since: Int64(since) * 86_400, runs: runs
+                ) { wanted, amounts throws(ApplyError) in
+                    try PlanFolder.instructionLines(of: wanted, in: folders, payoutAmounts: amounts)
+                }
+            } catch {
+                throw Applier.failure(error, folder: path, ledger: path)
+            }
             // What an apply that never ended learned of charges (its look-ups, transfers Stripe
             // refused `charge_failed`) was in the lost ledger only: Stripe is asked again about
-            // its plan's charges, and its answer is the newest word on them (audit 85 F3: the
-            // rebuilt ledger forgot the failure, and a payout on the charge was paid).
+            // the charges of its instructions Stripe holds no object of (a charge found failed
+            // held back, or refused, at least one of them), and its answer is the newest word on
+            // them (audit 85 F3: the rebuilt ledger forgot the failure, and a payout on the
+            // charge was paid).
             var askedAgain: [ChargeFact] = []
             do {
                 var unendedCharges: Set<String> = []
                 for case .success(let plan) in opened where plan.applyNeverEnded {
-                    unendedCharges.formUnion(try plan.chargesItsApplyMeets())
+                    unendedCharges.formUnion(try plan.chargesItsApplyMeets(exceptOf: report.made))
                 }
                 if !unendedCharges.isEmpty {
                     askedAgain = try FactsLookup(configuration: configuration).facts(
@@ -170,16 +182,6 @@ struct LedgerCommand {
                     .info,
                     "looked up the \(askedAgain.count) charge(s) of the folders whose apply never ended: "
                         + "\(askedAgain.filter { FailedCharge($0, run: "") != nil }.count) failed")
-            }
-            let report: LedgerRebuild.Report
-            do {
-                report = try LedgerRebuild(configuration: configuration).run(
-                    ledger: ledger, since: Int64(since) * 86_400, runs: runs
-                ) { wanted, amounts throws(ApplyError) in
-                    try PlanFolder.instructionLines(of: wanted, in: folders, payoutAmounts: amounts)
-                }
-            } catch {
-                throw Applier.failure(error, folder: path, ledger: path)
             }
             // Payouts still processing are followed by the next runs: their lines are held as
             // the apply that sent them held them, with their records from the folders.

@@ -7,15 +7,17 @@ import SettleWrite
 extension PlanFolder {
     /// The charges an apply of this plan may have learned of at Stripe: those its instructions
     /// transfer from (a transfer refused `charge_failed`) and those it looks up before sending
-    /// (an offline plan's, ``Instruction/Preflight``). What `settle ledger rebuild` asks Stripe
-    /// about again for a folder whose apply never ended (``applyNeverEnded``).
-    public func chargesItsApplyMeets() throws(ApplyError) -> Set<String> {
+    /// (an offline plan's, ``Instruction/Preflight``), of its instructions other than `made`
+    /// (Stripe holds their objects). What `settle ledger rebuild` asks Stripe about again for a
+    /// folder whose apply never ended (``applyNeverEnded``).
+    public func chargesItsApplyMeets(exceptOf made: Set<String>) throws(ApplyError) -> Set<String> {
         let path = path("instructions.jsonl")
         guard let instructions = InstructionStream(path: path) else {
             throw .planInvalid(line: 0, message: "\(path) cannot be read")
         }
         var charges: Set<String> = []
         while let instruction = try instructions.next() {
+            guard !made.contains(instruction.id) else { continue }
             if !instruction.charge.isEmpty { charges.insert(instruction.charge) }
             if let charge = instruction.preflight.charge { charges.insert(charge) }
         }
