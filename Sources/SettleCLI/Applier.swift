@@ -217,9 +217,16 @@ struct Applier {
     /// so the daily loop carries them without anyone applying those folders by hand, and the
     /// run is recorded as ended. A folder that cannot be read is named in a warning instead,
     /// at every run until `settle apply FOLDER` finishes it.
-    func adoptRunsNotEnded(_ ledger: LedgerStore, except folder: String) {
+    ///
+    /// - Throws: 75 when Stripe cannot be asked again about the charges an offline plan's apply
+    ///   that never ended looked up (``recheckedCharges(of:run:ledger:configuration:)``): nothing
+    ///   of this run is sent, and its run stays not ended, for the next run to take over.
+    func adoptRunsNotEnded(_ ledger: LedgerStore, except folder: String, configuration: ApplyConfiguration)
+        throws(CommandFailure)
+    {
         let open = Self.runsNotEnded(ledger, except: folder)
         var unread: [(LedgerRun, String)] = []
+        var unasked: CommandFailure?
         for run in open {
             let path = run.folder ?? ""
             do throws(SettleError) {
@@ -243,6 +250,12 @@ struct Applier {
                         fields: [Log.Field("run", run.id), .file(path)])
                     continue
                 }
+                do throws(CommandFailure) {
+                    try recheckCharges(of: plan, run: run.id, ledger: ledger, configuration: configuration)
+                } catch {
+                    unasked = error
+                    continue
+                }
                 let adopted = try plan.adoptUnfinished(
                     ledger: ledger, records: SpoolRecords(folder: plan.folder, manifest: plan.manifest), run: run.id)
                 recordEnded(plan.ended(run), ledger: ledger)
@@ -254,6 +267,11 @@ struct Applier {
                 if adopted.cameBack > 0 {
                     text +=
                         "; \(adopted.cameBack) of payouts it made that came back are reported failed by the next plan"
+                }
+                if adopted.decidedUnreported > 0 {
+                    text +=
+                        "; \(adopted.decidedUnreported) an earlier run left unknown, of orders its plan decided against, "
+                        + "were found never made and are not sent: in no results.csv until `settle apply \(path)`"
                 }
                 if adopted.settledUnreported > 0 {
                     text +=
@@ -297,6 +315,7 @@ struct Applier {
                 }
             }
         }
+        if let unasked { throw unasked }
         guard !unread.isEmpty else { return }
         log(
             .warning, event: "runs_not_ended",
@@ -304,6 +323,51 @@ struct Applier {
                 + unread.map { "\($0.0.id) in \($0.0.folder ?? "") (\($0.1))" }.joined(separator: ", ")
                 + "; what they did not send waits until `settle apply FOLDER` finishes each",
             fields: [Log.Field("runs", unread.count)])
+    }
+
+    /// The charges an apply that never ended may have learned failed (its look-ups before
+    /// sending, its transfers the ledger holds refused `charge_failed`:
+    /// ``PlanFolder/chargesItsApplyMeets(refused:)``), asked about again, those Stripe says
+    /// failed recorded as `run`'s: the apply wrote what it learned into the ledger as it
+    /// learned it, and a ledger that failed there lost it (audit 85 F1: the next offline plan's
+    /// apply paid a payout on a charge the look-up had found failed). Nothing to ask for a plan
+    /// never applied.
+    private func recheckCharges(
+        of plan: PlanFolder, run: String, ledger: LedgerStore, configuration: ApplyConfiguration
+    ) throws(CommandFailure) {
+        guard plan.applyNeverEnded else { return }
+        do throws(ApplyError) {
+            let charges = try plan.chargesItsApplyMeets { instruction throws(ApplyError) in
+                let known: LedgerInstruction?
+                do throws(LedgerError) {
+                    known = try ledger.instruction(instruction.id)
+                } catch {
+                    throw .ledger(error)
+                }
+                return known?.status == .failed && known?.errorCode == ReasonCode.chargeFailed.code
+            }
+            guard !charges.isEmpty else { return }
+            let facts = try FactsLookup(configuration: configuration).facts(
+                for: FactsRequest(charges: charges.sorted()))
+            let failed = facts.1.charges.compactMap { FailedCharge($0, run: run) }
+            do throws(LedgerError) {
+                try ledger.recordFailedCharges(failed)
+            } catch {
+                throw ApplyError.ledger(error)
+            }
+            log(
+                .info, event: "charges_rechecked",
+                "asked Stripe again about the \(charges.count) charge(s) run \(run)'s apply may have found failed: "
+                    + "\(failed.count) failed",
+                fields: [Log.Field("run", run)])
+        } catch {
+            let failure = Applier.failure(error, folder: plan.folder, ledger: options.ledger)
+            throw CommandFailure(
+                failure.code,
+                "run \(run) in \(plan.folder) \(PlanFolder.neverEnded), and Stripe could not be asked again about the "
+                    + "charges its apply may have found failed (\(failure.message)): nothing was sent; its run is taken "
+                    + "over by the next run")
+        }
     }
 
     /// A folder applied before (its requests may have reached Stripe) is applied again only
@@ -406,7 +470,7 @@ struct Applier {
         let plan = try onPlanFolder { () throws(SettleError) in try PlanFolder.open(folder) }
         try refuseIfAppliedElsewhere(plan, ledger: ledger)
         endEarlierAttempts(of: plan, ledger: ledger)
-        adoptRunsNotEnded(ledger, except: folder)
+        try adoptRunsNotEnded(ledger, except: folder, configuration: configuration)
         // apply on its own follows the payouts too (run did before planning): those that came
         // back are held as returned, and the next plan or run reports them failed.
         var unfollowed = followedUnavailable

@@ -214,7 +214,7 @@ struct Commands {
             // The lines of a run that was killed are part of this one (the ledger takes them
             // over), also one killed in this very folder, before this run plans over it (audit 33
             // O9: it was ended silently, and its lines were lost).
-            applier.adoptRunsNotEnded(ledger, except: "")
+            try applier.adoptRunsNotEnded(ledger, except: "", configuration: configuration)
             outExisted = FileManager.default.fileExists(atPath: out)
             // The run is in the ledger before it plans: one killed while planning (most of a
             // large run's time) is named by the next run, which takes its lines over once its plan

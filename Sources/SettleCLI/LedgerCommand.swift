@@ -167,7 +167,7 @@ struct LedgerCommand {
             do {
                 var unendedCharges: Set<String> = []
                 for case .success(let plan) in opened where plan.applyNeverEnded {
-                    unendedCharges.formUnion(try plan.chargesItsApplyMeets(exceptOf: report.made))
+                    unendedCharges.formUnion(try plan.chargesItsApplyMeets { !report.made.contains($0.id) })
                 }
                 if !unendedCharges.isEmpty {
                     askedAgain = try FactsLookup(configuration: configuration).facts(

@@ -18,6 +18,10 @@ extension PlanFolder {
         /// Lines Stripe made before the process died: the ledger has them settled, no run's
         /// results.csv does until the folder is applied again.
         public var settledUnreported = 0
+        /// Lines an earlier run left unknown, of orders the plan decided against, that its apply
+        /// found never made and did not send: no longer held, and reported `failed` by no
+        /// results.csv until the folder is applied again.
+        public var decidedUnreported = 0
         /// Returns the killed run's plan reported (its rows `failed`, in its errors.csv) when its
         /// apply never began: no applied folder reports them until `settle apply` of it does
         /// (audit 64 F1: the run taking it over said nothing of them).
@@ -93,9 +97,10 @@ extension PlanFolder {
             }
         }
         let applyBegan = wasApplied
+        // The orders its plan decided against, all of them before any line is held.
         var decided: [String: (line: String, reason: String)] = [:]
+        try eachRow { (row, _) throws(SettleError) in Self.noteDecision(of: row, in: &decided) }
         try eachRow { (row, entry) throws(SettleError) in
-            Self.noteDecision(of: row, in: &decided)
             let status = text(row[F.status.rawValue])
             if status == LineStatus.failed.name, let plannedAt,
                 case let lineID = text(row[F.lineID.rawValue]).trimmingFormulaGuard(), let hold = returned[lineID],
@@ -156,6 +161,17 @@ extension PlanFolder {
                     refused = true
                     state = .unresolved
                     row[F.instructionID.rawValue] = Array(instruction.id.utf8)
+                } else if status == LineStatus.unknown.name,
+                    decided[text(row[F.group.rawValue]).trimmingFormulaGuard()] != nil
+                {
+                    // An earlier run's line brought back unresolved, of an order this plan
+                    // decided against: its apply found it never made and sent nothing, and its
+                    // rewrite would have reported it `failed` and held it no more. It leaves the
+                    // queue (audit 85 F2, an aggregated payout's line: it waited, and the next
+                    // run paid the order's payout line with the other order's).
+                    try held.add(row, status: .rejected, entry: entry)
+                    adopted.decidedUnreported += 1
+                    return
                 }
             }
             if state == .waiting, status != LineStatus.deferred.name, !refused {

@@ -1,25 +1,29 @@
 import Foundation
 public import SettleApply
-import SettleCore
+public import SettleCore
 public import SettleLedger
 import SettleWrite
 
 extension PlanFolder {
-    /// The charges an apply of this plan may have learned of at Stripe: those its instructions
-    /// transfer from (a transfer refused `charge_failed`) and those it looks up before sending
-    /// (an offline plan's, ``Instruction/Preflight``), of its instructions other than `made`
-    /// (Stripe holds their objects). What `settle ledger rebuild` asks Stripe about again for a
-    /// folder whose apply never ended (``applyNeverEnded``).
-    public func chargesItsApplyMeets(exceptOf made: Set<String>) throws(ApplyError) -> Set<String> {
+    /// The charges an apply of this plan may have learned failed at Stripe, for a folder whose
+    /// apply never ended (``applyNeverEnded``): what it learned was in the ledger only, in no
+    /// file of the folder. Those it looks up before sending (an offline plan's,
+    /// ``Instruction/Preflight``), and those of its transfers `refused` says Stripe may have
+    /// refused `charge_failed` (`settle ledger rebuild`: those it holds no object of; a run
+    /// taking the folder over: those its ledger holds refused so).
+    public func chargesItsApplyMeets(refused: (Instruction) throws(ApplyError) -> Bool) throws(ApplyError)
+        -> Set<String>
+    {
         let path = path("instructions.jsonl")
         guard let instructions = InstructionStream(path: path) else {
             throw .planInvalid(line: 0, message: "\(path) cannot be read")
         }
         var charges: Set<String> = []
         while let instruction = try instructions.next() {
-            guard !made.contains(instruction.id) else { continue }
-            if !instruction.charge.isEmpty { charges.insert(instruction.charge) }
             if let charge = instruction.preflight.charge { charges.insert(charge) }
+            if instruction.kind == .transfer, !instruction.charge.isEmpty, try refused(instruction) {
+                charges.insert(instruction.charge)
+            }
         }
         return charges
     }

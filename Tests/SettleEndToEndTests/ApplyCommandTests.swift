@@ -65,13 +65,25 @@ import Testing
 
         func results(_ out: String) -> [[String]] { SettleProcess.results(folder.appendingPathComponent(out)) }
 
-        /// `settle apply` of the plan folder `out` against the sandbox, on this setup's ledger.
-        func apply(_ out: String, extra: [String] = []) throws -> SettleProcess.Outcome {
-            try SettleProcess.run(
+        /// `settle apply` of the plan folder `out` against the sandbox, on this setup's ledger;
+        /// killed at `crashAt` (`SETTLE_CRASH_AT`) when given.
+        func apply(_ out: String, extra: [String] = [], crashAt: String? = nil) throws -> SettleProcess.Outcome {
+            var environment = ["STRIPE_API_KEY": testKey]
+            if let crashAt { environment["SETTLE_CRASH_AT"] = crashAt }
+            return try SettleProcess.run(
                 [
                     "apply", folder.appendingPathComponent(out).path, "--ledger", ledger, "--api-base", sandbox.base,
                     "--financial-account", "fa_e2e", "--progress", "off",
-                ] + extra, environment: ["STRIPE_API_KEY": testKey])
+                ] + extra, environment: environment)
+        }
+
+        /// `settle plan` (offline) of `text`, written to `name`.csv, into the folder `name`, as of `asOf`.
+        func plan(_ name: String, _ text: String, asOf: String) throws -> SettleProcess.Outcome {
+            let input = folder.appendingPathComponent("\(name).csv")
+            try text.write(to: input, atomically: true, encoding: .utf8)
+            var arguments = arguments("plan", [input.path], out: name)
+            arguments[arguments.firstIndex(of: "--as-of")! + 1] = asOf
+            return try SettleProcess.run(arguments)
         }
     }
 

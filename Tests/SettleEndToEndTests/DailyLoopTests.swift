@@ -36,6 +36,10 @@ import Testing
         return (outcome, rows)
     }
 
+    /// Fault rules: every payout request (`POST`) answered 500, so each payout stays unknown.
+    static let payoutsAnswer500 =
+        #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}]"#
+
     /// The sandbox's fault rules from now on (`rules`: a JSON array; `[]` clears them).
     func faults(_ setup: Setup, _ rules: String) throws {
         _ = try setup.sandbox.control("POST", "/_sandbox/faults", json: #"{"rules": \#(rules)}"#)
@@ -1324,38 +1328,55 @@ import Testing
     }
 
     /// An offline plan's apply looks up a charge the export gives no facts of and Stripe says
-    /// failed, and is killed after its first request: the ledger remembers the charge from the
+    /// failed, and is killed after its first request (`killed`): the ledger remembers the charge from the
     /// look-up itself, so the next offline plan of a payout of an order on it, the export still
     /// saying `succeeded`, rejects it `charge_failed` (audit 85 F1: only the rewrite recorded
     /// it, and the payout was paid).
-    @Test func aFailedChargeAnApplyLookedUpIsRememberedThoughItIsKilled() throws {
+    /// `ledger`: the ledger fails as the look-up's answer is recorded (the apply stops, 75, its
+    /// run not ended); the next offline plan's apply takes the run over and asks Stripe again
+    /// about the charges its apply looked up, so P3, planned, is stopped with its order as the
+    /// apply stops an order on a charge the ledger knows failed (not paid; audit 85 F1: nothing
+    /// remembered the charge, and the payout was paid).
+    /// `refused`: the same, day 1's export saying ch_bad `succeeded`: Stripe refuses F1's
+    /// transfer `charge_failed`, and the ledger fails as the charge is recorded; the take-over
+    /// asks Stripe about the charges of the transfers its ledger holds refused so.
+    @Test(arguments: ["killed", "ledger", "refused"])
+    func aFailedChargeAnApplyLookedUpIsRememberedThoughItIsKilled(stopped: String) throws {
         let setup = try Setup()
         try seed(setup, charge: "ch_bad", intent: "pi_bad", status: "failed")
-        func plan(_ name: String, _ text: String, asOf: String) throws -> SettleProcess.Outcome {
-            let input = setup.folder.appendingPathComponent("\(name).csv")
-            try text.write(to: input, atomically: true, encoding: .utf8)
-            var arguments = setup.arguments("plan", [input.path], out: name)
-            arguments[arguments.firstIndex(of: "--as-of")! + 1] = asOf
-            return try SettleProcess.run(arguments)
-        }
-        let day1 = try plan(
+        if stopped != "killed" { try refuse(setup, "INSERT ON failed_charges") }
+        let day1 = try setup.plan(
             "day1",
-            Self.header + "F1,1601,transfer,10.00,usd,ORDER1601,acct_rest,ch_bad,,,,,,,\n"
+            Self.header + "F1,1601,transfer,10.00,usd,ORDER1601,acct_rest,ch_bad,"
+                + (stopped == "refused" ? "100.00,usd,succeeded,card" : ",,,") + ",,,\n"
                 + "G1,1602,transfer,5.00,usd,ORDER1602,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n",
             asOf: "2026-12-01")
         #expect(day1.status == 0, "\(day1.stderr)")
-        let killed = try SettleProcess.run(
-            [
-                "apply", setup.folder.appendingPathComponent("day1").path, "--ledger", setup.ledger, "--api-base",
-                setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
-            ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "in_flight_written:1"])
-        #expect(![0, 65, 75].contains(killed.status), "killed: \(killed.stderr)")
-        let day2 = try plan(
+        let killed = try setup.apply("day1", crashAt: stopped == "killed" ? "in_flight_written:1" : nil)
+        if stopped == "killed" {
+            #expect(![0, 65, 75].contains(killed.status), "killed: \(killed.stderr)")
+        } else {
+            #expect(killed.status == 75, "\(killed.stderr)")
+            try SettleProcess.onLedger(setup.ledger, "DROP TRIGGER refuse;")
+        }
+        let day2 = try setup.plan(
             "day2",
             Self.header + "P3,1603,payout,3.00,usd,ORDER1603,,ch_bad,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
             asOf: "2026-12-02")
-        #expect(setup.results("day2").map { [$0[0], $0[8], $0[11]] } == [["P3", "rejected", "charge_failed"]])
-        #expect(day2.status == 65 || day2.status == 75, "\(day2.stderr)")
+        if stopped == "killed" {
+            #expect(setup.results("day2").map { [$0[0], $0[8], $0[11]] } == [["P3", "rejected", "charge_failed"]])
+            #expect(day2.status == 65 || day2.status == 75, "\(day2.stderr)")
+            return
+        }
+        #expect(day2.status == 0, "the plan knew nothing of it: \(day2.stderr)")
+        let applied = try setup.apply("day2")
+        #expect(applied.stderr.contains("day1 never ended"), "\(applied.stderr)")
+        #expect(applied.status == 65, "\(applied.stderr)")
+        let rows = setup.results("day2")
+        #expect(rows.map { [$0[0], $0[8], $0[11]] } == [["P3", "rejected", "group_rejected"]], "\(applied.stderr)")
+        #expect(rows.first?[12].contains("Stripe reported charge ch_bad failed when run") == true, "\(rows)")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.isEmpty, "\(payouts)")
     }
 
     /// An apply learns that ch_bad failed and never ends: an offline plan's apply whose look-up
@@ -1373,24 +1394,13 @@ import Testing
     ) throws {
         let setup = try Setup()
         try seed(setup, charge: "ch_bad", intent: "pi_bad", status: "failed")
-        func plan(_ name: String, _ text: String, asOf: String) throws -> SettleProcess.Outcome {
-            let input = setup.folder.appendingPathComponent("\(name).csv")
-            try text.write(to: input, atomically: true, encoding: .utf8)
-            var arguments = setup.arguments("plan", [input.path], out: name)
-            arguments[arguments.firstIndex(of: "--as-of")! + 1] = asOf
-            return try SettleProcess.run(arguments)
-        }
         let good = "G1,1602,transfer,5.00,usd,ORDER1602,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
         if story == "lookup" {
-            let day1 = try plan(
+            let day1 = try setup.plan(
                 "day1", Self.header + "F1,1601,transfer,10.00,usd,ORDER1601,acct_rest,ch_bad,,,,,,,\n" + good,
                 asOf: "2026-12-01")
             #expect(day1.status == 0, "\(day1.stderr)")
-            let killed = try SettleProcess.run(
-                [
-                    "apply", setup.folder.appendingPathComponent("day1").path, "--ledger", setup.ledger, "--api-base",
-                    setup.sandbox.base, "--financial-account", "fa_e2e", "--progress", "off",
-                ], environment: ["STRIPE_API_KEY": testKey, "SETTLE_CRASH_AT": "in_flight_written:1"])
+            let killed = try setup.apply("day1", crashAt: "in_flight_written:1")
             #expect(![0, 65, 75].contains(killed.status), "killed: \(killed.stderr)")
         } else {
             let (killed, _) = try day(
@@ -1405,7 +1415,7 @@ import Testing
             rebuilt.stderr.contains(
                 "looked up the \(story == "lookup" ? 2 : 1) charge(s) of the folders whose apply never ended: 1 failed"),
             "\(rebuilt.stderr)")
-        let day2 = try plan(
+        let day2 = try setup.plan(
             "day2",
             Self.header + "P3,1603,payout,3.00,usd,ORDER1603,,ch_bad,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
             asOf: "2026-12-02")
@@ -1415,6 +1425,14 @@ import Testing
         let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
         #expect(payouts.isEmpty, "\(payouts)")
     }
+
+    /// Order 1501: W1 a transfer, W2 a payout, both dated 12-03.
+    static let order1501 =
+        header + "W1,1501,transfer,4.00,usd,ORDER1501,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-03\n"
+        + "W2,1501,payout,2.00,usd,ORDER1501,,,,,,,acct_drv,pm_ap_1,2026-12-03\n"
+    /// A third line of order 1501 whose amount is not a decimal: a plan that has it rejects the order.
+    static let invalidLineOf1501 =
+        "W3,1501,transfer,1.0x,usd,ORDER1501,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
 
     /// Run A leaves order 1501 waiting (W1 a transfer, W2 a payout, both dated 12-03). Run B
     /// gets the order again with an invalid third line: its plan rejects the order whole. B does
@@ -1426,16 +1444,13 @@ import Testing
     {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        let order =
-            Self.header
-            + "W1,1501,transfer,4.00,usd,ORDER1501,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-03\n"
-            + "W2,1501,payout,2.00,usd,ORDER1501,,,,,,,acct_drv,pm_ap_1,2026-12-03\n"
+        let order = Self.order1501
         let (first, day1) = try day(setup, "day1", order, asOf: "2026-12-01")
         #expect(first.status == 0 && day1.mapValues { $0[8] } == ["W1": "deferred", "W2": "deferred"], "\(day1)")
         if stopped == "ledger" {
             try refuse(setup, "UPDATE ON held_lines")
         }
-        let again = order + "W3,1501,transfer,1.0x,usd,ORDER1501,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+        let again = order + Self.invalidLineOf1501
         let (second, day2) = try day(
             setup, "day2", again, asOf: "2026-12-02", crashAt: stopped == "killed" ? "apply_starting" : nil)
         #expect(stopped == "killed" ? ![0, 65, 75].contains(second.status) : second.status == 75, "\(second.stderr)")
@@ -1450,6 +1465,47 @@ import Testing
         #expect(try setup.sandbox.effects().isEmpty, "nothing of the order B rejected moves")
     }
 
+    /// Run A's payout aggregated over Q1 (order 1511) and Q2 (order 1512) gets only 500s: both
+    /// unknown; T1, 1511's transfer, waits for 12-03. Run B gets order 1511 again with an
+    /// invalid line: its plan rejects the order (T1 `group_rejected`; Q1, brought back, stays
+    /// `unknown` for its apply), its apply finds the payout never made, sends Q2 alone, and is
+    /// killed before its files. The run of 12-03 takes B over: Q1 is not held again (B's
+    /// decision, its apply's outcome), nothing of order 1511 moves, and the take-over names the
+    /// line. Before (audit 85 F2, aggregated form), Q1 waited and the next run paid it.
+    @Test func aTakeOverDoesNotHoldAnUnknownLineOfAnOrderItsPlanRejected() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        try faults(setup, Self.payoutsAnswer500)
+        let order =
+            Self.header
+            + "T1,1511,transfer,4.00,usd,ORDER1511,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-03\n"
+            + "Q1,1511,payout,2.00,usd,ORDER1511,,,,,,,acct_drv,pm_ap_1,\n"
+        let (first, day1) = try day(
+            setup, "day1", order + "Q2,1512,payout,3.00,usd,ORDER1512,,,,,,,acct_drv,pm_ap_1,\n", asOf: "2026-12-01")
+        #expect(first.status == 75 && day1["Q1"]?[8] == "unknown" && day1["Q1"]?[9] == day1["Q2"]?[9], "\(day1)")
+        try faults(setup, "[]")
+        let again = order + "W3,1511,transfer,1.0x,usd,ORDER1511,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+        let (second, day2) = try day(setup, "day2", again, asOf: "2026-12-02", crashAt: "rewriting")
+        #expect(![0, 65, 75].contains(second.status), "\(second.stderr)")
+        #expect(day2["T1"]?[11] == "group_rejected" && day2["Q1"]?[8] == "unknown", "\(day2)")
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        let folder2 = setup.folder.appendingPathComponent("day2").path
+        #expect(
+            third.stderr.contains(
+                "; 1 an earlier run left unknown, of orders its plan decided against, were found never made and are "
+                    + "not sent: in no results.csv until `settle apply \(folder2)`"), "\(third.stderr)")
+        #expect(day3["Q1"] == nil && day3["T1"] == nil, "\(day3)")
+        let (fourth, day4) = try day(setup, "day4", Self.header, asOf: "2026-12-04")
+        #expect(fourth.status == 0 && day4.isEmpty, "\(fourth.stderr) \(day4)")
+        let payouts = try setup.sandbox.effects().filter { $0["type"] as? String == "outbound_payment" }
+        #expect(payouts.compactMap { $0["amount"] as? Int } == [300], "Q2 alone: \(payouts)")
+        #expect(try setup.sandbox.effects().allSatisfy { $0["type"] as? String != "transfer" })
+        let applied = try setup.apply("day2")
+        #expect(
+            setup.results("day2").first { $0[0] == "Q1" }.map { [$0[8], $0[11]] } == ["failed", "group_rejected"],
+            "\(applied.stderr)")
+    }
+
     /// The same story to B's kill at `apply_starting` (B also plans B5, another order's
     /// transfer), then the ledger is lost and rebuilt from both folders. B's plan binds as its
     /// take-over would have bound it: the rebuild does not name A's deferred.csv (B rejected
@@ -1460,14 +1516,11 @@ import Testing
     @Test func aRebuildKeepsWhatARunThatNeverAppliedItsPlanDecided() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        let order =
-            Self.header
-            + "W1,1501,transfer,4.00,usd,ORDER1501,acct_rest,ch_card1,100.00,usd,succeeded,card,,,2026-12-03\n"
-            + "W2,1501,payout,2.00,usd,ORDER1501,,,,,,,acct_drv,pm_ap_1,2026-12-03\n"
+        let order = Self.order1501
         let (first, _) = try day(setup, "day1", order, asOf: "2026-12-01")
         #expect(first.status == 0, "\(first.stderr)")
         let again =
-            order + "W3,1501,transfer,1.0x,usd,ORDER1501,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+            order + Self.invalidLineOf1501
             + "B5,1502,transfer,1.00,usd,ORDER1502,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
         let (second, day2) = try day(setup, "day2", again, asOf: "2026-12-02", crashAt: "apply_starting")
         #expect(![0, 65, 75].contains(second.status), "\(second.stderr)")
@@ -2081,10 +2134,7 @@ import Testing
         SettleProcess.Outcome, [String: [String]]
     ) {
         try setup.sandbox.seed(Self.fixtures)
-        try faults(
-            setup,
-            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}]"#
-        )
+        try faults(setup, Self.payoutsAnswer500)
         let other = orders + 1
         let (first, day1) = try day(
             setup, "day1",
@@ -2283,10 +2333,7 @@ import Testing
     @Test func anUnknownPayoutOnAChargeFoundFailedSinceIsNotSentAgain() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)
-        try faults(
-            setup,
-            #"[{"method": "POST", "path_prefix": "/v2/money_management/outbound_payments", "on": "any", "action": "status", "status": 500}]"#
-        )
+        try faults(setup, Self.payoutsAnswer500)
         let (first, day1) = try day(
             setup, "day1",
             Self.header + "N1,1801,payout,10.00,usd,ORDER1801,,ch_card1,100.00,usd,succeeded,card,acct_drv,pm_ap_1,\n",
