@@ -1,6 +1,7 @@
 import Foundation
 import SettleCore
 import SettleLedger
+import SettlePlanFolder
 
 /// `settle cancel LINE_ID... [--ledger FILE]`: drops lines that wait in the ledger
 /// (deferred, or not carried since a rebuild) so that no later run brings them back. A line
@@ -67,10 +68,19 @@ struct CancelCommand {
                         + "\(line.state.rawValue) since \(StatusCommand.timestamp(line.sinceAt)) "
                         + "(\(line.reasonCode): \(line.reason))")
             }
+            // A killed run's lines are in no ledger until a run takes it over (audit 85 F4: "not
+            // in the ledger", and the next run took the killed run over and paid the line).
+            let open = refused.contains { $0.1 == "not_in_ledger" } ? Applier.runsNotEnded(store, except: "") : []
+            let notYet =
+                open.isEmpty
+                ? ""
+                : "; \(open.map { "run \($0.id) (\($0.folder ?? ""))" }.joined(separator: ", ")) "
+                    + "\(PlanFolder.neverEnded), and its lines are in no ledger until the next `settle run` or "
+                    + "`settle apply` takes it over: cancel the line after that"
             for (id, status) in refused {
                 let why =
                     status == "not_in_ledger"
-                    ? "it is not in the ledger"
+                    ? "it is not in the ledger" + notYet
                     : status == HeldLine.State.returned.rawValue
                         ? "its payout came back: the next plan or run reports it failed, in its errors.csv (leave it "
                             + "out of what is fed back to leave it unpaid)"

@@ -1506,6 +1506,37 @@ import Testing
             "\(applied.stderr)")
     }
 
+    /// `settle cancel` of a line a killed run deferred: the line is in no ledger yet (65), and
+    /// the refusal says that the next run takes the killed run over, to cancel it after that;
+    /// after that run, the cancel goes through and nothing is paid. Before (audit 85 F4), it
+    /// said "not in the ledger" alone, and the next run paid the line.
+    @Test func aCancelOfALineAKilledRunDeferredSaysToCancelItAfterTheTakeOver() throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (killed, day1) = try day(
+            setup, "day1", Self.order1501, asOf: "2026-12-01", crashAt: "apply_starting")
+        #expect(![0, 65, 75].contains(killed.status) && day1["W1"]?[8] == "deferred", "\(killed.stderr) \(day1)")
+        let early = try SettleProcess.run(["cancel", "W1", "W2", "--ledger", setup.ledger])
+        let folder = setup.folder.appendingPathComponent("day1").path
+        #expect(early.status == 65, "\(early.stderr)")
+        #expect(
+            early.stderr.contains(
+                "line W1 was not cancelled: it is not in the ledger; run run_")
+                && early.stderr.contains(
+                    " (\(folder)) never ended (killed, or its ledger failed?), and its lines are in no ledger until the "
+                        + "next `settle run` or `settle apply` takes it over: cancel the line after that"),
+            "\(early.stderr)")
+        let (next, day2) = try day(setup, "day2", Self.header, asOf: "2026-12-02")
+        #expect(
+            next.status == 0 && day2.mapValues { $0[8] } == ["W1": "deferred", "W2": "deferred"],
+            "\(next.stderr) \(day2)")
+        let cancel = try SettleProcess.run(["cancel", "W1", "W2", "--ledger", setup.ledger])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        let (third, day3) = try day(setup, "day3", Self.header, asOf: "2026-12-03")
+        #expect(third.status == 0 && day3.isEmpty, "\(third.stderr) \(day3)")
+        #expect(try setup.sandbox.effects().isEmpty)
+    }
+
     /// The same story to B's kill at `apply_starting` (B also plans B5, another order's
     /// transfer), then the ledger is lost and rebuilt from both folders. B's plan binds as its
     /// take-over would have bound it: the rebuild does not name A's deferred.csv (B rejected
