@@ -218,9 +218,9 @@ struct Applier {
     /// run is recorded as ended. A folder that cannot be read is named in a warning instead,
     /// at every run until `settle apply FOLDER` finishes it.
     ///
-    /// - Throws: 75 when Stripe cannot be asked again about the charges an offline plan's apply
-    ///   that never ended looked up (``recheckedCharges(of:run:ledger:configuration:)``): nothing
-    ///   of this run is sent, and its run stays not ended, for the next run to take over.
+    /// - Throws: 75 when Stripe cannot be asked again about the charges an apply that never
+    ///   ended may have found failed (``recheckCharges(of:run:ledger:configuration:)``): nothing
+    ///   of this run is sent, and that run stays not ended, for the next run to take over.
     func adoptRunsNotEnded(_ ledger: LedgerStore, except folder: String, configuration: ApplyConfiguration)
         throws(CommandFailure)
     {
@@ -347,9 +347,9 @@ struct Applier {
                 return known?.status == .failed && known?.errorCode == ReasonCode.chargeFailed.code
             }
             guard !charges.isEmpty else { return }
-            let facts = try FactsLookup(configuration: configuration).facts(
-                for: FactsRequest(charges: charges.sorted()))
-            let failed = facts.1.charges.compactMap { FailedCharge($0, run: run) }
+            let failed = try FactsLookup(configuration: configuration).charges(charges.sorted()).compactMap {
+                FailedCharge($0, run: run)
+            }
             do throws(LedgerError) {
                 try ledger.recordFailedCharges(failed)
             } catch {

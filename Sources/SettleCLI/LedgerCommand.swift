@@ -169,19 +169,16 @@ struct LedgerCommand {
                 for case .success(let plan) in opened where plan.applyNeverEnded {
                     unendedCharges.formUnion(try plan.chargesItsApplyMeets { !report.made.contains($0.id) })
                 }
-                if !unendedCharges.isEmpty {
-                    askedAgain = try FactsLookup(configuration: configuration).facts(
-                        for: FactsRequest(charges: unendedCharges.sorted())
-                    ).1.charges
-                }
+                askedAgain = try FactsLookup(configuration: configuration).charges(unendedCharges.sorted())
             } catch {
                 throw Applier.failure(error, folder: path, ledger: path)
             }
+            let failedNow = askedAgain.compactMap { FailedCharge($0, run: LedgerStore.rebuildRun) }
             if !askedAgain.isEmpty {
                 log(
                     .info,
                     "looked up the \(askedAgain.count) charge(s) of the folders whose apply never ended: "
-                        + "\(askedAgain.filter { FailedCharge($0, run: "") != nil }.count) failed")
+                        + "\(failedNow.count) failed")
             }
             // Payouts still processing are followed by the next runs: their lines are held as
             // the apply that sent them held them, with their records from the folders.
@@ -233,7 +230,8 @@ struct LedgerCommand {
                 for charge in putRight { failed[charge] = nil }
                 for charge in folderFailed where failed[charge.charge] == nil { failed[charge.charge] = charge }
             }
-            for fact in askedAgain { failed[fact.charge] = FailedCharge(fact, run: LedgerStore.rebuildRun) }
+            for fact in askedAgain { failed[fact.charge] = nil }
+            for charge in failedNow { failed[charge.charge] = charge }
             do {
                 try ledger.recordFailedCharges(failed.values.sorted { $0.charge < $1.charge })
             } catch {

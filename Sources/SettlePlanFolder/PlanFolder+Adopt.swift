@@ -98,8 +98,7 @@ extension PlanFolder {
         }
         let applyBegan = wasApplied
         // The orders its plan decided against, all of them before any line is held.
-        var decided: [String: (line: String, reason: String)] = [:]
-        try eachRow { (row, _) throws(SettleError) in Self.noteDecision(of: row, in: &decided) }
+        let decided = try rowDecisions()
         try eachRow { (row, entry) throws(SettleError) in
             let status = text(row[F.status.rawValue])
             if status == LineStatus.failed.name, let plannedAt,
@@ -340,8 +339,8 @@ extension PlanFolder {
     }
 
     /// The charges Stripe said failed (or gave no charge for) that this folder knows of, when
-    /// it binds later runs (``bindsLaterRuns``): its plan's look-ups (the manifest's `facts`) and what its applies learned (the
-    /// manifest's `apply.failed_charges`: their own look-ups, transfers Stripe refused
+    /// it binds later runs (``bindsLaterRuns``): its plan's look-ups (the manifest's `facts`)
+    /// and what its applies learned (the manifest's `apply.failed_charges`: their own look-ups, transfers Stripe refused
     /// `charge_failed`). What its applies recorded in the ledger, which `settle ledger rebuild`
     /// restores.
     public var failedCharges: [FailedCharge] {
@@ -491,8 +490,13 @@ extension PlanFolder {
     /// an older folder its warning advised paid a payout of an order a newer folder had
     /// rejected `charge_failed`). None for a folder that binds no later run (``bindsLaterRuns``).
     public func decidedOrders() throws(SettleError) -> [String: (line: String, reason: String)] {
-        typealias F = ResultsFile.Field
         guard bindsLaterRuns else { return [:] }
+        return try rowDecisions()
+    }
+
+    /// The orders results.csv's rows decide against (``noteDecision(of:in:)``), whether or not
+    /// the folder binds later runs.
+    func rowDecisions() throws(SettleError) -> [String: (line: String, reason: String)] {
         var decided: [String: (line: String, reason: String)] = [:]
         try eachRow { (row, _) throws(SettleError) in Self.noteDecision(of: row, in: &decided) }
         return decided

@@ -50,6 +50,18 @@ public struct FactsLookup {
 }
 
 extension FactsLookup {
+    /// Stripe's answers about these charges alone, as looked up: what a run taking over an
+    /// apply that never ended, or a ledger rebuild, asks again (no plan is made from them).
+    ///
+    /// - Throws: ``ApplyError/factsUnavailable(_:)`` when an answer was not Stripe's.
+    public func charges(_ ids: [String]) throws(ApplyError) -> [ChargeFact] {
+        guard !ids.isEmpty else { return [] }
+        let looked = try FactsScheduler(configuration: configuration).run(payoutMethods: [], charges: ids)
+        let unavailable = looked.unavailable
+        if !unavailable.isEmpty { throw .factsUnavailable(unavailable) }
+        return looked.charges
+    }
+
     /// Why a charge look-up gave no charge (a 404 or another refusal).
     static func refusal(_ verdict: FactVerdict) -> String? {
         if case .refused(let why) = verdict { return why }
