@@ -244,15 +244,16 @@ final class LedgerHistory: SettlementHistory {
         }
     }
 
-    func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer? {
+    func recordedTransfer(group: String, destination: String, currency: String, charge: String?) -> RecordedTransfer? {
         read(nil) { () throws(LedgerError) -> RecordedTransfer? in
-            try store.transfer(group: group, destination: destination, currency: currency).map(LedgerHistory.recorded)
+            try store.transfer(group: group, destination: destination, currency: currency, charge: charge)
+                .map(LedgerHistory.recorded)
         }
     }
 
-    func unsettledTransfer(group: String, destination: String, currency: String) -> String? {
+    func unsettledTransfer(group: String, destination: String, currency: String, charge: String?) -> String? {
         read(nil) { () throws(LedgerError) -> String? in
-            try store.unsettledTransfer(group: group, destination: destination, currency: currency)
+            try store.unsettledTransfer(group: group, destination: destination, currency: currency, charge: charge)
         }
     }
 

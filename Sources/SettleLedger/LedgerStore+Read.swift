@@ -59,9 +59,12 @@ extension LedgerStore {
     }
 
     /// The settled transfer recorded for a group and destination in `currency`, with what
-    /// settle's reversals (settled, in flight or unknown) took back from it. When there are
-    /// several, the one with the most left; among equals the latest.
-    public func transfer(group: String, destination: String, currency: String) throws(LedgerError) -> LedgerTransfer? {
+    /// settle's reversals (settled, in flight or unknown) took back from it; with `charge`, only
+    /// one funded by that charge. When there are several, the one with the most left; among
+    /// equals the latest.
+    public func transfer(group: String, destination: String, currency: String, charge: String? = nil)
+        throws(LedgerError) -> LedgerTransfer?
+    {
         var found: LedgerTransfer?
         try db.query(
             """
@@ -72,9 +75,9 @@ extension LedgerStore {
                    t.currency
             FROM instructions t
             WHERE t.kind = 'transfer' AND t.status = 'settled' AND t.group_key = ? AND t.payee = ?
-              AND t.currency = ? AND t.stripe_id IS NOT NULL
+              AND t.currency = ? AND t.stripe_id IS NOT NULL AND (?4 IS NULL OR t.charge = ?4)
             ORDER BY t.amount_minor - reversed DESC, t.rowid DESC LIMIT 1
-            """, [.text(group), .text(destination), .text(currency)]
+            """, [.text(group), .text(destination), .text(currency), charge.map { .text($0) } ?? .null]
         ) { row in
             found = LedgerTransfer(
                 stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(3),
@@ -83,20 +86,20 @@ extension LedgerStore {
         return found
     }
 
-    /// The id of a transfer for a group and destination in `currency` that was sent and whose
-    /// outcome is not known yet (in flight or unknown), nil when there is none: a reversal of
-    /// that order waits for it rather than being refused.
-    public func unsettledTransfer(group: String, destination: String, currency: String) throws(LedgerError)
-        -> String?
+    /// The id of a transfer for a group and destination in `currency` (with `charge`, funded by
+    /// that charge) that was sent and whose outcome is not known yet (in flight or unknown), nil
+    /// when there is none: a reversal of that order waits for it rather than being refused.
+    public func unsettledTransfer(group: String, destination: String, currency: String, charge: String? = nil)
+        throws(LedgerError) -> String?
     {
         var found: String?
         try db.query(
             """
             SELECT id FROM instructions
             WHERE kind = 'transfer' AND status IN ('in_flight', 'unknown') AND group_key = ? AND payee = ?
-              AND currency = ?
+              AND currency = ? AND (?4 IS NULL OR charge = ?4)
             ORDER BY rowid DESC LIMIT 1
-            """, [.text(group), .text(destination), .text(currency)]
+            """, [.text(group), .text(destination), .text(currency), charge.map { .text($0) } ?? .null]
         ) { row in found = row.text(0) }
         return found
     }

@@ -373,7 +373,13 @@ public enum ChargesFile {
             let line = batch.lines[index]
             let charge = key(line)
             var found = charge.isNone ? slotOfOrder[line.orderID] : slotOfSymbol[charge]
-            if found < 0, let charge = plan.ledgerChargeOfLine[Int32(index)] { found = slotOfSymbol[charge] }
+            // A reversal of a transfer the ledger recorded is that transfer's charge's money,
+            // whatever charge the line names (audit 87 F1).
+            if !plan.ledgerChargeOfLine.isEmpty, let reversed = plan.ledgerChargeOfLine[Int32(index)],
+                slotOfSymbol[reversed] >= 0
+            {
+                found = slotOfSymbol[reversed]
+            }
             guard found >= 0, !line.orderID.isNone || !charge.isNone else { continue }
             chargeOfLine[index] = found
             // A move in another currency than the charge's (a USD payout of an order paid in

@@ -119,11 +119,11 @@ final class RecordedHistory: SettlementHistory {
             if let amount = transferredByCharge[String(decoding: key.charge, as: UTF8.self)] { found(position, amount) }
         }
     }
-    func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer? {
-        transfers["\(group)|\(destination)|\(currency)"]
+    func recordedTransfer(group: String, destination: String, currency: String, charge: String?) -> RecordedTransfer? {
+        transfers["\(group)|\(destination)|\(currency)"].flatMap { charge == nil || $0.charge == charge ? $0 : nil }
     }
-    func unsettledTransfer(group: String, destination: String, currency: String) -> String? {
-        unsettled["\(group)|\(destination)|\(currency)"]
+    func unsettledTransfer(group: String, destination: String, currency: String, charge: String?) -> String? {
+        charge == nil ? unsettled["\(group)|\(destination)|\(currency)"] : nil
     }
     func recordedTransfers(_ stripeIDs: [UnsafeRawBufferPointer], found: (Int, RecordedTransfer) -> Void) {
         for (position, id) in stripeIDs.enumerated() {

@@ -4358,6 +4358,42 @@ import Testing
                 == [["ch_card1", "100.00", "0.00", "30.00", "0.00", "9.00", "0.00", "79.00"]], "\(rows)")
     }
 
+    /// A refund that names its charge reverses the order's transfer funded by that charge, and
+    /// charges.csv shows it there. Audit 87 F1: the order's transfer with the most left was
+    /// reversed (the one on ch_card1), and charges.csv showed the reversal on ch_card2 (`run`)
+    /// or on no charge (an offline plan). A refund naming a charge the order moved nothing on
+    /// reverses the order's transfer as SPEC says (group and destination).
+    @Test(arguments: [("ch_card2", "ch_card2"), ("ch_card3", "ch_card1")])
+    func aRefundNamingItsChargeReversesTheTransferOnThatCharge(names: String, reverses: String) throws {
+        let setup = try Setup()
+        try setup.sandbox.seed(Self.fixtures)
+        let (first, _) = try day(
+            setup, "day1",
+            Self.header + "Q1,1031,transfer,30.00,usd,ORDER1031,acct_rest,ch_card1,100.00,usd,succeeded,card,,,\n"
+                + "Q2,1031,transfer,20.00,usd,ORDER1031,acct_rest,ch_card2,30.00,usd,succeeded,card,,,\n",
+            asOf: "2026-12-01")
+        #expect(first.status == 0, "\(first.stderr)")
+        let made = try setup.sandbox.effects().filter { $0["type"] as? String == "transfer" }
+        let onCharge = Dictionary(
+            made.compactMap { effect in
+                (effect["source_transaction"] as? String).map { ($0, effect["id"] as? String ?? "") }
+            }, uniquingKeysWith: { first, _ in first })
+        #expect(onCharge.count == 2, "\(made)")
+        let (second, day2) = try day(
+            setup, "day2", Self.header + "R1,1031,reversal,15.00,usd,ORDER1031,acct_rest,\(names),,,,,,,\n",
+            asOf: "2026-12-02")
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(day2["R1"]?[8] == "settled", "\(day2)")
+        let reversals = try setup.sandbox.effects().filter { $0["type"] as? String == "reversal" }
+        #expect(reversals.map { $0["transfer"] as? String } == [onCharge[reverses]], "\(reversals) \(onCharge)")
+        #expect(reversals.map { $0["amount"] as? Int } == [1500])
+        let rows = SettleProcess.read(setup.folder.appendingPathComponent("day2/charges.csv"))
+            .split(separator: "\n").dropFirst().map { $0.split(separator: ",", omittingEmptySubsequences: false) }
+        // charge, reversed: the reversal shows on the charge of the transfer it reversed, only.
+        #expect(
+            rows.filter { $0[8] != "0.00" }.map { [String($0[1]), String($0[8])] } == [[reverses, "15.00"]], "\(rows)")
+    }
+
     @Test func threeDaysOnOneLedgerJoinUp() throws {
         let setup = try Setup()
         try setup.sandbox.seed(Self.fixtures)

@@ -291,6 +291,31 @@ struct LedgerStoreTests {
         }
     }
 
+    /// A reversal that names its charge asks for the order's transfer funded by that charge
+    /// (audit 87 F1), settled or still unknown; without a charge, the one with the most left.
+    @Test func transferLookupByCharge() throws {
+        let folder = try TemporaryFolder()
+        let store = try openTestLedger(path: folder.ledgerPath)
+        try store.markInFlight([
+            transfer("ins_a", lines: ["A1"], amount: 3000, charge: "ch_a"),
+            transfer("ins_b", lines: ["B1"], amount: 2000, charge: "ch_b"),
+            transfer("ins_c", lines: ["C1"], amount: 1000, charge: "ch_c"),
+        ])
+        try store.recordOutcome(instruction: "ins_a", .settled(stripeID: "tr_a"))
+        try store.recordOutcome(instruction: "ins_b", .settled(stripeID: "tr_b"))
+        func found(_ charge: String?) throws -> String? {
+            try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd", charge: charge)?.stripeID
+        }
+        #expect(
+            try [found(nil), found("ch_a"), found("ch_b"), found("ch_c"), found("ch_z")] == [
+                "tr_a", "tr_a", "tr_b", nil, nil,
+            ])
+        func unsettled(_ charge: String?) throws -> String? {
+            try store.unsettledTransfer(group: "ORDER100", destination: "acct_rest", currency: "usd", charge: charge)
+        }
+        #expect(try [unsettled(nil), unsettled("ch_c"), unsettled("ch_a")] == ["ins_c", "ins_c", nil])
+    }
+
     @Test func transferLookupIsNetOfReversals() throws {
         let folder = try TemporaryFolder()
         let store = try openTestLedger(path: folder.ledgerPath)

@@ -813,9 +813,7 @@ public struct Planner {
                             continue
                         }
                         takeFrom(recorded, line.amount, line: index, &scratch)
-                        if line.charge.isNone, !recorded.charge.isEmpty {
-                            scratch.reversalCharges.append((index, recorded.charge))
-                        }
+                        if !recorded.charge.isEmpty { scratch.reversalCharges.append((index, recorded.charge)) }
                     }
                     var instruction = PlanRow(
                         kind: .reversal, group: line.group, payee: line.payee,
@@ -840,10 +838,7 @@ public struct Planner {
                 if scratch.netted[slot] > scratch.transfers[slot].amount { scratch.exceededSlots.insert(slot) }
                 continue
             }
-            let recorded = history?.recordedTransfer(
-                group: batch.text(line.group), destination: batch.text(line.payee),
-                currency: line.currency.code)
-            guard let recorded else {
+            guard let recorded = ledgerTarget(of: line, batch: batch) else {
                 // A transfer that may exist is waited for, never refused for.
                 if let wait = waitForTarget(of: line, in: group, batch: batch) {
                     batch.set(Int(index), .deferred, .scheduled, wait)
@@ -868,7 +863,7 @@ public struct Planner {
             }
             scratch.reversalMembers.append((Int32(slot), index))
             takeFrom(recorded, line.amount, line: index, &scratch)
-            if line.charge.isNone, !recorded.charge.isEmpty { scratch.reversalCharges.append((index, recorded.charge)) }
+            if !recorded.charge.isEmpty { scratch.reversalCharges.append((index, recorded.charge)) }
         }
         guard scratch.exceededSlots.isEmpty, scratch.exceededTransfers.isEmpty, scratch.targetUnknown.isEmpty,
             scratch.wrongCurrency.isEmpty
@@ -915,7 +910,7 @@ public struct Planner {
         payoutLines.append(contentsOf: scratch.payouts)
     }
 
-    /// The charges of the ledger's transfers that planned reversal lines naming no charge take
+    /// The charges of the ledger's transfers that planned reversal lines take
     /// from: each line's charge for charges.csv, and a charge row from the ledger's record of
     /// it when this run's lines do not state it (a refund a day after its order moved).
     private func addLedgerCharges(
@@ -1000,11 +995,38 @@ public struct Planner {
             return
                 "the transfer it reverses (line \(batch.text(batch.lines[Int(deferred)].lineID))) waits in this run; the reversal waits with it"
         }
-        let unsettled = history?.unsettledTransfer(
-            group: batch.text(line.group), destination: batch.text(line.payee), currency: line.currency.code)
+        let (group, destination, currency) = (batch.text(line.group), batch.text(line.payee), line.currency.code)
+        let charge = line.charge.isNone ? nil : batch.text(line.charge)
+        let unsettled =
+            history?.unsettledTransfer(group: group, destination: destination, currency: currency, charge: charge)
+            ?? history?.unsettledTransfer(group: group, destination: destination, currency: currency, charge: nil)
         guard let unsettled else { return nil }
         return
             "transfer \(unsettled) to \(batch.text(line.payee)) in group \(batch.text(line.group)) was sent and its outcome is not known yet; the reversal waits until a run has resolved it at Stripe"
+    }
+
+    /// The transfer the ledger recorded that a reversal without `transfer`, with none of this
+    /// run's to net into, reverses: of its group, destination and currency, and funded by the
+    /// charge the line names (audit 87 F1: the order's transfer with the most left was taken,
+    /// though funded by another charge). When the ledger has none on that charge and none sent
+    /// on it whose outcome is not known yet (the reversal waits for that one), the one of its
+    /// group and destination as SPEC says: a transfer made without the charge, say.
+    private func ledgerTarget(of line: OrderLine, batch: Batch) -> RecordedTransfer? {
+        guard let history else { return nil }
+        let (group, destination, currency) = (batch.text(line.group), batch.text(line.payee), line.currency.code)
+        guard !line.charge.isNone else {
+            return history.recordedTransfer(group: group, destination: destination, currency: currency, charge: nil)
+        }
+        let charge = batch.text(line.charge)
+        if let funded = history.recordedTransfer(
+            group: group, destination: destination, currency: currency, charge: charge)
+        {
+            return funded
+        }
+        guard
+            history.unsettledTransfer(group: group, destination: destination, currency: currency, charge: charge) == nil
+        else { return nil }
+        return history.recordedTransfer(group: group, destination: destination, currency: currency, charge: nil)
     }
 
     /// The transfer of this run a reversal without `transfer` nets into: same destination and

@@ -12,9 +12,10 @@ public final class SettlementPlan: @unchecked Sendable {
     /// Stripe ids the ledger recorded for `already_settled` lines.
     public var knownStripeIDs: [Int: String] = [:]
     /// The charges the batch names, once each, for the finance summary (and those of the
-    /// ledger's transfers that reversal lines naming no charge take from).
+    /// ledger's transfers that reversal lines take from).
     public var charges: [ChargeTotal] = []
-    /// Reversal lines naming no charge whose transfer the ledger records with one: that charge.
+    /// Reversal lines of a transfer the ledger records with a charge: that charge (charges.csv shows
+    /// the reversal on it, whatever charge the line names).
     public var ledgerChargeOfLine: [Int32: Symbol] = [:]
     /// Transfers that name no charge but draw on one known by its payment intent (lines with
     /// charge facts and a `payment_intent`, no `source_transaction`), by their rows' first

@@ -37,11 +37,13 @@ public protocol SettlementHistory: AnyObject {
     /// The charges earlier runs' lines named with these payment intents:
     /// `found(position, charge id)` for each link the ledger recorded.
     func chargesOfIntents(_ intents: [UnsafeRawBufferPointer], found: (Int, String) -> Void)
-    /// The transfer settle recorded for a group and destination, with what is left to reverse.
-    func recordedTransfer(group: String, destination: String, currency: String) -> RecordedTransfer?
-    /// The instruction id of a transfer for a group and destination that was sent and whose
-    /// outcome is not known yet (in flight or unknown), nil when there is none.
-    func unsettledTransfer(group: String, destination: String, currency: String) -> String?
+    /// The transfer settle recorded for a group and destination (with `charge`, funded by that
+    /// charge), with what is left to reverse.
+    func recordedTransfer(group: String, destination: String, currency: String, charge: String?) -> RecordedTransfer?
+    /// The instruction id of a transfer for a group and destination (with `charge`, funded by
+    /// that charge) that was sent and whose outcome is not known yet (in flight or unknown),
+    /// nil when there is none.
+    func unsettledTransfer(group: String, destination: String, currency: String, charge: String?) -> String?
     /// The transfers settle recorded under these Stripe ids (reversal lines naming them), with
     /// what is left to reverse: `found(position, transfer)`; none for a transfer settle did not make.
     func recordedTransfers(_ stripeIDs: [UnsafeRawBufferPointer], found: (Int, RecordedTransfer) -> Void)
@@ -67,7 +69,9 @@ extension SettlementHistory {
     public func decidedOrders(_ groups: [String]) -> [String: (line: String, reason: String)] { [:] }
     public func countedCharge(_ charge: String) -> ChargeTotal? { nil }
     public func failedCharges() -> [(charge: String, paymentIntent: String?, fact: StripeFacts.Charge)] { [] }
-    public func unsettledTransfer(group: String, destination: String, currency: String) -> String? { nil }
+    public func unsettledTransfer(group: String, destination: String, currency: String, charge: String?) -> String? {
+        nil
+    }
 }
 
 /// A line as the ledger recorded it.
