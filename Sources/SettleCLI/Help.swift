@@ -267,7 +267,7 @@ enum Help {
         Command(
             name: "ledger",
             synopsis: [
-                "settle ledger init [--ledger FILE]", "settle ledger backup FILE [--ledger FILE]",
+                "settle ledger init [FILE | --ledger FILE]", "settle ledger backup FILE [--ledger FILE]",
                 "settle ledger rebuild --since DATE [--ledger FILE] [PLAN_FOLDER...] [options]",
             ],
             summary: "create a ledger; copy it safely; rebuild it from Stripe",

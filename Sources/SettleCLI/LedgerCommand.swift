@@ -10,11 +10,22 @@ struct LedgerCommand {
     let log: Log
 
     func run() throws(CommandFailure) -> ExitCode {
-        let path = options.ledger
+        var path = options.ledger
         switch options.inputs.first {
         case "init":
-            guard options.inputs.count == 1 else {
-                throw CommandFailure(.usage, "usage: settle ledger init [--ledger FILE]")
+            guard options.inputs.count <= 2 else {
+                throw CommandFailure(.usage, "usage: settle ledger init [FILE | --ledger FILE]")
+            }
+            // `settle ledger init FILE` names the ledger as `--ledger FILE` does (audit 86 F2:
+            // SPEC's synopsis `ledger init|backup FILE|…` reads both ways).
+            if options.inputs.count == 2 {
+                let named = options.inputs[1]
+                if options.given.contains("ledger"), options.ledger != named {
+                    throw CommandFailure(
+                        .usage,
+                        "settle ledger init names two ledgers, \(named) and --ledger \(options.ledger): give one")
+                }
+                path = named
             }
             do {
                 try LedgerStore.create(path: path).close()

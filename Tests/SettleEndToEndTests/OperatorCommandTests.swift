@@ -50,6 +50,23 @@ import Testing
         #expect(try SettleProcess.run(["frobnicate"]).status == 64)
     }
 
+    /// `settle ledger init FILE` creates FILE, as `--ledger FILE` does (audit 86 F2: it was 64);
+    /// two different names are refused before anything is made.
+    @Test func ledgerInitTakesTheLedgerAsItsFile() throws {
+        let folder = SettleProcess.temporaryFolder()
+        let named = folder.appendingPathComponent("named.sqlite").path
+        let made = try SettleProcess.run(["ledger", "init", named])
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(try SettleProcess.run(["status", "--ledger", named]).status == 0)
+        #expect(try SettleProcess.run(["ledger", "init", named, "--ledger", named]).status == 78, "exists already")
+        let other = folder.appendingPathComponent("other.sqlite").path
+        let twice = try SettleProcess.run(["ledger", "init", other, "--ledger", named + "x"])
+        #expect(twice.status == 64)
+        #expect(twice.stderr.contains("names two ledgers"), "\(twice.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: other) && !FileManager.default.fileExists(atPath: named + "x"))
+        #expect(try SettleProcess.run(["ledger", "init", other, "extra"]).status == 64)
+    }
+
     /// An option given twice with different values: the last is used, as getopt does, and the
     /// run says so on standard error, naming both (audit 63 L2: a cron line with two `--out`s
     /// wrote to the second without a word). The same value twice says nothing.
