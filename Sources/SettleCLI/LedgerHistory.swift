@@ -203,7 +203,7 @@ final class LedgerHistory: SettlementHistory {
     private static func recorded(_ transfer: LedgerTransfer) -> RecordedTransfer {
         RecordedTransfer(
             stripeID: transfer.stripeID, remaining: transfer.amountMinor - transfer.reversedMinor,
-            charge: transfer.charge, currency: transfer.currency)
+            charge: transfer.charge, currency: transfer.currency, destination: transfer.destination)
     }
 
     /// `[charge, currency]` pairs, the keys of the look-ups by charge.

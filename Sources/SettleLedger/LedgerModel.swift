@@ -168,14 +168,19 @@ public struct LedgerTransfer: Sendable, Equatable {
     public var charge: String
     /// The currency it moved in (lowercase), which Stripe reverses it in whatever a line says.
     public var currency: String
+    /// The connected account it went to, which a reversal takes the money back from.
+    public var destination: String
 
-    public init(stripeID: String, amountMinor: Int64, reversedMinor: Int64, charge: String = "", currency: String = "")
-    {
+    public init(
+        stripeID: String, amountMinor: Int64, reversedMinor: Int64, charge: String = "", currency: String = "",
+        destination: String = ""
+    ) {
         self.stripeID = stripeID
         self.amountMinor = amountMinor
         self.reversedMinor = reversedMinor
         self.charge = charge
         self.currency = currency
+        self.destination = destination
     }
 }
 

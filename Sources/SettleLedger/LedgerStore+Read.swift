@@ -72,7 +72,7 @@ extension LedgerStore {
                    (SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
                     WHERE r.kind = 'reversal' AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals'
                       AND r.status IN ('settled', 'in_flight', 'unknown')) AS reversed,
-                   t.currency
+                   t.currency, t.payee
             FROM instructions t
             WHERE t.kind = 'transfer' AND t.status = 'settled' AND t.group_key = ? AND t.payee = ?
               AND t.currency = ? AND t.stripe_id IS NOT NULL AND (?4 IS NULL OR t.charge = ?4)
@@ -81,7 +81,7 @@ extension LedgerStore {
         ) { row in
             found = LedgerTransfer(
                 stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(3),
-                charge: row.text(2) ?? "", currency: row.text(4) ?? "")
+                charge: row.text(2) ?? "", currency: row.text(4) ?? "", destination: row.text(5) ?? "")
         }
         return found
     }
@@ -324,7 +324,7 @@ extension LedgerStore {
                    (SELECT COALESCE(SUM(r.amount_minor), 0) FROM instructions r
                     WHERE r.kind = 'reversal' AND r.path = '/v1/transfers/' || t.stripe_id || '/reversals'
                       AND r.status IN ('settled', 'in_flight', 'unknown')),
-                   t.currency
+                   t.currency, t.payee
             FROM instructions AS t
             WHERE t.kind = 'transfer' AND +t.status = 'settled' AND t.stripe_id IN (SELECT value FROM json_each(?1))
             """, json: keys
@@ -332,7 +332,7 @@ extension LedgerStore {
             found(
                 LedgerTransfer(
                     stripeID: row.text(0) ?? "", amountMinor: row.integer(1), reversedMinor: row.integer(3),
-                    charge: row.text(2) ?? "", currency: row.text(4) ?? ""))
+                    charge: row.text(2) ?? "", currency: row.text(4) ?? "", destination: row.text(5) ?? ""))
         }
     }
 }

@@ -651,7 +651,8 @@ struct ApplyEngineReversalTests {
         #expect(
             try ledger.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd")
                 == LedgerTransfer(
-                    stripeID: transferID, amountMinor: 7000, reversedMinor: 1500, charge: "ch_1", currency: "usd"))
+                    stripeID: transferID, amountMinor: 7000, reversedMinor: 1500, charge: "ch_1", currency: "usd",
+                    destination: "acct_rest"))
         let reversals = try sandbox.effects().filter { $0["type"] as? String == "reversal" }
         #expect(reversals.count == 1)
         #expect(reversals.first?["amount"] as? Int == 1500)

@@ -226,6 +226,44 @@ import Testing
         #expect(plan.instructions.map(\.amount) == [500])
     }
 
+    /// A reversal takes the money back from the account its transfer went to: a line naming a
+    /// transfer settle made to another destination than its own would report a move from an
+    /// account nothing was taken from (audit 87 F3: sent, `settled`, payee the line's account),
+    /// so its order is rejected; the same transfer named with its destination, or with none,
+    /// goes.
+    @Test func aReversalNamingATransferToAnotherDestinationIsRejected() throws {
+        let history = RecordedHistory()
+        history.transfers["ORDER6|acct_two|usd"] = RecordedTransfer(
+            stripeID: "tr_two", remaining: 10000, currency: "usd", destination: "acct_two")
+        let plan = TestExport()
+            .add([
+                "line_id": "w", "order_id": "1", "kind": "reversal", "amount": "5.00", "currency": "usd",
+                "destination": "acct_rest", "transfer": "tr_two",
+            ])
+            .add([
+                "line_id": "w2", "order_id": "1", "kind": "transfer", "amount": "3.00", "currency": "usd",
+                "destination": "acct_rest",
+            ])
+            .add([
+                "line_id": "x", "order_id": "2", "kind": "reversal", "amount": "1.00", "currency": "usd",
+                "destination": "acct_two", "transfer": "tr_two",
+            ])
+            .add([
+                "line_id": "y", "order_id": "3", "kind": "reversal", "amount": "2.00", "currency": "usd",
+                "transfer": "tr_two",
+            ])
+            .plan(history: history)
+        #expect(plan.outcome("w") == (.rejected, "reversal_target_unknown"))
+        #expect(plan.outcome("w2") == (.rejected, "group_rejected"))
+        #expect(
+            plan.batch.reasonText(of: plan.batch.lines[0])
+                == "transfer tr_two went to acct_two, not to acct_rest as this line says: Stripe would take the money back from acct_two"
+        )
+        #expect(plan.outcome("x") == (.planned, ""))
+        #expect(plan.outcome("y") == (.planned, ""))
+        #expect(plan.instructions.map(\.amount) == [100, 200])
+    }
+
     /// Reversals that together exceed the transfer they net into are all to blame, whatever
     /// the line order (the one that crossed the line carried the code, and which one that was
     /// depended on the order of the file: audit 17 F3). A reversal with nothing to take from

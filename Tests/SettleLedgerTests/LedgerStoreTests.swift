@@ -331,7 +331,8 @@ struct LedgerStoreTests {
         #expect(
             try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "usd")
                 == LedgerTransfer(
-                    stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500, charge: "ch_1", currency: "usd"))
+                    stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500, charge: "ch_1", currency: "usd",
+                    destination: "acct_rest"))
         // Found by its Stripe id too, with the currency Stripe reverses it in.
         var byID: [LedgerTransfer] = []
         try Array(#"["tr_9","tr_none"]"#.utf8).withUnsafeBytes { keys in
@@ -340,7 +341,8 @@ struct LedgerStoreTests {
         #expect(
             byID == [
                 LedgerTransfer(
-                    stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500, charge: "ch_1", currency: "usd")
+                    stripeID: "tr_9", amountMinor: 7000, reversedMinor: 1500, charge: "ch_1", currency: "usd",
+                    destination: "acct_rest")
             ])
         #expect(try store.transfer(group: "ORDER100", destination: "acct_rest", currency: "eur") == nil)
         #expect(try store.transfer(group: "OTHER", destination: "acct_rest", currency: "usd") == nil)

@@ -742,6 +742,8 @@ public struct Planner {
         var targetUnknown: [Int32] = []
         /// Reversal lines naming a transfer settle made in another currency than theirs.
         var wrongCurrency: [(line: Int32, transfer: RecordedTransfer)] = []
+        /// Reversal lines naming a transfer settle made to another destination than theirs.
+        var wrongDestination: [(line: Int32, transfer: RecordedTransfer)] = []
         /// Kept across groups: the transfers settle made that reversal lines name (by symbol),
         /// and what this run's formed groups already reverse of each (by Stripe id).
         var namedTransfers: [Symbol: RecordedTransfer] = [:]
@@ -754,6 +756,7 @@ public struct Planner {
             exceededTransfers.removeAll(keepingCapacity: true)
             targetUnknown.removeAll(keepingCapacity: true)
             wrongCurrency.removeAll(keepingCapacity: true)
+            wrongDestination.removeAll(keepingCapacity: true)
             transfers.removeAll(keepingCapacity: true)
             netted.removeAll(keepingCapacity: true)
             reversals.removeAll(keepingCapacity: true)
@@ -812,6 +815,15 @@ public struct Planner {
                             scratch.wrongCurrency.append((index, recorded))
                             continue
                         }
+                        // Stripe takes the money back from the account the transfer went to: a
+                        // line naming another destination (its payee) would report a move from
+                        // an account nothing was taken from (audit 87 F3).
+                        if !line.payee.isNone, !recorded.destination.isEmpty,
+                            batch.text(line.payee) != recorded.destination
+                        {
+                            scratch.wrongDestination.append((index, recorded))
+                            continue
+                        }
                         takeFrom(recorded, line.amount, line: index, &scratch)
                         if !recorded.charge.isEmpty { scratch.reversalCharges.append((index, recorded.charge)) }
                     }
@@ -866,7 +878,7 @@ public struct Planner {
             if !recorded.charge.isEmpty { scratch.reversalCharges.append((index, recorded.charge)) }
         }
         guard scratch.exceededSlots.isEmpty, scratch.exceededTransfers.isEmpty, scratch.targetUnknown.isEmpty,
-            scratch.wrongCurrency.isEmpty
+            scratch.wrongCurrency.isEmpty, scratch.wrongDestination.isEmpty
         else {
             blameReversals(batch, group: group, scratch: scratch)
             return
@@ -942,10 +954,11 @@ public struct Planner {
     }
 
     /// A group whose reversals exceed what they take from, have nothing to take from, or name a
-    /// transfer settle made in another currency (`currency_mismatch`), is
-    /// rejected: every reversal line on an exceeded transfer is `reversal_exceeds_transfer`
+    /// transfer settle made in another currency (`currency_mismatch`) or to another destination,
+    /// is rejected: every reversal line on an exceeded transfer is `reversal_exceeds_transfer`
     /// (together they exceed it; which one came last in the file does not matter), every one
-    /// with no transfer `reversal_target_unknown`, the others `group_rejected`.
+    /// with no transfer, or naming one to another destination, `reversal_target_unknown`, the
+    /// others `group_rejected`.
     private func blameReversals(_ batch: Batch, group: ArraySlice<Int32>, scratch: GroupScratch) {
         for (index, slot, stripeID) in scratch.reversalTargets {
             let currency = batch.lines[Int(index)].currency
@@ -968,6 +981,14 @@ public struct Planner {
                 Int(index), .rejected, .currencyMismatch,
                 "transfer \(transfer.stripeID) moved in \(transfer.currency.uppercased()) and Stripe reverses it in that "
                     + "currency, not in \(line.currency.code.uppercased()) as this line says"
+            )
+        }
+        for (index, transfer) in scratch.wrongDestination {
+            let line = batch.lines[Int(index)]
+            batch.set(
+                Int(index), .rejected, .reversalTargetUnknown,
+                "transfer \(transfer.stripeID) went to \(transfer.destination), not to \(batch.text(line.payee)) as this line "
+                    + "says: Stripe would take the money back from \(transfer.destination)"
             )
         }
         for index in scratch.targetUnknown {

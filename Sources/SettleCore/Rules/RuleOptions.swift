@@ -96,11 +96,16 @@ public struct RecordedTransfer: Sendable {
     /// The currency it moved in (lowercase code; empty when not known). A reversal takes no
     /// currency at Stripe: its amount is in this one, whatever the line says.
     public var currency: String
-    public init(stripeID: String, remaining: Int64, charge: String = "", currency: String = "") {
+    /// The connected account it went to (empty when not known).
+    public var destination: String
+    public init(
+        stripeID: String, remaining: Int64, charge: String = "", currency: String = "", destination: String = ""
+    ) {
         self.stripeID = stripeID
         self.remaining = remaining
         self.charge = charge
         self.currency = currency
+        self.destination = destination
     }
 }
 
