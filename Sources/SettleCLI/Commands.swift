@@ -200,7 +200,7 @@ struct Commands {
             do throws(ApplyError) {
                 try earlierLedger()
             } catch {
-                throw Applier.failure(error, folder: options.out ?? "", ledger: options.ledger)
+                throw Self.tookNothing(Applier.failure(error, folder: options.out ?? "", ledger: options.ledger))
             }
         }
         let out = options.out ?? ""
@@ -229,14 +229,7 @@ struct Commands {
                 throw LedgerHistory.failure(error, path: options.ledger)
             }
         } catch {
-            // Stopped before the run is recorded, nothing names it later: it says so itself
-            // (audit 84 F2: "the ledger failed" alone, and the next day's run went on without
-            // this day's export).
-            guard error.code == .tryAgain else { throw error }
-            throw CommandFailure(
-                .tryAgain,
-                error.message + "; this run took none of its inputs and moved nothing: run it again once that is "
-                    + "put right")
+            throw Self.tookNothing(error)
         }
         let planned: (String, PlanOutputs.Written)
         do throws(CommandFailure) {
@@ -253,7 +246,7 @@ struct Commands {
                         + "the next run names it as never ended",
                     fields: [Log.Field("run", runID)])
             }
-            throw error
+            throw Self.tookNothing(error)
         }
         let (folder, written) = planned
         let plannedLines = written.counts[.planned] ?? 0
@@ -263,6 +256,18 @@ struct Commands {
             fields: [.lines(plannedLines), Log.Field("instructions", written.instructions)])
         return try applier.apply(
             folder: folder, ledger: ledger, mode: "run", ledgerProbed: true, followedUnavailable: unfollowed)
+    }
+
+    /// A passing failure (75) of a `run` that stopped before its plan was written (Stripe's facts
+    /// or the new ledger's probe unanswered, the ledger failing): no folder and no ledger names
+    /// its inputs later, so it says so itself (audit 84 F2: "the ledger failed" alone, and the
+    /// next day's run went on without this day's export; audit 86 F3: "run again later" alone
+    /// when the look-ups before planning got no answer).
+    static func tookNothing(_ error: CommandFailure) -> CommandFailure {
+        guard error.code == .tryAgain else { return error }
+        return CommandFailure(
+            .tryAgain,
+            error.message + "; this run took none of its inputs and moved nothing: run it again once that is put right")
     }
 
     /// `run`'s plan, with the checks of what apply would refuse at once before the folder says "planned".
