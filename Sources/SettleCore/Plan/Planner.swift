@@ -850,7 +850,7 @@ public struct Planner {
                 if scratch.netted[slot] > scratch.transfers[slot].amount { scratch.exceededSlots.insert(slot) }
                 continue
             }
-            guard let recorded = ledgerTarget(of: line, batch: batch) else {
+            guard let recorded = ledgerTarget(of: line, in: group, batch: batch) else {
                 // A transfer that may exist is waited for, never refused for.
                 if let wait = waitForTarget(of: line, in: group, batch: batch) {
                     batch.set(Int(index), .deferred, .scheduled, wait)
@@ -1007,12 +1007,7 @@ public struct Planner {
     /// (the run that resolves it at Stripe records it; the line is back the run after). Only
     /// the reversal waits: the order's other lines do not depend on it.
     private func waitForTarget(of line: OrderLine, in group: ArraySlice<Int32>, batch: Batch) -> String? {
-        let deferred = group.first { index in
-            let candidate = batch.lines[Int(index)]
-            return candidate.kind == .transfer && candidate.status == .deferred && candidate.payee == line.payee
-                && candidate.currency == line.currency && (line.charge.isNone || candidate.charge == line.charge)
-        }
-        if let deferred {
+        if let deferred = deferredTarget(of: line, in: group, batch: batch) {
             return
                 "the transfer it reverses (line \(batch.text(batch.lines[Int(deferred)].lineID))) waits in this run; the reversal waits with it"
         }
@@ -1026,13 +1021,25 @@ public struct Planner {
             "transfer \(unsettled) to \(batch.text(line.payee)) in group \(batch.text(line.group)) was sent and its outcome is not known yet; the reversal waits until a run has resolved it at Stripe"
     }
 
+    /// A transfer line of the reversal's group to its destination, in its currency (and on its
+    /// charge when it names one), that is deferred in this run: the reversal waits with it.
+    private func deferredTarget(of line: OrderLine, in group: ArraySlice<Int32>, batch: Batch) -> Int32? {
+        group.first { index in
+            let candidate = batch.lines[Int(index)]
+            return candidate.kind == .transfer && candidate.status == .deferred && candidate.payee == line.payee
+                && candidate.currency == line.currency && (line.charge.isNone || candidate.charge == line.charge)
+        }
+    }
+
     /// The transfer the ledger recorded that a reversal without `transfer`, with none of this
     /// run's to net into, reverses: of its group, destination and currency, and funded by the
     /// charge the line names (audit 87 F1: the order's transfer with the most left was taken,
-    /// though funded by another charge). When the ledger has none on that charge and none sent
-    /// on it whose outcome is not known yet (the reversal waits for that one), the one of its
-    /// group and destination as SPEC says: a transfer made without the charge, say.
-    private func ledgerTarget(of line: OrderLine, batch: Batch) -> RecordedTransfer? {
+    /// though funded by another charge). When the ledger has none on that charge, and no
+    /// transfer on it may yet exist (a line of the group deferred in this run, or one sent whose
+    /// outcome is not known yet: the reversal waits for it; audit 88 F1: the transfer on
+    /// another charge was reversed at once), the one of its group and destination as SPEC
+    /// says: a transfer made without the charge, say.
+    private func ledgerTarget(of line: OrderLine, in lines: ArraySlice<Int32>, batch: Batch) -> RecordedTransfer? {
         guard let history else { return nil }
         let (group, destination, currency) = (batch.text(line.group), batch.text(line.payee), line.currency.code)
         guard !line.charge.isNone else {
@@ -1044,7 +1051,7 @@ public struct Planner {
         {
             return funded
         }
-        guard
+        guard deferredTarget(of: line, in: lines, batch: batch) == nil,
             history.unsettledTransfer(group: group, destination: destination, currency: currency, charge: charge) == nil
         else { return nil }
         return history.recordedTransfer(group: group, destination: destination, currency: currency, charge: nil)
